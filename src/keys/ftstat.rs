@@ -1,0 +1,84 @@
+//! `ftdlen:{table}:{index}:{id}` → document length; `ftstat:{table}:{index}` → N and total length.
+//! Both live in the `ftstat` keyspace, told apart by their first component.
+
+use super::tuple::{KeyError, KeyReader, KeyWriter};
+use std::borrow::Cow;
+
+const DLEN: &str = "ftdlen";
+const STAT: &str = "ftstat";
+
+/// A key of the full-text statistics keyspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FtStatKey<'a> {
+    /// the token count of one document
+    DocLen {
+        /// table name
+        table: Cow<'a, str>,
+        /// index name
+        index: Cow<'a, str>,
+        /// document id
+        id: Cow<'a, str>,
+    },
+    /// document count and total length of one index (for BM25's average length)
+    Stat {
+        /// table name
+        table: Cow<'a, str>,
+        /// index name
+        index: Cow<'a, str>,
+    },
+}
+
+impl<'a> FtStatKey<'a> {
+    /// The length entry of document `id`.
+    pub fn doc_len(table: &'a str, index: &'a str, id: &'a str) -> Self {
+        FtStatKey::DocLen { table: table.into(), index: index.into(), id: id.into() }
+    }
+
+    /// The statistics entry of one index.
+    pub fn stat(table: &'a str, index: &'a str) -> Self {
+        FtStatKey::Stat { table: table.into(), index: index.into() }
+    }
+
+    /// The key bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            FtStatKey::DocLen { table, index, id } => KeyWriter::default().str(DLEN).str(table).str(index).str(id),
+            FtStatKey::Stat { table, index } => KeyWriter::default().str(STAT).str(table).str(index),
+        }
+        .finish()
+    }
+
+    /// Parses key bytes.
+    pub fn decode(key: &'a [u8]) -> Result<Self, KeyError> {
+        let mut r = KeyReader::new(key);
+        let k = match r.next_str()?.as_ref() {
+            DLEN => FtStatKey::DocLen { table: r.next_str()?, index: r.next_str()?, id: r.next_str()? },
+            STAT => FtStatKey::Stat { table: r.next_str()?, index: r.next_str()? },
+            _ => return Err(KeyError::UnexpectedType { expected: "ftdlen or ftstat" }),
+        };
+        r.end()?;
+        Ok(k)
+    }
+
+    /// The prefixes of every entry of `table` (lengths, then statistics).
+    pub fn table_prefixes(table: &str) -> [Vec<u8>; 2] {
+        [KeyWriter::default().str(DLEN).str(table).finish(), KeyWriter::default().str(STAT).str(table).finish()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn golden() {
+        let d = FtStatKey::doc_len("posts", "body", "p1");
+        let bytes = d.encode();
+        assert_eq!(bytes, b"\x07ftdlen\x00\x01\x07posts\x00\x01\x07body\x00\x01\x07p1\x00\x01");
+        assert_eq!(FtStatKey::decode(&bytes).unwrap(), d);
+        assert_eq!(super::super::display("ftstat", &bytes), "ftdlen:posts:body:p1");
+        let s = FtStatKey::stat("posts", "body");
+        assert_eq!(FtStatKey::decode(&s.encode()).unwrap(), s);
+        assert_eq!(super::super::display("ftstat", &s.encode()), "ftstat:posts:body");
+    }
+}

@@ -1,0 +1,101 @@
+//! `meta:table:{name}`, `meta:index:{table}:{name}`, `meta:metric:{name}`, `meta:seq:{name}`,
+//! `meta:field:{id}`, `meta:dropping:{table}` → catalog entries.
+
+use super::tuple::{KeyError, KeyReader, KeyWriter};
+use std::borrow::Cow;
+
+/// A catalog key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaKey<'a> {
+    /// a table definition
+    Table(Cow<'a, str>),
+    /// an index definition: table, index name
+    Index(Cow<'a, str>, Cow<'a, str>),
+    /// a metric's configuration (retention)
+    Metric(Cow<'a, str>),
+    /// a named sequence's last value
+    Seq(Cow<'a, str>),
+    /// an interned field name of the entity codec, by id
+    Field(u32),
+    /// a dropped table whose keys are still being removed
+    Dropping(Cow<'a, str>),
+}
+
+impl<'a> MetaKey<'a> {
+    fn kind(&self) -> &'static str {
+        match self {
+            MetaKey::Table(_) => "table",
+            MetaKey::Index(..) => "index",
+            MetaKey::Metric(_) => "metric",
+            MetaKey::Seq(_) => "seq",
+            MetaKey::Field(_) => "field",
+            MetaKey::Dropping(_) => "dropping",
+        }
+    }
+
+    /// The key bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let w = KeyWriter::default().str(self.kind());
+        match self {
+            MetaKey::Table(n) | MetaKey::Metric(n) | MetaKey::Seq(n) | MetaKey::Dropping(n) => w.str(n),
+            MetaKey::Index(t, n) => w.str(t).str(n),
+            MetaKey::Field(id) => w.num(i64::from(*id)),
+        }
+        .finish()
+    }
+
+    /// Parses key bytes.
+    pub fn decode(key: &'a [u8]) -> Result<Self, KeyError> {
+        let mut r = KeyReader::new(key);
+        let k = match r.next_str()?.as_ref() {
+            "table" => MetaKey::Table(r.next_str()?),
+            "index" => MetaKey::Index(r.next_str()?, r.next_str()?),
+            "metric" => MetaKey::Metric(r.next_str()?),
+            "seq" => MetaKey::Seq(r.next_str()?),
+            "field" => {
+                MetaKey::Field(u32::try_from(r.next_u64()?).map_err(|_| KeyError::UnexpectedType { expected: "u32" })?)
+            }
+            "dropping" => MetaKey::Dropping(r.next_str()?),
+            _ => return Err(KeyError::UnexpectedType { expected: "catalog kind" }),
+        };
+        r.end()?;
+        Ok(k)
+    }
+
+    /// The prefix of every catalog key of one kind: `"table"`, `"index"`, `"metric"`, `"seq"`,
+    /// `"field"` or `"dropping"`.
+    pub fn kind_prefix(kind: &str) -> Vec<u8> {
+        KeyWriter::default().str(kind).finish()
+    }
+
+    /// The prefix of every index definition of `table`.
+    pub fn indexes_of(table: &str) -> Vec<u8> {
+        KeyWriter::default().str("index").str(table).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn golden() {
+        let t = MetaKey::Table("users".into());
+        assert_eq!(t.encode(), b"\x07table\x00\x01\x07users\x00\x01");
+        let all = [
+            t,
+            MetaKey::Index("users".into(), "by_age".into()),
+            MetaKey::Metric("cpu".into()),
+            MetaKey::Seq("changefeed".into()),
+            MetaKey::Field(7),
+            MetaKey::Dropping("old".into()),
+        ];
+        for k in &all {
+            assert_eq!(&MetaKey::decode(&k.encode()).unwrap(), k);
+        }
+        assert_eq!(super::super::display("meta", &all[1].encode()), "meta:index:users:by_age");
+        assert_eq!(super::super::display("meta", &all[4].encode()), "meta:field:7");
+        assert!(all[1].encode().starts_with(&MetaKey::indexes_of("users")));
+        assert!(!MetaKey::Index("users2".into(), "x".into()).encode().starts_with(&MetaKey::indexes_of("users")));
+    }
+}

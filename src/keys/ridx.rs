@@ -1,0 +1,71 @@
+//! `ridx:{table}:{index}:{value}:{id}` → empty; scanned in value order for ranges and ORDER BY.
+
+use super::tuple::{Component, KeyError, KeyReader, KeyWriter};
+use std::borrow::Cow;
+
+/// A range-index entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RidxKey<'a> {
+    /// table name
+    pub table: Cow<'a, str>,
+    /// index name
+    pub index: Cow<'a, str>,
+    /// the indexed value
+    pub value: Component<'a>,
+    /// document id
+    pub id: Cow<'a, str>,
+}
+
+impl<'a> RidxKey<'a> {
+    /// An entry for `value` of document `id`.
+    pub fn new(table: &'a str, index: &'a str, value: Component<'a>, id: &'a str) -> Self {
+        RidxKey { table: table.into(), index: index.into(), value, id: id.into() }
+    }
+
+    /// The key bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        KeyWriter::default().str(&self.table).str(&self.index).component(&self.value).str(&self.id).finish()
+    }
+
+    /// Parses key bytes.
+    pub fn decode(key: &'a [u8]) -> Result<Self, KeyError> {
+        let mut r = KeyReader::new(key);
+        let k = RidxKey { table: r.next_str()?, index: r.next_str()?, value: r.next_component()?, id: r.next_str()? };
+        r.end()?;
+        Ok(k)
+    }
+
+    /// The prefix of every entry of one index.
+    pub fn index_prefix(table: &str, index: &str) -> Vec<u8> {
+        KeyWriter::default().str(table).str(index).finish()
+    }
+
+    /// The prefix of every entry holding exactly `value`: the lower bound of `>= value`, and its
+    /// successor the lower bound of `> value`.
+    pub fn value_prefix(table: &str, index: &str, value: &Component<'_>) -> Vec<u8> {
+        KeyWriter::default().str(table).str(index).component(value).finish()
+    }
+
+    /// The prefix of every entry of every range index of `table`.
+    pub fn table_prefix(table: &str) -> Vec<u8> {
+        KeyWriter::default().str(table).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::tuple::Number;
+
+    #[test]
+    fn golden() {
+        let k = RidxKey::new("users", "by_age", Component::Num(Number::Float(-1.5)), "bob");
+        let bytes = k.encode();
+        let mut want = b"\x07users\x00\x01\x07by_age\x00\x01".to_vec();
+        want.extend_from_slice(&[0x04, 0xfb, 0xb3, 0x3f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+        want.extend_from_slice(b"\x07bob\x00\x01");
+        assert_eq!(bytes, want);
+        assert_eq!(RidxKey::decode(&bytes).unwrap(), k);
+        assert_eq!(super::super::display("ridx", &bytes), "ridx:users:by_age:-1.5:bob");
+    }
+}

@@ -1,0 +1,61 @@
+//! `vec:{table}:{index}:…` → the persisted vector index; what follows the index name is the vector
+//! module's own layout.
+
+use super::tuple::{Component, KeyError, KeyReader, KeyWriter};
+use std::borrow::Cow;
+
+/// A key of a persisted vector index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VecKey<'a> {
+    /// table name
+    pub table: Cow<'a, str>,
+    /// index name
+    pub index: Cow<'a, str>,
+    /// the vector module's components (node ids, layers, …)
+    pub rest: Vec<Component<'a>>,
+}
+
+impl<'a> VecKey<'a> {
+    /// A key under one vector index.
+    pub fn new(table: &'a str, index: &'a str, rest: Vec<Component<'a>>) -> Self {
+        VecKey { table: table.into(), index: index.into(), rest }
+    }
+
+    /// The key bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        self.rest.iter().fold(KeyWriter::default().str(&self.table).str(&self.index), |w, c| w.component(c)).finish()
+    }
+
+    /// Parses key bytes.
+    pub fn decode(key: &'a [u8]) -> Result<Self, KeyError> {
+        let mut r = KeyReader::new(key);
+        let table = r.next_str()?;
+        let index = r.next_str()?;
+        Ok(VecKey { table, index, rest: r.rest()? })
+    }
+
+    /// The prefix of every key of one vector index.
+    pub fn index_prefix(table: &str, index: &str) -> Vec<u8> {
+        KeyWriter::default().str(table).str(index).finish()
+    }
+
+    /// The prefix of every key of every vector index of `table`.
+    pub fn table_prefix(table: &str) -> Vec<u8> {
+        KeyWriter::default().str(table).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::tuple::Number;
+
+    #[test]
+    fn golden() {
+        let k = VecKey::new("docs", "emb", vec![Component::Str("node".into()), Component::Num(Number::Int(0))]);
+        let bytes = k.encode();
+        assert_eq!(bytes, b"\x07docs\x00\x01\x07emb\x00\x01\x07node\x00\x01\x05");
+        assert_eq!(VecKey::decode(&bytes).unwrap(), k);
+        assert_eq!(super::super::display("vec", &bytes), "vec:docs:emb:node:0");
+    }
+}
