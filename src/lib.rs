@@ -3,3 +3,4 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod keys;
+pub mod storage;

@@ -1,0 +1,68 @@
+//! Storage settings: every knob fjall has that matters is set here, never left to its defaults.
+
+use std::path::PathBuf;
+
+/// When a write is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Acknowledged after the journal holding it is fsynced; concurrent writers share one fsync.
+    #[default]
+    Sync,
+    /// Acknowledged once the journal is handed to the OS: survives a process crash, not a power loss.
+    Buffered,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sync" => Ok(Durability::Sync),
+            "buffered" => Ok(Durability::Buffered),
+            other => Err(format!("durability must be sync or buffered, not {other:?}")),
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Durability::Sync => "sync",
+            Durability::Buffered => "buffered",
+        })
+    }
+}
+
+/// How the store is opened.
+#[derive(Debug, Clone)]
+pub struct StorageConfig {
+    /// the data directory (created if missing)
+    pub path: PathBuf,
+    /// when writes are acknowledged
+    pub durability: Durability,
+    /// block cache shared by all keyspaces, in bytes
+    pub cache_bytes: u64,
+    /// memtable size of each keyspace, in bytes
+    pub memtable_bytes: u64,
+    /// journal size after which memtables are flushed, in bytes
+    pub max_journal_bytes: u64,
+    /// flush and compaction threads (at least 2: fjall#257)
+    pub worker_threads: usize,
+    /// how many queued writes one commit group may take
+    pub max_group: usize,
+}
+
+impl StorageConfig {
+    /// Defaults for a data directory: sync durability, 256 MiB cache, 16 MiB memtables.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        StorageConfig {
+            path: path.into(),
+            durability: Durability::Sync,
+            cache_bytes: 256 << 20,
+            memtable_bytes: 16 << 20,
+            max_journal_bytes: 512 << 20,
+            worker_threads: 2,
+            max_group: 1024,
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Storage errors.
+
+/// Why a storage call failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// An fsync or journal write failed earlier; the store refuses writes until it is reopened
+    /// (and the disk checked). Reads still work.
+    #[error("the store is poisoned after a failed write to disk; restart after checking the disk")]
+    Poisoned,
+    /// The store is shutting down and takes no more writes.
+    #[error("the store is closed")]
+    Closed,
+    /// An I/O or engine error: report it; the store may have been poisoned by it.
+    #[error("storage engine error: {0}")]
+    Engine(String),
+    /// A write function panicked; nothing it staged was written.
+    #[error("a write was aborted by an internal error")]
+    Aborted,
+}
+
+impl From<fjall::Error> for StorageError {
+    fn from(e: fjall::Error) -> Self {
+        match e {
+            fjall::Error::Poisoned => StorageError::Poisoned,
+            other => StorageError::Engine(other.to_string()),
+        }
+    }
+}
+
+/// Storage result.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -1,0 +1,273 @@
+//! The only module that names fjall: one database per data directory, one keyspace per key family,
+//! atomic multi-keyspace writes through one committer, snapshot reads and scans.
+//!
+//! What it offers — named ordered keyspaces, atomic multi-key writes, snapshot reads, forward and
+//! reverse range scans — is what a distributed ordered KV store offers too, so another backend can
+//! be added here without touching the layers above.
+
+mod config;
+mod error;
+mod read;
+mod write;
+
+pub use config::{Durability, StorageConfig};
+pub use error::{Result, StorageError};
+pub use read::{KeyRange, ReadView, Scan, Slice};
+pub use write::WriteTx;
+
+use crate::keys::ChangeKey;
+use fjall::{Database, KeyspaceCreateOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use write::{Committer, Completion, Job};
+
+/// The keyspaces, one per key family (see `keys`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Space {
+    /// documents
+    Entity,
+    /// equality and unique indexes
+    Idx,
+    /// range indexes
+    Ridx,
+    /// spatial indexes
+    Sidx,
+    /// full-text postings
+    Ftidx,
+    /// full-text document lengths and statistics
+    Ftstat,
+    /// graph adjacency
+    Graph,
+    /// vector indexes
+    Vec,
+    /// time-series points
+    Ts,
+    /// expiry entries
+    Ttlidx,
+    /// change events
+    Changefeed,
+    /// the catalog
+    Meta,
+}
+
+impl Space {
+    /// Every keyspace, in `Space as usize` order.
+    pub const ALL: [Space; 12] = [
+        Space::Entity,
+        Space::Idx,
+        Space::Ridx,
+        Space::Sidx,
+        Space::Ftidx,
+        Space::Ftstat,
+        Space::Graph,
+        Space::Vec,
+        Space::Ts,
+        Space::Ttlidx,
+        Space::Changefeed,
+        Space::Meta,
+    ];
+
+    /// The keyspace's name on disk (and the family name of its display form).
+    pub fn name(self) -> &'static str {
+        match self {
+            Space::Entity => "entity",
+            Space::Idx => "idx",
+            Space::Ridx => "ridx",
+            Space::Sidx => "sidx",
+            Space::Ftidx => "ftidx",
+            Space::Ftstat => "ftstat",
+            Space::Graph => "graph",
+            Space::Vec => "vec",
+            Space::Ts => "ts",
+            Space::Ttlidx => "ttlidx",
+            Space::Changefeed => "changefeed",
+            Space::Meta => "meta",
+        }
+    }
+
+    /// The keyspace of that name.
+    pub fn from_name(name: &str) -> Option<Space> {
+        Space::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// An open data directory. Cheap to clone; the last clone dropped stops the committer after it
+/// has answered every queued write.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    spaces: Arc<[fjall::Keyspace]>,
+    config: StorageConfig,
+    poisoned: Arc<AtomicBool>,
+    fail_next_sync: Arc<AtomicBool>,
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Store {
+    /// Opens (or creates) the data directory and starts the committer.
+    pub fn open(config: StorageConfig) -> Result<Store> {
+        let db = Database::builder(&config.path)
+            .cache_size(config.cache_bytes)
+            .worker_threads(config.worker_threads.max(2))
+            .max_journaling_size(config.max_journal_bytes)
+            .open()?;
+        let memtable = config.memtable_bytes;
+        let spaces: Arc<[fjall::Keyspace]> = Space::ALL
+            .iter()
+            .map(|s| db.keyspace(s.name(), || KeyspaceCreateOptions::default().max_memtable_size(memtable)))
+            .collect::<Result<Vec<_>, fjall::Error>>()?
+            .into();
+        // The next sequence number follows the last change event on disk.
+        let next_seq = match spaces[Space::Changefeed as usize].last_key_value() {
+            Some(g) => {
+                let key = g.key()?;
+                ChangeKey::decode(&key).map_err(|e| StorageError::Engine(format!("bad changefeed key: {e}")))?.seq + 1
+            }
+            None => 1,
+        };
+        let poisoned = Arc::new(AtomicBool::new(false));
+        let fail_next_sync = Arc::new(AtomicBool::new(false));
+        let committer = Committer {
+            db: db.clone(),
+            spaces: spaces.clone(),
+            durability: config.durability,
+            poisoned: poisoned.clone(),
+            max_group: config.max_group.max(1),
+            next_seq,
+            fail_next_sync: fail_next_sync.clone(),
+        };
+        let (tx, rx) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("mosaic-committer".into())
+            .spawn(move || committer.run(rx))
+            .map_err(|e| StorageError::Engine(format!("cannot start the committer: {e}")))?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                db,
+                spaces,
+                config,
+                poisoned,
+                fail_next_sync,
+                queue: Mutex::new(Some(tx)),
+                committer: Mutex::new(Some(handle)),
+            }),
+        })
+    }
+
+    /// The settings the store was opened with.
+    pub fn config(&self) -> &StorageConfig {
+        &self.inner.config
+    }
+
+    /// True after a failed write to disk: writes are refused until restart.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The latest committed value of one key.
+    pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        Ok(self.inner.spaces[space as usize].get(key)?.map(Slice))
+    }
+
+    /// A consistent view of every keyspace as of now.
+    pub fn snapshot(&self) -> ReadView {
+        ReadView { snapshot: self.inner.db.snapshot(), spaces: self.inner.spaces.clone() }
+    }
+
+    /// A cheap estimate of the number of keys in a keyspace.
+    pub fn approximate_len(&self, space: Space) -> usize {
+        self.inner.spaces[space as usize].approximate_len()
+    }
+
+    /// Runs `f` on the committer and resolves once its staged keys are committed (and, in sync
+    /// mode, fsynced) — or with `f`'s error, in which case nothing it staged is written.
+    pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut WriteTx<'_>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+    {
+        let rx = self.submit(f)?;
+        rx.await.unwrap_or_else(|_| Err(StorageError::Aborted.into()))
+    }
+
+    /// [`Store::write`] for callers outside an async runtime (tools, benches, tests).
+    pub fn write_blocking<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut WriteTx<'_>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+    {
+        let rx = self.submit(f)?;
+        rx.blocking_recv().unwrap_or_else(|_| Err(StorageError::Aborted.into()))
+    }
+
+    fn submit<T, E, F>(&self, f: F) -> Result<tokio::sync::oneshot::Receiver<Result<T, E>>, E>
+    where
+        F: FnOnce(&mut WriteTx<'_>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+    {
+        if self.is_poisoned() {
+            return Err(StorageError::Poisoned.into());
+        }
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |tx: &mut WriteTx<'_>| -> Completion {
+            match f(tx) {
+                Ok(value) => Box::new(move |durable: Result<()>| {
+                    let _ = reply.send(durable.map(|()| value).map_err(E::from));
+                }),
+                Err(e) => {
+                    tx.discard();
+                    Box::new(move |_| {
+                        let _ = reply.send(Err(e));
+                    })
+                }
+            }
+        });
+        let queue = self.inner.queue.lock().map_err(|_| StorageError::Closed)?;
+        queue.as_ref().ok_or(StorageError::Closed)?.send(job).map_err(|_| StorageError::Closed)?;
+        Ok(rx)
+    }
+
+    /// Stops taking writes, waits for the queued ones, and fsyncs everything.
+    pub fn close(&self) -> Result<()> {
+        if let Ok(mut q) = self.inner.queue.lock() {
+            q.take();
+        }
+        if let Some(handle) = self.inner.committer.lock().ok().and_then(|mut h| h.take()) {
+            let _ = handle.join();
+        }
+        if self.is_poisoned() {
+            return Err(StorageError::Poisoned);
+        }
+        self.inner.db.persist(fjall::PersistMode::SyncAll)?;
+        Ok(())
+    }
+
+    /// Test hook: the next group fsync fails, as a broken disk would make it.
+    #[cfg(test)]
+    fn inject_sync_failure(&self) {
+        self.inner.fail_next_sync.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.take();
+        }
+        if let Some(handle) = self.committer.lock().ok().and_then(|mut h| h.take()) {
+            let _ = handle.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,173 @@
+use super::*;
+
+fn open(dir: &std::path::Path, durability: Durability) -> Store {
+    let mut cfg = StorageConfig::new(dir);
+    cfg.durability = durability;
+    cfg.cache_bytes = 8 << 20;
+    Store::open(cfg).unwrap()
+}
+
+fn put(store: &Store, space: Space, key: &[u8], value: &[u8]) {
+    let (k, v) = (key.to_vec(), value.to_vec());
+    store
+        .write_blocking(move |tx| {
+            tx.put(space, k, v);
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn writes_are_atomic_across_keyspaces_and_errors_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Sync);
+    store
+        .write_blocking(|tx| {
+            tx.put(Space::Entity, b"a".to_vec(), b"1".to_vec());
+            tx.put(Space::Idx, b"a-idx".to_vec(), vec![]);
+            // a write reads its own staged keys
+            assert_eq!(tx.get(Space::Entity, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    let failed: Result<(), StorageError> = store.write_blocking(|tx| {
+        tx.put(Space::Entity, b"b".to_vec(), b"2".to_vec());
+        tx.delete(Space::Entity, b"a".to_vec());
+        Err(StorageError::Closed)
+    });
+    assert!(failed.is_err());
+    let view = store.snapshot();
+    assert_eq!(view.get(Space::Entity, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert!(view.get(Space::Entity, b"b").unwrap().is_none());
+    assert!(view.get(Space::Idx, b"a-idx").unwrap().is_some());
+}
+
+#[test]
+fn a_panicking_write_is_aborted_and_the_committer_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    let r: Result<(), StorageError> = store.write_blocking(|tx| {
+        tx.put(Space::Entity, b"x".to_vec(), vec![]);
+        panic!("boom")
+    });
+    assert!(matches!(r, Err(StorageError::Aborted)));
+    put(&store, Space::Entity, b"y", b"1");
+    assert!(store.get(Space::Entity, b"x").unwrap().is_none());
+    assert!(store.get(Space::Entity, b"y").unwrap().is_some());
+}
+
+#[test]
+fn sequence_numbers_are_gap_free_in_commit_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    let take = |fail: bool| {
+        store.write_blocking(move |tx| {
+            let seq = tx.next_seq();
+            tx.put(Space::Changefeed, ChangeKey::new(seq).encode(), vec![]);
+            if fail { Err(StorageError::Closed) } else { Ok(seq) }
+        })
+    };
+    assert_eq!(take(false).unwrap(), 1);
+    assert!(take(true).is_err());
+    assert_eq!(take(false).unwrap(), 2);
+    store.close().unwrap();
+    drop(store);
+    // the counter resumes after the last event on disk
+    let store = open(dir.path(), Durability::Buffered);
+    let seq = store
+        .write_blocking(|tx| {
+            let s = tx.next_seq();
+            tx.put(Space::Changefeed, ChangeKey::new(s).encode(), vec![]);
+            Ok::<_, StorageError>(s)
+        })
+        .unwrap();
+    assert_eq!(seq, 3);
+}
+
+#[test]
+fn read_modify_write_is_isolated_under_concurrency() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Sync);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    store
+                        .write_blocking(|tx| {
+                            let n = tx
+                                .get(Space::Meta, b"counter")?
+                                .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap_or([0; 8])));
+                            tx.put(Space::Meta, b"counter".to_vec(), (n + 1).to_be_bytes().to_vec());
+                            Ok::<_, StorageError>(())
+                        })
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let v = store.get(Space::Meta, b"counter").unwrap().unwrap();
+    assert_eq!(u64::from_be_bytes((&*v).try_into().unwrap()), 400);
+}
+
+#[test]
+fn scans_forward_reverse_and_by_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    for k in [&b"a1"[..], b"a2", b"a3", b"b1"] {
+        put(&store, Space::Ridx, k, b"");
+    }
+    let view = store.snapshot();
+    let keys =
+        |range, rev| -> Vec<Vec<u8>> { view.scan(Space::Ridx, range, rev).map(|r| r.unwrap().0.to_vec()).collect() };
+    assert_eq!(keys(KeyRange::Prefix(b"a".to_vec()), false), [b"a1", b"a2", b"a3"]);
+    assert_eq!(keys(KeyRange::Prefix(b"a".to_vec()), true), [b"a3", b"a2", b"a1"]);
+    use std::ops::Bound::*;
+    assert_eq!(
+        keys(KeyRange::Between(Excluded(b"a1".to_vec()), Included(b"b1".to_vec())), false),
+        [b"a2", b"a3", b"b1"]
+    );
+    // a snapshot does not see later writes
+    put(&store, Space::Ridx, b"a4", b"");
+    assert_eq!(keys(KeyRange::Prefix(b"a".to_vec()), false).len(), 3);
+    assert_eq!(store.snapshot().scan(Space::Ridx, KeyRange::Prefix(b"a".to_vec()), false).count(), 4);
+}
+
+#[test]
+fn a_failed_fsync_poisons_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Sync);
+    put(&store, Space::Entity, b"before", b"1");
+    store.inject_sync_failure();
+    let r = store.write_blocking(|tx| {
+        tx.put(Space::Entity, b"during".to_vec(), vec![]);
+        Ok::<_, StorageError>(())
+    });
+    assert!(matches!(r, Err(StorageError::Poisoned)), "{r:?}");
+    assert!(store.is_poisoned());
+    let r = store.write_blocking(|tx| {
+        tx.put(Space::Entity, b"after".to_vec(), vec![]);
+        Ok::<_, StorageError>(())
+    });
+    assert!(matches!(r, Err(StorageError::Poisoned)));
+    // reads still work
+    assert!(store.get(Space::Entity, b"before").unwrap().is_some());
+    assert!(store.get(Space::Entity, b"after").unwrap().is_none());
+}
+
+#[test]
+fn reopening_restores_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path(), Durability::Sync);
+        for i in 0u32..200 {
+            put(&store, Space::Entity, &i.to_be_bytes(), b"v");
+        }
+        store.close().unwrap();
+    }
+    let store = open(dir.path(), Durability::Sync);
+    assert_eq!(store.snapshot().scan(Space::Entity, KeyRange::Prefix(vec![]), false).count(), 200);
+}

@@ -1,0 +1,165 @@
+//! The write path: one committer thread takes queued writes in groups.
+//!
+//! Each write is a function run on the committer against a [`WriteTx`]: it reads what it needs
+//! (the old document, unique-index owners, …), stages its puts and deletes, and returns. The
+//! committer commits each write's staged keys as one atomic fjall batch before running the next,
+//! so a write always reads the state every earlier write left — two updates of one document can
+//! never interleave — and sequence numbers are handed out in commit order, gap-free. After the
+//! group, one `fdatasync` covers every write in it (group commit) before any is acknowledged.
+
+use super::{Durability, Result, Slice, Space, StorageError};
+use fjall::PersistMode;
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
+/// What a write function gets: reads of the latest committed state (plus its own staged keys),
+/// and a place to stage puts and deletes that commit together or not at all.
+pub struct WriteTx<'c> {
+    committer: &'c Committer,
+    staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
+    seqs_taken: u64,
+}
+
+impl WriteTx<'_> {
+    /// Stages `key = value`.
+    pub fn put(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
+        self.staged.insert((space, key), Some(value));
+    }
+
+    /// Stages the removal of `key`.
+    pub fn delete(&mut self, space: Space, key: Vec<u8>) {
+        self.staged.insert((space, key), None);
+    }
+
+    /// The value of `key`: this write's own staged value if it staged one, else the committed one.
+    pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(staged) = self.staged.get(&(space, key.to_vec())) {
+            return Ok(staged.clone());
+        }
+        Ok(self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec()))
+    }
+
+    /// Committed key-value pairs under `prefix` (not this write's staged keys), in key order.
+    pub fn scan_prefix(&self, space: Space, prefix: &[u8]) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
+        self.committer.spaces[space as usize]
+            .prefix(prefix)
+            .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
+    }
+
+    /// The next commit sequence number: gap-free and strictly increasing in commit order. A write
+    /// that fails gives its numbers back.
+    pub fn next_seq(&mut self) -> u64 {
+        self.seqs_taken += 1;
+        self.committer.next_seq + self.seqs_taken - 1
+    }
+
+    /// How many keys are staged.
+    pub fn staged_len(&self) -> usize {
+        self.staged.len()
+    }
+
+    pub(super) fn discard(&mut self) {
+        self.staged.clear();
+        self.seqs_taken = 0;
+    }
+}
+
+/// Called once the write's fate is known: `Ok` only when it is committed and as durable as the
+/// store promises.
+pub(super) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
+/// A queued write.
+pub(super) type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
+
+/// The committer's state; lives on its own thread.
+pub(super) struct Committer {
+    pub(super) db: fjall::Database,
+    pub(super) spaces: Arc<[fjall::Keyspace]>,
+    pub(super) durability: Durability,
+    pub(super) poisoned: Arc<AtomicBool>,
+    pub(super) max_group: usize,
+    pub(super) next_seq: u64,
+    /// Test hook: fail the next fsync as a broken disk would.
+    pub(super) fail_next_sync: Arc<AtomicBool>,
+}
+
+impl Committer {
+    pub(super) fn run(mut self, queue: mpsc::Receiver<Job>) {
+        while let Ok(first) = queue.recv() {
+            let mut group = vec![first];
+            while group.len() < self.max_group {
+                match queue.try_recv() {
+                    Ok(job) => group.push(job),
+                    Err(_) => break,
+                }
+            }
+            self.commit_group(group);
+        }
+    }
+
+    fn commit_group(&mut self, group: Vec<Job>) {
+        let mut done: Vec<(Completion, Result<()>)> = Vec::with_capacity(group.len());
+        let mut committed_any = false;
+        for job in group {
+            if self.poisoned.load(Ordering::Acquire) {
+                // Run nothing more: answer the job without letting it stage anything.
+                let mut tx = WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0 };
+                let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
+                if let Ok(c) = completion {
+                    done.push((c, Err(StorageError::Poisoned)));
+                }
+                continue;
+            }
+            let mut tx = WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0 };
+            // A panicking write function must not take the committer down; its caller sees Aborted
+            // because the completion (and with it the reply channel) is dropped.
+            let Ok(completion) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx))) else {
+                continue;
+            };
+            let (staged, seqs) = (std::mem::take(&mut tx.staged), tx.seqs_taken);
+            let result = self.commit_one(staged);
+            if result.is_ok() {
+                self.next_seq += seqs;
+                committed_any = true;
+            }
+            done.push((completion, result));
+        }
+        let synced = if committed_any && self.durability == Durability::Sync { self.sync() } else { Ok(()) };
+        for (completion, result) in done {
+            completion(match (result, &synced) {
+                (Ok(()), Err(_)) => Err(StorageError::Poisoned),
+                (r, _) => r,
+            });
+        }
+    }
+
+    fn commit_one(&self, staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>) -> Result<()> {
+        if staged.is_empty() {
+            return Ok(());
+        }
+        let mut batch = self.db.batch();
+        for ((space, key), value) in staged {
+            let ks = &self.spaces[space as usize];
+            match value {
+                Some(v) => batch.insert(ks, key, v),
+                None => batch.remove(ks, key),
+            }
+        }
+        batch.commit().map_err(|e| self.poison(e.into()))
+    }
+
+    fn sync(&self) -> Result<()> {
+        if self.fail_next_sync.swap(false, Ordering::AcqRel) {
+            return Err(self.poison(StorageError::Engine("injected fsync failure".into())));
+        }
+        self.db.persist(PersistMode::SyncData).map_err(|e| self.poison(e.into()))
+    }
+
+    fn poison(&self, e: StorageError) -> StorageError {
+        tracing::error!(error = %e, "write to disk failed: the store refuses writes from now on");
+        self.poisoned.store(true, Ordering::Release);
+        e
+    }
+}
