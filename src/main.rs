@@ -1,1 +1,120 @@
-fn main() {}
+//! The `mosaicdb` binary: serve (default), openapi, inspect.
+
+use clap::{Args, Parser, Subcommand};
+use mosaicdb::api::HttpLimits;
+use mosaicdb::server::{self, ServerConfig};
+use mosaicdb::storage::{Durability, StorageConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "mosaicdb", version, about = "A multi-model database over HTTP/JSON")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API (the default).
+    Serve(ServeArgs),
+    /// Print the OpenAPI document.
+    Openapi,
+    /// Print the keys of a data directory (display form) with their decoded values.
+    Inspect {
+        /// the data directory (the server must not be running on it)
+        data_dir: PathBuf,
+        /// only keys whose display form starts with this, e.g. `entity:users`
+        #[arg(default_value = "")]
+        prefix: String,
+    },
+}
+
+#[derive(Args, Clone)]
+struct ServeArgs {
+    /// address to listen on
+    #[arg(long, env = "MOSAIC_ADDR", default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// data directory (created if missing)
+    #[arg(long, env = "MOSAIC_DATA_DIR", default_value = "./data")]
+    data_dir: PathBuf,
+    /// sync: acknowledge after fsync (group commit); buffered: after handing the journal to the OS
+    #[arg(long, env = "MOSAIC_DURABILITY", default_value = "sync")]
+    durability: Durability,
+    /// block cache size in MiB
+    #[arg(long, env = "MOSAIC_CACHE_MB", default_value_t = 256)]
+    cache_mb: u64,
+    /// memtable size per key family in MiB
+    #[arg(long, env = "MOSAIC_MEMTABLE_MB", default_value_t = 16)]
+    memtable_mb: u64,
+    /// largest request body (and longest import line) in MiB
+    #[arg(long, env = "MOSAIC_MAX_BODY_MB", default_value_t = 32)]
+    max_body_mb: usize,
+    /// request timeout in seconds (imports excepted)
+    #[arg(long, env = "MOSAIC_TIMEOUT_SECS", default_value_t = 30)]
+    timeout_secs: u64,
+    /// log filter (tracing EnvFilter syntax), e.g. `info` or `mosaicdb=debug,tower_http=debug`
+    #[arg(long, env = "MOSAIC_LOG", default_value = "info")]
+    log: String,
+}
+
+impl ServeArgs {
+    fn config(&self) -> ServerConfig {
+        let mut storage = StorageConfig::new(&self.data_dir);
+        storage.durability = self.durability;
+        storage.cache_bytes = self.cache_mb << 20;
+        storage.memtable_bytes = self.memtable_mb.max(1) << 20;
+        ServerConfig {
+            addr: self.addr,
+            storage,
+            limits: HttpLimits {
+                max_body_bytes: self.max_body_mb.max(1) << 20,
+                timeout: Duration::from_secs(self.timeout_secs.max(1)),
+            },
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Openapi) => match serde_json::to_string_pretty(&mosaicdb::api::openapi()) {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        Some(Command::Inspect { data_dir, prefix }) => {
+            let mut out = std::io::stdout().lock();
+            match mosaicdb::tools::inspect(&data_dir, &prefix, &mut out) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Some(Command::Serve(args)) => serve(&args),
+        None => serve(&cli.serve),
+    }
+}
+
+fn serve(args: &ServeArgs) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    match runtime.block_on(server::run(args.config())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("mosaicdb: {e}");
+    ExitCode::FAILURE
+}

@@ -1,5 +1,5 @@
 //! `meta:table:{name}`, `meta:index:{table}:{name}`, `meta:metric:{name}`, `meta:seq:{name}`,
-//! `meta:field:{id}`, `meta:dropping:{table}` → catalog entries.
+//! `meta:field:{id}`, `meta:dropping:{table}`, `meta:count:{table}` → catalog entries.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};
 use std::borrow::Cow;
@@ -19,6 +19,8 @@ pub enum MetaKey<'a> {
     Field(u32),
     /// a dropped table whose keys are still being removed
     Dropping(Cow<'a, str>),
+    /// a table's document count
+    Count(Cow<'a, str>),
 }
 
 impl<'a> MetaKey<'a> {
@@ -30,6 +32,7 @@ impl<'a> MetaKey<'a> {
             MetaKey::Seq(_) => "seq",
             MetaKey::Field(_) => "field",
             MetaKey::Dropping(_) => "dropping",
+            MetaKey::Count(_) => "count",
         }
     }
 
@@ -37,7 +40,9 @@ impl<'a> MetaKey<'a> {
     pub fn encode(&self) -> Vec<u8> {
         let w = KeyWriter::default().str(self.kind());
         match self {
-            MetaKey::Table(n) | MetaKey::Metric(n) | MetaKey::Seq(n) | MetaKey::Dropping(n) => w.str(n),
+            MetaKey::Table(n) | MetaKey::Metric(n) | MetaKey::Seq(n) | MetaKey::Dropping(n) | MetaKey::Count(n) => {
+                w.str(n)
+            }
             MetaKey::Index(t, n) => w.str(t).str(n),
             MetaKey::Field(id) => w.num(i64::from(*id)),
         }
@@ -56,6 +61,7 @@ impl<'a> MetaKey<'a> {
                 MetaKey::Field(u32::try_from(r.next_u64()?).map_err(|_| KeyError::UnexpectedType { expected: "u32" })?)
             }
             "dropping" => MetaKey::Dropping(r.next_str()?),
+            "count" => MetaKey::Count(r.next_str()?),
             _ => return Err(KeyError::UnexpectedType { expected: "catalog kind" }),
         };
         r.end()?;
@@ -63,7 +69,7 @@ impl<'a> MetaKey<'a> {
     }
 
     /// The prefix of every catalog key of one kind: `"table"`, `"index"`, `"metric"`, `"seq"`,
-    /// `"field"` or `"dropping"`.
+    /// `"field"`, `"dropping"` or `"count"`.
     pub fn kind_prefix(kind: &str) -> Vec<u8> {
         KeyWriter::default().str(kind).finish()
     }
@@ -89,6 +95,7 @@ mod tests {
             MetaKey::Seq("changefeed".into()),
             MetaKey::Field(7),
             MetaKey::Dropping("old".into()),
+            MetaKey::Count("users".into()),
         ];
         for k in &all {
             assert_eq!(&MetaKey::decode(&k.encode()).unwrap(), k);

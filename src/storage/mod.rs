@@ -104,6 +104,7 @@ struct Inner {
     spaces: Arc<[fjall::Keyspace]>,
     config: StorageConfig,
     poisoned: Arc<AtomicBool>,
+    #[cfg(test)]
     fail_next_sync: Arc<AtomicBool>,
     queue: Mutex<Option<mpsc::Sender<Job>>>,
     committer: Mutex<Option<JoinHandle<()>>>,
@@ -153,6 +154,7 @@ impl Store {
                 spaces,
                 config,
                 poisoned,
+                #[cfg(test)]
                 fail_next_sync,
                 queue: Mutex::new(Some(tx)),
                 committer: Mutex::new(Some(handle)),
@@ -264,7 +266,11 @@ impl Drop for Inner {
             q.take();
         }
         if let Some(handle) = self.committer.lock().ok().and_then(|mut h| h.take()) {
-            let _ = handle.join();
+            // The last handle may be dropped by a write function on the committer itself, which
+            // then ends on its own once the queue is gone.
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
         }
     }
 }

@@ -21,6 +21,7 @@ pub struct WriteTx<'c> {
     committer: &'c Committer,
     staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
     seqs_taken: u64,
+    on_commit: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl WriteTx<'_> {
@@ -56,6 +57,12 @@ impl WriteTx<'_> {
         self.committer.next_seq + self.seqs_taken - 1
     }
 
+    /// Runs `hook` on the committer right after this write commits (never if it fails): the place
+    /// to update in-memory caches, so they only ever show committed state.
+    pub fn on_commit(&mut self, hook: impl FnOnce() + Send + 'static) {
+        self.on_commit.push(Box::new(hook));
+    }
+
     /// How many keys are staged.
     pub fn staged_len(&self) -> usize {
         self.staged.len()
@@ -64,6 +71,7 @@ impl WriteTx<'_> {
     pub(super) fn discard(&mut self) {
         self.staged.clear();
         self.seqs_taken = 0;
+        self.on_commit.clear();
     }
 }
 
@@ -105,24 +113,28 @@ impl Committer {
         for job in group {
             if self.poisoned.load(Ordering::Acquire) {
                 // Run nothing more: answer the job without letting it stage anything.
-                let mut tx = WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0 };
+                let mut tx = WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0, on_commit: Vec::new() };
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
                 if let Ok(c) = completion {
                     done.push((c, Err(StorageError::Poisoned)));
                 }
                 continue;
             }
-            let mut tx = WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0 };
+            let mut tx = WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0, on_commit: Vec::new() };
             // A panicking write function must not take the committer down; its caller sees Aborted
             // because the completion (and with it the reply channel) is dropped.
             let Ok(completion) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx))) else {
                 continue;
             };
-            let (staged, seqs) = (std::mem::take(&mut tx.staged), tx.seqs_taken);
+            let (staged, seqs, hooks) =
+                (std::mem::take(&mut tx.staged), tx.seqs_taken, std::mem::take(&mut tx.on_commit));
             let result = self.commit_one(staged);
             if result.is_ok() {
                 self.next_seq += seqs;
                 committed_any = true;
+                for hook in hooks {
+                    hook();
+                }
             }
             done.push((completion, result));
         }

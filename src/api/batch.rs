@@ -1,0 +1,43 @@
+//! `POST /v1/batch`: several writes, all or nothing.
+
+use super::AppState;
+use super::error::{ApiError, Problem};
+use super::extract::ApiJson;
+use crate::service::{BatchOp, BatchOutcome};
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(batch))
+}
+
+/// The body of `POST /v1/batch`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// 1 to 10 000 operations, applied in order in one atomic write
+    pub operations: Vec<BatchOp>,
+}
+
+/// Applies put / patch / delete operations on any tables atomically: if one fails, none is written
+/// and the problem names it (`operation`).
+#[utoipa::path(post, path = "/v1/batch", tag = "batch", request_body = BatchRequest, responses(
+    (status = 200, description = "every operation was written", body = BatchOutcome),
+    (status = 400, description = "malformed JSON or too many operations", body = Problem, content_type = "application/problem+json"),
+    (status = 404, description = "an operation names a missing table or document; nothing was written", body = Problem,
+        content_type = "application/problem+json",
+        example = json!({"type": "urn:mosaicdb:problem:document_not_found", "title": "Not Found", "status": 404,
+            "detail": "operation 1 failed, nothing was written: document \"x\" not found in table \"users\"",
+            "code": "document_not_found", "operation": 1})),
+    (status = 422, description = "an operation's document is invalid; nothing was written", body = Problem,
+        content_type = "application/problem+json"),
+))]
+async fn batch(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<BatchRequest>,
+) -> Result<Json<BatchOutcome>, ApiError> {
+    Ok(Json(state.db.batch(req.operations).await?))
+}

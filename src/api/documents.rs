@@ -1,0 +1,233 @@
+//! `/v1/tables/{table}/documents` and `/v1/tables/{table}/import`.
+
+use super::AppState;
+use super::error::{ApiError, Problem};
+use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
+use crate::service::{DocumentPage, ImportReport, PutOutcome};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(put_document, get_document, patch_document, delete_document))
+        .routes(routes!(insert_documents, list_documents))
+}
+
+/// The import route: kept apart because it streams and is not bound by the request timeout.
+pub(super) fn import_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(import))
+}
+
+/// Paging of `GET …/documents`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// page size, 1-1000 (default 100)
+    pub limit: Option<usize>,
+    /// the `cursor` of the previous page
+    pub cursor: Option<String>,
+}
+
+/// The answer to inserting several documents.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Inserted {
+    /// one entry per document, in order
+    pub documents: Vec<PutOutcome>,
+}
+
+fn with_etag(mut response: Response, etag: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
+}
+
+/// Creates (201) or replaces (200) the document `id`.
+#[utoipa::path(put, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
+    params(("table" = String, Path, description = "table name"), ("id" = String, Path, description = "document id, percent-encoded"),
+        ("If-Match" = Option<String>, Header, description = "replace only if the current ETag matches (`*`: if it exists)"),
+        ("If-None-Match" = Option<String>, Header, description = "`*`: create only if it does not exist")),
+    request_body(content = Object, description = "the document (a JSON object; `_id`, if given, must equal the path id)"),
+    responses(
+        (status = 201, description = "created", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
+        (status = 200, description = "replaced", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
+        (status = 400, description = "malformed JSON or invalid id", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:malformed_json", "title": "Bad Request", "status": 400,
+                "detail": "Failed to parse the request body as JSON: EOF while parsing an object at line 1 column 9", "code": "malformed_json"})),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match / If-None-Match failed", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:precondition_failed", "title": "Precondition Failed", "status": 412,
+                "detail": "precondition failed: If-Match: the current ETag is \"5c1e0b7d1a3f2e4c\"", "code": "precondition_failed"})),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "not an object, or a typed table rejects a field", body = Problem,
+            content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:schema_violation", "title": "Unprocessable Entity", "status": 422,
+                "detail": "field \"age\": must be of type int", "code": "schema_violation"})),
+    ))]
+async fn put_document(
+    State(state): State<AppState>,
+    ApiPath((table, id)): ApiPath<(String, String)>,
+    headers: HeaderMap,
+    ApiJson(doc): ApiJson<Map<String, Value>>,
+) -> Result<Response, ApiError> {
+    let pre = preconditions(&headers)?;
+    let out = state.db.put_document(table.clone(), id, doc, pre).await?;
+    let etag = out.etag.clone();
+    let response = if out.created {
+        let location = format!("/v1/tables/{}/documents/{}", super::encode_path(&table), super::encode_path(&out.id));
+        (StatusCode::CREATED, [(header::LOCATION, location)], Json(out)).into_response()
+    } else {
+        Json(out).into_response()
+    };
+    Ok(with_etag(response, &etag))
+}
+
+/// Reads the document `id` (with its `_id`).
+#[utoipa::path(get, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
+    params(("table" = String, Path, description = "table name"), ("id" = String, Path, description = "document id, percent-encoded")),
+    responses(
+        (status = 200, description = "the document", body = Object, headers(("ETag" = String, description = "content tag"))),
+        (status = 404, description = "no such table or document", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:document_not_found", "title": "Not Found", "status": 404,
+                "detail": "document \"alice\" not found in table \"users\"", "code": "document_not_found"})),
+    ))]
+async fn get_document(
+    State(state): State<AppState>,
+    ApiPath((table, id)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    let doc = state.db.get_document(table, id).await?;
+    Ok(with_etag(Json(doc.body).into_response(), &doc.etag))
+}
+
+/// Applies a JSON merge patch (RFC 7396) to the document `id`.
+#[utoipa::path(patch, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
+    params(("table" = String, Path, description = "table name"), ("id" = String, Path, description = "document id, percent-encoded"),
+        ("If-Match" = Option<String>, Header, description = "patch only if the current ETag matches")),
+    request_body(content = Object, description = "a JSON merge patch: objects merge, null removes a field"),
+    responses(
+        (status = 200, description = "patched", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
+        (status = 400, description = "malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such table or document", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match failed", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "the result breaks the table's schema", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn patch_document(
+    State(state): State<AppState>,
+    ApiPath((table, id)): ApiPath<(String, String)>,
+    headers: HeaderMap,
+    ApiJson(patch): ApiJson<Value>,
+) -> Result<Response, ApiError> {
+    let pre = preconditions(&headers)?;
+    let out = state.db.patch_document(table, id, patch, pre).await?;
+    let etag = out.etag.clone();
+    Ok(with_etag(Json(out).into_response(), &etag))
+}
+
+/// Deletes the document `id`.
+#[utoipa::path(delete, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
+    params(("table" = String, Path, description = "table name"), ("id" = String, Path, description = "document id, percent-encoded"),
+        ("If-Match" = Option<String>, Header, description = "delete only if the current ETag matches")),
+    responses(
+        (status = 204, description = "deleted"),
+        (status = 404, description = "no such table or document", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match failed", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn delete_document(
+    State(state): State<AppState>,
+    ApiPath((table, id)): ApiPath<(String, String)>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    let pre = preconditions(&headers)?;
+    state.db.delete_document(table, id, pre).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Inserts one document (an object) or several (an array), all or nothing; ids are generated
+/// (UUIDv7, time-ordered) where `_id` is absent. Existing ids are replaced.
+#[utoipa::path(post, path = "/v1/tables/{table}/documents", tag = "documents",
+    params(("table" = String, Path, description = "table name")),
+    request_body(content = Object, description = "a document, or an array of documents"),
+    responses(
+        (status = 201, description = "written: one outcome for an object, `documents` for an array", body = Inserted),
+        (status = 400, description = "malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "an item is not an object or breaks the schema; nothing was written", body = Problem,
+            content_type = "application/problem+json"),
+    ))]
+async fn insert_documents(
+    State(state): State<AppState>,
+    ApiPath(table): ApiPath<String>,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Response, ApiError> {
+    Ok(match body {
+        Value::Array(docs) => {
+            let documents = state.db.insert_documents(table, docs).await?;
+            (StatusCode::CREATED, Json(Inserted { documents })).into_response()
+        }
+        doc => {
+            let mut out = state.db.insert_documents(table, vec![doc]).await?;
+            let one =
+                out.pop().ok_or_else(|| ApiError::from(crate::service::ServiceError::Internal("no outcome".into())))?;
+            let etag = one.etag.clone();
+            with_etag((StatusCode::CREATED, Json(one)).into_response(), &etag)
+        }
+    })
+}
+
+/// Lists documents in id order, a page at a time.
+#[utoipa::path(get, path = "/v1/tables/{table}/documents", tag = "documents",
+    params(("table" = String, Path, description = "table name"), ListParams),
+    responses(
+        (status = 200, description = "one page", body = DocumentPage),
+        (status = 400, description = "bad limit or cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_documents(
+    State(state): State<AppState>,
+    ApiPath(table): ApiPath<String>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<DocumentPage>, ApiError> {
+    Ok(Json(state.db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?))
+}
+
+const NDJSON_TYPES: [&str; 3] = ["application/x-ndjson", "application/ndjson", "application/jsonl"];
+
+/// Imports newline-delimited JSON (one document per line), streamed: good lines are written in
+/// chunks as they arrive, bad lines are reported by number.
+#[utoipa::path(post, path = "/v1/tables/{table}/import", tag = "documents",
+    params(("table" = String, Path, description = "table name")),
+    request_body(content = String, content_type = "application/x-ndjson", description = "one JSON object per line"),
+    responses(
+        (status = 200, description = "what was written and which lines failed", body = ImportReport),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "a line is longer than the body limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not application/x-ndjson", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn import(
+    State(state): State<AppState>,
+    ApiPath(table): ApiPath<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<ImportReport>, ApiError> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if !NDJSON_TYPES.iter().any(|t| t.eq_ignore_ascii_case(essence)) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "expected Content-Type: application/x-ndjson",
+        ));
+    }
+    Ok(Json(state.db.import(table, body.into_data_stream(), state.max_body_bytes).await?))
+}

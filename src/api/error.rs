@@ -1,0 +1,187 @@
+//! Every failure answers as `application/problem+json` (RFC 9457) with a stable `code`.
+
+use crate::service::ServiceError;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The problem document every error response carries.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(example = json!({"type": "urn:mosaicdb:problem:table_not_found", "title": "Not Found", "status": 404,
+    "detail": "table \"users\" does not exist", "code": "table_not_found"}))]
+pub struct Problem {
+    /// `urn:mosaicdb:problem:{code}`
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// the HTTP status text
+    pub title: String,
+    /// the HTTP status
+    pub status: u16,
+    /// what went wrong, for humans
+    pub detail: String,
+    /// what went wrong, for programs: a stable code
+    pub code: String,
+    /// for a failed batch: the 0-based index of the operation that failed
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<usize>,
+}
+
+/// An error on its way to the client.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    detail: String,
+    operation: Option<usize>,
+}
+
+impl ApiError {
+    /// An error with an explicit status and code.
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        ApiError { status, code, detail: detail.into(), operation: None }
+    }
+
+    /// The problem document of this error.
+    pub fn problem(&self) -> Problem {
+        Problem {
+            kind: format!("urn:mosaicdb:problem:{}", self.code),
+            title: self.status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            code: self.code.to_owned(),
+            operation: self.operation,
+        }
+    }
+}
+
+/// The HTTP status of each service error code.
+fn status_of(e: &ServiceError) -> StatusCode {
+    match e {
+        ServiceError::TableNotFound(_) | ServiceError::DocumentNotFound { .. } => StatusCode::NOT_FOUND,
+        ServiceError::TableExists(_) | ServiceError::TableDropping(_) => StatusCode::CONFLICT,
+        ServiceError::InvalidTableName { .. } | ServiceError::InvalidId(_) | ServiceError::InvalidRequest(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        ServiceError::InvalidDocument(_) | ServiceError::SchemaViolation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
+        ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        ServiceError::BatchFailed { source, .. } => status_of(source),
+        ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        let status = status_of(&e);
+        let operation = match &e {
+            ServiceError::BatchFailed { index, .. } => Some(*index),
+            _ => None,
+        };
+        let detail = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            // Details of internal failures go to the log, not to the client.
+            tracing::error!(error = %e, "internal error");
+            "an internal error occurred; the server log has the details".to_owned()
+        } else {
+            e.to_string()
+        };
+        ApiError { status, code: e.code(), detail, operation }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        match r {
+            JsonRejection::JsonSyntaxError(e) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.body_text())
+            }
+            JsonRejection::JsonDataError(e) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", e.body_text())
+            }
+            JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "expected a body with Content-Type: application/json",
+            ),
+            other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => too_large(),
+            other => ApiError::new(other.status(), "invalid_body", other.body_text()),
+        }
+    }
+}
+
+/// 413 with the body limit in the detail.
+pub fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        "the request body is larger than the server accepts (--max-body-mb)",
+    )
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_path", r.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", r.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, axum::Json(self.problem())).into_response();
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        response
+    }
+}
+
+/// The code used for a bare error status produced outside the handlers (router, layers).
+fn code_of_status(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::NOT_FOUND => "route_not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    }
+}
+
+/// Gives error responses made by the router or a layer (404 route, 405, 408 timeout, …) a
+/// problem body, so every error a client sees has the same shape.
+pub async fn problem_for_bare_errors(response: Response) -> Response {
+    let status = response.status();
+    if (status.is_client_error() || status.is_server_error()) && !response.headers().contains_key(header::CONTENT_TYPE)
+    {
+        let detail = match status {
+            StatusCode::NOT_FOUND => "no route matches this path".to_owned(),
+            StatusCode::METHOD_NOT_ALLOWED => "this route does not take that method".to_owned(),
+            StatusCode::REQUEST_TIMEOUT => "the request took longer than the server allows (--timeout-secs)".to_owned(),
+            other => other.canonical_reason().unwrap_or("error").to_owned(),
+        };
+        let mut fresh = ApiError::new(status, code_of_status(status), detail).into_response();
+        // keep headers such as Allow and x-request-id
+        for (name, value) in response.headers() {
+            fresh.headers_mut().entry(name.clone()).or_insert(value.clone());
+        }
+        return fresh;
+    }
+    response
+}
+
+/// The 500 answer to a panic in a handler; the server stays up.
+pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "an internal error occurred; the server log has the details",
+    )
+    .into_response()
+}

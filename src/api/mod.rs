@@ -1,0 +1,109 @@
+//! The HTTP API: routes, extractors, problem+json errors, the OpenAPI document and Swagger UI.
+//! Handlers are thin: extract, call one service function, map the result.
+
+mod batch;
+mod documents;
+mod error;
+mod extract;
+mod system;
+mod tables;
+
+pub use error::{ApiError, Problem};
+
+use crate::service::Db;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::CompressionLayer;
+use tower_http::decompression::RequestDecompressionLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+/// What every handler gets: the database and the limits it enforces itself.
+#[derive(Clone)]
+pub struct AppState {
+    /// the open database
+    pub db: Arc<Db>,
+    /// largest buffered body (and longest import line), in bytes
+    pub max_body_bytes: usize,
+}
+
+/// Limits of the HTTP layer.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// largest request body, in bytes (import lines included; import bodies stream)
+    pub max_body_bytes: usize,
+    /// longest a request may take (import excepted)
+    pub timeout: Duration,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "mosaicdb", description = "A multi-model database over HTTP/JSON: tables of JSON documents, \
+        indexes, graphs and time series on one ordered key-value store. Every error is application/problem+json \
+        with a stable `code`.", license(name = "Apache-2.0")),
+    tags(
+        (name = "service", description = "liveness, readiness, server information"),
+        (name = "tables", description = "schemaless, typed and edge tables"),
+        (name = "documents", description = "documents by id, listing and NDJSON import"),
+        (name = "batch", description = "several writes, all or nothing"),
+    ),
+    components(schemas(Problem))
+)]
+struct ApiDoc;
+
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(system::router())
+        .merge(tables::router())
+        .merge(documents::router())
+        .merge(batch::router())
+}
+
+/// The OpenAPI document of every route.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = routes().merge(documents::import_router()).into_openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    doc
+}
+
+/// The whole application, ready to serve.
+pub fn app(db: Arc<Db>, limits: HttpLimits) -> Router {
+    let state = AppState { db, max_body_bytes: limits.max_body_bytes };
+    let (timed, _) = routes().split_for_parts();
+    let (import, _) = documents::import_router().split_for_parts();
+    let timed = timed.layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.timeout));
+    Router::new()
+        .merge(timed)
+        .merge(import)
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi()))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(RequestDecompressionLayer::new())
+        .layer(CompressionLayer::new())
+        .layer(axum::middleware::map_response(error::problem_for_bare_errors))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(CatchPanicLayer::custom(error::panic_response))
+        .with_state(state)
+}
+
+/// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
+pub fn encode_path(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,103 @@
+//! `/v1/tables`: create, list, describe, add columns, drop.
+
+use super::AppState;
+use super::error::{ApiError, Problem};
+use super::extract::{ApiJson, ApiPath};
+use crate::catalog::{ColumnDef, TableDef};
+use crate::service::{CreateTable, TableInfo};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_table, list_tables)).routes(routes!(get_table, patch_table, drop_table))
+}
+
+/// The tables.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TableList {
+    /// every table, by name
+    pub tables: Vec<TableInfo>,
+}
+
+/// The body of `PATCH /v1/tables/{table}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchTable {
+    /// columns to add (each nullable or with a default)
+    pub add_columns: Vec<ColumnDef>,
+}
+
+/// Creates a table: schemaless (`columns` omitted), typed, or an edge table (`kind: edge`).
+#[utoipa::path(post, path = "/v1/tables", tag = "tables", request_body = CreateTable, responses(
+    (status = 201, description = "created", body = TableDef),
+    (status = 400, description = "invalid table name or columns", body = Problem, content_type = "application/problem+json",
+        example = json!({"type": "urn:mosaicdb:problem:invalid_table_name", "title": "Bad Request", "status": 400,
+            "detail": "invalid table name \"a/b\": must not contain '/'", "code": "invalid_table_name"})),
+    (status = 409, description = "a table of that name exists (or is still being dropped)", body = Problem,
+        content_type = "application/problem+json",
+        example = json!({"type": "urn:mosaicdb:problem:table_exists", "title": "Conflict", "status": 409,
+            "detail": "table \"users\" already exists", "code": "table_exists"})),
+    (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
+    (status = 422, description = "the body does not fit the schema", body = Problem, content_type = "application/problem+json"),
+))]
+async fn create_table(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<CreateTable>,
+) -> Result<impl IntoResponse, ApiError> {
+    let def = state.db.create_table(req).await?;
+    let location = format!("/v1/tables/{}", super::encode_path(&def.name));
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(def)))
+}
+
+/// Lists every table with its document count.
+#[utoipa::path(get, path = "/v1/tables", tag = "tables", responses((status = 200, description = "the tables", body = TableList)))]
+async fn list_tables(State(state): State<AppState>) -> Result<Json<TableList>, ApiError> {
+    Ok(Json(TableList { tables: state.db.list_tables().await? }))
+}
+
+/// A table's definition and document count.
+#[utoipa::path(get, path = "/v1/tables/{table}", tag = "tables", params(("table" = String, Path, description = "table name")),
+    responses(
+        (status = 200, description = "the table", body = TableInfo),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:table_not_found", "title": "Not Found", "status": 404,
+                "detail": "table \"users\" does not exist", "code": "table_not_found"})),
+    ))]
+async fn get_table(
+    State(state): State<AppState>,
+    ApiPath(table): ApiPath<String>,
+) -> Result<Json<TableInfo>, ApiError> {
+    Ok(Json(state.db.get_table(table).await?))
+}
+
+/// Adds columns to a typed table.
+#[utoipa::path(patch, path = "/v1/tables/{table}", tag = "tables", request_body = PatchTable,
+    params(("table" = String, Path, description = "table name")),
+    responses(
+        (status = 200, description = "the new definition", body = TableDef),
+        (status = 400, description = "invalid columns", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn patch_table(
+    State(state): State<AppState>,
+    ApiPath(table): ApiPath<String>,
+    ApiJson(req): ApiJson<PatchTable>,
+) -> Result<Json<TableDef>, ApiError> {
+    Ok(Json(state.db.add_columns(table, req.add_columns).await?))
+}
+
+/// Drops a table with every document and index entry of it.
+#[utoipa::path(delete, path = "/v1/tables/{table}", tag = "tables", params(("table" = String, Path, description = "table name")),
+    responses(
+        (status = 204, description = "dropped"),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn drop_table(State(state): State<AppState>, ApiPath(table): ApiPath<String>) -> Result<StatusCode, ApiError> {
+    state.db.drop_table(table).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,59 @@
+//! Index definitions.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The kinds of secondary index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexKind {
+    /// equality (`idx:`)
+    Hash,
+    /// equality with uniqueness enforced (`idx:`)
+    Unique,
+    /// ordered values (`ridx:`)
+    Range,
+    /// geohash cells (`sidx:`)
+    Spatial,
+    /// BM25 full text (`ftidx:`)
+    Fulltext,
+    /// nearest neighbours (`vec:`)
+    Vector,
+    /// expiry (`ttlidx:`)
+    Ttl,
+}
+
+/// Whether an index serves queries yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum IndexState {
+    /// backfilling existing documents; queries do not use it yet
+    Building {
+        /// documents indexed so far
+        done: u64,
+        /// documents to index (an estimate taken when the build started)
+        total: u64,
+    },
+    /// complete and maintained with every write
+    Ready,
+}
+
+/// An index definition as stored under `meta:index:{table}:{name}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct IndexDef {
+    /// the indexed table
+    pub table: String,
+    /// index name, unique within the table
+    pub name: String,
+    /// index kind
+    pub kind: IndexKind,
+    /// indexed field paths (dotted), in order
+    pub fields: Vec<String>,
+    /// kind-specific options
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    #[schema(value_type = Object)]
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// building or ready
+    #[serde(flatten)]
+    pub state: IndexState,
+}

@@ -1,0 +1,308 @@
+//! The catalog: table, index and metric definitions, sequences, and the interned field names of the
+//! entity codec — persisted under `meta:` and cached in memory.
+//!
+//! Changes are staged in a write (so they commit atomically with whatever else the write does)
+//! and reach the in-memory cache from an on-commit hook: the cache only ever shows committed state.
+
+mod index;
+mod metric;
+mod table;
+
+pub use index::{IndexDef, IndexKind, IndexState};
+pub use metric::MetricConfig;
+pub use table::{ColumnDef, ColumnType, TableDef, TableKind};
+
+use crate::entity::{self, EncodeOptions, FieldDict};
+use crate::keys::{KeyError, MetaKey};
+use crate::storage::{KeyRange, Space, StorageError, Store, WriteTx};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, PoisonError, RwLock};
+
+/// Why the catalog could not be read or changed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The store failed; see [`StorageError`].
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A catalog entry on disk does not parse: the data directory is damaged or from a newer version.
+    #[error("damaged catalog entry {key}: {reason}")]
+    Corrupt {
+        /// the key, in display form
+        key: String,
+        /// what is wrong
+        reason: String,
+    },
+    /// A document could not be encoded or decoded.
+    #[error(transparent)]
+    Entity(#[from] entity::Error),
+}
+
+impl From<KeyError> for CatalogError {
+    fn from(e: KeyError) -> Self {
+        CatalogError::Corrupt { key: "meta".into(), reason: e.to_string() }
+    }
+}
+
+#[derive(Default)]
+struct Defs {
+    tables: BTreeMap<String, Arc<TableDef>>,
+    indexes: BTreeMap<String, BTreeMap<String, Arc<IndexDef>>>,
+    metrics: BTreeMap<String, Arc<MetricConfig>>,
+    dropping: BTreeSet<String>,
+}
+
+struct Fields {
+    dict: FieldDict,
+    /// names below this id are known to be committed
+    persisted: u32,
+}
+
+/// The in-memory catalog, loaded once at start.
+pub struct Catalog {
+    defs: RwLock<Defs>,
+    fields: RwLock<Fields>,
+}
+
+fn corrupt(key: &[u8], reason: impl ToString) -> CatalogError {
+    CatalogError::Corrupt { key: crate::keys::display("meta", key), reason: reason.to_string() }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T, CatalogError> {
+    serde_json::from_slice(value).map_err(|e| corrupt(key, e))
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    // Catalog types are plain data: serializing them cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+impl Catalog {
+    /// Reads every catalog entry of the store.
+    pub fn load(store: &Store) -> Result<Arc<Catalog>, CatalogError> {
+        let view = store.snapshot();
+        let mut defs = Defs::default();
+        let mut names = Vec::new();
+        for item in view.scan(Space::Meta, KeyRange::Prefix(Vec::new()), false) {
+            let (key, value) = item?;
+            match MetaKey::decode(&key).map_err(|e| corrupt(&key, e))? {
+                MetaKey::Table(name) => {
+                    defs.tables.insert(name.into_owned(), Arc::new(parse(&key, &value)?));
+                }
+                MetaKey::Index(table, name) => {
+                    let def: IndexDef = parse(&key, &value)?;
+                    defs.indexes.entry(table.into_owned()).or_default().insert(name.into_owned(), Arc::new(def));
+                }
+                MetaKey::Metric(name) => {
+                    defs.metrics.insert(name.into_owned(), Arc::new(parse(&key, &value)?));
+                }
+                MetaKey::Dropping(table) => {
+                    defs.dropping.insert(table.into_owned());
+                }
+                MetaKey::Field(id) => {
+                    // ids are scanned in order; a gap means a lost entry
+                    if id as usize != names.len() {
+                        return Err(corrupt(&key, format!("field id {id} follows {} names", names.len())));
+                    }
+                    names.push(String::from_utf8(value.to_vec()).map_err(|e| corrupt(&key, e))?);
+                }
+                MetaKey::Seq(_) | MetaKey::Count(_) => {}
+            }
+        }
+        let dict = FieldDict::from_names(names)?;
+        let persisted = dict.len() as u32;
+        Ok(Arc::new(Catalog { defs: RwLock::new(defs), fields: RwLock::new(Fields { dict, persisted }) }))
+    }
+
+    fn defs(&self) -> std::sync::RwLockReadGuard<'_, Defs> {
+        self.defs.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn defs_mut(&self) -> std::sync::RwLockWriteGuard<'_, Defs> {
+        self.defs.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The definition of `table`.
+    pub fn table(&self, name: &str) -> Option<Arc<TableDef>> {
+        self.defs().tables.get(name).cloned()
+    }
+
+    /// Every table, by name.
+    pub fn tables(&self) -> Vec<Arc<TableDef>> {
+        self.defs().tables.values().cloned().collect()
+    }
+
+    /// True while a dropped table's keys are still being removed.
+    pub fn is_dropping(&self, table: &str) -> bool {
+        self.defs().dropping.contains(table)
+    }
+
+    /// Tables whose removal has not finished (resumed at start).
+    pub fn dropping(&self) -> Vec<String> {
+        self.defs().dropping.iter().cloned().collect()
+    }
+
+    /// The indexes of `table`, by name.
+    pub fn indexes(&self, table: &str) -> Vec<Arc<IndexDef>> {
+        self.defs().indexes.get(table).map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// One index of `table`.
+    pub fn index(&self, table: &str, name: &str) -> Option<Arc<IndexDef>> {
+        self.defs().indexes.get(table)?.get(name).cloned()
+    }
+
+    /// A metric's configuration.
+    pub fn metric(&self, name: &str) -> Option<Arc<MetricConfig>> {
+        self.defs().metrics.get(name).cloned()
+    }
+
+    /// Every configured metric.
+    pub fn metrics(&self) -> Vec<Arc<MetricConfig>> {
+        self.defs().metrics.values().cloned().collect()
+    }
+
+    /// Stages a table definition (new or changed).
+    pub fn put_table(self: &Arc<Self>, tx: &mut WriteTx<'_>, def: TableDef) {
+        tx.put(Space::Meta, MetaKey::Table(def.name.as_str().into()).encode(), json(&def));
+        let this = self.clone();
+        tx.on_commit(move || {
+            this.defs_mut().tables.insert(def.name.clone(), Arc::new(def));
+        });
+    }
+
+    /// Stages the removal of a table definition and its index definitions, and marks its keys as
+    /// being removed (`meta:dropping:{table}`) until [`Catalog::finish_drop`].
+    pub fn drop_table(self: &Arc<Self>, tx: &mut WriteTx<'_>, name: &str) {
+        tx.delete(Space::Meta, MetaKey::Table(name.into()).encode());
+        for index in self.indexes(name) {
+            tx.delete(Space::Meta, MetaKey::Index(name.into(), index.name.as_str().into()).encode());
+        }
+        tx.put(Space::Meta, MetaKey::Dropping(name.into()).encode(), Vec::new());
+        let (this, name) = (self.clone(), name.to_owned());
+        tx.on_commit(move || {
+            let mut defs = this.defs_mut();
+            defs.tables.remove(&name);
+            defs.indexes.remove(&name);
+            defs.dropping.insert(name);
+        });
+    }
+
+    /// Stages the end of a table's removal.
+    pub fn finish_drop(self: &Arc<Self>, tx: &mut WriteTx<'_>, name: &str) {
+        tx.delete(Space::Meta, MetaKey::Dropping(name.into()).encode());
+        let (this, name) = (self.clone(), name.to_owned());
+        tx.on_commit(move || {
+            this.defs_mut().dropping.remove(&name);
+        });
+    }
+
+    /// Stages an index definition (new or with a new state).
+    pub fn put_index(self: &Arc<Self>, tx: &mut WriteTx<'_>, def: IndexDef) {
+        tx.put(Space::Meta, MetaKey::Index(def.table.as_str().into(), def.name.as_str().into()).encode(), json(&def));
+        let this = self.clone();
+        tx.on_commit(move || {
+            this.defs_mut().indexes.entry(def.table.clone()).or_default().insert(def.name.clone(), Arc::new(def));
+        });
+    }
+
+    /// Stages the removal of an index definition.
+    pub fn remove_index(self: &Arc<Self>, tx: &mut WriteTx<'_>, table: &str, name: &str) {
+        tx.delete(Space::Meta, MetaKey::Index(table.into(), name.into()).encode());
+        let (this, table, name) = (self.clone(), table.to_owned(), name.to_owned());
+        tx.on_commit(move || {
+            if let Some(m) = this.defs_mut().indexes.get_mut(&table) {
+                m.remove(&name);
+            }
+        });
+    }
+
+    /// Stages a metric configuration.
+    pub fn put_metric(self: &Arc<Self>, tx: &mut WriteTx<'_>, config: MetricConfig) {
+        tx.put(Space::Meta, MetaKey::Metric(config.name.as_str().into()).encode(), json(&config));
+        let this = self.clone();
+        tx.on_commit(move || {
+            this.defs_mut().metrics.insert(config.name.clone(), Arc::new(config));
+        });
+    }
+
+    /// Stages the removal of a metric configuration.
+    pub fn remove_metric(self: &Arc<Self>, tx: &mut WriteTx<'_>, name: &str) {
+        tx.delete(Space::Meta, MetaKey::Metric(name.into()).encode());
+        let (this, name) = (self.clone(), name.to_owned());
+        tx.on_commit(move || {
+            this.defs_mut().metrics.remove(&name);
+        });
+    }
+
+    /// Takes the next value of sequence `name` (1, 2, 3, …) in the write.
+    pub fn next_in_sequence(&self, tx: &mut WriteTx<'_>, name: &str) -> Result<u64, CatalogError> {
+        let key = MetaKey::Seq(name.into()).encode();
+        let current = match tx.get(Space::Meta, &key)? {
+            Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| corrupt(&key, "not a u64"))?),
+            None => 0,
+        };
+        tx.put(Space::Meta, key, (current + 1).to_be_bytes().to_vec());
+        Ok(current + 1)
+    }
+
+    /// Encodes a document, interning new field names. Safe outside the committer: a write that
+    /// stores the blob must call [`Catalog::stage_fields`] (or use [`Catalog::encode`]), which
+    /// stages every interned name not yet known to be committed, so no committed blob ever refers
+    /// to an uncommitted name — also when the write that interned it failed.
+    pub fn encode_detached(&self, doc: &serde_json::Value, opts: &EncodeOptions<'_>) -> Result<Vec<u8>, entity::Error> {
+        entity::encode(doc, &mut self.fields.write().unwrap_or_else(PoisonError::into_inner).dict, opts)
+    }
+
+    /// [`Catalog::encode_detached`] for a document parsed by simd-json (bulk paths).
+    pub fn encode_simd_detached(
+        &self,
+        doc: &simd_json::BorrowedValue<'_>,
+        opts: &EncodeOptions<'_>,
+    ) -> Result<Vec<u8>, entity::Error> {
+        entity::encode_simd(doc, &mut self.fields.write().unwrap_or_else(PoisonError::into_inner).dict, opts)
+    }
+
+    /// Encodes a document inside a write and stages the names it needs.
+    pub fn encode(
+        self: &Arc<Self>,
+        tx: &mut WriteTx<'_>,
+        doc: &serde_json::Value,
+        opts: &EncodeOptions<'_>,
+    ) -> Result<Vec<u8>, entity::Error> {
+        let blob = self.encode_detached(doc, opts)?;
+        self.stage_fields(tx);
+        Ok(blob)
+    }
+
+    /// Stages every interned field name not yet known to be committed (see
+    /// [`Catalog::encode_detached`]).
+    pub fn stage_fields(self: &Arc<Self>, tx: &mut WriteTx<'_>) {
+        let fields = self.fields.read().unwrap_or_else(PoisonError::into_inner);
+        let len = fields.dict.len() as u32;
+        if len == fields.persisted {
+            return;
+        }
+        for (id, name) in fields.dict.names_from(fields.persisted) {
+            tx.put(Space::Meta, MetaKey::Field(id).encode(), name.as_bytes().to_vec());
+        }
+        let this = self.clone();
+        tx.on_commit(move || {
+            let mut f = this.fields.write().unwrap_or_else(PoisonError::into_inner);
+            f.persisted = f.persisted.max(len);
+        });
+    }
+
+    /// Runs `f` with the field dictionary (to decode blobs or read single fields).
+    pub fn with_dict<R>(&self, f: impl FnOnce(&FieldDict) -> R) -> R {
+        f(&self.fields.read().unwrap_or_else(PoisonError::into_inner).dict)
+    }
+
+    /// Decodes a stored blob to JSON.
+    pub fn decode(&self, blob: &[u8]) -> Result<serde_json::Value, CatalogError> {
+        Ok(self.with_dict(|d| entity::decode(blob, d))?)
+    }
+}
+
+#[cfg(test)]
+mod tests;

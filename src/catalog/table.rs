@@ -1,0 +1,154 @@
+//! Table definitions: schemaless documents, typed columns, or edges.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// What a table holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TableKind {
+    /// JSON documents (optionally with typed columns)
+    #[default]
+    Document,
+    /// graph edges: documents with `_from` and `_to`
+    Edge,
+}
+
+/// The type of a declared column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    /// UTF-8 text
+    String,
+    /// 64-bit integer
+    Int,
+    /// a number (ints are accepted and kept)
+    Float,
+    /// true or false
+    Bool,
+    /// milliseconds since the Unix epoch (integer) or an RFC 3339 string
+    Timestamp,
+    /// any JSON value
+    Json,
+    /// an array of exactly `dim` numbers, stored as f32
+    Vector(u32),
+}
+
+impl std::fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ColumnType::String => f.write_str("string"),
+            ColumnType::Int => f.write_str("int"),
+            ColumnType::Float => f.write_str("float"),
+            ColumnType::Bool => f.write_str("bool"),
+            ColumnType::Timestamp => f.write_str("timestamp"),
+            ColumnType::Json => f.write_str("json"),
+            ColumnType::Vector(d) => write!(f, "vector({d})"),
+        }
+    }
+}
+
+impl std::str::FromStr for ColumnType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "string" => ColumnType::String,
+            "int" => ColumnType::Int,
+            "float" => ColumnType::Float,
+            "bool" => ColumnType::Bool,
+            "timestamp" => ColumnType::Timestamp,
+            "json" => ColumnType::Json,
+            other => {
+                let dim = other
+                    .strip_prefix("vector(")
+                    .and_then(|r| r.strip_suffix(')'))
+                    .and_then(|d| d.parse::<u32>().ok())
+                    .filter(|d| (1..=65_536).contains(d));
+                match dim {
+                    Some(d) => ColumnType::Vector(d),
+                    None => {
+                        return Err(format!(
+                            "unknown column type {other:?}: expected string, int, float, bool, timestamp, json or vector(N) with 1 <= N <= 65536"
+                        ));
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl Serialize for ColumnType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ColumnType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A declared column of a typed table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ColumnDef {
+    /// field name
+    pub name: String,
+    /// `string`, `int`, `float`, `bool`, `timestamp`, `json` or `vector(N)`
+    #[serde(rename = "type")]
+    #[schema(value_type = String, example = "int")]
+    pub ty: ColumnType,
+    /// whether null (or absence, when there is no default) is allowed
+    #[serde(default)]
+    pub nullable: bool,
+    /// value used when the field is absent
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<serde_json::Value>,
+}
+
+/// A table definition as stored under `meta:table:{name}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TableDef {
+    /// table name
+    pub name: String,
+    /// documents or edges
+    #[serde(default)]
+    pub kind: TableKind,
+    /// declared columns; absent for a schemaless table
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<Vec<ColumnDef>>,
+    /// creation time, milliseconds since the Unix epoch
+    pub created_at: i64,
+}
+
+impl TableDef {
+    /// The declared column named `name`.
+    pub fn column(&self, name: &str) -> Option<&ColumnDef> {
+        self.columns.as_ref()?.iter().find(|c| c.name == name)
+    }
+
+    /// Top-level fields stored as f32 vectors.
+    pub fn vector_fields(&self) -> Vec<&str> {
+        self.columns
+            .iter()
+            .flatten()
+            .filter(|c| matches!(c.ty, ColumnType::Vector(_)))
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_types_parse_and_print() {
+        for t in ["string", "int", "float", "bool", "timestamp", "json", "vector(3)"] {
+            assert_eq!(t.parse::<ColumnType>().unwrap().to_string(), t);
+        }
+        assert!("vector(0)".parse::<ColumnType>().is_err());
+        assert!("vector(x)".parse::<ColumnType>().is_err());
+        assert!("text".parse::<ColumnType>().is_err());
+    }
+}

@@ -1,0 +1,97 @@
+use super::*;
+use crate::storage::{Durability, StorageConfig};
+use serde_json::json;
+
+fn open(dir: &std::path::Path) -> (Store, Arc<Catalog>) {
+    let mut cfg = StorageConfig::new(dir);
+    cfg.durability = Durability::Buffered;
+    let store = Store::open(cfg).unwrap();
+    let catalog = Catalog::load(&store).unwrap();
+    (store, catalog)
+}
+
+fn table(name: &str) -> TableDef {
+    TableDef {
+        name: name.into(),
+        kind: TableKind::Document,
+        columns: Some(vec![ColumnDef { name: "emb".into(), ty: ColumnType::Vector(3), nullable: true, default: None }]),
+        created_at: 1,
+    }
+}
+
+#[test]
+fn definitions_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob;
+    {
+        let (store, catalog) = open(dir.path());
+        let c = catalog.clone();
+        blob = store
+            .write_blocking(move |tx| {
+                c.put_table(tx, table("users"));
+                c.put_table(tx, table("gone"));
+                c.put_index(
+                    tx,
+                    IndexDef {
+                        table: "users".into(),
+                        name: "by_age".into(),
+                        kind: IndexKind::Range,
+                        fields: vec!["age".into()],
+                        options: Default::default(),
+                        state: IndexState::Building { done: 1, total: 10 },
+                    },
+                );
+                c.put_metric(tx, MetricConfig { name: "cpu".into(), retention_ms: Some(1000) });
+                assert_eq!(c.next_in_sequence(tx, "ids")?, 1);
+                Ok::<_, CatalogError>(c.encode(tx, &json!({"name": "Ada", "age": 36}), &EncodeOptions::default())?)
+            })
+            .unwrap();
+        let c = catalog.clone();
+        store
+            .write_blocking(move |tx| {
+                c.drop_table(tx, "gone");
+                Ok::<_, CatalogError>(())
+            })
+            .unwrap();
+        assert!(catalog.table("users").is_some());
+        assert!(catalog.table("gone").is_none());
+        assert!(catalog.is_dropping("gone"));
+        store.close().unwrap();
+    }
+    let (store, catalog) = open(dir.path());
+    assert_eq!(catalog.table("users").as_deref(), Some(&table("users")));
+    assert!(catalog.table("gone").is_none());
+    assert_eq!(catalog.dropping(), ["gone"]);
+    assert_eq!(catalog.index("users", "by_age").unwrap().state, IndexState::Building { done: 1, total: 10 });
+    assert_eq!(catalog.metric("cpu").unwrap().retention_ms, Some(1000));
+    assert_eq!(catalog.decode(&blob).unwrap(), json!({"name": "Ada", "age": 36}));
+    let c = catalog.clone();
+    let next = store.write_blocking(move |tx| c.next_in_sequence(tx, "ids")).unwrap();
+    assert_eq!(next, 2);
+}
+
+#[test]
+fn a_failed_write_never_leaves_a_field_name_unpersisted() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob;
+    {
+        let (store, catalog) = open(dir.path());
+        let c = catalog.clone();
+        // interns "fresh", then fails: the meta:field entry is not written
+        let r: Result<Vec<u8>, CatalogError> = store.write_blocking(move |tx| {
+            c.encode(tx, &json!({"fresh": 1}), &EncodeOptions::default())?;
+            Err(CatalogError::Corrupt { key: "x".into(), reason: "test".into() })
+        });
+        assert!(r.is_err());
+        // the next write that encodes stages it again
+        let c = catalog.clone();
+        blob = store
+            .write_blocking(move |tx| {
+                Ok::<_, CatalogError>(c.encode(tx, &json!({"fresh": 2}), &EncodeOptions::default())?)
+            })
+            .unwrap();
+        store.close().unwrap();
+    }
+    let (_store, catalog) = open(dir.path());
+    assert_eq!(catalog.decode(&blob).unwrap(), json!({"fresh": 2}));
+}

@@ -1,0 +1,118 @@
+//! Running the server: configuration, start, graceful shutdown.
+
+use crate::api::{self, HttpLimits};
+use crate::service::{Db, ServiceError};
+use crate::storage::StorageConfig;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Everything `mosaicdb serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// address to listen on (port 0 picks a free one)
+    pub addr: SocketAddr,
+    /// the store
+    pub storage: StorageConfig,
+    /// HTTP limits
+    pub limits: HttpLimits,
+}
+
+impl ServerConfig {
+    /// Defaults: `127.0.0.1:8080`, sync durability, 32 MiB bodies, 30 s timeout.
+    pub fn new(data_dir: impl Into<std::path::PathBuf>) -> Self {
+        ServerConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            storage: StorageConfig::new(data_dir),
+            limits: HttpLimits { max_body_bytes: 32 << 20, timeout: Duration::from_secs(30) },
+        }
+    }
+}
+
+/// Why the server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// the data directory could not be opened
+    #[error("cannot open the data directory: {0}")]
+    Open(#[from] ServiceError),
+    /// the address could not be bound, or serving failed
+    #[error("network error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A running server (tests and benches start it in-process).
+pub struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<(), ServerError>>,
+}
+
+impl Server {
+    /// Opens the store and starts serving; returns once the socket listens.
+    pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let listener = tokio::net::TcpListener::bind(config.addr).await?;
+        let addr = listener.local_addr()?;
+        let db = Db::open(config.storage)?;
+        let app = api::app(db.clone(), config.limits);
+        let done = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await?;
+            // In-flight requests have finished: flush and fsync everything.
+            db.close()?;
+            Ok(())
+        });
+        Ok(Server { addr, stop: Some(stop), done })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, lets in-flight requests finish, flushes the store.
+    pub async fn shutdown(mut self) -> Result<(), ServerError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.wait().await
+    }
+
+    /// Waits until the server stops.
+    pub async fn wait(self) -> Result<(), ServerError> {
+        self.done.await.map_err(|e| ServerError::Io(std::io::Error::other(e)))?
+    }
+}
+
+/// Serves until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn run(config: ServerConfig) -> Result<(), ServerError> {
+    let server = Server::start(config).await?;
+    tracing::info!(addr = %server.addr(), "mosaicdb listening; Swagger UI at /docs");
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing in-flight requests");
+    server.shutdown().await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

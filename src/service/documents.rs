@@ -1,0 +1,518 @@
+//! Documents: get, put, patch (RFC 7396 merge patch), delete and list, with content ETags.
+//!
+//! Every change of a document goes through [`put_encoded`] or [`delete_in`], inside one write:
+//! the entity, the table's count, and (for edges) the graph adjacency change together.
+
+use super::schema::{self, FROM_FIELD, ID_FIELD, TO_FIELD};
+use super::{Db, Result, ServiceError};
+use crate::catalog::{Catalog, TableDef, TableKind};
+use crate::entity::{self, EncodeOptions, ValueRef};
+use crate::keys::{Direction, EntityKey, GraphKey, MetaKey};
+use crate::storage::{KeyRange, Space, WriteTx};
+use base64::Engine;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::ops::Bound;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Longest document id, in bytes.
+pub const MAX_ID_LEN: usize = 1024;
+/// Most documents one list call returns.
+pub const MAX_PAGE: usize = 1000;
+
+/// A document as returned to clients.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// the document with its `_id`
+    pub body: Map<String, Value>,
+    /// the content tag for `If-Match`
+    pub etag: String,
+}
+
+/// The result of a put.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct PutOutcome {
+    /// the document id
+    #[serde(rename = "_id")]
+    pub id: String,
+    /// true when the document did not exist before
+    pub created: bool,
+    /// the new content tag
+    #[serde(skip)]
+    pub etag: String,
+}
+
+/// One page of a table's documents, in id order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DocumentPage {
+    /// the documents, each with its `_id`
+    #[schema(value_type = Vec<Object>)]
+    pub documents: Vec<Map<String, Value>>,
+    /// pass as `cursor` for the next page; null on the last page
+    pub cursor: Option<String>,
+}
+
+/// A set of entity tags from `If-Match` / `If-None-Match`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EtagMatch {
+    /// `*`: any current version
+    Any,
+    /// a list of tags (quotes and `W/` removed)
+    Tags(Vec<String>),
+}
+
+impl EtagMatch {
+    /// Parses a header value: `*` or a comma-separated list of (weak or strong) tags.
+    pub fn parse(header: &str) -> EtagMatch {
+        if header.trim() == "*" {
+            return EtagMatch::Any;
+        }
+        EtagMatch::Tags(header.split(',').map(|t| bare_tag(t.trim()).to_owned()).filter(|t| !t.is_empty()).collect())
+    }
+
+    fn matches(&self, current: &str) -> bool {
+        match self {
+            EtagMatch::Any => true,
+            EtagMatch::Tags(tags) => tags.iter().any(|t| t == bare_tag(current)),
+        }
+    }
+}
+
+fn bare_tag(t: &str) -> &str {
+    t.trim_start_matches("W/").trim_matches('"')
+}
+
+/// Conditions a write checks against the document's current version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// `If-Match`: the document must exist with one of these tags
+    pub if_match: Option<EtagMatch>,
+    /// `If-None-Match`: the document must not exist (`*`) or not have one of these tags
+    pub if_none_match: Option<EtagMatch>,
+}
+
+impl Preconditions {
+    fn check(&self, current: Option<&str>) -> Result<()> {
+        if let Some(m) = &self.if_match {
+            match current {
+                None => return Err(ServiceError::PreconditionFailed("If-Match: the document does not exist".into())),
+                Some(tag) if !m.matches(tag) => {
+                    return Err(ServiceError::PreconditionFailed(format!("If-Match: the current ETag is {tag}")));
+                }
+                Some(_) => {}
+            }
+        }
+        if let (Some(m), Some(tag)) = (&self.if_none_match, current)
+            && m.matches(tag)
+        {
+            return Err(ServiceError::PreconditionFailed(format!("If-None-Match: the current ETag is {tag}")));
+        }
+        Ok(())
+    }
+}
+
+/// The strong content tag of a stored blob.
+pub fn etag(blob: &[u8]) -> String {
+    format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(blob))
+}
+
+/// Checks a document id.
+pub fn check_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(ServiceError::InvalidId("must not be empty"));
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(ServiceError::InvalidId("must be at most 1024 bytes"));
+    }
+    Ok(())
+}
+
+/// A new time-ordered id (UUIDv7).
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// Takes `_id` out of a document body: it must be a string and, when `path_id` is given, equal it.
+pub fn take_id(doc: &mut Map<String, Value>, path_id: Option<&str>) -> Result<Option<String>> {
+    match doc.remove(ID_FIELD) {
+        None => Ok(None),
+        Some(Value::String(id)) => match path_id {
+            Some(p) if p != id => {
+                Err(ServiceError::InvalidDocument(format!("_id {id:?} differs from the id in the path")))
+            }
+            _ => Ok(Some(id)),
+        },
+        Some(_) => Err(ServiceError::InvalidDocument("_id must be a string".into())),
+    }
+}
+
+/// A document ready to be stored: checked against its table and encoded (outside the committer).
+pub(crate) struct Prepared {
+    pub id: String,
+    pub blob: Vec<u8>,
+    /// an edge's `(_from, _to)`
+    pub edge: Option<(String, String)>,
+}
+
+/// Checks `doc` against `table` and encodes it. `doc` must not hold `_id` any more.
+pub(crate) fn prepare(
+    catalog: &Catalog,
+    table: &TableDef,
+    id: String,
+    mut doc: Map<String, Value>,
+) -> Result<Prepared> {
+    check_id(&id)?;
+    schema::conform(table, &mut doc)?;
+    let edge = edge_endpoints(table, &doc);
+    let vectors = table.vector_fields();
+    let value = Value::Object(doc);
+    let blob = catalog
+        .encode_detached(&value, &EncodeOptions { vector_fields: &vectors })
+        .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
+    Ok(Prepared { id, blob, edge })
+}
+
+fn edge_endpoints(table: &TableDef, doc: &Map<String, Value>) -> Option<(String, String)> {
+    if table.kind != TableKind::Edge {
+        return None;
+    }
+    let get = |f: &str| doc.get(f).and_then(Value::as_str).map(str::to_owned);
+    Some((get(FROM_FIELD)?, get(TO_FIELD)?))
+}
+
+/// The table as the write sees it: it must exist and be the same table the document was prepared
+/// for (not dropped and re-created in between).
+pub(crate) fn live_table(catalog: &Catalog, name: &str, prepared_for: Option<&TableDef>) -> Result<Arc<TableDef>> {
+    let table = catalog.table(name).ok_or_else(|| ServiceError::TableNotFound(name.to_owned()))?;
+    if let Some(p) = prepared_for
+        && p.created_at != table.created_at
+    {
+        return Err(ServiceError::TableNotFound(name.to_owned()));
+    }
+    Ok(table)
+}
+
+/// Adds `delta` to the table's document count, in the write.
+fn bump_count(tx: &mut WriteTx<'_>, table: &str, delta: i64) -> Result<()> {
+    let key = MetaKey::Count(table.into()).encode();
+    let current = tx.get(Space::Meta, &key)?.and_then(|v| v.try_into().ok()).map_or(0, u64::from_be_bytes);
+    tx.put(Space::Meta, key, current.saturating_add_signed(delta).to_be_bytes().to_vec());
+    Ok(())
+}
+
+/// The `(_from, _to)` of a stored edge blob.
+fn stored_endpoints(catalog: &Catalog, blob: &[u8]) -> Result<Option<(String, String)>> {
+    catalog.with_dict(|dict| {
+        let field = |name: &str| -> Result<Option<String>> {
+            Ok(match entity::get_path(blob, dict, &[name])? {
+                Some(ValueRef::Str(s)) => Some(s.to_owned()),
+                _ => None,
+            })
+        };
+        Ok(field(FROM_FIELD)?.zip(field(TO_FIELD)?))
+    })
+}
+
+fn stage_edge(tx: &mut WriteTx<'_>, table: &str, id: &str, (from, to): &(String, String), insert: bool) {
+    let out = GraphKey::new(Direction::Out, table, from, id).encode();
+    let inn = GraphKey::new(Direction::In, table, to, id).encode();
+    if insert {
+        tx.put(Space::Graph, out, to.as_bytes().to_vec());
+        tx.put(Space::Graph, inn, from.as_bytes().to_vec());
+    } else {
+        tx.delete(Space::Graph, out);
+        tx.delete(Space::Graph, inn);
+    }
+}
+
+/// Stores a prepared document (create or replace) in the write.
+pub(crate) fn put_encoded(
+    tx: &mut WriteTx<'_>,
+    catalog: &Arc<Catalog>,
+    table: &TableDef,
+    doc: Prepared,
+    pre: &Preconditions,
+) -> Result<PutOutcome> {
+    let key = EntityKey::new(&table.name, &doc.id).encode();
+    let old = tx.get(Space::Entity, &key)?;
+    pre.check(old.as_deref().map(etag).as_deref())?;
+    if table.kind == TableKind::Edge
+        && let Some(old_edge) = old.as_deref().map(|b| stored_endpoints(catalog, b)).transpose()?.flatten()
+    {
+        stage_edge(tx, &table.name, &doc.id, &old_edge, false);
+    }
+    if let Some(edge) = &doc.edge {
+        stage_edge(tx, &table.name, &doc.id, edge, true);
+    }
+    if old.is_none() {
+        bump_count(tx, &table.name, 1)?;
+    }
+    catalog.stage_fields(tx);
+    let tag = etag(&doc.blob);
+    tx.put(Space::Entity, key, doc.blob);
+    Ok(PutOutcome { id: doc.id, created: old.is_none(), etag: tag })
+}
+
+/// Deletes a document in the write; `Ok(false)` when it does not exist (and no precondition
+/// demanded it).
+pub(crate) fn delete_in(
+    tx: &mut WriteTx<'_>,
+    catalog: &Catalog,
+    table: &TableDef,
+    id: &str,
+    pre: &Preconditions,
+) -> Result<bool> {
+    let key = EntityKey::new(&table.name, id).encode();
+    let old = tx.get(Space::Entity, &key)?;
+    pre.check(old.as_deref().map(etag).as_deref())?;
+    let Some(old) = old else { return Ok(false) };
+    if table.kind == TableKind::Edge
+        && let Some(edge) = stored_endpoints(catalog, &old)?
+    {
+        stage_edge(tx, &table.name, id, &edge, false);
+    }
+    bump_count(tx, &table.name, -1)?;
+    tx.delete(Space::Entity, key);
+    Ok(true)
+}
+
+/// Applies an RFC 7396 merge patch to the stored document and returns the prepared result.
+pub(crate) fn patch_in(
+    tx: &mut WriteTx<'_>,
+    catalog: &Catalog,
+    table: &TableDef,
+    id: &str,
+    patch: &Value,
+    pre: &Preconditions,
+) -> Result<Prepared> {
+    let key = EntityKey::new(&table.name, id).encode();
+    let Some(old) = tx.get(Space::Entity, &key)? else {
+        return Err(ServiceError::DocumentNotFound { table: table.name.clone(), id: id.to_owned() });
+    };
+    pre.check(Some(&etag(&old)))?;
+    let mut current = catalog.decode(&old)?;
+    let mut patch = patch.clone();
+    if let Value::Object(p) = &mut patch {
+        take_id(p, Some(id))?;
+    }
+    merge_patch(&mut current, &patch);
+    let Value::Object(doc) = current else {
+        return Err(ServiceError::InvalidDocument("a merge patch must leave an object".into()));
+    };
+    prepare(catalog, table, id.to_owned(), doc)
+}
+
+/// RFC 7396: objects merge recursively, null removes, anything else replaces.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(t) = target {
+        for (k, v) in patch {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+fn with_id(catalog: &Catalog, id: &str, blob: &[u8]) -> Result<Map<String, Value>> {
+    match catalog.decode(blob)? {
+        Value::Object(mut m) => {
+            m.insert(ID_FIELD.to_owned(), Value::String(id.to_owned()));
+            Ok(m)
+        }
+        _ => Err(ServiceError::Internal("a stored document is not an object".into())),
+    }
+}
+
+fn encode_cursor(id: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
+}
+
+fn decode_cursor(cursor: &str) -> Result<String> {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| ServiceError::InvalidRequest("cursor is not one this server handed out".into()))
+}
+
+impl Db {
+    fn table_or_404(&self, name: &str) -> Result<Arc<TableDef>> {
+        self.catalog.table(name).ok_or_else(|| ServiceError::TableNotFound(name.to_owned()))
+    }
+
+    /// Reads one document.
+    pub async fn get_document(self: &Arc<Self>, table: String, id: String) -> Result<Document> {
+        self.read(move |db| {
+            db.table_or_404(&table)?;
+            let key = EntityKey::new(&table, &id).encode();
+            let blob = db
+                .store
+                .get(Space::Entity, &key)?
+                .ok_or_else(|| ServiceError::DocumentNotFound { table: table.clone(), id: id.clone() })?;
+            Ok(Document { body: with_id(&db.catalog, &id, &blob)?, etag: etag(&blob) })
+        })
+        .await
+    }
+
+    /// Creates or replaces a document.
+    pub async fn put_document(
+        self: &Arc<Self>,
+        table: String,
+        id: String,
+        mut doc: Map<String, Value>,
+        pre: Preconditions,
+    ) -> Result<PutOutcome> {
+        take_id(&mut doc, Some(&id))?;
+        let def = self.table_or_404(&table)?;
+        let prepared = prepare(&self.catalog, &def, id, doc)?;
+        self.write(move |tx, db| {
+            let live = live_table(&db.catalog, &table, Some(&def))?;
+            put_encoded(tx, &db.catalog, &live, prepared, &pre)
+        })
+        .await
+    }
+
+    /// Inserts one or more documents (ids generated where `_id` is absent); all or nothing.
+    pub async fn insert_documents(self: &Arc<Self>, table: String, docs: Vec<Value>) -> Result<Vec<PutOutcome>> {
+        let def = self.table_or_404(&table)?;
+        let prepared = docs
+            .into_iter()
+            .enumerate()
+            .map(|(i, doc)| {
+                let Value::Object(mut doc) = doc else {
+                    return Err(ServiceError::InvalidDocument(format!("item {i} is not an object")));
+                };
+                let id = take_id(&mut doc, None)?.unwrap_or_else(new_id);
+                prepare(&self.catalog, &def, id, doc)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.write(move |tx, db| {
+            let live = live_table(&db.catalog, &table, Some(&def))?;
+            prepared.into_iter().map(|p| put_encoded(tx, &db.catalog, &live, p, &Preconditions::default())).collect()
+        })
+        .await
+    }
+
+    /// Applies a JSON merge patch to a document.
+    pub async fn patch_document(
+        self: &Arc<Self>,
+        table: String,
+        id: String,
+        patch: Value,
+        pre: Preconditions,
+    ) -> Result<PutOutcome> {
+        self.table_or_404(&table)?;
+        self.write(move |tx, db| {
+            let live = live_table(&db.catalog, &table, None)?;
+            let prepared = patch_in(tx, &db.catalog, &live, &id, &patch, &pre)?;
+            put_encoded(tx, &db.catalog, &live, prepared, &Preconditions::default())
+        })
+        .await
+    }
+
+    /// Deletes a document.
+    pub async fn delete_document(self: &Arc<Self>, table: String, id: String, pre: Preconditions) -> Result<()> {
+        self.table_or_404(&table)?;
+        self.write(move |tx, db| {
+            let live = live_table(&db.catalog, &table, None)?;
+            if delete_in(tx, &db.catalog, &live, &id, &pre)? {
+                Ok(())
+            } else {
+                Err(ServiceError::DocumentNotFound { table, id })
+            }
+        })
+        .await
+    }
+
+    /// One page of documents in id order, after `cursor`.
+    pub async fn list_documents(
+        self: &Arc<Self>,
+        table: String,
+        limit: usize,
+        cursor: Option<String>,
+    ) -> Result<DocumentPage> {
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_PAGE}")));
+        }
+        let after = cursor.as_deref().map(decode_cursor).transpose()?;
+        self.read(move |db| {
+            db.table_or_404(&table)?;
+            let prefix = EntityKey::table_prefix(&table);
+            let lower = match &after {
+                Some(id) => Bound::Excluded(EntityKey::new(&table, id).encode()),
+                None => Bound::Included(prefix.clone()),
+            };
+            let upper = crate::keys::prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+            let view = db.store.snapshot();
+            let mut documents = Vec::with_capacity(limit.min(64));
+            let mut more = false;
+            for item in view.scan(Space::Entity, KeyRange::Between(lower, upper), false) {
+                let (key, blob) = item?;
+                if documents.len() == limit {
+                    more = true;
+                    break;
+                }
+                let k = EntityKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                documents.push(with_id(&db.catalog, &k.id, &blob)?);
+            }
+            let cursor = match (more, documents.last()) {
+                (true, Some(last)) => last.get(ID_FIELD).and_then(Value::as_str).map(encode_cursor),
+                _ => None,
+            };
+            Ok(DocumentPage { documents, cursor })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_patch_follows_rfc_7396() {
+        // examples from RFC 7396 appendix A
+        let cases = [
+            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
+            (json!({"a": "b"}), json!({"a": null}), json!({})),
+            (json!({"a": {"b": "c"}}), json!({"a": {"b": "d", "c": null}}), json!({"a": {"b": "d"}})),
+            (json!({"a": [{"b": "c"}]}), json!({"a": [1]}), json!({"a": [1]})),
+            (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
+            (json!({"a": "foo"}), json!("bar"), json!("bar")),
+            (json!({"e": null}), json!({"a": 1}), json!({"e": null, "a": 1})),
+            (json!({}), json!({"a": {"bb": {"ccc": null}}}), json!({"a": {"bb": {}}})),
+        ];
+        for (mut target, patch, want) in cases {
+            merge_patch(&mut target, &patch);
+            assert_eq!(target, want);
+        }
+    }
+
+    #[test]
+    fn preconditions() {
+        let tag = "\"00000000000000ab\"";
+        let pre = |m: Option<&str>, n: Option<&str>| Preconditions {
+            if_match: m.map(EtagMatch::parse),
+            if_none_match: n.map(EtagMatch::parse),
+        };
+        assert!(pre(Some(tag), None).check(Some(tag)).is_ok());
+        assert!(pre(Some("W/\"00000000000000ab\", \"x\""), None).check(Some(tag)).is_ok());
+        assert!(pre(Some("\"other\""), None).check(Some(tag)).is_err());
+        assert!(pre(Some("*"), None).check(None).is_err());
+        assert!(pre(None, Some("*")).check(Some(tag)).is_err());
+        assert!(pre(None, Some("*")).check(None).is_ok());
+        assert!(pre(None, None).check(None).is_ok());
+    }
+}

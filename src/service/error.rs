@@ -1,0 +1,129 @@
+//! The service layer's one error type; each variant has a stable machine-readable code.
+
+use crate::catalog::CatalogError;
+use crate::storage::StorageError;
+
+/// Why a service call failed. `api` maps each variant to an HTTP status via [`ServiceError::code`].
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The table does not exist: create it first.
+    #[error("table {0:?} does not exist")]
+    TableNotFound(String),
+    /// A table of that name exists already.
+    #[error("table {0:?} already exists")]
+    TableExists(String),
+    /// The table was dropped and its keys are still being removed: retry shortly.
+    #[error("table {0:?} is being dropped; retry shortly")]
+    TableDropping(String),
+    /// A table name breaks the naming rules.
+    #[error("invalid table name {name:?}: {reason}")]
+    InvalidTableName {
+        /// the name given
+        name: String,
+        /// the rule it breaks
+        reason: &'static str,
+    },
+    /// A document id breaks the rules (empty, or longer than 1024 bytes).
+    #[error("invalid document id: {0}")]
+    InvalidId(&'static str),
+    /// No document with that id.
+    #[error("document {id:?} not found in table {table:?}")]
+    DocumentNotFound {
+        /// table name
+        table: String,
+        /// document id
+        id: String,
+    },
+    /// The body is not a usable document (not an object, `_id` not a string, …).
+    #[error("invalid document: {0}")]
+    InvalidDocument(String),
+    /// A typed table rejected a field.
+    #[error("field {field:?}: {reason}")]
+    SchemaViolation {
+        /// the offending field
+        field: String,
+        /// what is wrong with it
+        reason: String,
+    },
+    /// A request parameter or body field is out of its allowed range.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The request's precondition (`If-Match` / `If-None-Match`) does not hold.
+    #[error("precondition failed: {0}")]
+    PreconditionFailed(String),
+    /// One operation of a batch failed, so none was written.
+    #[error("operation {index} failed, nothing was written: {source}")]
+    BatchFailed {
+        /// 0-based position of the failing operation
+        index: usize,
+        /// why it failed
+        #[source]
+        source: Box<ServiceError>,
+    },
+    /// An import line is longer than the body limit; the lines before it were written.
+    #[error(
+        "line {line} is longer than the server accepts (--max-body-mb); {written} documents before it were written"
+    )]
+    LineTooLong {
+        /// 1-based line number
+        line: u64,
+        /// documents written before it
+        written: u64,
+    },
+    /// The store refuses writes (poisoned after a disk failure, or shutting down).
+    #[error("{0}")]
+    Unavailable(StorageError),
+    /// Anything else: a bug or a damaged data directory. Logged; details stay out of responses.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ServiceError {
+    /// The stable error code clients match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ServiceError::TableNotFound(_) => "table_not_found",
+            ServiceError::TableExists(_) => "table_exists",
+            ServiceError::TableDropping(_) => "table_dropping",
+            ServiceError::InvalidTableName { .. } => "invalid_table_name",
+            ServiceError::InvalidId(_) => "invalid_id",
+            ServiceError::DocumentNotFound { .. } => "document_not_found",
+            ServiceError::InvalidDocument(_) => "invalid_document",
+            ServiceError::SchemaViolation { .. } => "schema_violation",
+            ServiceError::InvalidRequest(_) => "invalid_request",
+            ServiceError::PreconditionFailed(_) => "precondition_failed",
+            ServiceError::BatchFailed { source, .. } => source.code(),
+            ServiceError::LineTooLong { .. } => "payload_too_large",
+            ServiceError::Unavailable(_) => "unavailable",
+            ServiceError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl From<StorageError> for ServiceError {
+    fn from(e: StorageError) -> Self {
+        match e {
+            StorageError::Poisoned | StorageError::Closed => ServiceError::Unavailable(e),
+            other => ServiceError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<CatalogError> for ServiceError {
+    fn from(e: CatalogError) -> Self {
+        match e {
+            CatalogError::Storage(s) => s.into(),
+            other => ServiceError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::entity::Error> for ServiceError {
+    fn from(e: crate::entity::Error) -> Self {
+        ServiceError::Internal(format!("entity codec: {e}"))
+    }
+}
+
+/// Service result.
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

@@ -1,0 +1,53 @@
+//! `GET /v1/info`: version, uptime, data directory, durability, key counts per family.
+
+use super::Db;
+use crate::storage::{Durability, Space};
+use serde::Serialize;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// What the server reports about itself.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Info {
+    /// mosaicdb version
+    pub version: &'static str,
+    /// seconds since the server started
+    pub uptime_seconds: u64,
+    /// the data directory
+    pub data_dir: String,
+    /// when writes are acknowledged
+    pub durability: Durability,
+    /// whether the store takes writes
+    pub writable: bool,
+    /// approximate number of keys per key family
+    pub keys: Vec<KeyCount>,
+}
+
+/// The key count of one family.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeyCount {
+    /// family (keyspace) name
+    pub family: &'static str,
+    /// approximate number of keys
+    pub keys: u64,
+}
+
+impl Db {
+    /// The server's description of itself.
+    pub async fn info(self: &Arc<Self>) -> super::Result<Info> {
+        self.read(|db| {
+            Ok(Info {
+                version: env!("CARGO_PKG_VERSION"),
+                uptime_seconds: db.started.elapsed().as_secs(),
+                data_dir: db.store.config().path.display().to_string(),
+                durability: db.store.config().durability,
+                writable: db.is_writable(),
+                keys: Space::ALL
+                    .iter()
+                    .map(|s| KeyCount { family: s.name(), keys: db.store.approximate_len(*s) as u64 })
+                    .collect(),
+            })
+        })
+        .await
+    }
+}

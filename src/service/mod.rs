@@ -1,0 +1,85 @@
+//! The service layer: one module per model, owning the rules and the transactions. `api` calls
+//! it; it calls `catalog`, `keys`, `entity` and `storage`.
+
+mod batch;
+mod documents;
+mod error;
+mod import;
+mod info;
+pub mod schema;
+mod tables;
+
+pub use batch::{BatchOp, BatchOutcome, OpKind};
+pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome};
+pub use error::{Result, ServiceError};
+pub use import::ImportReport;
+pub use info::{Info, KeyCount};
+pub use tables::{CreateTable, TableInfo};
+
+use crate::catalog::Catalog;
+use crate::storage::{StorageConfig, Store, WriteTx};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The open database: the store, its catalog, and the rules of every model.
+pub struct Db {
+    store: Store,
+    catalog: Arc<Catalog>,
+    started: Instant,
+}
+
+impl Db {
+    /// Opens the data directory, loads the catalog, and resumes unfinished table drops in the
+    /// background (call from within a tokio runtime).
+    pub fn open(config: StorageConfig) -> Result<Arc<Db>> {
+        let store = Store::open(config)?;
+        let catalog = Catalog::load(&store)?;
+        let db = Arc::new(Db { store, catalog, started: Instant::now() });
+        for table in db.catalog.dropping() {
+            let db = db.clone();
+            tokio::spawn(async move {
+                if let Err(e) = db.purge_table(&table).await {
+                    tracing::error!(table, error = %e, "resuming a table drop failed");
+                }
+            });
+        }
+        Ok(db)
+    }
+
+    /// The store (for tools and tests).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// True when the store takes writes (not poisoned, not closed).
+    pub fn is_writable(&self) -> bool {
+        !self.store.is_poisoned()
+    }
+
+    /// Waits for queued writes and fsyncs everything.
+    pub fn close(&self) -> Result<()> {
+        Ok(self.store.close()?)
+    }
+
+    /// Runs a read on the blocking pool: fjall calls block.
+    async fn read<T: Send + 'static>(self: &Arc<Self>, f: impl FnOnce(&Db) -> Result<T> + Send + 'static) -> Result<T> {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || f(&db))
+            .await
+            .map_err(|e| ServiceError::Internal(format!("read task failed: {e}")))?
+    }
+
+    /// Runs a write on the committer.
+    async fn write<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut WriteTx<'_>, &Db) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.clone();
+        self.store.write(move |tx| f(tx, &db)).await
+    }
+}

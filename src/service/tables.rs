@@ -1,0 +1,239 @@
+//! Tables: create, list, describe, add columns, drop (with every key of the table).
+
+use super::{Db, Result, ServiceError};
+use crate::catalog::{ColumnDef, TableDef, TableKind};
+use crate::keys::{
+    Direction, EntityKey, FtStatKey, FtidxKey, GraphKey, IdxKey, MetaKey, RidxKey, SidxKey, TtlKey, VecKey,
+};
+use crate::storage::Space;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Longest table name, in bytes.
+pub const MAX_TABLE_NAME_LEN: usize = 256;
+/// Keys removed per write while purging a dropped table.
+const PURGE_CHUNK: usize = 10_000;
+
+/// The body of `POST /v1/tables`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTable {
+    /// table name: 1-256 bytes of UTF-8, no `/` and no control characters
+    #[schema(example = "users")]
+    pub name: String,
+    /// `document` (default) or `edge`
+    #[serde(default)]
+    pub kind: TableKind,
+    /// typed columns; omit for a schemaless table
+    #[serde(default)]
+    pub columns: Option<Vec<ColumnDef>>,
+}
+
+/// A table definition with its document count.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TableInfo {
+    /// the definition
+    #[serde(flatten)]
+    pub table: TableDef,
+    /// number of documents
+    pub documents: u64,
+}
+
+/// Checks a table name.
+pub fn check_table_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "must not be empty"
+    } else if name.len() > MAX_TABLE_NAME_LEN {
+        "must be at most 256 bytes"
+    } else if name.contains('/') {
+        "must not contain '/' (it separates table and id in vertex references)"
+    } else if name.chars().any(char::is_control) {
+        "must not contain control characters"
+    } else {
+        return Ok(());
+    };
+    Err(ServiceError::InvalidTableName { name: name.to_owned(), reason })
+}
+
+fn check_columns(columns: &[ColumnDef]) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for c in columns {
+        if c.name.is_empty() || c.name.starts_with('_') {
+            return Err(ServiceError::InvalidRequest(format!(
+                "column name {:?}: must be non-empty and not start with '_' (reserved for system fields)",
+                c.name
+            )));
+        }
+        if !seen.insert(c.name.as_str()) {
+            return Err(ServiceError::InvalidRequest(format!("column {:?} is declared twice", c.name)));
+        }
+        if let Some(default) = &c.default {
+            super::schema::check_value(c, &mut default.clone()).map_err(|e| {
+                ServiceError::InvalidRequest(format!("default of column {:?} does not fit its type: {e}", c.name))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Db {
+    fn count(&self, table: &str) -> Result<u64> {
+        let key = MetaKey::Count(table.into()).encode();
+        Ok(self.store.get(Space::Meta, &key)?.and_then(|v| (*v).try_into().ok()).map_or(0, u64::from_be_bytes))
+    }
+
+    /// Creates a table.
+    pub async fn create_table(self: &Arc<Self>, req: CreateTable) -> Result<TableDef> {
+        check_table_name(&req.name)?;
+        if let Some(columns) = &req.columns {
+            check_columns(columns)?;
+        }
+        let def = TableDef { name: req.name, kind: req.kind, columns: req.columns, created_at: now_ms() };
+        self.write(move |tx, db| {
+            if db.catalog.table(&def.name).is_some() {
+                return Err(ServiceError::TableExists(def.name));
+            }
+            if db.catalog.is_dropping(&def.name) {
+                return Err(ServiceError::TableDropping(def.name));
+            }
+            db.catalog.put_table(tx, def.clone());
+            Ok(def)
+        })
+        .await
+    }
+
+    /// Every table with its document count.
+    pub async fn list_tables(self: &Arc<Self>) -> Result<Vec<TableInfo>> {
+        self.read(|db| {
+            db.catalog
+                .tables()
+                .into_iter()
+                .map(|t| Ok(TableInfo { documents: db.count(&t.name)?, table: (*t).clone() }))
+                .collect()
+        })
+        .await
+    }
+
+    /// One table with its document count.
+    pub async fn get_table(self: &Arc<Self>, name: String) -> Result<TableInfo> {
+        self.read(move |db| {
+            let t = db.catalog.table(&name).ok_or_else(|| ServiceError::TableNotFound(name.clone()))?;
+            Ok(TableInfo { documents: db.count(&name)?, table: (*t).clone() })
+        })
+        .await
+    }
+
+    /// Adds columns to a table. A new column must be nullable or have a default, since existing
+    /// documents lack it; a schemaless table stays schemaless only if no columns are added.
+    pub async fn add_columns(self: &Arc<Self>, name: String, columns: Vec<ColumnDef>) -> Result<TableDef> {
+        self.write(move |tx, db| {
+            let current = db.catalog.table(&name).ok_or_else(|| ServiceError::TableNotFound(name.clone()))?;
+            let mut def = (*current).clone();
+            let Some(existing) = def.columns.as_mut() else {
+                return Err(ServiceError::InvalidRequest(
+                    "a schemaless table cannot get columns: create a typed table instead".into(),
+                ));
+            };
+            for c in &columns {
+                if !c.nullable && c.default.is_none() {
+                    return Err(ServiceError::InvalidRequest(format!(
+                        "new column {:?} must be nullable or have a default: existing documents lack it",
+                        c.name
+                    )));
+                }
+            }
+            existing.extend(columns);
+            check_columns(existing)?;
+            db.catalog.put_table(tx, def.clone());
+            Ok(def)
+        })
+        .await
+    }
+
+    /// Drops a table: its definition goes at once (atomically), then every key of the table is
+    /// removed in chunks; a table of the same name can be created once that is done.
+    pub async fn drop_table(self: &Arc<Self>, name: String) -> Result<()> {
+        let n = name.clone();
+        self.write(move |tx, db| {
+            if db.catalog.table(&n).is_none() {
+                return Err(ServiceError::TableNotFound(n));
+            }
+            db.catalog.drop_table(tx, &n);
+            Ok(())
+        })
+        .await?;
+        // A spawned task finishes the purge even if the client goes away.
+        let db = self.clone();
+        tokio::spawn(async move { db.purge_table(&name).await })
+            .await
+            .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
+    }
+
+    /// Removes every key of a dropped table, then its `dropping` mark.
+    pub(super) async fn purge_table(self: &Arc<Self>, name: &str) -> Result<()> {
+        let mut prefixes = vec![
+            (Space::Entity, EntityKey::table_prefix(name)),
+            (Space::Idx, IdxKey::table_prefix(name)),
+            (Space::Ridx, RidxKey::table_prefix(name)),
+            (Space::Sidx, SidxKey::table_prefix(name)),
+            (Space::Ftidx, FtidxKey::table_prefix(name)),
+            (Space::Vec, VecKey::table_prefix(name)),
+            (Space::Ttlidx, TtlKey::table_prefix(name)),
+            (Space::Graph, GraphKey::table_prefix(Direction::Out, name)),
+            (Space::Graph, GraphKey::table_prefix(Direction::In, name)),
+        ];
+        prefixes.extend(FtStatKey::table_prefixes(name).into_iter().map(|p| (Space::Ftstat, p)));
+        let prefixes = Arc::new(prefixes);
+        loop {
+            let prefixes = prefixes.clone();
+            let more = self
+                .write(move |tx, _| {
+                    for (space, prefix) in prefixes.iter() {
+                        let keys: Vec<_> = tx
+                            .scan_prefix(*space, prefix)
+                            .take(PURGE_CHUNK - tx.staged_len())
+                            .map(|r| r.map(|(k, _)| k.to_vec()))
+                            .collect::<Result<_, _>>()?;
+                        for k in keys {
+                            tx.delete(*space, k);
+                        }
+                        if tx.staged_len() >= PURGE_CHUNK {
+                            return Ok(true);
+                        }
+                    }
+                    Ok(false)
+                })
+                .await?;
+            if !more {
+                break;
+            }
+        }
+        let name = name.to_owned();
+        self.write(move |tx, db| {
+            tx.delete(Space::Meta, MetaKey::Count(name.as_str().into()).encode());
+            db.catalog.finish_drop(tx, &name);
+            Ok(())
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names() {
+        assert!(check_table_name("users").is_ok());
+        assert!(check_table_name("ünïcode 🦀:%").is_ok());
+        assert!(check_table_name("").is_err());
+        assert!(check_table_name("a/b").is_err());
+        assert!(check_table_name("a\0b").is_err());
+        assert!(check_table_name(&"x".repeat(257)).is_err());
+    }
+}
