@@ -103,10 +103,8 @@ impl Db {
             match body.next().await {
                 Some(Ok(bytes)) => carry.extend_from_slice(&bytes),
                 Some(Err(e)) => {
-                    // What was committed stays committed; the report says how far it got.
-                    if let Some(p) = pending.take() {
-                        report.inserted += join(p).await?;
-                    }
+                    // The complete lines received so far are written; the error says how many.
+                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
                     return Err(ServiceError::InvalidRequest(format!(
                         "reading the body failed after line {line_no} ({} documents written): {e}",
                         report.inserted
@@ -116,23 +114,26 @@ impl Db {
             }
             // Split off complete lines (and, at the end, the unterminated last one).
             let mut start = 0;
+            let mut too_long = false;
             while let Some(pos) = carry[start..].iter().position(|&b| b == b'\n').map(|p| p + start) {
+                if pos - start > max_line {
+                    too_long = true;
+                    break;
+                }
                 line_no += 1;
                 push_line(&mut chunk, &mut chunk_bytes, line_no, &carry[start..pos]);
                 start = pos + 1;
             }
             carry.drain(..start);
-            if carry.len() > max_line {
-                if let Some(p) = pending.take() {
-                    report.inserted += join(p).await?;
-                }
+            if too_long || carry.len() > max_line {
+                self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
                 return Err(ServiceError::LineTooLong { line: line_no + 1, written: report.inserted });
             }
             if ended && !carry.is_empty() {
                 line_no += 1;
                 push_line(&mut chunk, &mut chunk_bytes, line_no, &std::mem::take(&mut carry));
             }
-            if chunk.len() >= CHUNK_LINES || chunk_bytes >= CHUNK_BYTES || (ended && !chunk.is_empty()) {
+            if chunk.len() >= CHUNK_LINES || chunk_bytes >= CHUNK_BYTES {
                 let lines = std::mem::take(&mut chunk);
                 chunk_bytes = 0;
                 let next = self.commit_chunk(&table, &def, lines, &mut report).await?;
@@ -141,10 +142,27 @@ impl Db {
                 }
             }
         }
-        if let Some(p) = pending.take() {
+        self.finish(&table, &def, chunk, pending, &mut report).await?;
+        Ok(report)
+    }
+
+    /// Commits the last chunk and waits for every commit still under way.
+    async fn finish(
+        self: &Arc<Self>,
+        table: &str,
+        def: &Arc<TableDef>,
+        chunk: Chunk,
+        pending: Option<JoinHandle<Result<u64>>>,
+        report: &mut ImportReport,
+    ) -> Result<()> {
+        if let Some(p) = pending {
             report.inserted += join(p).await?;
         }
-        Ok(report)
+        if !chunk.is_empty() {
+            let last = self.commit_chunk(table, def, chunk, report).await?;
+            report.inserted += join(last).await?;
+        }
+        Ok(())
     }
 
     /// Prepares a chunk on the blocking pool, records its bad lines, and starts committing the

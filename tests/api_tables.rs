@@ -1,0 +1,166 @@
+//! `/v1/tables`: create, list, describe, add columns, drop; typed tables validate every write.
+
+mod common;
+use common::TestServer;
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test]
+async fn create_list_get_and_drop() {
+    let s = TestServer::start().await;
+    let r = s.send(Method::POST, "/v1/tables", Some(&json!({"name": "people"})), &[]).await;
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("location"), Some("/v1/tables/people"));
+    assert_eq!(r.body["name"], "people");
+    assert_eq!(r.body["kind"], "document");
+    assert!(r.body["created_at"].as_i64().unwrap() > 1_700_000_000_000);
+
+    let r = s.send(Method::POST, "/v1/tables", Some(&json!({"name": "people"})), &[]).await;
+    assert!(r.is_problem(409, "table_exists"), "{}", r.body);
+
+    s.put("/v1/tables/people/documents/a", json!({"n": 1})).await;
+    s.put("/v1/tables/people/documents/b", json!({"n": 2})).await;
+    let (status, t) = s.get("/v1/tables/people").await;
+    assert_eq!(status, 200);
+    assert_eq!(t["documents"], 2);
+    let (_, list) = s.get("/v1/tables").await;
+    assert_eq!(list["tables"].as_array().unwrap().iter().filter(|t| t["name"] == "people").count(), 1);
+
+    assert_eq!(s.delete("/v1/tables/people").await.0, 204);
+    let r = s.send(Method::GET, "/v1/tables/people", None, &[]).await;
+    assert!(r.is_problem(404, "table_not_found"));
+    let r = s.send(Method::GET, "/v1/tables/people/documents/a", None, &[]).await;
+    assert!(r.is_problem(404, "table_not_found"));
+    let r = s.send(Method::DELETE, "/v1/tables/people", None, &[]).await;
+    assert!(r.is_problem(404, "table_not_found"));
+
+    // a new table of the same name starts empty
+    s.create_table("people").await;
+    let (_, t) = s.get("/v1/tables/people").await;
+    assert_eq!(t["documents"], 0);
+    let (status, _) = s.get("/v1/tables/people/documents/a").await;
+    assert_eq!(status, 404);
+    let (_, page) = s.get("/v1/tables/people/documents").await;
+    assert_eq!(page["documents"], json!([]));
+}
+
+#[tokio::test]
+async fn dropping_a_table_leaves_its_neighbours_alone() {
+    let s = TestServer::start().await;
+    for t in ["user", "users", "users2"] {
+        s.create_table(t).await;
+        for i in 0..30 {
+            s.put(&format!("/v1/tables/{t}/documents/d{i}"), json!({"t": t})).await;
+        }
+    }
+    assert_eq!(s.delete("/v1/tables/users").await.0, 204);
+    for t in ["user", "users2"] {
+        let (_, info) = s.get(&format!("/v1/tables/{t}")).await;
+        assert_eq!(info["documents"], 30, "{t}");
+        let (_, page) = s.get(&format!("/v1/tables/{t}/documents?limit=1000")).await;
+        assert_eq!(page["documents"].as_array().unwrap().len(), 30);
+    }
+}
+
+#[tokio::test]
+async fn invalid_names_and_bodies() {
+    let s = TestServer::start().await;
+    for name in ["", "a/b", "tab\u{0}le", &"x".repeat(257)] {
+        let r = s.send(Method::POST, "/v1/tables", Some(&json!({"name": name})), &[]).await;
+        assert!(r.is_problem(400, "invalid_table_name"), "{name:?}: {}", r.body);
+    }
+    let r = s.send(Method::POST, "/v1/tables", Some(&json!({"name": "t", "kind": "graph"})), &[]).await;
+    assert!(r.is_problem(422, "invalid_body"), "{}", r.body);
+    let r = s.send(Method::POST, "/v1/tables", Some(&json!({"name": "t", "columns": [{"name": "a", "type": "text"}]})), &[]).await;
+    assert!(r.is_problem(422, "invalid_body"), "{}", r.body);
+    let r = s.raw(Method::POST, "/v1/tables", "text/plain", r#"{"name":"t"}"#).await;
+    assert!(r.is_problem(415, "unsupported_media_type"), "{}", r.body);
+    let r = s.raw(Method::POST, "/v1/tables", "application/json", r#"{"name":"#).await;
+    assert!(r.is_problem(400, "malformed_json"), "{}", r.body);
+    let dup = json!({"name": "t", "columns": [{"name": "a", "type": "int"}, {"name": "a", "type": "int"}]});
+    let r = s.send(Method::POST, "/v1/tables", Some(&dup), &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    // unicode names work, percent-encoded in paths
+    s.create_table("ünï cödé:🦀").await;
+    let (status, t) = s.get(&format!("/v1/tables/{}", common::seg("ünï cödé:🦀"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(t["name"], "ünï cödé:🦀");
+}
+
+#[tokio::test]
+async fn typed_tables_validate_every_write() {
+    let s = TestServer::start().await;
+    let def = json!({"name": "rows", "columns": [
+        {"name": "name", "type": "string"},
+        {"name": "age", "type": "int", "nullable": true},
+        {"name": "active", "type": "bool", "default": true},
+        {"name": "at", "type": "timestamp", "nullable": true},
+        {"name": "emb", "type": "vector(3)", "nullable": true}
+    ]});
+    assert_eq!(s.post("/v1/tables", def).await.0, 201);
+
+    let (status, _) = s.put("/v1/tables/rows/documents/1", json!({"name": "Ada", "at": "2024-01-02T03:04:05Z", "emb": [0.1, 0.2, 0.3]})).await;
+    assert_eq!(status, 201);
+    let (_, doc) = s.get("/v1/tables/rows/documents/1").await;
+    assert_eq!(doc, json!({"_id": "1", "name": "Ada", "active": true, "at": 1_704_164_645_000i64, "emb": [0.1, 0.2, 0.3]}));
+
+    let bad = [
+        (json!({"age": 3}), "name"),
+        (json!({"name": 5}), "name"),
+        (json!({"name": "x", "age": "old"}), "age"),
+        (json!({"name": "x", "unknown": 1}), "unknown"),
+        (json!({"name": "x", "emb": [1, 2]}), "emb"),
+        (json!({"name": "x", "at": "noon"}), "at"),
+        (json!({"name": "x", "active": null}), "active"),
+    ];
+    for (doc, field) in bad {
+        let r = s.send(Method::PUT, "/v1/tables/rows/documents/2", Some(&doc), &[]).await;
+        assert!(r.is_problem(422, "schema_violation"), "{doc}: {}", r.body);
+        assert!(r.body["detail"].as_str().unwrap().contains(&format!("\"{field}\"")), "{}", r.body);
+    }
+    let (status, _) = s.get("/v1/tables/rows/documents/2").await;
+    assert_eq!(status, 404, "a rejected write writes nothing");
+
+    // patches are checked too
+    let r = s.send(Method::PATCH, "/v1/tables/rows/documents/1", Some(&json!({"name": null})), &[]).await;
+    assert!(r.is_problem(422, "schema_violation"), "{}", r.body);
+
+    // adding columns
+    let (status, t) = s.patch("/v1/tables/rows", json!({"add_columns": [{"name": "city", "type": "string", "default": "Oslo"}]})).await;
+    assert_eq!(status, 200, "{t}");
+    assert_eq!(t["columns"].as_array().unwrap().len(), 6);
+    let (status, _) = s.put("/v1/tables/rows/documents/3", json!({"name": "Bo"})).await;
+    assert_eq!(status, 201);
+    let (_, doc) = s.get("/v1/tables/rows/documents/3").await;
+    assert_eq!(doc["city"], "Oslo");
+    let r = s.send(Method::PATCH, "/v1/tables/rows", Some(&json!({"add_columns": [{"name": "req", "type": "int"}]})), &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    s.create_table("free").await;
+    let r = s.send(Method::PATCH, "/v1/tables/free", Some(&json!({"add_columns": [{"name": "a", "type": "int", "nullable": true}]})), &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+}
+
+#[tokio::test]
+async fn edge_tables_need_endpoints() {
+    let s = TestServer::start().await;
+    assert_eq!(s.post("/v1/tables", json!({"name": "knows", "kind": "edge"})).await.0, 201);
+    let (status, _) = s.put("/v1/tables/knows/documents/e1", json!({"_from": "users/a", "_to": "users/b", "since": 2020})).await;
+    assert_eq!(status, 201);
+    let r = s.send(Method::PUT, "/v1/tables/knows/documents/e2", Some(&json!({"_from": "users/a"})), &[]).await;
+    assert!(r.is_problem(422, "schema_violation"), "{}", r.body);
+    // the adjacency entries are written with the edge, and go with it
+    let data = s.stop().await;
+    let mut out = Vec::new();
+    mosaicdb::tools::inspect(data.path(), "graph:", &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("graph:out:knows:\"users/a\":e1  users/b"), "{text}");
+    assert!(text.contains("graph:in:knows:\"users/b\":e1  users/a"), "{text}");
+
+    let s = TestServer::start_in(data, |_| {}).await;
+    assert_eq!(s.put("/v1/tables/knows/documents/e1", json!({"_from": "users/a", "_to": "users/c"})).await.0, 200);
+    assert_eq!(s.delete("/v1/tables/knows/documents/e1").await.0, 204);
+    let data = s.stop().await;
+    let mut out = Vec::new();
+    mosaicdb::tools::inspect(data.path(), "graph:", &mut out).unwrap();
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+}

@@ -1,0 +1,127 @@
+//! The test harness: a real server on 127.0.0.1:0 over a temp dir, and typed helpers that return
+//! `(StatusCode, serde_json::Value)`. Tests use their own table names.
+#![allow(dead_code)]
+
+use mosaicdb::server::{Server, ServerConfig};
+use mosaicdb::storage::Durability;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+pub struct TestServer {
+    server: Option<Server>,
+    pub client: reqwest::Client,
+    pub base: String,
+    pub dir: tempfile::TempDir,
+}
+
+/// A response: status, headers and the body as JSON (Null when empty or not JSON).
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    pub fn is_problem(&self, status: u16, code: &str) -> bool {
+        self.status.as_u16() == status
+            && self.header("content-type") == Some("application/problem+json")
+            && self.body["code"] == code
+            && self.body["status"] == status
+            && self.body["type"] == format!("urn:mosaicdb:problem:{code}")
+            && self.body["detail"].is_string()
+    }
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(dir, configure).await
+    }
+
+    pub async fn start_in(dir: tempfile::TempDir, configure: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let mut config = ServerConfig::new(dir.path());
+        config.addr = "127.0.0.1:0".parse().unwrap();
+        config.storage.durability = Durability::Buffered;
+        config.storage.cache_bytes = 16 << 20;
+        configure(&mut config);
+        let server = Server::start(config).await.unwrap();
+        let base = format!("http://{}", server.addr());
+        TestServer { server: Some(server), client: reqwest::Client::new(), base, dir }
+    }
+
+    /// Shuts down gracefully and hands back the data directory.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        self.server.take().unwrap().shutdown().await.unwrap();
+        self.dir
+    }
+
+    pub async fn send(&self, method: Method, path: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Reply {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.unwrap();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply { status, headers, body }
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self.send(Method::GET, path, None, &[]).await;
+        (r.status, r.body)
+    }
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let r = self.send(Method::POST, path, Some(&body), &[]).await;
+        (r.status, r.body)
+    }
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let r = self.send(Method::PUT, path, Some(&body), &[]).await;
+        (r.status, r.body)
+    }
+    pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let r = self.send(Method::PATCH, path, Some(&body), &[]).await;
+        (r.status, r.body)
+    }
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        let r = self.send(Method::DELETE, path, None, &[]).await;
+        (r.status, r.body)
+    }
+
+    /// Sends a raw body with a content type.
+    pub async fn raw(&self, method: Method, path: &str, content_type: &str, body: impl Into<reqwest::Body>) -> Reply {
+        let resp = self
+            .client
+            .request(method, format!("{}{}", self.base, path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.unwrap();
+        Reply { status, headers, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
+    }
+
+    pub async fn create_table(&self, name: &str) {
+        let (status, body) = self.post("/v1/tables", serde_json::json!({ "name": name })).await;
+        assert_eq!(status, 201, "{body}");
+    }
+}
+
+/// Percent-encodes a path segment.
+pub fn seg(s: &str) -> String {
+    mosaicdb::api::encode_path(s)
+}
