@@ -3,6 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 use mosaicdb::api::HttpLimits;
 use mosaicdb::server::{self, ServerConfig};
+use mosaicdb::service::DbOptions;
 use mosaicdb::storage::{Durability, StorageConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,6 +25,11 @@ enum Command {
     Serve(ServeArgs),
     /// Print the OpenAPI document.
     Openapi,
+    /// Check index and document consistency of a data directory (the server must not be running).
+    Check {
+        /// the data directory
+        data_dir: PathBuf,
+    },
     /// Print the keys of a data directory (display form) with their decoded values.
     Inspect {
         /// the data directory (the server must not be running on it)
@@ -57,6 +63,9 @@ struct ServeArgs {
     /// request timeout in seconds (imports excepted)
     #[arg(long, env = "MOSAIC_TIMEOUT_SECS", default_value_t = 30)]
     timeout_secs: u64,
+    /// a query with `allow_scan: false` refuses a full scan of a table with more documents than this
+    #[arg(long, env = "MOSAIC_SCAN_THRESHOLD", default_value_t = 1000)]
+    scan_threshold: u64,
     /// log filter (tracing EnvFilter syntax), e.g. `info` or `mosaicdb=debug,tower_http=debug`
     #[arg(long, env = "MOSAIC_LOG", default_value = "info")]
     log: String,
@@ -75,6 +84,7 @@ impl ServeArgs {
                 max_body_bytes: self.max_body_mb.max(1) << 20,
                 timeout: Duration::from_secs(self.timeout_secs.max(1)),
             },
+            options: DbOptions { scan_threshold: self.scan_threshold },
         }
     }
 }
@@ -96,6 +106,7 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        Some(Command::Check { data_dir }) => check(data_dir),
         Some(Command::Serve(args)) => serve(&args),
         None => serve(&cli.serve),
     }
@@ -110,6 +121,26 @@ fn serve(args: &ServeArgs) -> ExitCode {
     };
     match runtime.block_on(server::run(args.config())) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn check(data_dir: PathBuf) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    let result = runtime.block_on(async {
+        let db = mosaicdb::service::Db::open(StorageConfig::new(data_dir), DbOptions::default())?;
+        let report = db.check().await?;
+        db.close()?;
+        Ok::<_, mosaicdb::service::ServiceError>(report)
+    });
+    match result {
+        Ok(report) => {
+            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
         Err(e) => fail(e),
     }
 }

@@ -1,7 +1,7 @@
 //! Running the server: configuration, start, graceful shutdown.
 
 use crate::api::{self, HttpLimits};
-use crate::service::{Db, ServiceError};
+use crate::service::{Db, DbOptions, ServiceError};
 use crate::storage::StorageConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -16,6 +16,8 @@ pub struct ServerConfig {
     pub storage: StorageConfig,
     /// HTTP limits
     pub limits: HttpLimits,
+    /// service settings
+    pub options: DbOptions,
 }
 
 impl ServerConfig {
@@ -25,6 +27,7 @@ impl ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             storage: StorageConfig::new(data_dir),
             limits: HttpLimits { max_body_bytes: 32 << 20, timeout: Duration::from_secs(30) },
+            options: DbOptions::default(),
         }
     }
 }
@@ -53,7 +56,7 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
-        let db = Db::open(config.storage)?;
+        let db = Db::open(config.storage, config.options)?;
         let app = api::app(db.clone(), config.limits);
         let done = tokio::spawn(async move {
             axum::serve(listener, app)

@@ -61,7 +61,7 @@ async fn import_streams_ndjson_and_reports_bad_lines() {
             17 => body.push_str("{not json\n"),
             42 => body.push_str("[1,2]\n"),
             43 => body.push_str("{\"_id\": 5}\n"),
-            44 => body.push_str("\n"),
+            44 => body.push('\n'),
             _ => body.push_str(&format!("{{\"_id\":\"d{i:05}\",\"i\":{i},\"name\":\"n{i}\"}}\r\n")),
         }
     }

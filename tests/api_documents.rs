@@ -9,7 +9,8 @@ use serde_json::json;
 async fn put_get_patch_delete() {
     let s = TestServer::start().await;
     s.create_table("docs").await;
-    let r = s.send(Method::PUT, "/v1/tables/docs/documents/alice", Some(&json!({"name": "Alice", "age": 30})), &[]).await;
+    let r =
+        s.send(Method::PUT, "/v1/tables/docs/documents/alice", Some(&json!({"name": "Alice", "age": 30})), &[]).await;
     assert_eq!(r.status, 201);
     assert_eq!(r.body, json!({"_id": "alice", "created": true}));
     assert_eq!(r.header("location"), Some("/v1/tables/docs/documents/alice"));
@@ -20,7 +21,8 @@ async fn put_get_patch_delete() {
     assert_eq!(r.body, json!({"_id": "alice", "name": "Alice", "age": 30}));
     assert_eq!(r.header("etag"), Some(etag1.as_str()));
 
-    let r = s.send(Method::PUT, "/v1/tables/docs/documents/alice", Some(&json!({"name": "Alice", "age": 31})), &[]).await;
+    let r =
+        s.send(Method::PUT, "/v1/tables/docs/documents/alice", Some(&json!({"name": "Alice", "age": 31})), &[]).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body["created"], false);
     let etag2 = r.header("etag").unwrap().to_owned();
@@ -31,7 +33,8 @@ async fn put_get_patch_delete() {
     assert_eq!(r.status, 200, "{}", r.body);
     let (_, doc) = s.get("/v1/tables/docs/documents/alice").await;
     assert_eq!(doc, json!({"_id": "alice", "name": "Alice", "address": {"city": "Oslo"}, "tags": ["a"]}));
-    let r = s.send(Method::PATCH, "/v1/tables/docs/documents/alice", Some(&json!({"address": {"zip": "0150"}})), &[]).await;
+    let r =
+        s.send(Method::PATCH, "/v1/tables/docs/documents/alice", Some(&json!({"address": {"zip": "0150"}})), &[]).await;
     assert_eq!(r.status, 200);
     let (_, doc) = s.get("/v1/tables/docs/documents/alice").await;
     assert_eq!(doc["address"], json!({"city": "Oslo", "zip": "0150"}));
@@ -96,7 +99,8 @@ async fn any_utf8_id_round_trips_through_the_path() {
         assert_eq!(doc, json!({"_id": id, "id": id}));
     }
     let (_, page) = s.get("/v1/tables/ids/documents?limit=100").await;
-    let mut listed: Vec<&str> = page["documents"].as_array().unwrap().iter().map(|d| d["_id"].as_str().unwrap()).collect();
+    let mut listed: Vec<&str> =
+        page["documents"].as_array().unwrap().iter().map(|d| d["_id"].as_str().unwrap()).collect();
     let mut want = ids.to_vec();
     want.sort();
     assert_eq!(listed, want, "listing is in id (byte) order");

@@ -19,20 +19,10 @@ async fn health_ready_and_info() {
     assert_eq!(info["writable"], true);
     assert_eq!(info["data_dir"], s.dir.path().display().to_string());
     let families: Vec<&str> = info["keys"].as_array().unwrap().iter().map(|k| k["family"].as_str().unwrap()).collect();
-    assert_eq!(families, [
-        "entity",
-        "idx",
-        "ridx",
-        "sidx",
-        "ftidx",
-        "ftstat",
-        "graph",
-        "vec",
-        "ts",
-        "ttlidx",
-        "changefeed",
-        "meta"
-    ]);
+    assert_eq!(
+        families,
+        ["entity", "idx", "ridx", "sidx", "ftidx", "ftstat", "graph", "vec", "ts", "ttlidx", "changefeed", "meta"]
+    );
     assert!(info["keys"][0]["keys"].as_u64().unwrap() >= 1);
 }
 
@@ -65,7 +55,8 @@ async fn docs_serve_swagger_ui_and_the_spec_parses() {
 #[test]
 fn committed_openapi_matches_the_code() {
     let generated = serde_json::to_string_pretty(&mosaicdb::api::openapi()).unwrap();
-    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json")).unwrap_or_default();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json")).unwrap_or_default();
     assert!(
         committed.trim_end() == generated.trim_end(),
         "openapi/openapi.json is stale: run `cargo run -- openapi > openapi/openapi.json`"
@@ -87,7 +78,8 @@ async fn router_errors_are_problems() {
 async fn responses_are_compressed_when_asked() {
     let s = TestServer::start().await;
     s.create_table("gz").await;
-    let docs: Vec<_> = (0..200).map(|i| json!({"_id": format!("d{i:03}"), "text": "lorem ipsum dolor sit amet"})).collect();
+    let docs: Vec<_> =
+        (0..200).map(|i| json!({"_id": format!("d{i:03}"), "text": "lorem ipsum dolor sit amet"})).collect();
     assert_eq!(s.post("/v1/tables/gz/documents", json!(docs)).await.0, 201);
     let raw = reqwest::Client::builder().no_gzip().build().unwrap();
     let resp = raw

@@ -71,7 +71,9 @@ async fn invalid_names_and_bodies() {
     }
     let r = s.send(Method::POST, "/v1/tables", Some(&json!({"name": "t", "kind": "graph"})), &[]).await;
     assert!(r.is_problem(422, "invalid_body"), "{}", r.body);
-    let r = s.send(Method::POST, "/v1/tables", Some(&json!({"name": "t", "columns": [{"name": "a", "type": "text"}]})), &[]).await;
+    let r = s
+        .send(Method::POST, "/v1/tables", Some(&json!({"name": "t", "columns": [{"name": "a", "type": "text"}]})), &[])
+        .await;
     assert!(r.is_problem(422, "invalid_body"), "{}", r.body);
     let r = s.raw(Method::POST, "/v1/tables", "text/plain", r#"{"name":"t"}"#).await;
     assert!(r.is_problem(415, "unsupported_media_type"), "{}", r.body);
@@ -99,10 +101,18 @@ async fn typed_tables_validate_every_write() {
     ]});
     assert_eq!(s.post("/v1/tables", def).await.0, 201);
 
-    let (status, _) = s.put("/v1/tables/rows/documents/1", json!({"name": "Ada", "at": "2024-01-02T03:04:05Z", "emb": [0.1, 0.2, 0.3]})).await;
+    let (status, _) = s
+        .put(
+            "/v1/tables/rows/documents/1",
+            json!({"name": "Ada", "at": "2024-01-02T03:04:05Z", "emb": [0.1, 0.2, 0.3]}),
+        )
+        .await;
     assert_eq!(status, 201);
     let (_, doc) = s.get("/v1/tables/rows/documents/1").await;
-    assert_eq!(doc, json!({"_id": "1", "name": "Ada", "active": true, "at": 1_704_164_645_000i64, "emb": [0.1, 0.2, 0.3]}));
+    assert_eq!(
+        doc,
+        json!({"_id": "1", "name": "Ada", "active": true, "at": 1_704_164_645_000i64, "emb": [0.1, 0.2, 0.3]})
+    );
 
     let bad = [
         (json!({"age": 3}), "name"),
@@ -126,17 +136,28 @@ async fn typed_tables_validate_every_write() {
     assert!(r.is_problem(422, "schema_violation"), "{}", r.body);
 
     // adding columns
-    let (status, t) = s.patch("/v1/tables/rows", json!({"add_columns": [{"name": "city", "type": "string", "default": "Oslo"}]})).await;
+    let (status, t) = s
+        .patch("/v1/tables/rows", json!({"add_columns": [{"name": "city", "type": "string", "default": "Oslo"}]}))
+        .await;
     assert_eq!(status, 200, "{t}");
     assert_eq!(t["columns"].as_array().unwrap().len(), 6);
     let (status, _) = s.put("/v1/tables/rows/documents/3", json!({"name": "Bo"})).await;
     assert_eq!(status, 201);
     let (_, doc) = s.get("/v1/tables/rows/documents/3").await;
     assert_eq!(doc["city"], "Oslo");
-    let r = s.send(Method::PATCH, "/v1/tables/rows", Some(&json!({"add_columns": [{"name": "req", "type": "int"}]})), &[]).await;
+    let r = s
+        .send(Method::PATCH, "/v1/tables/rows", Some(&json!({"add_columns": [{"name": "req", "type": "int"}]})), &[])
+        .await;
     assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
     s.create_table("free").await;
-    let r = s.send(Method::PATCH, "/v1/tables/free", Some(&json!({"add_columns": [{"name": "a", "type": "int", "nullable": true}]})), &[]).await;
+    let r = s
+        .send(
+            Method::PATCH,
+            "/v1/tables/free",
+            Some(&json!({"add_columns": [{"name": "a", "type": "int", "nullable": true}]})),
+            &[],
+        )
+        .await;
     assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
 }
 
@@ -144,7 +165,8 @@ async fn typed_tables_validate_every_write() {
 async fn edge_tables_need_endpoints() {
     let s = TestServer::start().await;
     assert_eq!(s.post("/v1/tables", json!({"name": "knows", "kind": "edge"})).await.0, 201);
-    let (status, _) = s.put("/v1/tables/knows/documents/e1", json!({"_from": "users/a", "_to": "users/b", "since": 2020})).await;
+    let (status, _) =
+        s.put("/v1/tables/knows/documents/e1", json!({"_from": "users/a", "_to": "users/b", "since": 2020})).await;
     assert_eq!(status, 201);
     let r = s.send(Method::PUT, "/v1/tables/knows/documents/e2", Some(&json!({"_from": "users/a"})), &[]).await;
     assert!(r.is_problem(422, "schema_violation"), "{}", r.body);

@@ -59,11 +59,20 @@ impl ApiError {
 /// The HTTP status of each service error code.
 fn status_of(e: &ServiceError) -> StatusCode {
     match e {
-        ServiceError::TableNotFound(_) | ServiceError::DocumentNotFound { .. } => StatusCode::NOT_FOUND,
-        ServiceError::TableExists(_) | ServiceError::TableDropping(_) => StatusCode::CONFLICT,
-        ServiceError::InvalidTableName { .. } | ServiceError::InvalidId(_) | ServiceError::InvalidRequest(_) => {
-            StatusCode::BAD_REQUEST
+        ServiceError::TableNotFound(_) | ServiceError::DocumentNotFound { .. } | ServiceError::IndexNotFound { .. } => {
+            StatusCode::NOT_FOUND
         }
+        ServiceError::TableExists(_)
+        | ServiceError::TableDropping(_)
+        | ServiceError::IndexExists { .. }
+        | ServiceError::IndexDropping { .. }
+        | ServiceError::UniqueViolation { .. } => StatusCode::CONFLICT,
+        ServiceError::UnsupportedIndexKind(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::InvalidTableName { .. }
+        | ServiceError::InvalidId(_)
+        | ServiceError::InvalidRequest(_)
+        | ServiceError::InvalidFilter(_)
+        | ServiceError::ScanRefused { .. } => StatusCode::BAD_REQUEST,
         ServiceError::InvalidDocument(_) | ServiceError::SchemaViolation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
         ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,

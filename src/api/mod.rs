@@ -1,10 +1,13 @@
 //! The HTTP API: routes, extractors, problem+json errors, the OpenAPI document and Swagger UI.
 //! Handlers are thin: extract, call one service function, map the result.
 
+mod admin;
 mod batch;
 mod documents;
 mod error;
 mod extract;
+mod indexes;
+mod query;
 mod system;
 mod tables;
 
@@ -53,7 +56,10 @@ pub struct HttpLimits {
         (name = "service", description = "liveness, readiness, server information"),
         (name = "tables", description = "schemaless, typed and edge tables"),
         (name = "documents", description = "documents by id, listing and NDJSON import"),
+        (name = "indexes", description = "hash, unique, range and spatial indexes"),
+        (name = "query", description = "filters, sorts and pages, planned over the indexes"),
         (name = "batch", description = "several writes, all or nothing"),
+        (name = "admin", description = "consistency check"),
     ),
     components(schemas(Problem))
 )]
@@ -64,7 +70,10 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(system::router())
         .merge(tables::router())
         .merge(documents::router())
+        .merge(indexes::router())
+        .merge(query::router())
         .merge(batch::router())
+        .merge(admin::router())
 }
 
 /// The OpenAPI document of every route.

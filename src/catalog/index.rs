@@ -24,7 +24,7 @@ pub enum IndexKind {
 }
 
 /// Whether an index serves queries yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum IndexState {
     /// backfilling existing documents; queries do not use it yet
@@ -36,6 +36,12 @@ pub enum IndexState {
     },
     /// complete and maintained with every write
     Ready,
+    /// the build stopped (e.g. duplicate values for a unique index); not used, not maintained:
+    /// drop it and fix the data
+    Failed {
+        /// why
+        error: String,
+    },
 }
 
 /// An index definition as stored under `meta:index:{table}:{name}`.
@@ -53,7 +59,25 @@ pub struct IndexDef {
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     #[schema(value_type = Object)]
     pub options: serde_json::Map<String, serde_json::Value>,
-    /// building or ready
+    /// building, ready or failed
     #[serde(flatten)]
     pub state: IndexState,
+    /// creation time, milliseconds since the Unix epoch (tells a re-created index of the same name apart)
+    pub created_at: i64,
+    /// true once some document had several entries (an array value): range scans then
+    /// deduplicate, and sorted scans start at the index's first key (as MongoDB's multikey flag)
+    #[serde(default)]
+    pub multikey: bool,
+}
+
+impl IndexDef {
+    /// True when writes must keep the index up to date (building or ready).
+    pub fn is_maintained(&self) -> bool {
+        !matches!(self.state, IndexState::Failed { .. })
+    }
+
+    /// True when queries may use it.
+    pub fn is_ready(&self) -> bool {
+        self.state == IndexState::Ready
+    }
 }

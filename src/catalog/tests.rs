@@ -39,6 +39,8 @@ fn definitions_survive_reopening() {
                         fields: vec!["age".into()],
                         options: Default::default(),
                         state: IndexState::Building { done: 1, total: 10 },
+                        created_at: 5,
+                        multikey: false,
                     },
                 );
                 c.put_metric(tx, MetricConfig { name: "cpu".into(), retention_ms: Some(1000) });

@@ -267,6 +267,18 @@ impl Component<'_> {
         }
     }
 
+    /// The tag bytes `[start, end)` of this component's type class (null, boolean, number,
+    /// string, bytes): range conditions stay within one class.
+    pub fn class_tags(&self) -> (u8, u8) {
+        match self {
+            Component::Null => (TAG_NULL, TAG_FALSE),
+            Component::Bool(_) => (TAG_FALSE, TAG_NEG),
+            Component::Num(_) => (TAG_NEG, TAG_STR),
+            Component::Str(_) => (TAG_STR, TAG_BYTES),
+            Component::Bytes(_) => (TAG_BYTES, TAG_BYTES + 1),
+        }
+    }
+
     /// An owned copy that borrows nothing.
     pub fn into_owned(self) -> Component<'static> {
         match self {
@@ -349,6 +361,20 @@ impl KeyWriter {
         n.into().encode(&mut self.buf);
         self
     }
+    /// Appends the start of a string component without its terminator: every key whose next
+    /// component is a string starting with `s` starts with the result.
+    pub fn str_prefix(mut self, s: &str) -> Self {
+        encode_escaped(TAG_STR, s.as_bytes(), &mut self.buf);
+        self.buf.truncate(self.buf.len() - 2);
+        self
+    }
+
+    /// Appends one raw tag byte: the start or end of a type class (see [`Component::class_tags`]).
+    pub fn tag(mut self, tag: u8) -> Self {
+        self.buf.push(tag);
+        self
+    }
+
     /// Appends any component.
     pub fn component(mut self, c: &Component<'_>) -> Self {
         c.encode(&mut self.buf);
@@ -595,6 +621,22 @@ pub(crate) mod tests {
         for pair in ordered.windows(2) {
             assert!(enc(&pair[0]) < enc(&pair[1]), "{:?} < {:?}", pair[0], pair[1]);
         }
+    }
+
+    #[test]
+    fn string_prefixes_and_class_ranges() {
+        let p = KeyWriter::default().str_prefix("ab").finish();
+        for s in ["ab", "abc", "ab\0", "ab🦀"] {
+            assert!(enc(&Component::Str(s.into())).starts_with(&p), "{s:?}");
+        }
+        assert!(!enc(&Component::Str("a".into())).starts_with(&p));
+        assert!(!enc(&Component::Str("b".into())).starts_with(&p));
+        let (lo, hi) = Component::Num(Number::Int(5)).class_tags();
+        for n in [Number::Float(-1e300), Number::Int(0), Number::UInt(u64::MAX)] {
+            let e = num(n);
+            assert!(e[0] >= lo && e[0] < hi);
+        }
+        assert!(enc(&Component::Str("".into()))[0] >= hi);
     }
 
     #[test]

@@ -245,6 +245,7 @@ pub(crate) fn put_encoded(
     if let Some(edge) = &doc.edge {
         stage_edge(tx, &table.name, &doc.id, edge, true);
     }
+    super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob))?;
     if old.is_none() {
         bump_count(tx, &table.name, 1)?;
     }
@@ -258,7 +259,7 @@ pub(crate) fn put_encoded(
 /// demanded it).
 pub(crate) fn delete_in(
     tx: &mut WriteTx<'_>,
-    catalog: &Catalog,
+    catalog: &Arc<Catalog>,
     table: &TableDef,
     id: &str,
     pre: &Preconditions,
@@ -272,6 +273,7 @@ pub(crate) fn delete_in(
     {
         stage_edge(tx, &table.name, id, &edge, false);
     }
+    super::indexes::update(tx, catalog, table, id, Some(&old), None)?;
     bump_count(tx, &table.name, -1)?;
     tx.delete(Space::Entity, key);
     Ok(true)

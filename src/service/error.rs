@@ -27,6 +27,41 @@ pub enum ServiceError {
     /// A document id breaks the rules (empty, or longer than 1024 bytes).
     #[error("invalid document id: {0}")]
     InvalidId(&'static str),
+    /// No index of that name on the table.
+    #[error("index {index:?} does not exist on table {table:?}")]
+    IndexNotFound {
+        /// table name
+        table: String,
+        /// index name
+        index: String,
+    },
+    /// An index of that name exists already.
+    #[error("index {index:?} already exists on table {table:?}")]
+    IndexExists {
+        /// table name
+        table: String,
+        /// index name
+        index: String,
+    },
+    /// An index of that name was dropped and its entries are still being removed: retry shortly.
+    #[error("index {index:?} of table {table:?} is being dropped; retry shortly")]
+    IndexDropping {
+        /// table name
+        table: String,
+        /// index name
+        index: String,
+    },
+    /// This version does not build that kind of index yet.
+    #[error("{0:?} indexes are not supported yet (hash, unique, range and spatial are)")]
+    UnsupportedIndexKind(crate::catalog::IndexKind),
+    /// A unique index already maps the value to another document; nothing was written.
+    #[error("unique index {index:?}: {detail}")]
+    UniqueViolation {
+        /// index name
+        index: String,
+        /// which value, held by which document
+        detail: String,
+    },
     /// No document with that id.
     #[error("document {id:?} not found in table {table:?}")]
     DocumentNotFound {
@@ -49,6 +84,21 @@ pub enum ServiceError {
     /// A request parameter or body field is out of its allowed range.
     #[error("{0}")]
     InvalidRequest(String),
+    /// A filter, sort or projection does not parse.
+    #[error("invalid filter: {0}")]
+    InvalidFilter(String),
+    /// The query needs a full scan, and `allow_scan: false` forbids it on a table this large.
+    #[error(
+        "the query needs a full scan of table {table:?} ({documents} documents, more than the threshold {threshold}) and allow_scan is false: add an index or allow the scan"
+    )]
+    ScanRefused {
+        /// table name
+        table: String,
+        /// its document count
+        documents: u64,
+        /// the server's threshold
+        threshold: u64,
+    },
     /// The request's precondition (`If-Match` / `If-None-Match`) does not hold.
     #[error("precondition failed: {0}")]
     PreconditionFailed(String),
@@ -89,9 +139,16 @@ impl ServiceError {
             ServiceError::InvalidTableName { .. } => "invalid_table_name",
             ServiceError::InvalidId(_) => "invalid_id",
             ServiceError::DocumentNotFound { .. } => "document_not_found",
+            ServiceError::IndexNotFound { .. } => "index_not_found",
+            ServiceError::IndexExists { .. } => "index_exists",
+            ServiceError::IndexDropping { .. } => "index_dropping",
+            ServiceError::UnsupportedIndexKind(_) => "unsupported_index_kind",
+            ServiceError::UniqueViolation { .. } => "unique_violation",
             ServiceError::InvalidDocument(_) => "invalid_document",
             ServiceError::SchemaViolation { .. } => "schema_violation",
             ServiceError::InvalidRequest(_) => "invalid_request",
+            ServiceError::InvalidFilter(_) => "invalid_filter",
+            ServiceError::ScanRefused { .. } => "scan_refused",
             ServiceError::PreconditionFailed(_) => "precondition_failed",
             ServiceError::BatchFailed { source, .. } => source.code(),
             ServiceError::LineTooLong { .. } => "payload_too_large",

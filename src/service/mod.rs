@@ -2,18 +2,24 @@
 //! it; it calls `catalog`, `keys`, `entity` and `storage`.
 
 mod batch;
+mod check;
 mod documents;
 mod error;
 mod import;
+pub mod indexes;
 mod info;
+pub mod query;
 pub mod schema;
 mod tables;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
+pub use check::CheckReport;
 pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome};
 pub use error::{Result, ServiceError};
 pub use import::ImportReport;
+pub use indexes::CreateIndex;
 pub use info::{Info, KeyCount};
+pub use query::{QueryPage, QueryRequest, QueryResult};
 pub use tables::{CreateTable, TableInfo};
 
 use crate::catalog::Catalog;
@@ -26,15 +32,36 @@ pub struct Db {
     store: Store,
     catalog: Arc<Catalog>,
     started: Instant,
+    scan_threshold: u64,
+}
+
+/// Service settings.
+#[derive(Debug, Clone, Copy)]
+pub struct DbOptions {
+    /// a query with `allow_scan: false` refuses a full scan of a table with more documents
+    pub scan_threshold: u64,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions { scan_threshold: 1000 }
+    }
 }
 
 impl Db {
     /// Opens the data directory, loads the catalog, and resumes unfinished table drops in the
     /// background (call from within a tokio runtime).
-    pub fn open(config: StorageConfig) -> Result<Arc<Db>> {
+    pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
         let catalog = Catalog::load(&store)?;
-        let db = Arc::new(Db { store, catalog, started: Instant::now() });
+        let db = Arc::new(Db { store, catalog, started: Instant::now(), scan_threshold: options.scan_threshold });
+        for table in db.catalog.tables() {
+            for index in db.catalog.indexes(&table.name) {
+                if matches!(index.state, crate::catalog::IndexState::Building { .. }) {
+                    db.spawn_backfill(&index);
+                }
+            }
+        }
         for table in db.catalog.dropping() {
             let db = db.clone();
             tokio::spawn(async move {

@@ -174,20 +174,8 @@ impl Db {
             .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
     }
 
-    /// Removes every key of a dropped table, then its `dropping` mark.
-    pub(super) async fn purge_table(self: &Arc<Self>, name: &str) -> Result<()> {
-        let mut prefixes = vec![
-            (Space::Entity, EntityKey::table_prefix(name)),
-            (Space::Idx, IdxKey::table_prefix(name)),
-            (Space::Ridx, RidxKey::table_prefix(name)),
-            (Space::Sidx, SidxKey::table_prefix(name)),
-            (Space::Ftidx, FtidxKey::table_prefix(name)),
-            (Space::Vec, VecKey::table_prefix(name)),
-            (Space::Ttlidx, TtlKey::table_prefix(name)),
-            (Space::Graph, GraphKey::table_prefix(Direction::Out, name)),
-            (Space::Graph, GraphKey::table_prefix(Direction::In, name)),
-        ];
-        prefixes.extend(FtStatKey::table_prefixes(name).into_iter().map(|p| (Space::Ftstat, p)));
+    /// Removes every key under the prefixes, a chunk per write.
+    pub(super) async fn purge(self: &Arc<Self>, prefixes: Vec<(Space, Vec<u8>)>) -> Result<()> {
         let prefixes = Arc::new(prefixes);
         loop {
             let prefixes = prefixes.clone();
@@ -210,9 +198,26 @@ impl Db {
                 })
                 .await?;
             if !more {
-                break;
+                return Ok(());
             }
         }
+    }
+
+    /// Removes every key of a dropped table, then its `dropping` mark.
+    pub(super) async fn purge_table(self: &Arc<Self>, name: &str) -> Result<()> {
+        let mut prefixes = vec![
+            (Space::Entity, EntityKey::table_prefix(name)),
+            (Space::Idx, IdxKey::table_prefix(name)),
+            (Space::Ridx, RidxKey::table_prefix(name)),
+            (Space::Sidx, SidxKey::table_prefix(name)),
+            (Space::Ftidx, FtidxKey::table_prefix(name)),
+            (Space::Vec, VecKey::table_prefix(name)),
+            (Space::Ttlidx, TtlKey::table_prefix(name)),
+            (Space::Graph, GraphKey::table_prefix(Direction::Out, name)),
+            (Space::Graph, GraphKey::table_prefix(Direction::In, name)),
+        ];
+        prefixes.extend(FtStatKey::table_prefixes(name).into_iter().map(|p| (Space::Ftstat, p)));
+        self.purge(prefixes).await?;
         let name = name.to_owned();
         self.write(move |tx, db| {
             tx.delete(Space::Meta, MetaKey::Count(name.as_str().into()).encode());

@@ -7,7 +7,7 @@
 //! never interleave — and sequence numbers are handed out in commit order, gap-free. After the
 //! group, one `fdatasync` covers every write in it (group commit) before any is acknowledged.
 
-use super::{Durability, Result, Slice, Space, StorageError};
+use super::{Durability, KeyRange, Result, Slice, Space, StorageError};
 use fjall::PersistMode;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -48,6 +48,16 @@ impl WriteTx<'_> {
         self.committer.spaces[space as usize]
             .prefix(prefix)
             .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
+    }
+
+    /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
+    pub fn scan(&self, space: Space, range: KeyRange) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
+        let ks = &self.committer.spaces[space as usize];
+        match range {
+            KeyRange::Prefix(p) => ks.prefix(p),
+            KeyRange::Between(lo, hi) => ks.range((lo, hi)),
+        }
+        .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
     }
 
     /// The next commit sequence number: gap-free and strictly increasing in commit order. A write

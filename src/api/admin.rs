@@ -1,0 +1,22 @@
+//! `/v1/admin`: consistency check.
+
+use super::AppState;
+use super::error::ApiError;
+use crate::service::CheckReport;
+use axum::Json;
+use axum::extract::State;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(check))
+}
+
+/// Walks every document and index entry on one snapshot and reports inconsistencies: entries
+/// without their document or with a stale value, documents missing an entry, wrong counts,
+/// adjacency that disagrees with its edges. Changes nothing.
+#[utoipa::path(post, path = "/v1/admin/check", tag = "admin", responses(
+    (status = 200, description = "`ok: true`, or the problems found", body = CheckReport),
+))]
+async fn check(State(state): State<AppState>) -> Result<Json<CheckReport>, ApiError> {
+    Ok(Json(state.db.check().await?))
+}

@@ -1,0 +1,94 @@
+//! `/v1/tables/{table}/indexes`: create (with background backfill), list, inspect, drop.
+
+use super::AppState;
+use super::error::{ApiError, Problem};
+use super::extract::{ApiJson, ApiPath};
+use crate::catalog::IndexDef;
+use crate::service::CreateIndex;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_index, list_indexes)).routes(routes!(get_index, drop_index))
+}
+
+/// The indexes of a table.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IndexList {
+    /// by name
+    pub indexes: Vec<IndexDef>,
+}
+
+/// Creates an index. On an empty table it is ready at once (201); otherwise it is `building` (202)
+/// while a background job indexes the existing documents — poll `GET …/indexes/{name}` for the
+/// progress. Writes keep it up to date from the start; queries use it once it is `ready`.
+#[utoipa::path(post, path = "/v1/tables/{table}/indexes", tag = "indexes", request_body = CreateIndex,
+    params(("table" = String, Path, description = "table name")),
+    responses(
+        (status = 201, description = "created and ready", body = IndexDef),
+        (status = 202, description = "created, building", body = IndexDef),
+        (status = 400, description = "invalid name or fields", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "an index of that name exists or is being dropped", body = Problem,
+            content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:index_exists", "title": "Conflict", "status": 409,
+                "detail": "index \"by_age\" already exists on table \"users\"", "code": "index_exists"})),
+        (status = 422, description = "unknown or unsupported kind", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn create_index(
+    State(state): State<AppState>,
+    ApiPath(table): ApiPath<String>,
+    ApiJson(req): ApiJson<CreateIndex>,
+) -> Result<impl IntoResponse, ApiError> {
+    let def = state.db.create_index(table, req).await?;
+    let status = if def.is_ready() { StatusCode::CREATED } else { StatusCode::ACCEPTED };
+    let location = format!("/v1/tables/{}/indexes/{}", super::encode_path(&def.table), super::encode_path(&def.name));
+    Ok((status, [(header::LOCATION, location)], Json(def)))
+}
+
+/// Lists the indexes of a table with their state.
+#[utoipa::path(get, path = "/v1/tables/{table}/indexes", tag = "indexes", params(("table" = String, Path, description = "table name")),
+    responses(
+        (status = 200, description = "the indexes", body = IndexList),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_indexes(
+    State(state): State<AppState>,
+    ApiPath(table): ApiPath<String>,
+) -> Result<Json<IndexList>, ApiError> {
+    Ok(Json(IndexList { indexes: state.db.list_indexes(table).await? }))
+}
+
+/// One index: definition, `state` (`building` with `done`/`total`, `ready`, or `failed` with `error`).
+#[utoipa::path(get, path = "/v1/tables/{table}/indexes/{name}", tag = "indexes",
+    params(("table" = String, Path, description = "table name"), ("name" = String, Path, description = "index name")),
+    responses(
+        (status = 200, description = "the index", body = IndexDef),
+        (status = 404, description = "no such table or index", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_index(
+    State(state): State<AppState>,
+    ApiPath((table, name)): ApiPath<(String, String)>,
+) -> Result<Json<IndexDef>, ApiError> {
+    Ok(Json(state.db.get_index(table, name).await?))
+}
+
+/// Drops an index and its entries.
+#[utoipa::path(delete, path = "/v1/tables/{table}/indexes/{name}", tag = "indexes",
+    params(("table" = String, Path, description = "table name"), ("name" = String, Path, description = "index name")),
+    responses(
+        (status = 204, description = "dropped"),
+        (status = 404, description = "no such table or index", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn drop_index(
+    State(state): State<AppState>,
+    ApiPath((table, name)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    state.db.drop_index(table, name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

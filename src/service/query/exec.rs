@@ -1,0 +1,200 @@
+//! Running a plan: candidate streams from storage, the filter on each candidate, and a bounded
+//! top-k by the query's order — memory grows with `limit`, never with the table.
+
+use super::plan::{Access, IndexScan, Range, Shape};
+use crate::catalog::IndexKind;
+use crate::entity::FieldDict;
+use crate::keys::{Component, EntityKey, IdxKey, RidxKey, SidxKey, prefix_successor, sidx};
+use crate::service::indexes::entries;
+use crate::service::indexes::geo::Point;
+use crate::service::{Result, ServiceError};
+use crate::storage::{KeyRange, ReadView, Scan, Slice, Space};
+use std::ops::Bound;
+
+fn internal(e: impl std::fmt::Display) -> ServiceError {
+    ServiceError::Internal(e.to_string())
+}
+
+/// One candidate: a document id, the index key it came from (none for a table scan), the value
+/// of that key (for sorted scans), and the blob when the scan already read it.
+pub struct Candidate {
+    pub id: String,
+    pub key: Option<Vec<u8>>,
+    pub scan_value: Option<Component<'static>>,
+    pub blob: Option<Slice>,
+}
+
+/// Keys of one index scan, range after range.
+struct ScanKeys<'v> {
+    view: &'v ReadView,
+    space: Space,
+    ranges: std::vec::IntoIter<Range>,
+    reverse: bool,
+    current: Option<Scan>,
+}
+
+impl Iterator for ScanKeys<'_> {
+    type Item = Result<(Slice, Slice)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(scan) = &mut self.current
+                && let Some(item) = scan.next()
+            {
+                return Some(item.map_err(Into::into));
+            }
+            let (lo, hi) = self.ranges.next()?;
+            self.current = Some(self.view.scan(self.space, KeyRange::Between(lo, hi), self.reverse));
+        }
+    }
+}
+
+/// Decodes an index entry into a candidate (spatial entries outside the shape are skipped).
+fn decode_entry(scan: &IndexScan, key: Slice, value: Slice) -> Result<Option<Candidate>> {
+    let (id, scan_value) = match scan.def.kind {
+        IndexKind::Range => {
+            let k = RidxKey::decode(&key).map_err(internal)?;
+            (k.id.into_owned(), Some(k.value.into_owned()))
+        }
+        IndexKind::Spatial => {
+            let k = SidxKey::decode(&key).map_err(internal)?;
+            let (lat, lon) = sidx::decode_point(&value).map_err(internal)?;
+            let inside = match (scan.shape, Point::new(lat, lon)) {
+                (Some(Shape::Circle(c, m)), Some(p)) => c.distance_m(p) <= m,
+                (Some(Shape::Box(b)), Some(p)) => b.contains(p),
+                _ => true,
+            };
+            if !inside {
+                return Ok(None);
+            }
+            (k.id.into_owned(), None)
+        }
+        _ => {
+            let k = IdxKey::decode(&key, scan.def.fields.len()).map_err(internal)?;
+            let id = match k.id {
+                Some(id) => id.into_owned(),
+                None => String::from_utf8(value.to_vec()).map_err(internal)?,
+            };
+            (id, None)
+        }
+    };
+    Ok(Some(Candidate { id, key: Some(key.to_vec()), scan_value, blob: None }))
+}
+
+/// True when `key` is the first key of this document that the scan meets: a multikey index
+/// holds several entries of one document, and only the first one in scan order counts.
+pub fn first_meeting(scan: &IndexScan, key: &[u8], id: &str, blob: &[u8], dict: &FieldDict) -> Result<bool> {
+    if !scan.def.multikey {
+        return Ok(true);
+    }
+    let mut keys: Vec<Vec<u8>> = entries::entries(&scan.def, id, blob, dict)?.into_iter().map(|e| e.key).collect();
+    if scan.reverse {
+        keys.reverse();
+    }
+    let in_range = |k: &Vec<u8>, (lo, hi): &Range| {
+        let above = match lo {
+            Bound::Included(l) => k >= l,
+            Bound::Excluded(l) => k > l,
+            Bound::Unbounded => true,
+        };
+        let below = match hi {
+            Bound::Included(h) => k <= h,
+            Bound::Excluded(h) => k < h,
+            Bound::Unbounded => true,
+        };
+        above && below
+    };
+    let ranges: Box<dyn Iterator<Item = &Range>> =
+        if scan.reverse { Box::new(scan.ranges.iter().rev()) } else { Box::new(scan.ranges.iter()) };
+    for r in ranges {
+        if let Some(first) = keys.iter().find(|k| in_range(k, r)) {
+            return Ok(first.as_slice() == key);
+        }
+    }
+    Ok(false)
+}
+
+/// The candidates of an access path, lazily.
+pub fn candidates<'v>(
+    view: &'v ReadView,
+    table: &str,
+    access: &Access,
+    after_id: Option<&str>,
+) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
+    match access {
+        Access::FullScan => {
+            let prefix = EntityKey::table_prefix(table);
+            let lo = match after_id {
+                Some(id) => Bound::Excluded(EntityKey::new(table, id).encode()),
+                None => Bound::Included(prefix.clone()),
+            };
+            let hi = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+            Box::new(view.scan(Space::Entity, KeyRange::Between(lo, hi), false).map(|item| {
+                let (key, blob) = item?;
+                let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
+                Ok(Candidate { id, key: None, scan_value: None, blob: Some(blob) })
+            }))
+        }
+        Access::Index(scan) => index_candidates(view, scan),
+        Access::Intersect(scans) => {
+            let streams: Vec<_> = scans.iter().map(|s| index_candidates(view, s)).collect();
+            Box::new(MergeJoin { streams, done: false })
+        }
+    }
+}
+
+fn index_candidates<'v>(view: &'v ReadView, scan: &IndexScan) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
+    let mut ranges = scan.ranges.clone();
+    if scan.reverse {
+        ranges.reverse();
+    }
+    let keys = ScanKeys { view, space: scan.space(), ranges: ranges.into_iter(), reverse: scan.reverse, current: None };
+    let scan = scan.clone();
+    Box::new(keys.filter_map(move |item| match item {
+        Ok((k, v)) => decode_entry(&scan, k, v).transpose(),
+        Err(e) => Some(Err(e)),
+    }))
+}
+
+/// Ids present in every stream; each stream yields strictly increasing ids.
+struct MergeJoin<'v> {
+    streams: Vec<Box<dyn Iterator<Item = Result<Candidate>> + 'v>>,
+    done: bool,
+}
+
+impl Iterator for MergeJoin<'_> {
+    type Item = Result<Candidate>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut heads: Vec<Candidate> = Vec::with_capacity(self.streams.len());
+        for s in &mut self.streams {
+            match s.next() {
+                Some(Ok(c)) => heads.push(c),
+                Some(Err(e)) => return Some(Err(e)),
+                None => {
+                    self.done = true;
+                    return None;
+                }
+            }
+        }
+        loop {
+            let max = heads.iter().map(|c| c.id.clone()).max()?;
+            if heads.iter().all(|c| c.id == max) {
+                return heads.into_iter().next().map(Ok);
+            }
+            for (i, s) in self.streams.iter_mut().enumerate() {
+                while heads[i].id < max {
+                    match s.next() {
+                        Some(Ok(c)) => heads[i] = c,
+                        Some(Err(e)) => return Some(Err(e)),
+                        None => {
+                            self.done = true;
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! `POST /v1/tables/{table}/query`: filter, sort, projection, limit and cursor, with a planner
+//! whose choice `explain` shows.
+
+mod exec;
+pub mod filter;
+pub mod plan;
+
+use super::{Db, Result, ServiceError};
+use crate::catalog::IndexDef;
+use crate::entity::{self, FieldDict};
+use crate::keys::{Component, EntityKey, MetaKey};
+use crate::service::indexes::entries::field_values;
+use crate::storage::{KeyRange, Slice, Space};
+use base64::Engine;
+use filter::Filter;
+use plan::{Access, Plan, ScanExplain, SortKey};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Most documents one query returns.
+pub const MAX_LIMIT: usize = 1000;
+
+/// The body of a query.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRequest {
+    /// the filter (see the README for operators); omitted = every document
+    #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}, "city": "Oslo"}))]
+    pub filter: Option<Value>,
+    /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id`
+    #[serde(default)]
+    pub sort: Vec<String>,
+    /// fields to return (dotted paths); `_id` always comes back
+    pub fields: Option<Vec<String>>,
+    /// page size, 1-1000 (default 100)
+    pub limit: Option<usize>,
+    /// the `cursor` of the previous page (with the same filter and sort)
+    pub cursor: Option<String>,
+    /// return the plan instead of the documents
+    #[serde(default)]
+    pub explain: bool,
+    /// false: refuse a full table scan over more documents than the server's scan threshold
+    pub allow_scan: Option<bool>,
+}
+
+/// One page of results.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueryPage {
+    /// matching documents, in order
+    #[schema(value_type = Vec<Object>)]
+    pub documents: Vec<Map<String, Value>>,
+    /// pass as `cursor` for the next page; null on the last page
+    pub cursor: Option<String>,
+}
+
+/// What the planner chose and what running it cost.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Explain {
+    /// `full_scan`, `index_scan` or `intersection`
+    pub strategy: &'static str,
+    /// the index scans, in the order they are read
+    pub scans: Vec<ScanExplain>,
+    /// `index` (the first scan serves the sort, stopping early), `in_memory` (top-k by the sort),
+    /// or `id` (no sort: `_id` order)
+    pub order: &'static str,
+    /// estimated candidates (index keys counted up to 1000, or the table's count for a scan)
+    pub estimated_rows: u64,
+    /// candidates read from storage
+    pub examined_rows: u64,
+    /// documents that matched the filter
+    pub matched_rows: u64,
+    /// documents returned
+    pub returned_rows: u64,
+    /// true when the scan stopped before its end because `limit` was reached
+    pub stopped_early: bool,
+}
+
+/// The answer to a query: documents, or the plan.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum QueryResult {
+    /// documents
+    Page(QueryPage),
+    /// the plan
+    Explain {
+        /// the plan
+        plan: Explain,
+    },
+}
+
+/// A result's position: its sort values (direction applied) and its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OrderKey {
+    values: Vec<(Component<'static>, bool)>,
+    id: String,
+}
+
+impl Ord for OrderKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        for ((a, desc), (b, _)) in self.values.iter().zip(&other.values) {
+            let o = a.cmp(b);
+            let o = if *desc { o.reverse() } else { o };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        self.id.cmp(&other.id)
+    }
+}
+impl PartialOrd for OrderKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+struct Hit {
+    key: OrderKey,
+    blob: Slice,
+}
+impl PartialEq for Hit {
+    fn eq(&self, o: &Self) -> bool {
+        self.key == o.key
+    }
+}
+impl Eq for Hit {}
+impl Ord for Hit {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.key.cmp(&o.key)
+    }
+}
+impl PartialOrd for Hit {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// A field's sort value: its smallest value ascending, its largest descending (arrays), with
+/// missing fields as null — the value at which a range index scan first meets the document.
+fn sort_value(blob: &[u8], dict: &FieldDict, key: &SortKey) -> Result<Component<'static>> {
+    let values = field_values(blob, dict, &key.field)?;
+    let v = if key.desc { values.last() } else { values.first() };
+    Ok(v.cloned().unwrap_or(Component::Null).into_owned())
+}
+
+fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Result<OrderKey> {
+    let values = sort.iter().map(|k| Ok((sort_value(blob, dict, k)?, k.desc))).collect::<Result<_>>()?;
+    Ok(OrderKey { values, id: id.to_owned() })
+}
+
+fn encode_cursor(k: &OrderKey) -> String {
+    let v = serde_json::json!({"s": k.values.iter().map(|(c, _)| c.to_json()).collect::<Vec<_>>(), "id": k.id});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+}
+
+fn decode_cursor(cursor: &str, sort: &[SortKey]) -> Result<OrderKey> {
+    let bad = || ServiceError::InvalidRequest("cursor is not one this query handed out".into());
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    let id = v.get("id").and_then(Value::as_str).ok_or_else(bad)?.to_owned();
+    let values = v.get("s").and_then(Value::as_array).ok_or_else(bad)?;
+    if values.len() != sort.len() {
+        return Err(bad());
+    }
+    let values = values
+        .iter()
+        .zip(sort)
+        .map(|(v, k)| plan::component_of(v).map(|c| (c, k.desc)).ok_or_else(bad))
+        .collect::<Result<_>>()?;
+    Ok(OrderKey { values, id })
+}
+
+/// Copies the requested fields (dotted paths, nested in the output) and `_id`.
+fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Map<String, Value>> {
+    let mut out = match fields {
+        None => match entity::decode(blob, dict)? {
+            Value::Object(m) => m,
+            _ => return Err(ServiceError::Internal("a stored document is not an object".into())),
+        },
+        Some(fields) => {
+            let mut out = Map::new();
+            for f in fields {
+                let steps: Vec<&str> = f.split('.').collect();
+                if let Some(v) = entity::get_path(blob, dict, &steps)? {
+                    insert_path(&mut out, &steps, v.to_json(dict)?);
+                }
+            }
+            out
+        }
+    };
+    out.insert(super::schema::ID_FIELD.to_owned(), Value::String(id.to_owned()));
+    Ok(out)
+}
+
+fn insert_path(map: &mut Map<String, Value>, steps: &[&str], v: Value) {
+    match steps {
+        [] => {}
+        [last] => {
+            map.insert((*last).to_owned(), v);
+        }
+        [first, rest @ ..] => {
+            if let Value::Object(m) = map.entry((*first).to_owned()).or_insert_with(|| Value::Object(Map::new())) {
+                insert_path(m, rest, v);
+            }
+        }
+    }
+}
+
+/// The ready indexes of `table` as the snapshot has them (so plan and data agree).
+fn ready_indexes(view: &crate::storage::ReadView, table: &str) -> Result<Vec<IndexDef>> {
+    let mut out = Vec::new();
+    for item in view.scan(Space::Meta, KeyRange::Prefix(MetaKey::indexes_of(table)), false) {
+        let (_, value) = item?;
+        let def: IndexDef = serde_json::from_slice(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        if def.is_ready() {
+            out.push(def);
+        }
+    }
+    Ok(out)
+}
+
+impl Db {
+    /// Runs a query (or explains it).
+    pub async fn query(self: &Arc<Self>, table: String, req: QueryRequest) -> Result<QueryResult> {
+        let filter = match &req.filter {
+            Some(f) => Filter::parse(f)?,
+            None => Filter::And(Vec::new()),
+        };
+        let sort = plan::parse_sort(&req.sort)?;
+        let limit = req.limit.unwrap_or(100);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_LIMIT}")));
+        }
+        let cursor = req.cursor.as_deref().map(|c| decode_cursor(c, &sort)).transpose()?;
+        if let Some(fields) = &req.fields
+            && fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty))
+        {
+            return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
+        }
+        self.read(move |db| db.run_query(&table, &filter, &sort, limit, cursor, &req)).await
+    }
+
+    fn run_query(
+        &self,
+        table: &str,
+        filter: &Filter,
+        sort: &[SortKey],
+        limit: usize,
+        cursor: Option<OrderKey>,
+        req: &QueryRequest,
+    ) -> Result<QueryResult> {
+        self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
+        let view = self.store.snapshot();
+        let defs = ready_indexes(&view, table)?;
+        let Plan { access, sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit)?;
+        let count = view
+            .get(Space::Meta, &MetaKey::Count(table.into()).encode())?
+            .and_then(|v| (*v).try_into().ok())
+            .map_or(0, u64::from_be_bytes);
+        if matches!(access, Access::FullScan) && req.allow_scan == Some(false) && count > self.scan_threshold {
+            return Err(ServiceError::ScanRefused {
+                table: table.to_owned(),
+                documents: count,
+                threshold: self.scan_threshold,
+            });
+        }
+        // Candidates that arrive in result order allow stopping at `limit`.
+        let id_ordered = sort.is_empty()
+            && match &access {
+                Access::FullScan | Access::Intersect(_) => true,
+                Access::Index(s) => s.id_ordered(),
+            };
+        let after_id = if sort.is_empty() { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
+        let capacity = limit + 1;
+        let mut heap: BinaryHeap<Hit> = BinaryHeap::with_capacity(capacity + 1);
+        let (mut examined, mut matched, mut stopped_early) = (0u64, 0u64, false);
+        let index_scan = match &access {
+            Access::Index(s) => Some(s),
+            _ => None,
+        };
+        self.catalog.with_dict(|dict| -> Result<()> {
+            for cand in exec::candidates(&view, table, &access, after_id) {
+                let cand = cand?;
+                if heap.len() >= capacity {
+                    let worst = heap.peek().map(|h| &h.key);
+                    let beyond = match (worst, id_ordered, sort_by_index, &cand.scan_value) {
+                        (Some(w), true, _, _) => cand.id > w.id,
+                        (Some(w), _, true, Some(v)) => match w.values.first() {
+                            Some((wv, desc)) => {
+                                let o = v.cmp(wv);
+                                if *desc { o.is_lt() } else { o.is_gt() }
+                            }
+                            None => false,
+                        },
+                        _ => false,
+                    };
+                    if beyond {
+                        stopped_early = true;
+                        break;
+                    }
+                }
+                examined += 1;
+                let blob = match cand.blob {
+                    Some(b) => b,
+                    None => match view.get(Space::Entity, &EntityKey::new(table, &cand.id).encode())? {
+                        Some(b) => b,
+                        None => continue, // an entry without its document: `check` reports it
+                    },
+                };
+                if let (Some(scan), Some(key)) = (index_scan, &cand.key)
+                    && !exec::first_meeting(scan, key, &cand.id, &blob, dict)?
+                {
+                    continue;
+                }
+                if !filter.matches(&blob, dict)? {
+                    continue;
+                }
+                let key = order_key(&blob, dict, sort, &cand.id)?;
+                if cursor.as_ref().is_some_and(|c| key <= *c) {
+                    continue;
+                }
+                matched += 1;
+                heap.push(Hit { key, blob });
+                if heap.len() > capacity {
+                    heap.pop();
+                }
+            }
+            Ok(())
+        })?;
+        let mut hits = heap.into_sorted_vec();
+        let more = hits.len() > limit;
+        hits.truncate(limit);
+        if req.explain {
+            let (strategy, scans) = match &access {
+                Access::FullScan => ("full_scan", Vec::new()),
+                Access::Index(s) => ("index_scan", vec![ScanExplain::of(s)]),
+                Access::Intersect(ss) => ("intersection", ss.iter().map(ScanExplain::of).collect()),
+            };
+            let estimated_rows = match &access {
+                Access::FullScan => count,
+                Access::Index(s) => s.estimate,
+                Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
+            };
+            let order = if sort.is_empty() {
+                "id"
+            } else if sort_by_index {
+                "index"
+            } else {
+                "in_memory"
+            };
+            return Ok(QueryResult::Explain {
+                plan: Explain {
+                    strategy,
+                    scans,
+                    order,
+                    estimated_rows,
+                    examined_rows: examined,
+                    matched_rows: matched,
+                    returned_rows: hits.len() as u64,
+                    stopped_early,
+                },
+            });
+        }
+        let next = if more { hits.last().map(|h| encode_cursor(&h.key)) } else { None };
+        let documents = self.catalog.with_dict(|dict| {
+            hits.iter().map(|h| project(&h.blob, dict, &h.key.id, req.fields.as_deref())).collect::<Result<Vec<_>>>()
+        })?;
+        Ok(QueryResult::Page(QueryPage { documents, cursor: next }))
+    }
+}

@@ -1,0 +1,439 @@
+//! The planner: which index scans (if any) produce the candidates of a query, in which order.
+//!
+//! Every access path yields a superset of the matching documents; the whole filter is checked on
+//! each candidate, so a plan can only be slower or faster, never wrong. Candidates are costed by
+//! counting index keys in their ranges (up to a cap), and the cheapest wins; a range index on the
+//! first sort field can serve the order (with early stop at `limit`) instead.
+
+use super::filter::{Filter, Op, scalar};
+use crate::catalog::{IndexDef, IndexKind};
+use crate::keys::{Component, IdxKey, KeyWriter, RidxKey, SidxKey, prefix_successor};
+use crate::service::Result;
+use crate::service::indexes::geo::GeoBox;
+use crate::storage::{KeyRange, ReadView, Space};
+use serde::Serialize;
+use serde_json::Value;
+use std::ops::Bound;
+use utoipa::ToSchema;
+
+/// Keys counted per access path when estimating.
+pub const ESTIMATE_CAP: u64 = 1000;
+/// Most key ranges one access path scans (e.g. `$in` values).
+const MAX_RANGES: usize = 256;
+
+/// A sort key: a field and a direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortKey {
+    /// dotted path
+    pub field: String,
+    /// descending?
+    pub desc: bool,
+}
+
+/// A key range `[lo, hi)` of one keyspace.
+pub type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// One index scan.
+#[derive(Debug, Clone)]
+pub struct IndexScan {
+    /// the index (as of the query's snapshot)
+    pub def: IndexDef,
+    /// the ranges, scanned in order (reversed for a descending scan)
+    pub ranges: Vec<Range>,
+    /// scan direction
+    pub reverse: bool,
+    /// what the scan looks for, for `explain`
+    pub condition: String,
+    /// for spatial scans: the exact shape a point must fall in
+    pub shape: Option<Shape>,
+    /// counted keys (capped at [`ESTIMATE_CAP`])
+    pub estimate: u64,
+    /// one equality with one value: each document at most once, in id order
+    pub equality: bool,
+}
+
+/// The exact area of a spatial scan.
+#[derive(Debug, Clone, Copy)]
+pub enum Shape {
+    /// within meters of a point
+    Circle(crate::service::indexes::geo::Point, f64),
+    /// inside a box
+    Box(GeoBox),
+}
+
+impl IndexScan {
+    /// The keyspace of the index's entries.
+    pub fn space(&self) -> Space {
+        match self.def.kind {
+            IndexKind::Range => Space::Ridx,
+            IndexKind::Spatial => Space::Sidx,
+            _ => Space::Idx,
+        }
+    }
+
+    /// True when the scan yields each document once, in id order: one exact key prefix of a
+    /// hash/unique index, or one value of a range index.
+    pub fn id_ordered(&self) -> bool {
+        self.equality && !self.reverse
+    }
+}
+
+/// How candidates are produced.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// every document of the table, in id order
+    FullScan,
+    /// one index scan
+    Index(Box<IndexScan>),
+    /// documents in every one of several id-ordered scans (a merge join)
+    Intersect(Vec<IndexScan>),
+}
+
+/// The chosen plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// where candidates come from
+    pub access: Access,
+    /// candidates arrive in the order of the first sort key (the scan serves `sort`)
+    pub sort_by_index: bool,
+}
+
+/// What `explain` shows of one scan.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ScanExplain {
+    /// index name
+    pub index: String,
+    /// index kind
+    pub kind: IndexKind,
+    /// the condition it serves
+    pub condition: String,
+    /// the key ranges, in display form (`[lo, hi)`)
+    pub ranges: Vec<[String; 2]>,
+    /// `asc` or `desc`
+    pub direction: &'static str,
+    /// keys counted in its ranges (capped at 1000)
+    pub estimated_rows: u64,
+}
+
+impl ScanExplain {
+    pub(super) fn of(s: &IndexScan) -> ScanExplain {
+        let show = |b: &Bound<Vec<u8>>, open: &str| match b {
+            Bound::Included(k) | Bound::Excluded(k) => crate::keys::display(s.space().name(), k),
+            Bound::Unbounded => open.to_owned(),
+        };
+        ScanExplain {
+            index: s.def.name.clone(),
+            kind: s.def.kind,
+            condition: s.condition.clone(),
+            ranges: s.ranges.iter().map(|(lo, hi)| [show(lo, "-inf"), show(hi, "+inf")]).collect(),
+            direction: if s.reverse { "desc" } else { "asc" },
+            estimated_rows: s.estimate,
+        }
+    }
+}
+
+fn prefix_range(prefix: Vec<u8>) -> Range {
+    let hi = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    (Bound::Included(prefix), hi)
+}
+
+/// Range-index bounds gathered from the conjuncts on one field.
+#[derive(Debug, Clone, Default)]
+struct Bounds {
+    lo: Option<(Component<'static>, bool)>,
+    hi: Option<(Component<'static>, bool)>,
+}
+
+impl Bounds {
+    fn describe(&self, field: &str) -> String {
+        let mut parts = Vec::new();
+        if let Some((v, inc)) = &self.lo {
+            parts.push(format!("{field} {} {v}", if *inc { ">=" } else { ">" }));
+        }
+        if let Some((v, inc)) = &self.hi {
+            parts.push(format!("{field} {} {v}", if *inc { "<=" } else { "<" }));
+        }
+        parts.join(" and ")
+    }
+
+    /// The ridx range of values within the bounds, bracketed to the bound's type class.
+    fn range(&self, table: &str, index: &str) -> Option<Range> {
+        let class = self.lo.as_ref().or(self.hi.as_ref())?.0.class_tags();
+        let class_key = |tag: u8| KeyWriter::default().str(table).str(index).tag(tag).finish();
+        let lo = match &self.lo {
+            Some((v, true)) => Bound::Included(RidxKey::value_prefix(table, index, v)),
+            Some((v, false)) => Bound::Included(prefix_successor(&RidxKey::value_prefix(table, index, v))?),
+            None => Bound::Included(class_key(class.0)),
+        };
+        let hi = match &self.hi {
+            Some((v, true)) => Bound::Excluded(prefix_successor(&RidxKey::value_prefix(table, index, v))?),
+            Some((v, false)) => Bound::Excluded(RidxKey::value_prefix(table, index, v)),
+            None => Bound::Excluded(class_key(class.1)),
+        };
+        Some((lo, hi))
+    }
+}
+
+/// Merges a comparison into bounds when it is in the same type class and tighter.
+fn tighten(b: &mut Bounds, op: &Op) -> bool {
+    let (v, is_lo, inc) = match op {
+        Op::Gt(v) => (v, true, false),
+        Op::Gte(v) => (v, true, true),
+        Op::Lt(v) => (v, false, false),
+        Op::Lte(v) => (v, false, true),
+        _ => return false,
+    };
+    if let Some((other, _)) = b.lo.as_ref().or(b.hi.as_ref())
+        && other.class_tags() != v.class_tags()
+    {
+        return false;
+    }
+    let slot = if is_lo { &mut b.lo } else { &mut b.hi };
+    let tighter = match slot {
+        None => true,
+        Some((cur, cur_inc)) => {
+            if is_lo {
+                v > cur || (v == cur && !inc && *cur_inc)
+            } else {
+                v < cur || (v == cur && !inc && *cur_inc)
+            }
+        }
+    };
+    if tighter {
+        *slot = Some((v.clone(), inc));
+    }
+    true
+}
+
+fn estimate(view: &ReadView, space: Space, ranges: &[Range]) -> Result<u64> {
+    let mut n = 0;
+    for (lo, hi) in ranges {
+        for item in view.scan(space, KeyRange::Between(lo.clone(), hi.clone()), false) {
+            item?;
+            n += 1;
+            if n >= ESTIMATE_CAP {
+                return Ok(n);
+            }
+        }
+    }
+    Ok(n)
+}
+
+fn eq_values(op: &Op) -> Option<Vec<Component<'static>>> {
+    match op {
+        Op::Eq(v) => Some(vec![scalar(v)?]),
+        Op::In(vs) if !vs.is_empty() => {
+            let mut out = vs.iter().map(scalar).collect::<Option<Vec<_>>>()?;
+            out.sort();
+            out.dedup();
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+fn describe_values(field: &str, values: &[Component<'_>]) -> String {
+    match values {
+        [one] => format!("{field} = {one}"),
+        many => format!("{field} in [{}]", many.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// Every index scan that could produce the candidates of `filter`.
+fn candidates(filter: &Filter, table: &str, defs: &[IndexDef]) -> Vec<IndexScan> {
+    let conjuncts = filter.conjuncts();
+    let on = |field: &str| -> Vec<&Op> {
+        conjuncts
+            .iter()
+            .filter_map(|c| match c {
+                Filter::Field { path, op } if path == field => Some(op),
+                _ => None,
+            })
+            .collect()
+    };
+    let scan = |def: &IndexDef, ranges: Vec<Range>, condition: String, shape: Option<Shape>, equality: bool| {
+        IndexScan { def: def.clone(), ranges, reverse: false, condition, shape, estimate: 0, equality }
+    };
+    let mut out = Vec::new();
+    for def in defs {
+        match def.kind {
+            IndexKind::Hash | IndexKind::Unique => {
+                // every field needs an equality (or $in); their combinations are the prefixes
+                let per_field: Option<Vec<Vec<Component<'static>>>> =
+                    def.fields.iter().map(|f| on(f).into_iter().find_map(eq_values)).collect();
+                let Some(per_field) = per_field else { continue };
+                if def.kind == IndexKind::Unique && per_field.iter().flatten().any(|c| *c == Component::Null) {
+                    continue; // unique indexes hold no nulls
+                }
+                if per_field.iter().map(Vec::len).product::<usize>() > MAX_RANGES {
+                    continue;
+                }
+                let combos = per_field.iter().fold(vec![Vec::new()], |acc, vals| {
+                    acc.iter()
+                        .flat_map(|p: &Vec<Component<'static>>| {
+                            vals.iter().map(move |v| {
+                                let mut n = p.clone();
+                                n.push(v.clone());
+                                n
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                });
+                let ranges = combos
+                    .iter()
+                    .map(|vals| prefix_range(IdxKey::values_prefix(&def.table, &def.name, vals)))
+                    .collect();
+                let condition = def
+                    .fields
+                    .iter()
+                    .zip(&per_field)
+                    .map(|(f, v)| describe_values(f, v))
+                    .collect::<Vec<_>>()
+                    .join(" and ");
+                let equality = combos.len() == 1;
+                out.push(scan(def, ranges, condition, None, equality));
+            }
+            IndexKind::Range => {
+                let field = &def.fields[0];
+                let ops = on(field);
+                if let Some(values) = ops.iter().find_map(|op| eq_values(op)).filter(|v| v.len() <= MAX_RANGES) {
+                    let ranges =
+                        values.iter().map(|v| prefix_range(RidxKey::value_prefix(table, &def.name, v))).collect();
+                    out.push(scan(def, ranges, describe_values(field, &values), None, values.len() == 1));
+                }
+                // A multikey index cannot combine bounds (an array may meet each with another
+                // element), so each comparison is its own candidate there.
+                let mut merged = Bounds::default();
+                for op in &ops {
+                    if def.multikey {
+                        let mut b = Bounds::default();
+                        if tighten(&mut b, op)
+                            && let Some(r) = b.range(table, &def.name)
+                        {
+                            out.push(scan(def, vec![r], b.describe(field), None, false));
+                        }
+                    } else {
+                        tighten(&mut merged, op);
+                    }
+                }
+                if let Some(r) = merged.range(table, &def.name) {
+                    out.push(scan(def, vec![r], merged.describe(field), None, false));
+                }
+                for op in &ops {
+                    if let Op::Prefix(p) = op {
+                        let start = KeyWriter::default().str(table).str(&def.name).str_prefix(p).finish();
+                        out.push(scan(def, vec![prefix_range(start)], format!("{field} prefix {p:?}"), None, false));
+                    }
+                }
+            }
+            IndexKind::Spatial => {
+                let field = &def.fields[0];
+                for op in on(field) {
+                    let (bbox, shape, condition) = match op {
+                        Op::Near { center, meters } => (
+                            GeoBox::around(*center, *meters),
+                            Shape::Circle(*center, *meters),
+                            format!("{field} within {meters} m of ({}, {})", center.lat, center.lon),
+                        ),
+                        Op::Box(b) => (*b, Shape::Box(*b), format!("{field} in box {b:?}")),
+                        _ => continue,
+                    };
+                    let ranges = bbox
+                        .cells()
+                        .iter()
+                        .map(|cell| prefix_range(SidxKey::cell_scan_start(table, &def.name, cell)))
+                        .collect();
+                    out.push(scan(def, ranges, condition, Some(shape), false));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The scan of a whole range index in sort order (restricted to the filter's bounds on the sort
+/// field when the index is not multikey, so each document's one entry is its sort value).
+fn sort_scan(filter: &Filter, table: &str, def: &IndexDef, desc: bool) -> IndexScan {
+    let field = &def.fields[0];
+    let mut ranges = vec![prefix_range(RidxKey::index_prefix(table, &def.name))];
+    let mut condition = format!("order by {field}{}", if desc { " desc" } else { "" });
+    if !def.multikey {
+        let mut b = Bounds::default();
+        for c in filter.conjuncts() {
+            if let Filter::Field { path, op } = c
+                && path == field
+            {
+                tighten(&mut b, op);
+            }
+        }
+        if let Some(r) = b.range(table, &def.name) {
+            ranges = vec![r];
+            condition = format!("{condition}, {}", b.describe(field));
+        }
+    }
+    IndexScan { def: def.clone(), ranges, reverse: desc, condition, shape: None, estimate: 0, equality: false }
+}
+
+/// Picks the plan for a query on `table`, given the ready indexes of the snapshot.
+pub fn choose(
+    view: &ReadView,
+    filter: &Filter,
+    sort: &[SortKey],
+    table: &str,
+    defs: &[IndexDef],
+    limit: usize,
+) -> Result<Plan> {
+    let mut scans = candidates(filter, table, defs);
+    for s in &mut scans {
+        s.estimate = estimate(view, s.space(), &s.ranges)?;
+    }
+    scans.sort_by_key(|s| s.estimate);
+
+    let sort_index = sort.first().and_then(|first| {
+        defs.iter()
+            .find(|d| d.kind == IndexKind::Range && d.fields.first() == Some(&first.field))
+            .map(|d| (d, first.desc))
+    });
+    if let Some((def, desc)) = sort_index {
+        // Serve the order from the index unless another scan is so selective that sorting its
+        // few candidates in memory is cheaper than walking the index until `limit` matches.
+        let selective = scans.first().is_some_and(|s| s.estimate < ESTIMATE_CAP.min(limit as u64 * 10).max(100));
+        if !selective {
+            let mut s = sort_scan(filter, table, def, desc);
+            s.estimate = estimate(view, s.space(), &s.ranges)?;
+            return Ok(Plan { access: Access::Index(Box::new(s)), sort_by_index: true });
+        }
+    }
+    let id_ordered: Vec<IndexScan> = scans.iter().filter(|s| s.id_ordered()).cloned().collect();
+    let access = match scans.first() {
+        None => Access::FullScan,
+        // Two or more equality scans, none small: merge-join them on id.
+        Some(best) if id_ordered.len() >= 2 && best.estimate >= 100 => {
+            Access::Intersect(id_ordered.into_iter().take(4).collect())
+        }
+        Some(best) => Access::Index(Box::new(best.clone())),
+    };
+    Ok(Plan { access, sort_by_index: false })
+}
+
+/// Parses `"-age"` / `"name"` into sort keys.
+pub fn parse_sort(sort: &[String]) -> Result<Vec<SortKey>> {
+    sort.iter()
+        .map(|s| {
+            let (field, desc) = match s.strip_prefix('-') {
+                Some(f) => (f, true),
+                None => (s.strip_prefix('+').unwrap_or(s), false),
+            };
+            if field.is_empty() || field.split('.').any(str::is_empty) {
+                return Err(crate::service::ServiceError::InvalidFilter(format!("invalid sort field {s:?}")));
+            }
+            Ok(SortKey { field: field.to_owned(), desc })
+        })
+        .collect()
+}
+
+/// For the cursor: a JSON scalar back to a component.
+pub fn component_of(v: &Value) -> Option<Component<'static>> {
+    scalar(v)
+}
