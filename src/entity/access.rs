@@ -283,6 +283,14 @@ fn read_value<'a>(r: &mut Reader<'a>, depth: usize) -> Result<ValueRef<'a>> {
         tag::UINT => ValueRef::UInt(r.varint()?),
         tag::F64 => ValueRef::Float(f64::from_le_bytes(r.array()?)),
         tag::F32 => ValueRef::Float(f64::from(f32::from_le_bytes(r.array()?))),
+        tag::DECIMAL => {
+            let m = varint::unzigzag(r.varint()?);
+            let p = super::POW10.get(usize::from(r.byte()?)).ok_or(Error::InvalidDecimal)?;
+            if !(-super::DECIMAL_MAX_MANTISSA..=super::DECIMAL_MAX_MANTISSA).contains(&m) {
+                return Err(Error::InvalidDecimal);
+            }
+            ValueRef::Float(m as f64 / p)
+        }
         tag::STRING => {
             let len = r.varint()?;
             ValueRef::Str(utf8(r.take_u64(len)?)?)
@@ -354,6 +362,10 @@ fn skip_value(r: &mut Reader<'_>) -> Result<()> {
         }
         tag::F32 => {
             r.take(4)?;
+        }
+        tag::DECIMAL => {
+            r.varint()?;
+            r.byte()?;
         }
         tag::STRING | tag::BYTES | tag::ARRAY | tag::OBJECT => {
             let len = r.varint()?;

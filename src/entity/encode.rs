@@ -239,6 +239,11 @@ impl Writer<'_> {
         if f64::from(narrow) == x {
             self.out.push(tag::F32);
             self.out.extend_from_slice(&narrow.to_le_bytes());
+        } else if let Some((m, scale)) = short_decimal(x) {
+            // Prices and measurements (29.99, 0.1) are short decimals: 3-5 bytes instead of 9.
+            self.out.push(tag::DECIMAL);
+            varint::write(&mut self.out, varint::zigzag(m));
+            self.out.push(scale);
         } else {
             self.out.push(tag::F64);
             self.out.extend_from_slice(&x.to_le_bytes());
@@ -336,23 +341,24 @@ mod tests {
 
     #[test]
     fn golden_bytes() {
-        let doc = json!({"a":1,"b":"x","c":[true,null],"d":-200,"e":1.5,"f":0.1});
+        let doc = json!({"a":1,"b":"x","c":[true,null],"d":-200,"e":1.5,"f":0.1,"g":1e300});
         let mut dict = FieldDict::new();
         let blob = encode(&doc, &mut dict, &EncodeOptions::default()).unwrap();
         #[rustfmt::skip]
         let expected = vec![
             0x01,                   // version
-            0x0B, 0x20, 0x06,       // object, body 32 bytes, 6 entries
+            0x0B, 0x24, 0x07,       // object, body 36 bytes, 7 entries
             0x00, 0x81,             // a (id 0): small int 1
             0x02, 0x41, b'x',       // b (id 1): short string "x"
             0x04, 0x0A, 0x03, 0x02, 0x02, 0x00, // c: array, body 3, 2 elems: true, null
             0x06, 0x03, 0x8F, 0x03, // d: int, zigzag(-200) = 399
             0x08, 0x06, 0x00, 0x00, 0xC0, 0x3F, // e: f32 1.5
-            0x0A, 0x05, 0x9A, 0x99, 0x99, 0x99, 0x99, 0x99, 0xB9, 0x3F, // f: f64 0.1
+            0x0A, 0x0C, 0x02, 0x01, // f: decimal 1 / 10^1
+            0x0C, 0x05, 0x9C, 0x75, 0x00, 0x88, 0x3C, 0xE4, 0x37, 0x7E, // g: f64 1e300
         ];
         assert_eq!(blob, expected);
         let names: Vec<_> = dict.names_from(0).collect();
-        assert_eq!(names, vec![(0, "a"), (1, "b"), (2, "c"), (3, "d"), (4, "e"), (5, "f")]);
+        assert_eq!(names, vec![(0, "a"), (1, "b"), (2, "c"), (3, "d"), (4, "e"), (5, "f"), (6, "g")]);
     }
 
     #[test]
@@ -457,4 +463,19 @@ mod tests {
         let mut d2 = FieldDict::new();
         assert_eq!(encode(&serde, &mut d1, &opts).unwrap(), encode_simd(&simd, &mut d2, &opts).unwrap());
     }
+}
+
+/// `x` as `m / 10^scale` with the smallest scale in 1..=15 that gives back exactly `x`, when the
+/// encoding is shorter than an f64's 8 bytes (so |m| < 2^41).
+fn short_decimal(x: f64) -> Option<(i64, u8)> {
+    for (scale, p) in super::POW10.iter().enumerate().take(16).skip(1) {
+        let m = (x * p).round();
+        if m.abs() >= (1u64 << 41) as f64 {
+            return None;
+        }
+        if m / p == x {
+            return Some((m as i64, scale as u8));
+        }
+    }
+    None
 }

@@ -8,6 +8,9 @@
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 pub enum Error {
+    /// A decimal float has a scale above 22 or a mantissa beyond 2^53: the blob is damaged.
+    #[error("invalid decimal float")]
+    InvalidDecimal,
     /// The blob ended in the middle of a value, or a length points past its
     /// end. The stored bytes are damaged or were cut short: report the
     /// document as corrupt.

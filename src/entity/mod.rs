@@ -21,6 +21,7 @@
 //! | `0x09` | f32 vector | varint dimension, dim x 4 bytes LE |
 //! | `0x0A` | array | varint body length, body = varint count, elements |
 //! | `0x0B` | object | varint body length, body = varint count, entries |
+//! | `0x0C` | f64 that is a short decimal `m / 10^s` | zigzag varint `m`, one byte `s` (1-15) |
 //! | `0x40..=0x7F` | string of `tag - 0x40` bytes | UTF-8 |
 //! | `0x80..=0xFF` | int `tag - 0x80` | none |
 //!
@@ -70,6 +71,16 @@ pub const MAX_FIELD_NAME_LEN: usize = 64;
 /// Most names a [`FieldDict`] holds (ids `0..MAX_FIELD_NAMES`).
 pub const MAX_FIELD_NAMES: usize = 65_536;
 
+/// Powers of ten exact in f64 (10^0..=10^22): a decimal `m / 10^s` with |m| < 2^53 divides
+/// exactly-rounded, so it decodes to the same f64 on every machine.
+pub(crate) const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+    1e21, 1e22,
+];
+
+/// Largest mantissa of a decimal float (2^53: every integer below is exact in f64).
+pub(crate) const DECIMAL_MAX_MANTISSA: i64 = 1 << 53;
+
 /// Tag bytes of format version 1.
 mod tag {
     pub(super) const NULL: u8 = 0x00;
@@ -84,6 +95,7 @@ mod tag {
     pub(super) const VECTOR: u8 = 0x09;
     pub(super) const ARRAY: u8 = 0x0A;
     pub(super) const OBJECT: u8 = 0x0B;
+    pub(super) const DECIMAL: u8 = 0x0C;
     pub(super) const SHORT_STRING: u8 = 0x40;
     /// Strings shorter than this use a short-string tag.
     pub(super) const SHORT_STRING_MAX_LEN: usize = 64;

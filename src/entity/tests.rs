@@ -95,7 +95,8 @@ fn malformed_blobs() {
     assert_eq!(decode(&[], &d), Err(Error::Truncated));
     assert_eq!(decode(&[2, 0], &d), Err(Error::UnknownVersion(2)));
     assert_eq!(decode(&[1], &d), Err(Error::Truncated));
-    assert_eq!(decode(&[1, 0x0C], &d), Err(Error::UnknownTag(0x0C)));
+    assert_eq!(decode(&[1, 0x0D], &d), Err(Error::UnknownTag(0x0D)));
+    assert_eq!(decode(&[1, 0x0C, 0x02, 23], &d), Err(Error::InvalidDecimal));
     assert_eq!(decode(&[1, 0x3F], &d), Err(Error::UnknownTag(0x3F)));
     assert_eq!(decode(&[1, 0, 0], &d), Err(Error::TrailingBytes));
     assert_eq!(decode(&[1, 0x42, 0xff, 0xfe], &d), Err(Error::InvalidUtf8));
@@ -422,4 +423,20 @@ proptest! {
         read_all_ways(truncated, &dict);
         prop_assert!(decode(truncated, &dict).is_err());
     }
+}
+
+#[test]
+fn decimal_floats_round_trip_bit_exactly() {
+    let mut d = FieldDict::new();
+    for x in [29.99, -0.001, 123_456.789, 1e-7, 0.30000000000000004, 9.999_999_999_999_999e14, 1.0 / 3.0, -2.675, 4.35]
+    {
+        let doc = serde_json::json!({ "x": x });
+        let blob = encode(&doc, &mut d, &EncodeOptions::default()).unwrap();
+        let back = decode(&blob, &d).unwrap();
+        assert_eq!(back["x"].as_f64().unwrap().to_bits(), f64::to_bits(x), "{x}");
+        assert!(back["x"].is_f64(), "{x} stays a float");
+    }
+    // a price costs 4 bytes, not 9
+    let blob = encode(&serde_json::json!({ "p": 29.99 }), &mut d, &EncodeOptions::default()).unwrap();
+    assert_eq!(blob.len(), 1 + 3 + 1 + 4);
 }
