@@ -329,6 +329,21 @@ impl Writer<'_> {
     }
 }
 
+/// `x` as `m / 10^scale` with the smallest scale in 1..=15 that gives back exactly `x`, when the
+/// encoding is shorter than an f64's 8 bytes (so |m| < 2^41).
+fn short_decimal(x: f64) -> Option<(i64, u8)> {
+    for (scale, p) in super::POW10.iter().enumerate().take(16).skip(1) {
+        let m = (x * p).round();
+        if m.abs() >= (1u64 << 41) as f64 {
+            return None;
+        }
+        if m / p == x {
+            return Some((m as i64, scale as u8));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
@@ -463,19 +478,4 @@ mod tests {
         let mut d2 = FieldDict::new();
         assert_eq!(encode(&serde, &mut d1, &opts).unwrap(), encode_simd(&simd, &mut d2, &opts).unwrap());
     }
-}
-
-/// `x` as `m / 10^scale` with the smallest scale in 1..=15 that gives back exactly `x`, when the
-/// encoding is shorter than an f64's 8 bytes (so |m| < 2^41).
-fn short_decimal(x: f64) -> Option<(i64, u8)> {
-    for (scale, p) in super::POW10.iter().enumerate().take(16).skip(1) {
-        let m = (x * p).round();
-        if m.abs() >= (1u64 << 41) as f64 {
-            return None;
-        }
-        if m / p == x {
-            return Some((m as i64, scale as u8));
-        }
-    }
-    None
 }
