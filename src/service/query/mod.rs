@@ -31,7 +31,8 @@ pub struct QueryRequest {
     /// the filter (see the README for operators); omitted = every document
     #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}, "city": "Oslo"}))]
     pub filter: Option<Value>,
-    /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id`
+    /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id`.
+    /// Without it the order is the plan's: a range scan's field order, else `_id` order
     #[serde(default)]
     pub sort: Vec<String>,
     /// fields to return (dotted paths); `_id` always comes back
@@ -64,8 +65,8 @@ pub struct Explain {
     pub strategy: &'static str,
     /// the index scans, in the order they are read
     pub scans: Vec<ScanExplain>,
-    /// `index` (the first scan serves the sort, stopping early), `in_memory` (top-k by the sort),
-    /// or `id` (no sort: `_id` order)
+    /// `index` (the scan's order is the result order — the sort's, or without a sort the range
+    /// index's — stopping early), `in_memory` (top-k by the sort), or `id` (`_id` order)
     pub order: &'static str,
     /// estimated candidates (index keys counted up to 1000, or the table's count for a scan)
     pub estimated_rows: u64,
@@ -151,26 +152,46 @@ fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Resul
     Ok(OrderKey { values, id: id.to_owned() })
 }
 
-fn encode_cursor(k: &OrderKey) -> String {
-    let v = serde_json::json!({"s": k.values.iter().map(|(c, _)| c.to_json()).collect::<Vec<_>>(), "id": k.id});
+/// A cursor: the page's order (so the next page keeps it) and the last result's position.
+#[derive(Debug, Clone)]
+struct Cursor {
+    sort: Vec<SortKey>,
+    after: OrderKey,
+}
+
+fn encode_cursor(sort: &[SortKey], k: &OrderKey) -> String {
+    let order: Vec<Value> = sort.iter().map(|s| serde_json::json!([s.field, s.desc])).collect();
+    let v =
+        serde_json::json!({"o": order, "s": k.values.iter().map(|(c, _)| c.to_json()).collect::<Vec<_>>(), "id": k.id});
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
 }
 
-fn decode_cursor(cursor: &str, sort: &[SortKey]) -> Result<OrderKey> {
+fn decode_cursor(cursor: &str) -> Result<Cursor> {
     let bad = || ServiceError::InvalidRequest("cursor is not one this query handed out".into());
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     let id = v.get("id").and_then(Value::as_str).ok_or_else(bad)?.to_owned();
+    let sort = v
+        .get("o")
+        .and_then(Value::as_array)
+        .ok_or_else(bad)?
+        .iter()
+        .map(|o| {
+            let field = o.get(0).and_then(Value::as_str).ok_or_else(bad)?.to_owned();
+            let desc = o.get(1).and_then(Value::as_bool).ok_or_else(bad)?;
+            Ok(SortKey { field, desc })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let values = v.get("s").and_then(Value::as_array).ok_or_else(bad)?;
     if values.len() != sort.len() {
         return Err(bad());
     }
     let values = values
         .iter()
-        .zip(sort)
+        .zip(&sort)
         .map(|(v, k)| plan::component_of(v).map(|c| (c, k.desc)).ok_or_else(bad))
         .collect::<Result<_>>()?;
-    Ok(OrderKey { values, id })
+    Ok(Cursor { sort, after: OrderKey { values, id } })
 }
 
 /// Copies the requested fields (dotted paths, nested in the output) and `_id`.
@@ -229,12 +250,20 @@ impl Db {
             Some(f) => Filter::parse(f)?,
             None => Filter::And(Vec::new()),
         };
-        let sort = plan::parse_sort(&req.sort)?;
+        let requested = plan::parse_sort(&req.sort)?;
         let limit = req.limit.unwrap_or(100);
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_LIMIT}")));
         }
-        let cursor = req.cursor.as_deref().map(|c| decode_cursor(c, &sort)).transpose()?;
+        let cursor = req.cursor.as_deref().map(decode_cursor).transpose()?;
+        // A cursor keeps the order of its first page (which may be an index's natural order).
+        let sort = match &cursor {
+            Some(c) if requested.is_empty() || requested == c.sort => c.sort.clone(),
+            Some(_) => {
+                return Err(ServiceError::InvalidRequest("the cursor belongs to a query with another sort".into()));
+            }
+            None => requested,
+        };
         if let Some(fields) = &req.fields
             && fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty))
         {
@@ -249,13 +278,25 @@ impl Db {
         filter: &Filter,
         sort: &[SortKey],
         limit: usize,
-        cursor: Option<OrderKey>,
+        cursor: Option<Cursor>,
         req: &QueryRequest,
     ) -> Result<QueryResult> {
+        let cursor = cursor.map(|c| c.after);
         self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
         let view = self.store.snapshot();
         let defs = ready_indexes(&view, table)?;
-        let Plan { access, sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit)?;
+        let Plan { access, mut sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit)?;
+        // Without a sort, a range scan's natural order (its field, then `_id`) is the result order,
+        // so `limit` stops the scan early; other plans return `_id` order.
+        let natural;
+        let sort = match &access {
+            Access::Index(s) if sort.is_empty() && s.natural_order() => {
+                natural = vec![SortKey { field: s.def.fields[0].clone(), desc: false }];
+                sort_by_index = true;
+                natural.as_slice()
+            }
+            _ => sort,
+        };
         let count = view
             .get(Space::Meta, &MetaKey::Count(table.into()).encode())?
             .and_then(|v| (*v).try_into().ok())
@@ -344,10 +385,10 @@ impl Db {
                 Access::Index(s) => s.estimate,
                 Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
             };
-            let order = if sort.is_empty() {
-                "id"
-            } else if sort_by_index {
+            let order = if sort_by_index {
                 "index"
+            } else if sort.is_empty() {
+                "id"
             } else {
                 "in_memory"
             };
@@ -364,7 +405,7 @@ impl Db {
                 },
             });
         }
-        let next = if more { hits.last().map(|h| encode_cursor(&h.key)) } else { None };
+        let next = if more { hits.last().map(|h| encode_cursor(sort, &h.key)) } else { None };
         let documents = self.catalog.with_dict(|dict| {
             hits.iter().map(|h| project(&h.blob, dict, &h.key.id, req.fields.as_deref())).collect::<Result<Vec<_>>>()
         })?;

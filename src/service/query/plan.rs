@@ -76,6 +76,12 @@ impl IndexScan {
     pub fn id_ordered(&self) -> bool {
         self.equality && !self.reverse
     }
+
+    /// True when the scan's own order (value, then id) can be the result order: a range scan of a
+    /// range index that holds one entry per document (not multikey).
+    pub fn natural_order(&self) -> bool {
+        self.def.kind == IndexKind::Range && !self.def.multikey && !self.equality && !self.reverse
+    }
 }
 
 /// How candidates are produced.
