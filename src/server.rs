@@ -56,6 +56,12 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
+        // Small responses go out at once instead of waiting for Nagle's timer.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
         let db = Db::open(config.storage, config.options)?;
         let app = api::app(db.clone(), config.limits);
         let done = tokio::spawn(async move {

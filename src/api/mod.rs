@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
 use tower_http::decompression::RequestDecompressionLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
@@ -95,13 +96,35 @@ pub fn app(db: Arc<Db>, limits: HttpLimits) -> Router {
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi()))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(RequestDecompressionLayer::new())
-        .layer(CompressionLayer::new())
+        // Small bodies (a document, a status) cost more to deflate than they save on the wire.
+        .layer(CompressionLayer::new().compress_when(SizeAbove::new(1024).and(NotForContentType::SSE)))
         .layer(axum::middleware::map_response(error::problem_for_bare_errors))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http())
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(SetRequestIdLayer::x_request_id(SequentialRequestId::new()))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .with_state(state)
+}
+
+/// Request ids `{boot}-{n}`: unique per process run without a random draw per request.
+#[derive(Clone)]
+struct SequentialRequestId {
+    boot: Arc<str>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl SequentialRequestId {
+    fn new() -> Self {
+        let boot = uuid::Uuid::now_v7().simple().to_string();
+        SequentialRequestId { boot: boot[..16].into(), next: Default::default() }
+    }
+}
+
+impl MakeRequestId for SequentialRequestId {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        axum::http::HeaderValue::from_str(&format!("{}-{n}", self.boot)).ok().map(RequestId::new)
+    }
 }
 
 /// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).

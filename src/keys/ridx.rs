@@ -24,7 +24,12 @@ impl<'a> RidxKey<'a> {
 
     /// The key bytes.
     pub fn encode(&self) -> Vec<u8> {
-        KeyWriter::default().str(&self.table).str(&self.index).component(&self.value).str(&self.id).finish()
+        KeyWriter::with_capacity(self.table.len() + self.index.len() + self.id.len() + 24)
+            .str(&self.table)
+            .str(&self.index)
+            .component(&self.value)
+            .str(&self.id)
+            .finish()
     }
 
     /// Parses key bytes.

@@ -354,7 +354,7 @@ impl Db {
 
     /// Reads one document.
     pub async fn get_document(self: &Arc<Self>, table: String, id: String) -> Result<Document> {
-        self.read(move |db| {
+        self.read_point(move |db| {
             db.table_or_404(&table)?;
             let key = EntityKey::new(&table, &id).encode();
             let blob = db
@@ -363,7 +363,6 @@ impl Db {
                 .ok_or_else(|| ServiceError::DocumentNotFound { table: table.clone(), id: id.clone() })?;
             Ok(Document { body: with_id(&db.catalog, &id, &blob)?, etag: etag(&blob) })
         })
-        .await
     }
 
     /// Creates or replaces a document.

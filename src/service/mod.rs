@@ -93,6 +93,13 @@ impl Db {
         Ok(self.store.close()?)
     }
 
+    /// Runs a point read (a few keys) on the calling thread: a memtable or block-cache hit takes
+    /// microseconds, less than the hand-off to the blocking pool (measured: GET throughput 33% →
+    /// 54% of the HTTP ceiling). Scans and anything that may read many keys use [`Db::read`].
+    fn read_point<T>(&self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
+        f(self)
+    }
+
     /// Runs a read on the blocking pool: fjall calls block.
     async fn read<T: Send + 'static>(self: &Arc<Self>, f: impl FnOnce(&Db) -> Result<T> + Send + 'static) -> Result<T> {
         let db = self.clone();
