@@ -104,7 +104,8 @@ async fn get_document(
     ApiPath((table, id)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let doc = state.db.get_document(table, id).await?;
-    Ok(with_etag(Json(doc.body).into_response(), &doc.etag))
+    let response = ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], doc.json).into_response();
+    Ok(with_etag(response, &doc.etag))
 }
 
 /// Applies a JSON merge patch (RFC 7396) to the document `id`.

@@ -100,7 +100,7 @@ pub fn app(db: Arc<Db>, limits: HttpLimits) -> Router {
         .layer(CompressionLayer::new().compress_when(SizeAbove::new(1024).and(NotForContentType::SSE)))
         .layer(axum::middleware::map_response(error::problem_for_bare_errors))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().on_body_chunk(()).on_eos(()))
         .layer(SetRequestIdLayer::x_request_id(SequentialRequestId::new()))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .with_state(state)

@@ -76,3 +76,68 @@ fn vector(v: VectorRef<'_>) -> Result<JsonValue> {
     }
     Ok(JsonValue::Array(out))
 }
+
+impl ValueRef<'_> {
+    /// Writes this value as compact JSON text straight from the blob — the same text
+    /// `serde_json::to_vec(&self.to_json(dict)?)` gives, without building the tree.
+    ///
+    /// # Errors
+    /// As [`ValueRef::to_json`].
+    pub fn write_json(&self, dict: &FieldDict, out: &mut Vec<u8>) -> Result<()> {
+        let put = |out: &mut Vec<u8>, v: &dyn erased::Json| v.write(out);
+        match *self {
+            ValueRef::Null => out.extend_from_slice(b"null"),
+            ValueRef::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+            ValueRef::Int(i) => put(out, &i)?,
+            ValueRef::UInt(u) => put(out, &u)?,
+            ValueRef::Float(x) => put(out, &float(x)?)?,
+            ValueRef::Str(s) => put(out, &s)?,
+            ValueRef::Bytes(_) | ValueRef::Vector(_) => put(out, &self.to_json(dict)?)?,
+            ValueRef::Array(a) => {
+                out.push(b'[');
+                for (i, item) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    item?.write_json(dict, out)?;
+                }
+                out.push(b']');
+            }
+            ValueRef::Object(o) => {
+                out.push(b'{');
+                write_entries(o, dict, out, false)?;
+                out.push(b'}');
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes an object's entries (`"k":v,...`, no braces), after a comma when `after_other`.
+pub fn write_entries(o: super::ObjectRef<'_>, dict: &FieldDict, out: &mut Vec<u8>, after_other: bool) -> Result<()> {
+    for (i, entry) in o.iter(dict).enumerate() {
+        let (key, value) = entry?;
+        if i > 0 || after_other {
+            out.push(b',');
+        }
+        erased::Json::write(&key, out)?;
+        out.push(b':');
+        value.write_json(dict, out)?;
+    }
+    Ok(())
+}
+
+/// Scalars written through serde_json, so escaping and number formats are its own.
+mod erased {
+    use super::{Error, Result};
+
+    pub trait Json {
+        fn write(&self, out: &mut Vec<u8>) -> Result<()>;
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn write(&self, out: &mut Vec<u8>) -> Result<()> {
+            serde_json::to_writer(out, self).map_err(|_| Error::NotFinite)
+        }
+    }
+}

@@ -53,7 +53,7 @@ mod varint;
 mod tests;
 
 pub use access::{ArrayRef, ObjectRef, ValueRef, VectorRef, get_path, root};
-pub use decode::decode;
+pub use decode::{decode, write_entries};
 pub use dict::FieldDict;
 pub use encode::{EncodeOptions, encode, encode_simd};
 pub use error::{Error, Result};

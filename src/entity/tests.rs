@@ -440,3 +440,14 @@ fn decimal_floats_round_trip_bit_exactly() {
     let blob = encode(&serde_json::json!({ "p": 29.99 }), &mut d, &EncodeOptions::default()).unwrap();
     assert_eq!(blob.len(), 1 + 3 + 1 + 4);
 }
+
+#[test]
+fn json_text_straight_from_the_blob_matches_serde_json() {
+    let mut d = FieldDict::new();
+    let doc = serde_json::json!({"a": [1, -2, 3.5, 29.99, "x\"y\n", null, true, {"b": {}}], "c": 18446744073709551615u64,
+        "e": [], "s": "é🦀", "v": [0.1, 0.2], "z": -0.0});
+    let blob = encode(&doc, &mut d, &EncodeOptions { vector_fields: &["v"] }).unwrap();
+    let mut out = Vec::new();
+    root(&blob).unwrap().write_json(&d, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&decode(&blob, &d).unwrap()).unwrap());
+}

@@ -24,8 +24,8 @@ pub const MAX_PAGE: usize = 1000;
 /// A document as returned to clients.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
-    /// the document with its `_id`
-    pub body: Map<String, Value>,
+    /// the document with its `_id` first, as compact JSON text
+    pub json: Vec<u8>,
     /// the content tag for `If-Match`
     pub etag: String,
 }
@@ -335,6 +335,19 @@ fn with_id(catalog: &Catalog, id: &str, blob: &[u8]) -> Result<Map<String, Value
     }
 }
 
+/// The document as JSON text with its `_id` first, written straight from the blob.
+fn json_with_id(catalog: &Catalog, id: &str, blob: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(blob.len() * 2 + id.len() + 16);
+    out.extend_from_slice(b"{\"_id\":");
+    serde_json::to_writer(&mut out, id).map_err(|e| ServiceError::Internal(e.to_string()))?;
+    catalog.with_dict(|dict| match entity::root(blob)? {
+        ValueRef::Object(o) => entity::write_entries(o, dict, &mut out, true),
+        _ => Err(entity::Error::LengthMismatch),
+    })?;
+    out.push(b'}');
+    Ok(out)
+}
+
 fn encode_cursor(id: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
 }
@@ -361,7 +374,7 @@ impl Db {
                 .store
                 .get(Space::Entity, &key)?
                 .ok_or_else(|| ServiceError::DocumentNotFound { table: table.clone(), id: id.clone() })?;
-            Ok(Document { body: with_id(&db.catalog, &id, &blob)?, etag: etag(&blob) })
+            Ok(Document { json: json_with_id(&db.catalog, &id, &blob)?, etag: etag(&blob) })
         })
     }
 
