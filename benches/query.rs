@@ -1,8 +1,9 @@
 //! Indexes and queries on a large table, over HTTP against an in-process server:
 //! - index backfill rate (entries/s) for a range and a unique index over the whole table;
-//! - primary-key GET (the baseline), an indexed equality lookup (unique index), a range query
-//!   with limit 100, a sort served by the range index with limit 10, and the same range query
-//!   forced to a full scan (on an unindexed copy of the field).
+//! - primary-key GET (the baseline), an equality lookup on a unique index, a range query with
+//!   limit 100 (10% of the table matches), a selective range query (50 matches), a sort served by
+//!   the range index with limit 10; and the lookup and the selective range forced to full scans
+//!   (the same filters on unindexed copies of the fields).
 //!
 //! Environment: `MOSAIC_BENCH_DOCS` (default 1 000 000), `MOSAIC_BENCH_CLIENTS` (default 16),
 //! `MOSAIC_BENCH_SECS` (default 5 per scenario), `MOSAIC_BENCH_DIR` (data directory parent).
@@ -23,12 +24,13 @@ const IMPORT_CHUNK: u64 = 100_000;
 
 fn doc(i: u64) -> String {
     format!(
-        "{{\"_id\":\"u{i:07}\",\"email\":\"user{i:07}@example.com\",\"age\":{age},\"age_copy\":{age},\
-         \"city\":\"city{}\",\"score\":{}.{:02},\"name\":\"user number {i}\",\"tags\":[\"a\",\"b\"]}}\n",
-        i % 50,
+        "{{\"_id\":\"u{i:07}\",\"email\":\"user{i:07}@example.com\",\"email_copy\":\"user{i:07}@example.com\",\
+         \"age\":{age},\"n\":{n},\"n_copy\":{n},\"city\":\"city{}\",\"score\":{}.{:02},\"tags\":[\"a\",\"b\"]}}\n",
+        (i / 3) % 50,
         i % 1000,
         i % 97,
         age = (i * 7919) % 100,
+        n = (i * 104_729) % 1_000_003,
     )
 }
 
@@ -77,7 +79,7 @@ async fn run() -> Result<(), BoxError> {
     );
 
     let mut backfill = Vec::new();
-    for (name, kind, field) in [("by_age", "range", "age"), ("by_email", "unique", "email")] {
+    for (name, kind, field) in [("by_age", "range", "age"), ("by_email", "unique", "email"), ("by_n", "range", "n")] {
         let t0 = Instant::now();
         let r = c
             .post(format!("{base}/v1/tables/big/indexes"))
@@ -105,20 +107,28 @@ async fn run() -> Result<(), BoxError> {
             c.post(format!("{base}/v1/tables/big/query")).json(&body(client as u64 * 7_919 + n * 104_729))
         })
     };
-    let lookup =
-        query(Arc::new(move |k| json!({"filter": {"email": format!("user{:07}@example.com", k % docs)}, "limit": 1})));
+    let email = move |field: &'static str| -> Arc<dyn Fn(u64) -> Value + Send + Sync> {
+        Arc::new(move |k| json!({"filter": {field: format!("user{:07}@example.com", k % docs)}, "limit": 1}))
+    };
+    let narrow = |field: &'static str| -> Arc<dyn Fn(u64) -> Value + Send + Sync> {
+        Arc::new(move |k| json!({"filter": {field: {"$gte": k % 1_000_000, "$lt": k % 1_000_000 + 50}}, "limit": 100}))
+    };
+    let lookup = query(email("email"));
     let range = query(Arc::new(|k| json!({"filter": {"age": {"$gte": k % 90, "$lt": k % 90 + 10}}, "limit": 100})));
-    let sorted =
-        query(Arc::new(|k| json!({"filter": {"city": format!("city{}", k % 50)}, "sort": ["-age"], "limit": 10})));
-    let scan = query(Arc::new(|k| json!({"filter": {"age_copy": {"$gte": k % 90, "$lt": k % 90 + 10}}, "limit": 100})));
+    let selective = query(narrow("n"));
+    let sorted = query(Arc::new(|_| json!({"sort": ["-age"], "limit": 10})));
+    let lookup_scan = query(email("email_copy"));
+    let selective_scan = query(narrow("n_copy"));
 
     let mut rows = Vec::new();
     for (name, make, clients, duration) in [
         ("primary-key GET", get, clients, duration),
         ("unique-index lookup (limit 1)", lookup, clients, duration),
-        ("range query, limit 100", range, clients, duration),
+        ("range query, limit 100 (10% match)", range, clients, duration),
+        ("selective range query (50 match)", selective, clients, duration),
         ("sort by range index, limit 10", sorted, clients, duration),
-        ("range query forced to a full scan, limit 100 (1 client)", scan, 1, duration.max(Duration::from_secs(10))),
+        ("lookup forced to a full scan (2 clients)", lookup_scan, 2, duration.max(Duration::from_secs(10))),
+        ("selective range forced to a full scan (2 clients)", selective_scan, 2, duration.max(Duration::from_secs(10))),
     ] {
         let m = load(clients, duration, make).await;
         eprintln!(
@@ -135,7 +145,8 @@ async fn run() -> Result<(), BoxError> {
     for (what, body, want) in [
         ("lookup", json!({"filter": {"email": "user0000001@example.com"}, "explain": true}), "by_email"),
         ("range", json!({"filter": {"age": {"$gte": 5, "$lt": 15}}, "limit": 100, "explain": true}), "by_age"),
-        ("sort", json!({"filter": {"city": "city3"}, "sort": ["-age"], "limit": 10, "explain": true}), "by_age"),
+        ("selective", json!({"filter": {"n": {"$gte": 5, "$lt": 55}}, "limit": 100, "explain": true}), "by_n"),
+        ("sort", json!({"sort": ["-age"], "limit": 10, "explain": true}), "by_age"),
     ] {
         let plan: Value = c.post(format!("{base}/v1/tables/big/query")).json(&body).send().await?.json().await?;
         eprintln!("  plan of {what}: {}", plan["plan"]);

@@ -141,7 +141,9 @@ fn model_query(model: &BTreeMap<String, Value>, filter: &Value, sort: &[(String,
                 return o;
             }
         }
-        ia.as_bytes().cmp(ib.as_bytes())
+        // ties: `_id` in the first sort key's direction
+        let by_id = ia.as_bytes().cmp(ib.as_bytes());
+        if sort.first().is_some_and(|(_, desc)| *desc) { by_id.reverse() } else { by_id }
     });
     hits.into_iter().map(|(id, _)| id.clone()).collect()
 }
@@ -552,5 +554,11 @@ async fn multikey_bounds_are_never_merged() {
     assert_eq!(sorted, ["none", "both", "one"], "ascending by each array's smallest element");
     let sorted = run_query(&s, "mk", &json!({}), &[("t".to_owned(), true)], 2).await;
     assert_eq!(sorted, ["none", "both", "one"], "descending by each array's largest element");
+    // ties go by _id in the sort's direction
+    s.put("/v1/tables/mk/documents/also", json!({"t": 4})).await;
+    let sorted = run_query(&s, "mk", &json!({"t": 4}), &[("t".to_owned(), true)], 1).await;
+    assert_eq!(sorted, ["one", "also"]);
+    let sorted = run_query(&s, "mk", &json!({"t": 4}), &[("t".to_owned(), false)], 1).await;
+    assert_eq!(sorted, ["also", "one"]);
     check_ok(&s).await;
 }

@@ -10,7 +10,7 @@ use crate::catalog::IndexDef;
 use crate::entity::{self, FieldDict};
 use crate::keys::{Component, EntityKey, MetaKey};
 use crate::service::indexes::entries::field_values;
-use crate::storage::{KeyRange, Slice, Space};
+use crate::storage::{Slice, Space};
 use base64::Engine;
 use filter::Filter;
 use plan::{Access, Plan, ScanExplain, SortKey};
@@ -31,7 +31,8 @@ pub struct QueryRequest {
     /// the filter (see the README for operators); omitted = every document
     #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}, "city": "Oslo"}))]
     pub filter: Option<Value>,
-    /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id`.
+    /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id` (in the
+    /// first field's direction).
     /// Without it the order is the plan's: a range scan's field order, else `_id` order
     #[serde(default)]
     pub sort: Vec<String>,
@@ -109,7 +110,12 @@ impl Ord for OrderKey {
                 return o;
             }
         }
-        self.id.cmp(&other.id)
+        // Ties go by `_id` in the first sort key's direction: the order an index scan of that
+        // key yields them in, so a scan serving a one-key sort is already in result order.
+        match self.values.first() {
+            Some((_, true)) => other.id.cmp(&self.id),
+            _ => self.id.cmp(&other.id),
+        }
     }
 }
 impl PartialOrd for OrderKey {
@@ -230,11 +236,19 @@ fn insert_path(map: &mut Map<String, Value>, steps: &[&str], v: Value) {
     }
 }
 
-/// The ready indexes of `table` as the snapshot has them (so plan and data agree).
-fn ready_indexes(view: &crate::storage::ReadView, table: &str) -> Result<Vec<IndexDef>> {
+/// The ready indexes of `table` as the snapshot has them, so plan and data agree: an index
+/// counts as ready (and as multikey or not) only as of the snapshot. The names come from the
+/// catalog cache, the definitions from point reads of the snapshot (an index created after the
+/// cache read is simply not used by this query).
+fn ready_indexes(
+    view: &crate::storage::ReadView,
+    catalog: &crate::catalog::Catalog,
+    table: &str,
+) -> Result<Vec<IndexDef>> {
     let mut out = Vec::new();
-    for item in view.scan(Space::Meta, KeyRange::Prefix(MetaKey::indexes_of(table)), false) {
-        let (_, value) = item?;
+    for cached in catalog.indexes(table) {
+        let key = MetaKey::Index(table.into(), cached.name.as_str().into()).encode();
+        let Some(value) = view.get(Space::Meta, &key)? else { continue };
         let def: IndexDef = serde_json::from_slice(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
         if def.is_ready() {
             out.push(def);
@@ -284,8 +298,8 @@ impl Db {
         let cursor = cursor.map(|c| c.after);
         self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
         let view = self.store.snapshot();
-        let defs = ready_indexes(&view, table)?;
-        let Plan { access, mut sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit)?;
+        let defs = ready_indexes(&view, &self.catalog, table)?;
+        let Plan { access, mut sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit, req.explain)?;
         // Without a sort, a range scan's natural order (its field, then `_id`) is the result order,
         // so `limit` stops the scan early; other plans return `_id` order.
         let natural;
@@ -322,9 +336,16 @@ impl Db {
             Access::Index(s) => Some(s),
             _ => None,
         };
+        // A one-key sort served by the scan of that key's index arrives in exact result order
+        // (value, then `_id` in the same direction): stop as soon as the page is full.
+        let exact_order = id_ordered || (sort_by_index && sort.len() == 1);
         self.catalog.with_dict(|dict| -> Result<()> {
             for cand in exec::candidates(&view, table, &access, after_id) {
                 let cand = cand?;
+                if heap.len() >= capacity && exact_order {
+                    stopped_early = true;
+                    break;
+                }
                 if heap.len() >= capacity {
                     let worst = heap.peek().map(|h| &h.key);
                     let beyond = match (worst, id_ordered, sort_by_index, &cand.scan_value) {

@@ -389,18 +389,27 @@ pub fn choose(
     table: &str,
     defs: &[IndexDef],
     limit: usize,
+    explain: bool,
 ) -> Result<Plan> {
     let mut scans = candidates(filter, table, defs);
-    for s in &mut scans {
-        s.estimate = estimate(view, s.space(), &s.ranges)?;
-    }
-    scans.sort_by_key(|s| s.estimate);
-
     let sort_index = sort.first().and_then(|first| {
         defs.iter()
             .find(|d| d.kind == IndexKind::Range && d.fields.first() == Some(&first.field))
             .map(|d| (d, first.desc))
     });
+    // Count keys only where there is a choice to make (or explain shows it); a unique
+    // equality holds one key per value.
+    let choice = scans.len() > 1 || sort_index.is_some() || explain;
+    for s in &mut scans {
+        s.estimate = if s.def.kind == IndexKind::Unique {
+            s.ranges.len() as u64
+        } else if choice {
+            estimate(view, s.space(), &s.ranges)?
+        } else {
+            0
+        };
+    }
+    scans.sort_by_key(|s| s.estimate);
     if let Some((def, desc)) = sort_index {
         // Serve the order from the index unless another scan is so selective that sorting its
         // few candidates in memory is cheaper than walking the index until `limit` matches.
