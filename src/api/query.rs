@@ -3,9 +3,11 @@
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
-use crate::service::{QueryRequest, QueryResult};
+use crate::service::{QueryRequest, QueryResponse, QueryResult};
 use axum::Json;
 use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -19,7 +21,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(post, path = "/v1/tables/{table}/query", tag = "query", request_body = QueryRequest,
     params(("table" = String, Path, description = "table name")),
     responses(
-        (status = 200, description = "a page of documents (`documents`, `cursor`), or `{\"plan\": …}` with explain", body = QueryResult),
+        (status = 200, description = "a page of documents (`documents`, `cursor`), or `{\"plan\": …}` with explain", body = QueryResponse),
         (status = 400, description = "invalid filter, sort, limit or cursor; or a refused full scan", body = Problem,
             content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:invalid_filter", "title": "Bad Request", "status": 400,
@@ -30,6 +32,11 @@ async fn query(
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<QueryRequest>,
-) -> Result<Json<QueryResult>, ApiError> {
-    Ok(Json(state.db.query(table, req).await?))
+) -> Result<Response, ApiError> {
+    Ok(match state.db.query(table, req).await? {
+        QueryResult::Page(page) => {
+            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], page.to_json()).into_response()
+        }
+        QueryResult::Explain(plan) => Json(plan).into_response(),
+    })
 }

@@ -336,14 +336,14 @@ fn with_id(catalog: &Catalog, id: &str, blob: &[u8]) -> Result<Map<String, Value
 }
 
 /// The document as JSON text with its `_id` first, written straight from the blob.
-fn json_with_id(catalog: &Catalog, id: &str, blob: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn json_with_id(dict: &crate::entity::FieldDict, id: &str, blob: &[u8]) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(blob.len() * 2 + id.len() + 16);
     out.extend_from_slice(b"{\"_id\":");
     serde_json::to_writer(&mut out, id).map_err(|e| ServiceError::Internal(e.to_string()))?;
-    catalog.with_dict(|dict| match entity::root(blob)? {
-        ValueRef::Object(o) => entity::write_entries(o, dict, &mut out, true),
-        _ => Err(entity::Error::LengthMismatch),
-    })?;
+    match entity::root(blob)? {
+        ValueRef::Object(o) => entity::write_entries(o, dict, &mut out, true)?,
+        _ => return Err(ServiceError::Internal("a stored document is not an object".into())),
+    }
     out.push(b'}');
     Ok(out)
 }
@@ -374,7 +374,7 @@ impl Db {
                 .store
                 .get(Space::Entity, &key)?
                 .ok_or_else(|| ServiceError::DocumentNotFound { table: table.clone(), id: id.clone() })?;
-            Ok(Document { json: json_with_id(&db.catalog, &id, &blob)?, etag: etag(&blob) })
+            Ok(Document { json: db.catalog.with_dict(|dict| json_with_id(dict, &id, &blob))?, etag: etag(&blob) })
         })
     }
 

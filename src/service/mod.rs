@@ -3,7 +3,7 @@
 
 mod batch;
 mod check;
-mod documents;
+pub(crate) mod documents;
 mod error;
 mod import;
 pub mod indexes;
@@ -19,7 +19,7 @@ pub use error::{Result, ServiceError};
 pub use import::ImportReport;
 pub use indexes::CreateIndex;
 pub use info::{Info, KeyCount};
-pub use query::{QueryPage, QueryRequest, QueryResult};
+pub use query::{QueryExplain, QueryPage, QueryRequest, QueryResponse, QueryResult};
 pub use tables::{CreateTable, TableInfo};
 
 use crate::catalog::Catalog;

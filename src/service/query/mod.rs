@@ -81,17 +81,66 @@ pub struct Explain {
     pub stopped_early: bool,
 }
 
+/// A page as the service produces it: each document already JSON text, written straight from
+/// its blob (the shape of [`QueryPage`]).
+#[derive(Debug, Clone)]
+pub struct RawPage {
+    /// the documents, each compact JSON text
+    pub documents: Vec<Vec<u8>>,
+    /// the next page's cursor
+    pub cursor: Option<String>,
+}
+
+impl RawPage {
+    /// The page as the JSON text of a [`QueryPage`].
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.documents.iter().map(|d| d.len() + 1).sum::<usize>() + 64);
+        out.extend_from_slice(b"{\"documents\":[");
+        for (i, d) in self.documents.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(d);
+        }
+        out.extend_from_slice(b"],\"cursor\":");
+        match &self.cursor {
+            // a cursor is base64url: no escaping needed
+            Some(c) => {
+                out.push(b'"');
+                out.extend_from_slice(c.as_bytes());
+                out.push(b'"');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
+        out
+    }
+}
+
 /// The answer to a query: documents, or the plan.
+#[derive(Debug, Clone)]
+pub enum QueryResult {
+    /// documents
+    Page(RawPage),
+    /// the plan
+    Explain(QueryExplain),
+}
+
+/// The answer to `explain: true`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueryExplain {
+    /// the plan
+    pub plan: Explain,
+}
+
+/// The shape of a query's answer, for the OpenAPI document: a page, or the plan.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum QueryResult {
+pub enum QueryResponse {
     /// documents
     Page(QueryPage),
     /// the plan
-    Explain {
-        /// the plan
-        plan: Explain,
-    },
+    Explain(QueryExplain),
 }
 
 /// A result's position: its sort values (direction applied) and its id.
@@ -200,26 +249,19 @@ fn decode_cursor(cursor: &str) -> Result<Cursor> {
     Ok(Cursor { sort, after: OrderKey { values, id } })
 }
 
-/// Copies the requested fields (dotted paths, nested in the output) and `_id`.
-fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Map<String, Value>> {
-    let mut out = match fields {
-        None => match entity::decode(blob, dict)? {
-            Value::Object(m) => m,
-            _ => return Err(ServiceError::Internal("a stored document is not an object".into())),
-        },
-        Some(fields) => {
-            let mut out = Map::new();
-            for f in fields {
-                let steps: Vec<&str> = f.split('.').collect();
-                if let Some(v) = entity::get_path(blob, dict, &steps)? {
-                    insert_path(&mut out, &steps, v.to_json(dict)?);
-                }
-            }
-            out
-        }
-    };
+/// The result document as JSON text: the whole document, or the requested fields (dotted paths,
+/// nested in the output); `_id` always.
+fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
+    let Some(fields) = fields else { return crate::service::documents::json_with_id(dict, id, blob) };
+    let mut out = Map::new();
     out.insert(super::schema::ID_FIELD.to_owned(), Value::String(id.to_owned()));
-    Ok(out)
+    for f in fields {
+        let steps: Vec<&str> = f.split('.').collect();
+        if let Some(v) = entity::get_path(blob, dict, &steps)? {
+            insert_path(&mut out, &steps, v.to_json(dict)?);
+        }
+    }
+    serde_json::to_vec(&out).map_err(|e| ServiceError::Internal(e.to_string()))
 }
 
 fn insert_path(map: &mut Map<String, Value>, steps: &[&str], v: Value) {
@@ -282,6 +324,10 @@ impl Db {
             && fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty))
         {
             return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
+        }
+        if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
+            // a unique lookup reads a few keys: not worth the hand-off to the blocking pool
+            return self.read_point(|db| db.run_query(&table, &filter, &sort, limit, cursor, &req));
         }
         self.read(move |db| db.run_query(&table, &filter, &sort, limit, cursor, &req)).await
     }
@@ -413,7 +459,7 @@ impl Db {
             } else {
                 "in_memory"
             };
-            return Ok(QueryResult::Explain {
+            return Ok(QueryResult::Explain(QueryExplain {
                 plan: Explain {
                     strategy,
                     scans,
@@ -424,12 +470,12 @@ impl Db {
                     returned_rows: hits.len() as u64,
                     stopped_early,
                 },
-            });
+            }));
         }
         let next = if more { hits.last().map(|h| encode_cursor(sort, &h.key)) } else { None };
         let documents = self.catalog.with_dict(|dict| {
             hits.iter().map(|h| project(&h.blob, dict, &h.key.id, req.fields.as_deref())).collect::<Result<Vec<_>>>()
         })?;
-        Ok(QueryResult::Page(QueryPage { documents, cursor: next }))
+        Ok(QueryResult::Page(RawPage { documents, cursor: next }))
     }
 }

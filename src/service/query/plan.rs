@@ -452,3 +452,16 @@ pub fn parse_sort(sort: &[String]) -> Result<Vec<SortKey>> {
 pub fn component_of(v: &Value) -> Option<Component<'static>> {
     scalar(v)
 }
+
+/// True when a ready unique index answers the filter with at most one key per value (an equality
+/// on each of its fields): such a query reads a handful of keys and can run inline.
+pub fn unique_point(filter: &Filter, defs: &[std::sync::Arc<IndexDef>]) -> bool {
+    let conjuncts = filter.conjuncts();
+    defs.iter().filter(|d| d.kind == IndexKind::Unique && d.is_ready()).any(|d| {
+        d.fields.iter().all(|f| {
+            conjuncts.iter().any(|c| {
+                matches!(c, Filter::Field { path, op: Op::Eq(v) } if path == f && scalar(v).is_some_and(|c| c != Component::Null))
+            })
+        })
+    })
+}
