@@ -82,6 +82,20 @@ fn bench(c: &mut Criterion) {
         });
         g.bench_function("serde_json_to_vec", |b| b.iter(|| serde_json::to_vec(black_box(doc))));
         g.bench_function("serde_json_from_slice", |b| b.iter(|| serde_json::from_slice::<Value>(black_box(&text))));
+        // The import path: one NDJSON line to a blob, through serde_json or simd-json.
+        g.bench_function("line_to_blob_serde", |b| {
+            b.iter(|| {
+                let v: Value = serde_json::from_slice(black_box(&text)).unwrap_or_default();
+                encode(&v, &mut dict, &opts)
+            })
+        });
+        g.bench_function("line_to_blob_simd", |b| {
+            b.iter_batched(
+                || text.clone(),
+                |mut line| simd_json::to_borrowed_value(&mut line).ok().map(|v| encode_simd(&v, &mut dict, &opts)),
+                criterion::BatchSize::SmallInput,
+            )
+        });
         g.finish();
     }
 }

@@ -30,11 +30,6 @@ impl<'a> EntityKey<'a> {
         r.end()?;
         Ok(k)
     }
-
-    /// The prefix of every document of `table`.
-    pub fn table_prefix(table: &str) -> Vec<u8> {
-        KeyWriter::default().str(table).finish()
-    }
 }
 
 #[cfg(test)]

@@ -39,11 +39,6 @@ impl<'a> FtidxKey<'a> {
     pub fn token_prefix(table: &str, index: &str, token: &str) -> Vec<u8> {
         KeyWriter::default().str(table).str(index).str(token).finish()
     }
-
-    /// The prefix of every posting of every full-text index of `table`.
-    pub fn table_prefix(table: &str) -> Vec<u8> {
-        KeyWriter::default().str(table).finish()
-    }
 }
 
 #[cfg(test)]

@@ -62,11 +62,6 @@ impl<'a> IdxKey<'a> {
     fn values_prefix_writer(table: &str, index: &str, values: &[Component<'_>]) -> KeyWriter {
         values.iter().fold(KeyWriter::default().str(table).str(index), |w, v| w.component(v))
     }
-
-    /// The prefix of every entry of every index of `table`.
-    pub fn table_prefix(table: &str) -> Vec<u8> {
-        KeyWriter::default().str(table).finish()
-    }
 }
 
 #[cfg(test)]

@@ -55,17 +55,64 @@ pub use ttlidx::TtlKey;
 pub use tuple::{Component, KeyError, KeyReader, KeyWriter, Number, prefix_successor};
 pub use vec::VecKey;
 
-/// Renders a stored key of `keyspace` in the display form, e.g. `entity:users:alice`. Keys that do
-/// not decode are shown as hex, so a debugging tool never fails on a damaged key.
+/// The prefix of every key of `table` in the families whose keys start with the table name:
+/// entity, idx, ridx, sidx, ftidx, vec and ttlidx (graph and ftstat keys start with a kind tag).
+pub fn table_prefix(table: &str) -> Vec<u8> {
+    KeyWriter::default().str(table).finish()
+}
+
+/// Renders a stored key of `keyspace` in the display form, e.g. `entity:users:alice`. Scan
+/// bounds render too: a lone type tag as the start of that type (`ridx:t:by_age:<strings>`), the
+/// successor of a key prefix as that prefix and `+` (everything after it); anything else that
+/// does not decode is shown as hex, so a debugging tool never fails on a damaged key.
 pub fn display(keyspace: &str, key: &[u8]) -> String {
-    match KeyReader::new(key).rest() {
-        Ok(parts) => {
-            let joined = parts.iter().map(ToString::to_string).collect::<Vec<_>>().join(":");
-            // The ftstat keyspace's first component is already the family name.
-            if keyspace == "ftstat" { joined } else { format!("{keyspace}:{joined}") }
+    let (parts, rest) = components(key);
+    let mut shown = parts.join(":");
+    if !rest.is_empty() {
+        let tail = match rest {
+            [tag] => tuple::tag_name(*tag).map(str::to_owned),
+            _ => None,
         }
-        Err(_) => format!("{keyspace}:0x{}", key.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        .or_else(|| successor_of(rest))
+        .unwrap_or_else(|| format!("0x{}", rest.iter().map(|b| format!("{b:02x}")).collect::<String>()));
+        if !shown.is_empty() {
+            shown.push(':');
+        }
+        shown.push_str(&tail);
     }
+    // The ftstat keyspace's first component is already the family name.
+    if keyspace == "ftstat" { shown } else { format!("{keyspace}:{shown}") }
+}
+
+/// The components that decode, and the bytes after them.
+fn components(key: &[u8]) -> (Vec<String>, &[u8]) {
+    let mut r = KeyReader::new(key);
+    let mut parts = Vec::new();
+    while !r.is_empty() {
+        let before = r.clone();
+        match r.next_component() {
+            Ok(c) => parts.push(c.to_string()),
+            Err(_) => return (parts, before.remaining()),
+        }
+    }
+    (parts, &[])
+}
+
+/// `x+` when `bytes` are the successor of whole components `x` (see [`prefix_successor`]: the
+/// last byte that is not `FF` plus one, the `FF`s after it dropped).
+fn successor_of(bytes: &[u8]) -> Option<String> {
+    let (last, head) = bytes.split_last()?;
+    let mut prev = head.to_vec();
+    prev.push(last.checked_sub(1)?);
+    for _ in 0..=16 {
+        if let (parts, []) = components(&prev)
+            && !parts.is_empty()
+        {
+            return Some(format!("{}+", parts.join(":")));
+        }
+        prev.push(0xff);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -74,6 +121,15 @@ mod tests {
     use proptest::prelude::*;
 
     /// The layout table in this module's doc comment, checked against what the code renders.
+    #[test]
+    fn scan_bounds_display() {
+        let end = KeyWriter::default().str("t").str("by_age").tag(0x07).finish();
+        assert_eq!(display("ridx", &end), "ridx:t:by_age:<strings>");
+        let after = prefix_successor(&RidxKey::value_prefix("t", "by_age", &Component::Num(Number::Int(15)))).unwrap();
+        assert_eq!(display("ridx", &after), "ridx:t:by_age:15+");
+        assert_eq!(display("ridx", &[0xff, 0xfe]), "ridx:0xfffe");
+    }
+
     #[test]
     fn layout_table_matches_code() {
         let doc = include_str!("mod.rs");
@@ -121,10 +177,10 @@ mod tests {
             let k1 = EntityKey::new(&t1, &id1).encode();
             let k2 = EntityKey::new(&t2, &id2).encode();
             prop_assert_eq!(EntityKey::decode(&k1).unwrap(), EntityKey::new(&t1, &id1));
-            prop_assert_eq!(k2.starts_with(&EntityKey::table_prefix(&t1)), t1 == t2);
+            prop_assert_eq!(k2.starts_with(&table_prefix(&t1)), t1 == t2);
             prop_assert_eq!(k1.cmp(&k2), (t1.as_bytes(), id1.as_bytes()).cmp(&(t2.as_bytes(), id2.as_bytes())));
             // the prefix range [prefix, successor) agrees with starts_with
-            let p = EntityKey::table_prefix(&t1);
+            let p = table_prefix(&t1);
             let in_range = k2 >= p && prefix_successor(&p).is_none_or(|s| k2 < s);
             prop_assert_eq!(in_range, t1 == t2);
         }
@@ -154,6 +210,17 @@ mod tests {
             let k = GraphKey::new(Direction::Out, "e", &v2, &id).encode();
             prop_assert_eq!(k.starts_with(&GraphKey::vertex_prefix(Direction::Out, "e", &v1)), v1 == v2);
             prop_assert!(!k.starts_with(&GraphKey::vertex_prefix(Direction::In, "e", &v2)));
+        }
+
+        #[test]
+        fn display_shows_scan_bounds(v in tuple::tests::any_component()) {
+            let p = RidxKey::value_prefix("t", "i", &v);
+            let after = prefix_successor(&p).unwrap();
+            let shown = display("ridx", &after);
+            // the successor of a one-byte component is the next type's start (null+ is false)
+            prop_assert!(shown.starts_with("ridx:t:i:"), "{}", shown);
+            // bytes components render as 0x… themselves; anything else never falls back to hex
+            prop_assert!(matches!(v, Component::Bytes(_)) || !shown.contains("0x"), "{}", shown);
         }
 
         #[test]

@@ -50,11 +50,6 @@ impl<'a> RidxKey<'a> {
     pub fn value_prefix(table: &str, index: &str, value: &Component<'_>) -> Vec<u8> {
         KeyWriter::default().str(table).str(index).component(value).finish()
     }
-
-    /// The prefix of every entry of every range index of `table`.
-    pub fn table_prefix(table: &str) -> Vec<u8> {
-        KeyWriter::default().str(table).finish()
-    }
 }
 
 #[cfg(test)]

@@ -49,11 +49,6 @@ impl<'a> SidxKey<'a> {
         k.extend_from_slice(cell_prefix.as_bytes());
         k
     }
-
-    /// The prefix of every entry of every spatial index of `table`.
-    pub fn table_prefix(table: &str) -> Vec<u8> {
-        KeyWriter::default().str(table).finish()
-    }
 }
 
 /// The stored value of a spatial entry: latitude and longitude.

@@ -33,11 +33,6 @@ impl<'a> TtlKey<'a> {
         Ok(k)
     }
 
-    /// The prefix of every expiry entry of `table`.
-    pub fn table_prefix(table: &str) -> Vec<u8> {
-        KeyWriter::default().str(table).finish()
-    }
-
     /// The exclusive upper bound of the entries of `table` that expire at or before `now`.
     pub fn expired_until(table: &str, now: i64) -> Vec<u8> {
         KeyWriter::default().str(table).num(now.saturating_add(1)).finish()

@@ -499,6 +499,11 @@ impl<'a> KeyReader<'a> {
         }
     }
 
+    /// The bytes not read yet.
+    pub fn remaining(&self) -> &'a [u8] {
+        self.rest
+    }
+
     /// Fails unless every byte was read.
     pub fn end(self) -> Result<(), KeyError> {
         if self.rest.is_empty() { Ok(()) } else { Err(KeyError::TrailingBytes) }
@@ -512,6 +517,22 @@ impl<'a> KeyReader<'a> {
         }
         Ok(out)
     }
+}
+
+/// The name of the type class a lone tag byte starts (how scan bounds display).
+pub fn tag_name(tag: u8) -> Option<&'static str> {
+    Some(match tag {
+        TAG_NULL => "<null>",
+        TAG_FALSE => "<false>",
+        TAG_TRUE => "<true>",
+        TAG_NEG => "<numbers>",
+        TAG_ZERO => "<zero>",
+        TAG_POS => "<positive numbers>",
+        TAG_STR => "<strings>",
+        TAG_BYTES => "<bytes>",
+        t if t == TAG_BYTES + 1 => "<end>",
+        _ => return None,
+    })
 }
 
 /// The smallest byte string greater than every string that starts with `prefix`, or `None` when

@@ -38,11 +38,6 @@ impl<'a> VecKey<'a> {
     pub fn index_prefix(table: &str, index: &str) -> Vec<u8> {
         KeyWriter::default().str(table).str(index).finish()
     }
-
-    /// The prefix of every key of every vector index of `table`.
-    pub fn table_prefix(table: &str) -> Vec<u8> {
-        KeyWriter::default().str(table).finish()
-    }
 }
 
 #[cfg(test)]

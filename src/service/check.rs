@@ -107,7 +107,7 @@ fn check_table(view: &ReadView, dict: &FieldDict, table: &TableDef, report: &mut
     report.checked.indexes += indexes.len() as u64;
     // documents → the entries they should have
     let mut documents = 0u64;
-    for item in view.scan(Space::Entity, KeyRange::Prefix(EntityKey::table_prefix(name)), false) {
+    for item in view.scan(Space::Entity, KeyRange::Prefix(crate::keys::table_prefix(name)), false) {
         let (key, blob) = item?;
         documents += 1;
         let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();

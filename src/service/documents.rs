@@ -461,7 +461,7 @@ impl Db {
         let after = cursor.as_deref().map(decode_cursor).transpose()?;
         self.read(move |db| {
             db.table_or_404(&table)?;
-            let prefix = EntityKey::table_prefix(&table);
+            let prefix = crate::keys::table_prefix(&table);
             let lower = match &after {
                 Some(id) => Bound::Excluded(EntityKey::new(&table, id).encode()),
                 None => Bound::Included(prefix.clone()),

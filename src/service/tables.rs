@@ -2,9 +2,7 @@
 
 use super::{Db, Result, ServiceError};
 use crate::catalog::{ColumnDef, TableDef, TableKind};
-use crate::keys::{
-    Direction, EntityKey, FtStatKey, FtidxKey, GraphKey, IdxKey, MetaKey, RidxKey, SidxKey, TtlKey, VecKey,
-};
+use crate::keys::{Direction, FtStatKey, GraphKey, MetaKey, table_prefix};
 use crate::storage::Space;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -205,17 +203,10 @@ impl Db {
 
     /// Removes every key of a dropped table, then its `dropping` mark.
     pub(super) async fn purge_table(self: &Arc<Self>, name: &str) -> Result<()> {
-        let mut prefixes = vec![
-            (Space::Entity, EntityKey::table_prefix(name)),
-            (Space::Idx, IdxKey::table_prefix(name)),
-            (Space::Ridx, RidxKey::table_prefix(name)),
-            (Space::Sidx, SidxKey::table_prefix(name)),
-            (Space::Ftidx, FtidxKey::table_prefix(name)),
-            (Space::Vec, VecKey::table_prefix(name)),
-            (Space::Ttlidx, TtlKey::table_prefix(name)),
-            (Space::Graph, GraphKey::table_prefix(Direction::Out, name)),
-            (Space::Graph, GraphKey::table_prefix(Direction::In, name)),
-        ];
+        let spaces = [Space::Entity, Space::Idx, Space::Ridx, Space::Sidx, Space::Ftidx, Space::Vec, Space::Ttlidx];
+        let mut prefixes: Vec<_> = spaces.into_iter().map(|s| (s, table_prefix(name))).collect();
+        prefixes.push((Space::Graph, GraphKey::table_prefix(Direction::Out, name)));
+        prefixes.push((Space::Graph, GraphKey::table_prefix(Direction::In, name)));
         prefixes.extend(FtStatKey::table_prefixes(name).into_iter().map(|p| (Space::Ftstat, p)));
         self.purge(prefixes).await?;
         let name = name.to_owned();

@@ -249,7 +249,7 @@ fn backfill_chunk(
     let Some(def) = catalog.index(table, name).filter(|d| d.created_at == created_at && !d.is_ready()) else {
         return Ok(Step::Stale);
     };
-    let prefix = EntityKey::table_prefix(table);
+    let prefix = crate::keys::table_prefix(table);
     let lower = after.map_or(Bound::Included(prefix.clone()), Bound::Excluded);
     let upper = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let docs =

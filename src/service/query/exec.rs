@@ -122,7 +122,7 @@ pub fn candidates<'v>(
 ) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
     match access {
         Access::FullScan => {
-            let prefix = EntityKey::table_prefix(table);
+            let prefix = crate::keys::table_prefix(table);
             let lo = match after_id {
                 Some(id) => Bound::Excluded(EntityKey::new(table, id).encode()),
                 None => Bound::Included(prefix.clone()),
