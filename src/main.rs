@@ -10,6 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+// The service allocates small, short-lived buffers per request; mimalloc serves them faster than
+// glibc's allocator (malloc/free were ~15% of the GET profile).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "mosaicdb", version, about = "A multi-model database over HTTP/JSON")]
 struct Cli {

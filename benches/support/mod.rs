@@ -9,6 +9,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+// The same allocator as the `mosaicdb` binary, so the benches measure what runs in production.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Upper bound on requests per client per run (the time budget normally ends it first).
