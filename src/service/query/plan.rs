@@ -416,7 +416,9 @@ pub fn choose(
         let selective = scans.first().is_some_and(|s| s.estimate < ESTIMATE_CAP.min(limit as u64 * 10).max(100));
         if !selective {
             let mut s = sort_scan(filter, table, def, desc);
-            s.estimate = estimate(view, s.space(), &s.ranges)?;
+            if explain {
+                s.estimate = estimate(view, s.space(), &s.ranges)?;
+            }
             return Ok(Plan { access: Access::Index(Box::new(s)), sort_by_index: true });
         }
     }
