@@ -5,22 +5,6 @@ use common::TestServer;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-async fn wait_state(s: &TestServer, table: &str, index: &str) -> Value {
-    for _ in 0..1000 {
-        let (_, def) = s.get(&format!("/v1/tables/{table}/indexes/{index}")).await;
-        if def["state"] != "building" {
-            return def;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("index {index} is still building");
-}
-
-async fn check_ok(s: &TestServer) {
-    let (_, report) = s.post("/v1/admin/check", json!({})).await;
-    assert_eq!(report["ok"], true, "{report}");
-}
-
 #[tokio::test]
 async fn index_definitions_and_errors() {
     let s = TestServer::start().await;
@@ -95,7 +79,7 @@ async fn unique_indexes_refuse_duplicates_and_write_nothing() {
     assert_eq!(s.put("/v1/tables/uq/documents/b", json!({"email": "a@x"})).await.0, 201);
     let (_, page) = s.post("/v1/tables/uq/query", json!({"filter": {"email": "a@x"}})).await;
     assert_eq!(page["documents"], json!([{"_id": "b", "email": "a@x"}]));
-    check_ok(&s).await;
+    s.check_ok().await;
 }
 
 #[tokio::test]
@@ -115,28 +99,28 @@ async fn backfill_builds_indexes_over_existing_documents() {
     assert_eq!(r.status, 202);
     assert_eq!(r.body["state"], "building");
     assert_eq!(r.body["total"], 5000);
-    let def = wait_state(&s, "bf", "by_g").await;
+    let def = s.index_settled("bf", "by_g").await;
     assert_eq!(def["state"], "ready");
     let (_, p) = s.post("/v1/tables/bf/query", json!({"filter": {"g": 3}, "explain": true, "limit": 1000})).await;
     assert_eq!(p["plan"]["scans"][0]["index"], "by_g");
     assert_eq!(p["plan"]["returned_rows"], 500);
     // a unique index over duplicates fails its build and is not used
     s.post("/v1/tables/bf/indexes", json!({"name": "u_g", "kind": "unique", "fields": ["g"]})).await;
-    let def = wait_state(&s, "bf", "u_g").await;
+    let def = s.index_settled("bf", "u_g").await;
     assert_eq!(def["state"], "failed", "{def}");
     assert!(def["error"].as_str().unwrap().contains("unique"), "{def}");
     // a unique index over distinct values builds
     s.post("/v1/tables/bf/indexes", json!({"name": "u_k", "kind": "unique", "fields": ["k"]})).await;
-    assert_eq!(wait_state(&s, "bf", "u_k").await["state"], "ready");
-    check_ok(&s).await;
+    assert_eq!(s.index_settled("bf", "u_k").await["state"], "ready");
+    s.check_ok().await;
     // dropping removes the entries; a same-named index can be created again
     assert_eq!(s.delete("/v1/tables/bf/indexes/by_g").await.0, 204);
     let (_, p) = s.post("/v1/tables/bf/query", json!({"filter": {"g": 3}, "explain": true})).await;
     assert_eq!(p["plan"]["strategy"], "full_scan");
     let (st, _) = s.post("/v1/tables/bf/indexes", json!({"name": "by_g", "kind": "range", "fields": ["g"]})).await;
     assert_eq!(st, 202);
-    assert_eq!(wait_state(&s, "bf", "by_g").await["state"], "ready");
-    check_ok(&s).await;
+    assert_eq!(s.index_settled("bf", "by_g").await["state"], "ready");
+    s.check_ok().await;
 }
 
 #[tokio::test]
@@ -148,10 +132,10 @@ async fn building_indexes_resume_after_a_restart() {
     s.post("/v1/tables/rs/indexes", json!({"name": "by_g", "kind": "range", "fields": ["g"]})).await;
     let dir = s.stop().await;
     let s = TestServer::start_in(dir, |_| {}).await;
-    assert_eq!(wait_state(&s, "rs", "by_g").await["state"], "ready");
+    assert_eq!(s.index_settled("rs", "by_g").await["state"], "ready");
     let (_, p) = s.post("/v1/tables/rs/query", json!({"filter": {"g": {"$gte": 5}}, "limit": 1000})).await;
     assert_eq!(p["documents"].as_array().unwrap().len(), 856);
-    check_ok(&s).await;
+    s.check_ok().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,7 +168,7 @@ async fn concurrent_writers_leave_no_stale_or_missing_entry() {
     for t in tasks {
         t.await.unwrap();
     }
-    check_ok(&s).await;
+    s.check_ok().await;
 }
 
 #[tokio::test]
@@ -233,7 +217,7 @@ async fn spatial_queries_filter_by_exact_distance() {
         )
         .await;
     assert_eq!(ids(&p), ["bergen", "drammen", "oslo"]);
-    check_ok(&s).await;
+    s.check_ok().await;
 }
 
 #[tokio::test]

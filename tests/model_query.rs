@@ -299,22 +299,9 @@ async fn run_query(s: &TestServer, table: &str, filter: &Value, sort: &[(String,
     panic!("pagination did not end");
 }
 
-async fn check_ok(s: &TestServer) {
-    let (status, report) = s.post("/v1/admin/check", json!({})).await;
-    assert_eq!(status, 200);
-    assert_eq!(report["ok"], true, "{report}");
-}
-
 async fn wait_ready(s: &TestServer, table: &str, index: &str) {
-    for _ in 0..500 {
-        let (_, def) = s.get(&format!("/v1/tables/{table}/indexes/{index}")).await;
-        if def["state"] == "ready" {
-            return;
-        }
-        assert_ne!(def["state"], "failed", "{def}");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("index {index} never became ready");
+    let def = s.index_settled(table, index).await;
+    assert_eq!(def["state"], "ready", "{def}");
 }
 
 #[derive(Default, Debug)]
@@ -425,7 +412,7 @@ async fn model_run(seed: u64, ops: usize, cov: &mut Coverage) {
             }
         }
     }
-    check_ok(&s).await;
+    s.check_ok().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -533,7 +520,7 @@ async fn explain_shows_equality_range_sort_and_intersection() {
         )
         .await;
     assert_eq!(r.status, 200);
-    check_ok(&s).await;
+    s.check_ok().await;
 }
 
 #[tokio::test]
@@ -560,5 +547,5 @@ async fn multikey_bounds_are_never_merged() {
     assert_eq!(sorted, ["one", "also"]);
     let sorted = run_query(&s, "mk", &json!({"t": 4}), &[("t".to_owned(), false)], 1).await;
     assert_eq!(sorted, ["also", "one"]);
-    check_ok(&s).await;
+    s.check_ok().await;
 }

@@ -115,6 +115,25 @@ impl TestServer {
         Reply { status, headers, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
     }
 
+    /// Waits until the index is no longer building and returns its definition.
+    pub async fn index_settled(&self, table: &str, index: &str) -> Value {
+        for _ in 0..1000 {
+            let (_, def) = self.get(&format!("/v1/tables/{table}/indexes/{index}")).await;
+            if def["state"] != "building" {
+                return def;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("index {index} is still building");
+    }
+
+    /// Runs the consistency check and asserts it finds nothing wrong.
+    pub async fn check_ok(&self) {
+        let (status, report) = self.post("/v1/admin/check", serde_json::json!({})).await;
+        assert_eq!(status, 200);
+        assert_eq!(report["ok"], true, "{report}");
+    }
+
     pub async fn create_table(&self, name: &str) {
         let (status, body) = self.post("/v1/tables", serde_json::json!({ "name": name })).await;
         assert_eq!(status, 201, "{body}");
