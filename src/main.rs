@@ -89,7 +89,7 @@ impl ServeArgs {
                 max_body_bytes: self.max_body_mb.max(1) << 20,
                 timeout: Duration::from_secs(self.timeout_secs.max(1)),
             },
-            options: DbOptions { scan_threshold: self.scan_threshold },
+            options: DbOptions { scan_threshold: self.scan_threshold, ..DbOptions::default() },
         }
     }
 }
@@ -136,7 +136,8 @@ fn check(data_dir: PathBuf) -> ExitCode {
         Err(e) => return fail(e),
     };
     let result = runtime.block_on(async {
-        let db = mosaicdb::service::Db::open(StorageConfig::new(data_dir), DbOptions::default())?;
+        let options = DbOptions { background_jobs: false, ..DbOptions::default() };
+        let db = mosaicdb::service::Db::open(StorageConfig::new(data_dir), options)?;
         let report = db.check().await?;
         db.close()?;
         Ok::<_, mosaicdb::service::ServiceError>(report)

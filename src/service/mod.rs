@@ -40,11 +40,14 @@ pub struct Db {
 pub struct DbOptions {
     /// a query with `allow_scan: false` refuses a full scan of a table with more documents
     pub scan_threshold: u64,
+    /// resume unfinished index builds and table drops at open (off for offline tools such as
+    /// `mosaicdb check`, which must not change the data they inspect)
+    pub background_jobs: bool,
 }
 
 impl Default for DbOptions {
     fn default() -> Self {
-        DbOptions { scan_threshold: 1000 }
+        DbOptions { scan_threshold: 1000, background_jobs: true }
     }
 }
 
@@ -55,6 +58,9 @@ impl Db {
         let store = Store::open(config)?;
         let catalog = Catalog::load(&store)?;
         let db = Arc::new(Db { store, catalog, started: Instant::now(), scan_threshold: options.scan_threshold });
+        if !options.background_jobs {
+            return Ok(db);
+        }
         for table in db.catalog.tables() {
             for index in db.catalog.indexes(&table.name) {
                 if matches!(index.state, crate::catalog::IndexState::Building { .. }) {
