@@ -375,6 +375,14 @@ impl Db {
                 Access::Index(s) => s.id_ordered(),
             };
         let after_id = if sort.is_empty() { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
+        // A later page of an index-ordered scan starts at the cursor's value, not at the start.
+        let mut access = access;
+        if sort_by_index
+            && let (Access::Index(scan), Some((value, _))) =
+                (&mut access, cursor.as_ref().and_then(|c| c.values.first()))
+        {
+            scan.seek(value);
+        }
         let capacity = limit + 1;
         let mut heap: BinaryHeap<Hit> = BinaryHeap::with_capacity(capacity + 1);
         let (mut examined, mut matched, mut stopped_early) = (0u64, 0u64, false);

@@ -77,6 +77,32 @@ impl IndexScan {
         self.equality && !self.reverse
     }
 
+    /// Narrows a one-range range-index scan to start (in its direction) at `value`: the keys
+    /// before it hold only results an earlier page returned. A bound outside the range is ignored.
+    pub fn seek(&mut self, value: &Component<'_>) {
+        if self.def.kind != IndexKind::Range || self.ranges.len() != 1 {
+            return;
+        }
+        let at = RidxKey::value_prefix(&self.def.table, &self.def.name, value);
+        let (lo, hi) = &mut self.ranges[0];
+        let key = |b: &Bound<Vec<u8>>| match b {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k.clone()),
+            Bound::Unbounded => None,
+        };
+        // Only ever narrow, and never to an empty or inverted range.
+        let (low, high) = (key(lo), key(hi));
+        if self.reverse {
+            if let Some(after) = prefix_successor(&at)
+                && low.as_ref().is_none_or(|l| after > *l)
+                && high.as_ref().is_none_or(|h| after <= *h)
+            {
+                *hi = Bound::Excluded(after);
+            }
+        } else if low.as_ref().is_none_or(|l| at >= *l) && high.as_ref().is_none_or(|h| at < *h) {
+            *lo = Bound::Included(at);
+        }
+    }
+
     /// True when the scan's own order (value, then id) can be the result order: a range scan of a
     /// range index that holds one entry per document (not multikey).
     pub fn natural_order(&self) -> bool {
