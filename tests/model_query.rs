@@ -241,7 +241,7 @@ fn condition(rng: &mut Rng) -> Value {
 }
 
 fn filter(rng: &mut Rng) -> Value {
-    match rng.below(10) {
+    match rng.below(12) {
         0 => json!({}),
         1..=4 => condition(rng),
         5 | 6 => {
@@ -254,6 +254,10 @@ fn filter(rng: &mut Rng) -> Value {
         }
         7 => json!({"$and": [condition(rng), condition(rng)]}),
         8 => json!({"$or": [condition(rng), condition(rng)]}),
+        // branches an index can serve, overlapping on purpose
+        9 | 10 => {
+            json!({"$or": [{"b": rng.pick(&["x", "y"])}, {"c": {"$in": [rng.below(4), rng.below(4)]}}, {"s": {"$prefix": "a"}}]})
+        }
         _ => json!({"$not": condition(rng)}),
     }
 }
@@ -423,7 +427,7 @@ async fn queries_agree_with_the_model() {
     }
     eprintln!("{cov:?}");
     // the runs must have exercised every kind of plan, with real results
-    for plan in ["full_scan/id", "index_scan/id", "index_scan/index", "index_scan/in_memory"] {
+    for plan in ["full_scan/id", "index_scan/id", "index_scan/index", "index_scan/in_memory", "union/id"] {
         assert!(cov.strategies.get(plan).is_some_and(|n| *n > 0), "no {plan} plan ran: {cov:?}");
     }
     assert!(cov.results > cov.queries, "{cov:?}");
@@ -505,6 +509,15 @@ async fn explain_shows_equality_range_sort_and_intersection() {
                 "{filter}"
             );
         }
+    }
+    // an $or with an index per branch: a union, each document once
+    let f = json!({"$or": [{"b": "x"}, {"age": {"$lt": 10}}, {"c": 3}]});
+    let p = explain(f.clone(), json!([]), 1000).await;
+    assert_eq!(p["strategy"], "union", "{p}");
+    assert_eq!(p["scans"].as_array().unwrap().len(), 3);
+    for limit in [13, 1000] {
+        let got = run_query(&s, "ex", &f, &[], limit).await;
+        assert_eq!(same_order(&[], got), same_order(&[], model_query(&model, &f, &[])));
     }
     // a refused full scan
     let r = s

@@ -18,6 +18,8 @@ fn internal(e: impl std::fmt::Display) -> ServiceError {
 /// One candidate: a document id, the index key it came from (none for a table scan), the value
 /// of that key (for sorted scans), and the blob when the scan already read it.
 pub struct Candidate {
+    /// for a union: the branch whose scan produced it
+    pub branch: usize,
     pub id: String,
     pub key: Option<Vec<u8>>,
     pub scan_value: Option<Component<'static>>,
@@ -77,7 +79,7 @@ fn decode_entry(scan: &IndexScan, key: Slice, value: Slice) -> Result<Option<Can
             (id, None)
         }
     };
-    Ok(Some(Candidate { id, key: Some(key.to_vec()), scan_value, blob: None }))
+    Ok(Some(Candidate { branch: 0, id, key: Some(key.to_vec()), scan_value, blob: None }))
 }
 
 /// True when `key` is the first key of this document that the scan meets: a multikey index
@@ -131,13 +133,19 @@ pub fn candidates<'v>(
             Box::new(view.scan(Space::Entity, KeyRange::Between(lo, hi), false).map(|item| {
                 let (key, blob) = item?;
                 let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
-                Ok(Candidate { id, key: None, scan_value: None, blob: Some(blob) })
+                Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })
             }))
         }
         Access::Index(scan) => index_candidates(view, scan),
         Access::Intersect(scans) => {
             let streams: Vec<_> = scans.iter().map(|s| index_candidates(view, s)).collect();
             Box::new(MergeJoin { streams, done: false })
+        }
+        Access::Union(branches) => {
+            let scans: Vec<IndexScan> = branches.iter().map(|(s, _)| s.clone()).collect();
+            Box::new(scans.into_iter().enumerate().flat_map(move |(i, scan)| {
+                index_candidates(view, &scan).map(move |c| c.map(|c| Candidate { branch: i, ..c }))
+            }))
         }
     }
 }

@@ -62,7 +62,7 @@ pub struct QueryPage {
 /// What the planner chose and what running it cost.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Explain {
-    /// `full_scan`, `index_scan` or `intersection`
+    /// `full_scan`, `index_scan`, `intersection` or `union` (an `$or` with an index per branch)
     pub strategy: &'static str,
     /// the index scans, in the order they are read
     pub scans: Vec<ScanExplain>,
@@ -278,6 +278,19 @@ fn insert_path(map: &mut Map<String, Value>, steps: &[&str], v: Value) {
     }
 }
 
+/// True when `branch` is the first branch of the union whose filter the document matches.
+fn first_branch(branches: &[(plan::IndexScan, Filter)], branch: usize, blob: &[u8], dict: &FieldDict) -> Result<bool> {
+    for (_, earlier) in branches.iter().take(branch) {
+        if earlier.matches(blob, dict)? {
+            return Ok(false);
+        }
+    }
+    match branches.get(branch) {
+        Some((_, f)) => f.matches(blob, dict),
+        None => Ok(false),
+    }
+}
+
 /// The ready indexes of `table` as the snapshot has them, so plan and data agree: an index
 /// counts as ready (and as multikey or not) only as of the snapshot. The names come from the
 /// catalog cache, the definitions from point reads of the snapshot (an index created after the
@@ -373,6 +386,7 @@ impl Db {
             && match &access {
                 Access::FullScan | Access::Intersect(_) => true,
                 Access::Index(s) => s.id_ordered(),
+                Access::Union(_) => false,
             };
         let after_id = if sort.is_empty() { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
         // A later page of an index-ordered scan starts at the cursor's value, not at the start.
@@ -386,8 +400,9 @@ impl Db {
         let capacity = limit + 1;
         let mut heap: BinaryHeap<Hit> = BinaryHeap::with_capacity(capacity + 1);
         let (mut examined, mut matched, mut stopped_early) = (0u64, 0u64, false);
-        let index_scan = match &access {
-            Access::Index(s) => Some(s),
+        let index_scan = |branch: usize| match &access {
+            Access::Index(s) => Some(&**s),
+            Access::Union(branches) => branches.get(branch).map(|(s, _)| s),
             _ => None,
         };
         // A one-key sort served by the scan of that key's index arrives in exact result order
@@ -426,8 +441,14 @@ impl Db {
                         None => continue, // an entry without its document: `check` reports it
                     },
                 };
-                if let (Some(scan), Some(key)) = (index_scan, &cand.key)
+                if let (Some(scan), Some(key)) = (index_scan(cand.branch), &cand.key)
                     && !exec::first_meeting(scan, key, &cand.id, &blob, dict)?
+                {
+                    continue;
+                }
+                // A union takes each document from the first branch whose filter it matches.
+                if let Access::Union(branches) = &access
+                    && !first_branch(branches, cand.branch, &blob, dict)?
                 {
                     continue;
                 }
@@ -454,11 +475,13 @@ impl Db {
                 Access::FullScan => ("full_scan", Vec::new()),
                 Access::Index(s) => ("index_scan", vec![ScanExplain::of(s)]),
                 Access::Intersect(ss) => ("intersection", ss.iter().map(ScanExplain::of).collect()),
+                Access::Union(bs) => ("union", bs.iter().map(|(s, _)| ScanExplain::of(s)).collect()),
             };
             let estimated_rows = match &access {
                 Access::FullScan => count,
                 Access::Index(s) => s.estimate,
                 Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
+                Access::Union(bs) => bs.iter().map(|(s, _)| s.estimate).sum(),
             };
             let order = if sort_by_index {
                 "index"

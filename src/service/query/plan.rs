@@ -119,6 +119,8 @@ pub enum Access {
     Index(Box<IndexScan>),
     /// documents in every one of several id-ordered scans (a merge join)
     Intersect(Vec<IndexScan>),
+    /// an `$or`: one scan per branch, each document taken from the first branch it matches
+    Union(Vec<(IndexScan, Filter)>),
 }
 
 /// The chosen plan.
@@ -450,7 +452,8 @@ pub fn choose(
     }
     let id_ordered: Vec<IndexScan> = scans.iter().filter(|s| s.id_ordered()).cloned().collect();
     let access = match scans.first() {
-        None => Access::FullScan,
+        // Without an index on the conjuncts, an `$or` may still have one per branch.
+        None => union(view, filter, table, defs)?.map_or(Access::FullScan, Access::Union),
         // Two or more equality scans, none small: merge-join them on id.
         Some(best) if id_ordered.len() >= 2 && best.estimate >= 100 => {
             Access::Intersect(id_ordered.into_iter().take(4).collect())
@@ -458,6 +461,25 @@ pub fn choose(
         Some(best) => Access::Index(Box::new(best.clone())),
     };
     Ok(Plan { access, sort_by_index: false })
+}
+
+/// One index scan per branch of a top-level `$or`, when every branch has one (else a full scan
+/// reads less than the branches together would).
+fn union(view: &ReadView, filter: &Filter, table: &str, defs: &[IndexDef]) -> Result<Option<Vec<(IndexScan, Filter)>>> {
+    let branches = match filter.conjuncts().as_slice() {
+        [Filter::Or(branches)] if !branches.is_empty() => branches.clone(),
+        _ => return Ok(None),
+    };
+    let mut out = Vec::with_capacity(branches.len());
+    for branch in branches {
+        let mut scans = candidates(&branch, table, defs);
+        for s in &mut scans {
+            s.estimate = estimate(view, s.space(), &s.ranges)?;
+        }
+        let Some(best) = scans.into_iter().min_by_key(|s| s.estimate) else { return Ok(None) };
+        out.push((best, branch));
+    }
+    Ok(Some(out))
 }
 
 /// Parses `"-age"` / `"name"` into sort keys.
