@@ -148,10 +148,7 @@ fn check_table(view: &ReadView, dict: &FieldDict, table: &TableDef, report: &mut
         }
     }
     report.checked.documents += documents;
-    let counted = view
-        .get(Space::Meta, &MetaKey::Count(name.into()).encode())?
-        .and_then(|v| (*v).try_into().ok())
-        .map_or(0, u64::from_be_bytes);
+    let counted = super::decode_count(view.get(Space::Meta, &MetaKey::Count(name.into()).encode())?.as_deref());
     if counted != documents {
         report.problem(
             "count_mismatch",

@@ -193,11 +193,15 @@ pub(crate) fn live_table(catalog: &Catalog, name: &str, prepared_for: Option<&Ta
     Ok(table)
 }
 
+/// The table's document count as the write sees it.
+pub(crate) fn count_in(tx: &WriteTx<'_>, table: &str) -> Result<u64> {
+    Ok(super::decode_count(tx.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref()))
+}
+
 /// Adds `delta` to the table's document count, in the write.
 fn bump_count(tx: &mut WriteTx<'_>, table: &str, delta: i64) -> Result<()> {
-    let key = MetaKey::Count(table.into()).encode();
-    let current = tx.get(Space::Meta, &key)?.and_then(|v| v.try_into().ok()).map_or(0, u64::from_be_bytes);
-    tx.put(Space::Meta, key, current.saturating_add_signed(delta).to_be_bytes().to_vec());
+    let next = count_in(tx, table)?.saturating_add_signed(delta);
+    tx.put(Space::Meta, MetaKey::Count(table.into()).encode(), next.to_be_bytes().to_vec());
     Ok(())
 }
 

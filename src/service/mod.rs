@@ -27,6 +27,11 @@ use crate::storage::{StorageConfig, Store, WriteTx};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// A stored document count (`meta:count:{table}`, u64 big-endian); absent means 0.
+pub(crate) fn decode_count(value: Option<&[u8]>) -> u64 {
+    value.and_then(|v| v.try_into().ok()).map_or(0, u64::from_be_bytes)
+}
+
 /// The open database: the store, its catalog, and the rules of every model.
 pub struct Db {
     store: Store,

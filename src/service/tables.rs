@@ -81,8 +81,7 @@ fn now_ms() -> i64 {
 
 impl Db {
     fn count(&self, table: &str) -> Result<u64> {
-        let key = MetaKey::Count(table.into()).encode();
-        Ok(self.store.get(Space::Meta, &key)?.and_then(|v| (*v).try_into().ok()).map_or(0, u64::from_be_bytes))
+        Ok(super::decode_count(self.store.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref()))
     }
 
     /// Creates a table.

@@ -5,7 +5,7 @@ pub mod geo;
 
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState, TableDef};
-use crate::keys::{EntityKey, IdxKey, MetaKey, RidxKey, SidxKey, prefix_successor};
+use crate::keys::{EntityKey, IdxKey, RidxKey, SidxKey, prefix_successor};
 use crate::storage::{KeyRange, Space, WriteTx};
 use entries::Entry;
 use serde::Deserialize;
@@ -139,7 +139,7 @@ impl Db {
                         return Err(ServiceError::IndexDropping { table, index: req.name });
                     }
                 }
-                let docs = db.count_in(tx, &table)?;
+                let docs = super::documents::count_in(tx, &table)?;
                 let state = if docs == 0 { IndexState::Ready } else { IndexState::Building { done: 0, total: docs } };
                 let def = IndexDef {
                     table,
@@ -228,12 +228,6 @@ impl Db {
         tokio::spawn(async move { db.purge(index_prefixes(&table, &name)).await })
             .await
             .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
-    }
-
-    /// The document count of a table as a write sees it.
-    pub(crate) fn count_in(&self, tx: &WriteTx<'_>, table: &str) -> Result<u64> {
-        let key = MetaKey::Count(table.into()).encode();
-        Ok(tx.get(Space::Meta, &key)?.and_then(|v| v.try_into().ok()).map_or(0, u64::from_be_bytes))
     }
 }
 

@@ -370,10 +370,7 @@ impl Db {
             }
             _ => sort,
         };
-        let count = view
-            .get(Space::Meta, &MetaKey::Count(table.into()).encode())?
-            .and_then(|v| (*v).try_into().ok())
-            .map_or(0, u64::from_be_bytes);
+        let count = super::decode_count(view.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref());
         if matches!(access, Access::FullScan) && req.allow_scan == Some(false) && count > self.scan_threshold {
             return Err(ServiceError::ScanRefused {
                 table: table.to_owned(),
