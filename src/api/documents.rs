@@ -104,8 +104,7 @@ async fn get_document(
     ApiPath((table, id)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let doc = state.db.get_document(table, id).await?;
-    let response = ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], doc.json).into_response();
-    Ok(with_etag(response, &doc.etag))
+    Ok(with_etag(super::json_text(doc.json), &doc.etag))
 }
 
 /// Applies a JSON merge patch (RFC 7396) to the document `id`.
@@ -198,8 +197,8 @@ async fn list_documents(
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<DocumentPage>, ApiError> {
-    Ok(Json(state.db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?))
+) -> Result<Response, ApiError> {
+    Ok(super::json_text(state.db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?.to_json()))
 }
 
 const NDJSON_TYPES: [&str; 3] = ["application/x-ndjson", "application/ndjson", "application/jsonl"];

@@ -6,7 +6,6 @@ use super::extract::{ApiJson, ApiPath};
 use crate::service::{QueryRequest, QueryResponse, QueryResult};
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -34,9 +33,7 @@ async fn query(
     ApiJson(req): ApiJson<QueryRequest>,
 ) -> Result<Response, ApiError> {
     Ok(match state.db.query(table, req).await? {
-        QueryResult::Page(page) => {
-            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], page.to_json()).into_response()
-        }
+        QueryResult::Page(page) => super::json_text(page.to_json()),
         QueryResult::Explain(plan) => Json(plan).into_response(),
     })
 }

@@ -43,7 +43,8 @@ pub struct PutOutcome {
     pub etag: String,
 }
 
-/// One page of a table's documents, in id order.
+/// One page of documents (a listing or a query's results), for the OpenAPI document; the
+/// service builds it as a [`RawPage`].
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DocumentPage {
     /// the documents, each with its `_id`
@@ -51,6 +52,42 @@ pub struct DocumentPage {
     pub documents: Vec<Map<String, Value>>,
     /// pass as `cursor` for the next page; null on the last page
     pub cursor: Option<String>,
+}
+
+/// A page as the service produces it: each document already JSON text, written straight from
+/// its blob (the shape of [`DocumentPage`]).
+#[derive(Debug, Clone)]
+pub struct RawPage {
+    /// the documents, each compact JSON text
+    pub documents: Vec<Vec<u8>>,
+    /// the next page's cursor
+    pub cursor: Option<String>,
+}
+
+impl RawPage {
+    /// The page as the JSON text of a [`DocumentPage`].
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.documents.iter().map(|d| d.len() + 1).sum::<usize>() + 64);
+        out.extend_from_slice(b"{\"documents\":[");
+        for (i, d) in self.documents.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(d);
+        }
+        out.extend_from_slice(b"],\"cursor\":");
+        match &self.cursor {
+            // a cursor is base64url: no escaping needed
+            Some(c) => {
+                out.push(b'"');
+                out.extend_from_slice(c.as_bytes());
+                out.push(b'"');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
+        out
+    }
 }
 
 /// A set of entity tags from `If-Match` / `If-None-Match`.
@@ -329,16 +366,6 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-fn with_id(catalog: &Catalog, id: &str, blob: &[u8]) -> Result<Map<String, Value>> {
-    match catalog.decode(blob)? {
-        Value::Object(mut m) => {
-            m.insert(ID_FIELD.to_owned(), Value::String(id.to_owned()));
-            Ok(m)
-        }
-        _ => Err(ServiceError::Internal("a stored document is not an object".into())),
-    }
-}
-
 /// The document as JSON text with its `_id` first, written straight from the blob.
 pub(crate) fn json_with_id(dict: &crate::entity::FieldDict, id: &str, blob: &[u8]) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(blob.len() * 2 + id.len() + 16);
@@ -458,7 +485,7 @@ impl Db {
         table: String,
         limit: usize,
         cursor: Option<String>,
-    ) -> Result<DocumentPage> {
+    ) -> Result<RawPage> {
         if !(1..=MAX_PAGE).contains(&limit) {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_PAGE}")));
         }
@@ -473,21 +500,23 @@ impl Db {
             let upper = crate::keys::prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
             let view = db.store.snapshot();
             let mut documents = Vec::with_capacity(limit.min(64));
-            let mut more = false;
-            for item in view.scan(Space::Entity, KeyRange::Between(lower, upper), false) {
-                let (key, blob) = item?;
-                if documents.len() == limit {
-                    more = true;
-                    break;
+            let mut last_id = None;
+            let mut cursor = None;
+            db.catalog.with_dict(|dict| -> Result<()> {
+                for item in view.scan(Space::Entity, KeyRange::Between(lower, upper), false) {
+                    let (key, blob) = item?;
+                    if documents.len() == limit {
+                        cursor = last_id.as_deref().map(encode_cursor);
+                        break;
+                    }
+                    let id =
+                        EntityKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned();
+                    documents.push(json_with_id(dict, &id, &blob)?);
+                    last_id = Some(id);
                 }
-                let k = EntityKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?;
-                documents.push(with_id(&db.catalog, &k.id, &blob)?);
-            }
-            let cursor = match (more, documents.last()) {
-                (true, Some(last)) => last.get(ID_FIELD).and_then(Value::as_str).map(encode_cursor),
-                _ => None,
-            };
-            Ok(DocumentPage { documents, cursor })
+                Ok(())
+            })?;
+            Ok(RawPage { documents, cursor })
         })
         .await
     }

@@ -14,12 +14,12 @@ mod tables;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
-pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome};
+pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome, RawPage};
 pub use error::{Result, ServiceError};
 pub use import::ImportReport;
 pub use indexes::CreateIndex;
 pub use info::{Info, KeyCount};
-pub use query::{QueryExplain, QueryPage, QueryRequest, QueryResponse, QueryResult};
+pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult};
 pub use tables::{CreateTable, TableInfo};
 
 use crate::catalog::Catalog;

@@ -5,6 +5,7 @@ mod exec;
 pub mod filter;
 pub mod plan;
 
+use super::documents::{DocumentPage, RawPage};
 use super::{Db, Result, ServiceError};
 use crate::catalog::IndexDef;
 use crate::entity::{self, FieldDict};
@@ -49,16 +50,6 @@ pub struct QueryRequest {
     pub allow_scan: Option<bool>,
 }
 
-/// One page of results.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct QueryPage {
-    /// matching documents, in order
-    #[schema(value_type = Vec<Object>)]
-    pub documents: Vec<Map<String, Value>>,
-    /// pass as `cursor` for the next page; null on the last page
-    pub cursor: Option<String>,
-}
-
 /// What the planner chose and what running it cost.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Explain {
@@ -79,42 +70,6 @@ pub struct Explain {
     pub returned_rows: u64,
     /// true when the scan stopped before its end because `limit` was reached
     pub stopped_early: bool,
-}
-
-/// A page as the service produces it: each document already JSON text, written straight from
-/// its blob (the shape of [`QueryPage`]).
-#[derive(Debug, Clone)]
-pub struct RawPage {
-    /// the documents, each compact JSON text
-    pub documents: Vec<Vec<u8>>,
-    /// the next page's cursor
-    pub cursor: Option<String>,
-}
-
-impl RawPage {
-    /// The page as the JSON text of a [`QueryPage`].
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.documents.iter().map(|d| d.len() + 1).sum::<usize>() + 64);
-        out.extend_from_slice(b"{\"documents\":[");
-        for (i, d) in self.documents.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(d);
-        }
-        out.extend_from_slice(b"],\"cursor\":");
-        match &self.cursor {
-            // a cursor is base64url: no escaping needed
-            Some(c) => {
-                out.push(b'"');
-                out.extend_from_slice(c.as_bytes());
-                out.push(b'"');
-            }
-            None => out.extend_from_slice(b"null"),
-        }
-        out.push(b'}');
-        out
-    }
 }
 
 /// The answer to a query: documents, or the plan.
@@ -138,7 +93,7 @@ pub struct QueryExplain {
 #[serde(untagged)]
 pub enum QueryResponse {
     /// documents
-    Page(QueryPage),
+    Page(DocumentPage),
     /// the plan
     Explain(QueryExplain),
 }
