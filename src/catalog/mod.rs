@@ -247,7 +247,7 @@ impl Catalog {
     }
 
     /// Encodes a document, interning new field names. Safe outside the committer: a write that
-    /// stores the blob must call [`Catalog::stage_fields`] (or use [`Catalog::encode`]), which
+    /// stores the blob must call [`Catalog::stage_fields`] in that write, which
     /// stages every interned name not yet known to be committed, so no committed blob ever refers
     /// to an uncommitted name — also when the write that interned it failed.
     pub fn encode_detached(&self, doc: &serde_json::Value, opts: &EncodeOptions<'_>) -> Result<Vec<u8>, entity::Error> {
@@ -261,18 +261,6 @@ impl Catalog {
         opts: &EncodeOptions<'_>,
     ) -> Result<Vec<u8>, entity::Error> {
         entity::encode_simd(doc, &mut self.fields.write().unwrap_or_else(PoisonError::into_inner).dict, opts)
-    }
-
-    /// Encodes a document inside a write and stages the names it needs.
-    pub fn encode(
-        self: &Arc<Self>,
-        tx: &mut WriteTx<'_>,
-        doc: &serde_json::Value,
-        opts: &EncodeOptions<'_>,
-    ) -> Result<Vec<u8>, entity::Error> {
-        let blob = self.encode_detached(doc, opts)?;
-        self.stage_fields(tx);
-        Ok(blob)
     }
 
     /// Stages every interned field name not yet known to be committed (see

@@ -2,6 +2,13 @@ use super::*;
 use crate::storage::{Durability, StorageConfig};
 use serde_json::json;
 
+/// Encodes in the write as the service does: intern, then stage the names.
+fn encode_in(c: &Arc<Catalog>, tx: &mut WriteTx<'_>, doc: &serde_json::Value) -> Result<Vec<u8>, CatalogError> {
+    let blob = c.encode_detached(doc, &EncodeOptions::default())?;
+    c.stage_fields(tx);
+    Ok(blob)
+}
+
 fn open(dir: &std::path::Path) -> (Store, Arc<Catalog>) {
     let mut cfg = StorageConfig::new(dir);
     cfg.durability = Durability::Buffered;
@@ -45,7 +52,7 @@ fn definitions_survive_reopening() {
                 );
                 c.put_metric(tx, MetricConfig { name: "cpu".into(), retention_ms: Some(1000) });
                 assert_eq!(c.next_in_sequence(tx, "ids")?, 1);
-                Ok::<_, CatalogError>(c.encode(tx, &json!({"name": "Ada", "age": 36}), &EncodeOptions::default())?)
+                encode_in(&c, tx, &json!({"name": "Ada", "age": 36}))
             })
             .unwrap();
         let c = catalog.clone();
@@ -81,17 +88,13 @@ fn a_failed_write_never_leaves_a_field_name_unpersisted() {
         let c = catalog.clone();
         // interns "fresh", then fails: the meta:field entry is not written
         let r: Result<Vec<u8>, CatalogError> = store.write_blocking(move |tx| {
-            c.encode(tx, &json!({"fresh": 1}), &EncodeOptions::default())?;
+            encode_in(&c, tx, &json!({"fresh": 1}))?;
             Err(CatalogError::Corrupt { key: "x".into(), reason: "test".into() })
         });
         assert!(r.is_err());
         // the next write that encodes stages it again
         let c = catalog.clone();
-        blob = store
-            .write_blocking(move |tx| {
-                Ok::<_, CatalogError>(c.encode(tx, &json!({"fresh": 2}), &EncodeOptions::default())?)
-            })
-            .unwrap();
+        blob = store.write_blocking(move |tx| encode_in(&c, tx, &json!({"fresh": 2}))).unwrap();
         store.close().unwrap();
     }
     let (_store, catalog) = open(dir.path());

@@ -3,7 +3,7 @@
 use super::{Db, Result, ServiceError};
 use crate::catalog::{ColumnDef, TableDef, TableKind};
 use crate::keys::{Direction, FtStatKey, GraphKey, MetaKey, table_prefix};
-use crate::storage::Space;
+use crate::storage::{KeyRange, Space};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -180,7 +180,7 @@ impl Db {
                 .write(move |tx, _| {
                     for (space, prefix) in prefixes.iter() {
                         let keys: Vec<_> = tx
-                            .scan_prefix(*space, prefix)
+                            .scan(*space, KeyRange::Prefix(prefix.clone()))
                             .take(PURGE_CHUNK - tx.staged_len())
                             .map(|r| r.map(|(k, _)| k.to_vec()))
                             .collect::<Result<_, _>>()?;

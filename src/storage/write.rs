@@ -43,13 +43,6 @@ impl WriteTx<'_> {
         Ok(self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec()))
     }
 
-    /// Committed key-value pairs under `prefix` (not this write's staged keys), in key order.
-    pub fn scan_prefix(&self, space: Space, prefix: &[u8]) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
-        self.committer.spaces[space as usize]
-            .prefix(prefix)
-            .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
-    }
-
     /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
     pub fn scan(&self, space: Space, range: KeyRange) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
         let ks = &self.committer.spaces[space as usize];
