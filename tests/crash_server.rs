@@ -301,6 +301,15 @@ async fn crash_rounds(durability: &str, seed: u64) {
     let mut server = Some(server);
     for round in 0..3 {
         let live = server.take().unwrap();
+        // from the second round on, an index is built over the existing documents as the
+        // writers start
+        let building = format!("late{round}");
+        if round > 0 {
+            let req = json!({"name": building, "kind": "range", "fields": ["stamp"]});
+            let r = client.post(format!("{}/v1/tables/{TABLE}/indexes", live.base)).json(&req).send().await.unwrap();
+            // 202 over existing documents, 201 should the writers have deleted every one
+            assert!([201, 202].contains(&r.status().as_u16()), "{}", r.text().await.unwrap());
+        }
         let tasks: Vec<_> = (0..WRITERS)
             .map(|w| {
                 let mine: State = state
@@ -326,6 +335,21 @@ async fn crash_rounds(durability: &str, seed: u64) {
         assert!(ok && report["ok"] == true, "{durability} round {round}: check after the kill: {report}");
 
         let live = start(&data, durability, &client).await;
+        if round > 0 {
+            // the build, should the kill have interrupted it, resumes and completes
+            let url = format!("{}/v1/tables/{TABLE}/indexes/{building}", live.base);
+            let deadline = Instant::now() + WAIT;
+            loop {
+                let def: Value = client.get(&url).send().await.unwrap().json().await.unwrap();
+                match def["state"].as_str() {
+                    Some("ready") => break,
+                    Some("building") if Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(20)).await
+                    }
+                    _ => panic!("{durability} round {round}: {def}"),
+                }
+            }
+        }
         let found = read_back(&client, &live.base, state.keys()).await;
         for o in &outcomes {
             let in_flight_landed = o.in_flight.as_ref().map(|(after, _)| {
@@ -365,6 +389,13 @@ async fn crash_rounds(durability: &str, seed: u64) {
         }
         let in_flight = outcomes.iter().filter(|o| o.in_flight.is_some()).count();
         eprintln!("{durability} round {round}: {acknowledged} writes acknowledged, {in_flight} in flight at the kill");
+        // the count, and every index (the resumed build's too), agree with the documents
+        let info: Value =
+            client.get(format!("{}/v1/tables/{TABLE}", live.base)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(info["documents"], found.values().filter(|d| d.is_some()).count(), "{info}");
+        let r = client.post(format!("{}/v1/admin/check", live.base)).json(&json!({})).send().await.unwrap();
+        let report: Value = r.json().await.unwrap();
+        assert_eq!(report["ok"], true, "{durability} round {round}: check after the restart: {report}");
         state = found;
         server = Some(live);
     }
