@@ -170,19 +170,29 @@ fn check_table(view: &ReadView, dict: &FieldDict, table: &TableDef, report: &mut
             let (key, value) = item?;
             report.checked.index_entries += 1;
             let id = match space {
-                Space::Ridx => RidxKey::decode(&key).map(|k| k.id.into_owned()).map_err(internal)?,
-                Space::Sidx => SidxKey::decode(&key).map(|k| k.id.into_owned()).map_err(internal)?,
-                _ => match IdxKey::decode(&key, def.fields.len()).map_err(internal)?.id {
+                Space::Ridx => RidxKey::decode(&key).map(|k| k.id.into_owned()),
+                Space::Sidx => SidxKey::decode(&key).map(|k| k.id.into_owned()),
+                _ => IdxKey::decode(&key, def.fields.len()).map(|k| match k.id {
                     Some(id) => id.into_owned(),
                     None => String::from_utf8_lossy(&value).into_owned(),
-                },
+                }),
+            };
+            // a damaged key is one problem to report, not a reason to stop checking
+            let id = match id {
+                Ok(id) => id,
+                Err(e) => {
+                    report.problem("stale_entry", show(space, &key), format!("the key does not decode: {e}"));
+                    continue;
+                }
             };
             let Some(blob) = view.get(Space::Entity, &EntityKey::new(name, &id).encode())? else {
                 report.problem("orphan_entry", show(space, &key), format!("document {id:?} does not exist"));
                 continue;
             };
-            if let Some(why) = derive::judge(def, &key, &value, &id, &blob, dict)? {
-                report.problem("stale_entry", show(space, &key), why);
+            match derive::judge(def, &key, &value, &id, &blob, dict) {
+                Ok(None) => {}
+                Ok(Some(why)) => report.problem("stale_entry", show(space, &key), why),
+                Err(e) => report.problem("stale_entry", show(space, &key), format!("cannot judge it: {e}")),
             }
         }
     }
@@ -319,5 +329,16 @@ mod tests {
         let key = RidxKey::new("t", "r", num(1), "ghost").encode();
         corrupt(&d, None, (Space::Ridx, key, vec![])).await;
         assert_eq!(kinds(&d.check().await.unwrap()), [("orphan_entry", "ridx:t:r:1:ghost".to_owned())]);
+
+        // bytes under the index's prefix that are no key at all: reported, and the walk goes on
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path()).await;
+        let mut garbage = RidxKey::index_prefix("t", "r");
+        garbage.extend_from_slice(&[0xee, 0x01]);
+        corrupt(&d, None, (Space::Ridx, garbage, vec![])).await;
+        let report = d.check().await.unwrap();
+        assert_eq!(report.problem_count, 1, "{report:?}");
+        assert!(report.problems[0].detail.contains("does not decode"), "{report:?}");
+        assert_eq!(report.checked.index_entries, 10, "the 9 good entries were still checked");
     }
 }
