@@ -234,7 +234,8 @@ async fn writer(
         out.in_flight = None;
         out.acknowledged += 1;
         let expected: &[StatusCode] = match op {
-            0..=29 => &[StatusCode::OK, StatusCode::CREATED],
+            0..=29 if !exists(&acked, &ids[0]) => &[StatusCode::CREATED],
+            0..=29 => &[StatusCode::OK],
             30..=49 if !exists(&acked, &ids[0]) => &[StatusCode::NOT_FOUND],
             30..=49 => &[StatusCode::OK],
             50..=64 if !exists(&acked, &ids[0]) => &[StatusCode::NOT_FOUND],
