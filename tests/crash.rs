@@ -6,8 +6,11 @@ use mosaicdb::keys::EntityKey;
 use mosaicdb::storage::{Durability, Space, StorageConfig, StorageError, Store};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "MOSAIC_CRASH_CHILD_DIR";
+/// The child exits by itself after this long, and the parent stops waiting for it.
+const CHILD_LIFETIME_SECS: u64 = 30;
 
 fn open(dir: &str, durability: Durability) -> Store {
     let mut cfg = StorageConfig::new(dir);
@@ -19,6 +22,11 @@ fn open(dir: &str, durability: Durability) -> Store {
 /// The child: 4 concurrent writers, each acknowledging its keys on stdout as soon as the write
 /// returns, until killed.
 fn child(dir: &str) {
+    // Never outlive a parent that failed to kill us.
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(CHILD_LIFETIME_SECS));
+        std::process::exit(3);
+    });
     let store = open(dir, Durability::Sync);
     let out = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
     let writers: Vec<_> = (0..4)
@@ -62,16 +70,24 @@ fn acknowledged_sync_writes_survive_sigkill() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // Read on a thread so that a stalled child cannot stall the test.
+        let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+        let stdout = proc.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(CHILD_LIFETIME_SECS);
         let mut acked = Vec::new();
-        let lines = BufReader::new(proc.stdout.take().unwrap()).lines();
-        for line in lines {
-            let line = line.unwrap();
+        while acked.len() < 300 + round * 100 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = lines_rx.recv_timeout(left) else { break };
             // the test harness prints its own lines too
             if line.starts_with('w') && line.contains('-') && !line.contains(' ') {
                 acked.push(line);
-            }
-            if acked.len() >= 300 + round * 100 {
-                break;
             }
         }
         proc.kill().unwrap(); // SIGKILL

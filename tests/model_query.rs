@@ -4,267 +4,12 @@
 //! `POST /v1/admin/check` must find nothing wrong.
 
 mod common;
+mod model;
 use common::{TestServer, seg};
+use model::{Rng, merge_patch, model_match, model_query, project};
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::cmp::Ordering;
-use std::collections::BTreeMap;
-
-/// A small deterministic PRNG (xorshift64*), so failures reproduce from the seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-// ---------- the model's own semantics ----------
-
-/// Key order of scalars: null < false < true < numbers < strings; numbers numerically.
-fn class(v: &Value) -> u8 {
-    match v {
-        Value::Null => 0,
-        Value::Bool(_) => 1,
-        Value::Number(_) => 2,
-        Value::String(_) => 3,
-        _ => 4,
-    }
-}
-
-fn cmp_num(a: &serde_json::Number, b: &serde_json::Number) -> Ordering {
-    let int = |n: &serde_json::Number| n.as_i64().map(i128::from).or(n.as_u64().map(i128::from));
-    match (int(a), int(b)) {
-        (Some(x), Some(y)) => x.cmp(&y),
-        _ => a.as_f64().unwrap().partial_cmp(&b.as_f64().unwrap()).unwrap(),
-    }
-}
-
-fn cmp_scalar(a: &Value, b: &Value) -> Ordering {
-    class(a).cmp(&class(b)).then_with(|| match (a, b) {
-        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
-        (Value::Number(x), Value::Number(y)) => cmp_num(x, y),
-        (Value::String(x), Value::String(y)) => x.as_bytes().cmp(y.as_bytes()),
-        _ => Ordering::Equal,
-    })
-}
-
-fn is_scalar(v: &Value) -> bool {
-    class(v) < 4
-}
-
-fn get<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(doc, |v, step| v.as_object()?.get(step))
-}
-
-/// The scalars a field offers to comparisons.
-fn scalars(v: &Value) -> Vec<&Value> {
-    match v {
-        Value::Array(items) => items.iter().filter(|e| is_scalar(e)).collect(),
-        v if is_scalar(v) => vec![v],
-        _ => vec![],
-    }
-}
-
-fn model_eq(field: Option<&Value>, v: &Value) -> bool {
-    let Some(f) = field else { return v.is_null() };
-    if is_scalar(v) {
-        return scalars(f).iter().any(|s| cmp_scalar(s, v) == Ordering::Equal);
-    }
-    f == v || f.as_array().is_some_and(|a| a.contains(v))
-}
-
-fn model_match(doc: &Value, filter: &Value) -> bool {
-    filter.as_object().unwrap().iter().all(|(k, v)| match k.as_str() {
-        "$and" => v.as_array().unwrap().iter().all(|f| model_match(doc, f)),
-        "$or" => v.as_array().unwrap().iter().any(|f| model_match(doc, f)),
-        "$not" => !model_match(doc, v),
-        path => {
-            let field = get(doc, path);
-            match v {
-                Value::Object(ops) if ops.keys().all(|o| o.starts_with('$')) && !ops.is_empty() => {
-                    ops.iter().all(|(op, arg)| model_op(field, op, arg))
-                }
-                v => model_eq(field, v),
-            }
-        }
-    })
-}
-
-fn model_op(field: Option<&Value>, op: &str, arg: &Value) -> bool {
-    let cmp = |ok: fn(Ordering) -> bool| {
-        field.is_some_and(|f| scalars(f).iter().any(|s| class(s) == class(arg) && ok(cmp_scalar(s, arg))))
-    };
-    match op {
-        "$eq" => model_eq(field, arg),
-        "$ne" => !model_eq(field, arg),
-        "$gt" => cmp(Ordering::is_gt),
-        "$gte" => cmp(Ordering::is_ge),
-        "$lt" => cmp(Ordering::is_lt),
-        "$lte" => cmp(Ordering::is_le),
-        "$in" => arg.as_array().unwrap().iter().any(|a| model_eq(field, a)),
-        "$nin" => !arg.as_array().unwrap().iter().any(|a| model_eq(field, a)),
-        "$exists" => field.is_some() == arg.as_bool().unwrap(),
-        "$prefix" => field.is_some_and(|f| {
-            scalars(f).iter().any(|s| s.as_str().is_some_and(|s| s.starts_with(arg.as_str().unwrap())))
-        }),
-        other => panic!("model has no {other}"),
-    }
-}
-
-/// Sort value: smallest scalar ascending, largest descending; null when none.
-fn sort_value(doc: &Value, field: &str, desc: bool) -> Value {
-    let mut vals: Vec<Value> = get(doc, field).map(|f| scalars(f).into_iter().cloned().collect()).unwrap_or_default();
-    vals.sort_by(cmp_scalar);
-    let v = if desc { vals.last() } else { vals.first() };
-    v.cloned().unwrap_or(Value::Null)
-}
-
-fn model_query(model: &BTreeMap<String, Value>, filter: &Value, sort: &[(String, bool)]) -> Vec<String> {
-    let mut hits: Vec<(&String, &Value)> = model.iter().filter(|(_, d)| model_match(d, filter)).collect();
-    hits.sort_by(|(ia, a), (ib, b)| {
-        for (field, desc) in sort {
-            let o = cmp_scalar(&sort_value(a, field, *desc), &sort_value(b, field, *desc));
-            let o = if *desc { o.reverse() } else { o };
-            if o != Ordering::Equal {
-                return o;
-            }
-        }
-        // ties: `_id` in the first sort key's direction
-        let by_id = ia.as_bytes().cmp(ib.as_bytes());
-        if sort.first().is_some_and(|(_, desc)| *desc) { by_id.reverse() } else { by_id }
-    });
-    hits.into_iter().map(|(id, _)| id.clone()).collect()
-}
-
-// ---------- random documents and filters ----------
-
-const NUMS: &[&str] = &[
-    "0",
-    "-0.0",
-    "1",
-    "1.0",
-    "-1",
-    "-2.5",
-    "2.5",
-    "3",
-    "7",
-    "100",
-    "9223372036854775807",
-    "18446744073709551615",
-    "-9223372036854775808",
-    "0.1",
-    "1e10",
-];
-const STRS: &[&str] = &["", "a", "ab", "abc", "b", "ba", "é", "🦀", "10", "Z"];
-
-fn num(rng: &mut Rng) -> Value {
-    let text: &&str = rng.pick(NUMS);
-    serde_json::from_str(text).unwrap()
-}
-
-fn scalar(rng: &mut Rng) -> Value {
-    match rng.below(10) {
-        0 => Value::Null,
-        1 => Value::Bool(rng.chance(50)),
-        2..=5 => num(rng),
-        _ => Value::String(rng.pick(STRS).to_string()),
-    }
-}
-
-fn document(rng: &mut Rng, with_unique: bool) -> Value {
-    let mut d = serde_json::Map::new();
-    if !rng.chance(10) {
-        d.insert("a".into(), if rng.chance(80) { num(rng) } else { scalar(rng) });
-    }
-    if !rng.chance(10) {
-        d.insert("b".into(), json!(rng.pick(&["x", "y", "z", "w"])));
-    }
-    if rng.chance(80) {
-        d.insert("c".into(), json!(rng.below(4)));
-    }
-    if rng.chance(70) {
-        d.insert("s".into(), json!(rng.pick(STRS)));
-    }
-    if rng.chance(60) {
-        let n = rng.below(4);
-        d.insert("tags".into(), Value::Array((0..n).map(|_| json!(rng.below(6))).collect()));
-    } else if rng.chance(30) {
-        d.insert("tags".into(), json!(rng.below(6)));
-    }
-    if with_unique && rng.chance(70) {
-        d.insert("u".into(), json!(format!("u{}", rng.below(40))));
-    }
-    if rng.chance(30) {
-        d.insert("n".into(), json!({"v": rng.below(5), "w": scalar(rng)}));
-    }
-    Value::Object(d)
-}
-
-fn condition(rng: &mut Rng) -> Value {
-    let field = *rng.pick(&["a", "b", "c", "s", "tags", "u", "n.v", "missing"]);
-    let arg = match field {
-        "b" => json!(rng.pick(&["x", "y", "z", "q"])),
-        "c" | "tags" | "n.v" => json!(rng.below(6)),
-        "s" => json!(rng.pick(STRS)),
-        "u" => json!(format!("u{}", rng.below(40))),
-        _ => scalar(rng),
-    };
-    let scalar_arg = if arg.is_null() { json!(1) } else { arg.clone() };
-    let mut m = serde_json::Map::new();
-    let cond = match rng.below(12) {
-        0 | 1 => arg,
-        2 => json!({"$ne": arg}),
-        3 => json!({"$gt": scalar_arg}),
-        4 => json!({"$gte": scalar_arg}),
-        5 => json!({"$lt": scalar_arg}),
-        6 => json!({"$lte": scalar_arg, "$gt": num(rng)}),
-        7 => json!({"$in": [arg, scalar(rng)]}),
-        8 => json!({"$nin": [arg]}),
-        9 => json!({"$exists": rng.chance(50)}),
-        10 => json!({"$prefix": rng.pick(&["", "a", "b", "é"])}),
-        _ => json!({"$gte": num(rng), "$lte": num(rng)}),
-    };
-    m.insert(field.to_owned(), cond);
-    Value::Object(m)
-}
-
-fn filter(rng: &mut Rng) -> Value {
-    match rng.below(12) {
-        0 => json!({}),
-        1..=4 => condition(rng),
-        5 | 6 => {
-            let (mut a, b) = (condition(rng), condition(rng));
-            // two fields (or the same one twice) under an implicit AND
-            for (k, v) in b.as_object().unwrap() {
-                a.as_object_mut().unwrap().entry(k.clone()).or_insert(v.clone());
-            }
-            a
-        }
-        7 => json!({"$and": [condition(rng), condition(rng)]}),
-        8 => json!({"$or": [condition(rng), condition(rng)]}),
-        // branches an index can serve, overlapping on purpose
-        9 | 10 => {
-            json!({"$or": [{"b": rng.pick(&["x", "y"])}, {"c": {"$in": [rng.below(4), rng.below(4)]}}, {"s": {"$prefix": "a"}}]})
-        }
-        _ => json!({"$not": condition(rng)}),
-    }
-}
-
-fn sort(rng: &mut Rng) -> Vec<(String, bool)> {
-    (0..rng.below(3)).map(|_| (rng.pick(&["a", "b", "c", "s", "tags", "n.v"]).to_string(), rng.chance(50))).collect()
-}
+use std::collections::{BTreeMap, BTreeSet};
 
 // ---------- the test ----------
 
@@ -312,124 +57,251 @@ async fn wait_ready(s: &TestServer, table: &str, index: &str) {
 struct Coverage {
     queries: usize,
     results: usize,
+    /// queries with writes between their pages
+    interleaved: usize,
     strategies: BTreeMap<String, usize>,
+    /// index kinds some plan scanned
+    kinds_used: BTreeSet<String>,
+    /// index kinds built over existing documents (202, then backfilled to ready)
+    kinds_backfilled: BTreeSet<String>,
+}
+
+/// The indexes of every run: `by_u` from the start (so the model can predict its 409s), the
+/// others created part-way over existing documents.
+const LATER: &[(&str, &str, &[&str])] = &[
+    ("by_a", "range", &["a"]),
+    ("by_b", "hash", &["b"]),
+    ("by_loc", "spatial", &["loc"]),
+    ("by_bc", "hash", &["b", "c"]),
+    ("by_s", "range", &["s"]),
+    ("by_uc", "unique", &["u", "c"]),
+    ("by_tags", "range", &["tags"]),
+    ("by_c", "hash", &["c"]),
+    ("by_nv", "range", &["n.v"]),
+];
+
+/// One model run: the server, the model, and the generator.
+struct Run {
+    s: TestServer,
+    table: String,
+    seed: u64,
+    rng: Rng,
+    model: BTreeMap<String, Value>,
+    ids: Vec<String>,
+}
+
+impl Run {
+    fn unique_taken(&self, id: &str, doc: &Value) -> bool {
+        doc.get("u").is_some_and(|u| self.model.iter().any(|(other, d)| other != id && d.get("u") == Some(u)))
+    }
+
+    /// One random PUT, PATCH (RFC 7396) or DELETE, its answer checked against the model's
+    /// prediction; returns the id written.
+    async fn write(&mut self) -> String {
+        let id = self.rng.pick(&self.ids).clone();
+        let path = format!("/v1/tables/{}/documents/{}", self.table, seg(&id));
+        match self.rng.below(10) {
+            0..=5 => {
+                let doc = model::document(&mut self.rng);
+                let r = self.s.send(Method::PUT, &path, Some(&doc), &[]).await;
+                if self.unique_taken(&id, &doc) {
+                    assert!(r.is_problem(409, "unique_violation"), "{doc}: {}", r.body);
+                } else {
+                    let created = !self.model.contains_key(&id);
+                    assert_eq!(r.status, if created { 201 } else { 200 }, "{}", r.body);
+                    self.model.insert(id.clone(), doc);
+                }
+            }
+            6 | 7 => {
+                let patch = model::patch(&mut self.rng);
+                let Some(current) = self.model.get(&id) else {
+                    assert_eq!(self.s.patch(&path, patch).await.0, 404);
+                    return id;
+                };
+                let merged = merge_patch(current, &patch);
+                let r = self.s.send(Method::PATCH, &path, Some(&patch), &[]).await;
+                if self.unique_taken(&id, &merged) {
+                    assert!(r.is_problem(409, "unique_violation"), "{}", r.body);
+                } else {
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    // null deletes, objects merge member by member
+                    let (_, stored) = self.s.get(&path).await;
+                    assert_eq!(
+                        stored,
+                        project(&id, &merged, None),
+                        "seed {}: {current} patched with {patch}",
+                        self.seed
+                    );
+                    self.model.insert(id.clone(), merged);
+                }
+            }
+            _ => {
+                let (status, _) = self.s.delete(&path).await;
+                assert_eq!(status, if self.model.remove(&id).is_some() { 204 } else { 404 });
+            }
+        }
+        id
+    }
+
+    /// One random query, paged with its cursor, maybe with writes between the pages; every
+    /// returned document must be the model's (with the asked fields) and match the filter.
+    async fn query(&mut self, cov: &mut Coverage) {
+        let f = model::filter(&mut self.rng, 2);
+        let srt = model::sort(&mut self.rng);
+        let limit = *self.rng.pick(&[1usize, 3, 7, 100]);
+        let fields = model::fields(&mut self.rng);
+        let interleave = limit < 100 && self.rng.chance(30);
+        let want = model_query(&self.model, &f, &srt);
+        let sort_names: Vec<String> = srt.iter().map(|(f, d)| if *d { format!("-{f}") } else { f.clone() }).collect();
+        let what = format!("seed {}: filter {f} sort {srt:?} limit {limit} fields {fields:?}", self.seed);
+        let (st, ex) = self
+            .s
+            .post(
+                &format!("/v1/tables/{}/query", self.table),
+                json!({"filter": f, "sort": sort_names, "limit": limit, "explain": true}),
+            )
+            .await;
+        assert_eq!(st, 200, "{what}: {ex}");
+        let plan = &ex["plan"];
+        *cov.strategies
+            .entry(format!("{}/{}", plan["strategy"].as_str().unwrap(), plan["order"].as_str().unwrap()))
+            .or_default() += 1;
+        for scan in plan["scans"].as_array().unwrap() {
+            if let Some(kind) = scan["kind"].as_str() {
+                cov.kinds_used.insert(kind.to_owned());
+            }
+        }
+
+        let mut got = Vec::new();
+        let mut touched = BTreeSet::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..1000 {
+            let mut body = json!({"filter": f, "sort": sort_names, "limit": limit});
+            if let Some(fields) = fields {
+                body["fields"] = json!(fields);
+            }
+            if let Some(c) = &cursor {
+                body["cursor"] = json!(c);
+            }
+            let (status, page) = self.s.post(&format!("/v1/tables/{}/query", self.table), body.clone()).await;
+            assert_eq!(status, 200, "{what}: {body}: {page}");
+            let docs = page["documents"].as_array().unwrap();
+            assert!(docs.len() <= limit);
+            for d in docs {
+                let id = d["_id"].as_str().unwrap().to_owned();
+                let Some(doc) = self.model.get(&id) else { panic!("{what}: {id} does not exist: {d}") };
+                assert!(model_match(doc, &f), "{what}: {id} does not match: {doc}");
+                assert_eq!(*d, project(&id, doc, fields), "{what}: the fields of {id}");
+                got.push(id);
+            }
+            cursor = page["cursor"].as_str().map(str::to_owned);
+            if cursor.is_none() {
+                break;
+            }
+            if interleave {
+                for _ in 0..1 + self.rng.below(2) {
+                    touched.insert(self.write().await);
+                }
+            }
+        }
+        assert!(cursor.is_none(), "{what}: pagination did not end");
+        cov.queries += 1;
+        cov.results += want.len();
+        if touched.is_empty() {
+            assert_eq!(same_order(&srt, got), same_order(&srt, want), "{what}");
+            return;
+        }
+        cov.interleaved += 1;
+        // writes between pages: a document the writes left alone comes back at most once (one
+        // they moved may come back again at its new place), and every one of them that matched
+        // before and after the writes comes back, in order
+        let untouched: Vec<&String> = got.iter().filter(|id| !touched.contains(*id)).collect();
+        let unique: BTreeSet<&String> = untouched.iter().copied().collect();
+        assert_eq!(
+            unique.len(),
+            untouched.len(),
+            "{what}: a document came back twice: {got:?} (writes to {touched:?})"
+        );
+        let after: BTreeSet<String> = model_query(&self.model, &f, &srt).into_iter().collect();
+        let stable: Vec<&String> = want.iter().filter(|id| after.contains(*id) && !touched.contains(*id)).collect();
+        let got_stable: Vec<&String> = got.iter().filter(|id| stable.contains(id)).collect();
+        if srt.is_empty() {
+            let (mut a, mut b) = (got_stable.clone(), stable.clone());
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{what}: with writes to {touched:?} between pages");
+        } else {
+            assert_eq!(got_stable, stable, "{what}: with writes to {touched:?} between pages");
+        }
+    }
 }
 
 async fn model_run(seed: u64, ops: usize, cov: &mut Coverage) {
     let s = TestServer::start().await;
     let table = format!("m{seed}");
     s.create_table(&table).await;
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    let mut model: BTreeMap<String, Value> = BTreeMap::new();
-    let post_index = |name: &str, kind: &str, fields: Value| json!({"name": name, "kind": kind, "fields": fields});
-    // the unique index exists from the start, so the model can predict its 409s
-    let (st, _) = s.post(&format!("/v1/tables/{table}/indexes"), post_index("by_u", "unique", json!(["u"]))).await;
+    let post_index = |name: &str, kind: &str, fields: &[&str]| json!({"name": name, "kind": kind, "fields": fields});
+    let (st, _) = s.post(&format!("/v1/tables/{table}/indexes"), post_index("by_u", "unique", &["u"])).await;
     assert_eq!(st, 201);
-    // the others are created part-way, over existing documents (backfill)
-    let mut later = vec![
-        ("by_a", "range", json!(["a"])),
-        ("by_b", "hash", json!(["b"])),
-        ("by_bc", "hash", json!(["b", "c"])),
-        ("by_s", "range", json!(["s"])),
-        ("by_tags", "range", json!(["tags"])),
-        ("by_c", "hash", json!(["c"])),
-        ("by_nv", "range", json!(["n.v"])),
-    ];
-    let mut created = vec!["by_u"];
     let ids: Vec<String> = (0..60).map(|i| if i % 7 == 0 { format!("ü/{i} id") } else { format!("d{i:02}") }).collect();
+    let rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut run = Run { s, table, seed, rng, model: BTreeMap::new(), ids };
+    let mut created = vec!["by_u"];
     for step in 0..ops {
-        let id = rng.pick(&ids).clone();
-        let path = format!("/v1/tables/{table}/documents/{}", seg(&id));
-        match rng.below(10) {
-            0..=5 => {
-                let doc = document(&mut rng, true);
-                let conflict =
-                    doc.get("u").is_some_and(|u| model.iter().any(|(other, d)| *other != id && d.get("u") == Some(u)));
-                let r = s.send(Method::PUT, &path, Some(&doc), &[]).await;
-                if conflict {
-                    assert!(r.is_problem(409, "unique_violation"), "{doc}: {}", r.body);
+        // every index is created in the first half of every run, so all are ready for the second
+        for (j, (name, kind, fields)) in LATER.iter().enumerate() {
+            if step == 3 + j * (ops / 2) / LATER.len() {
+                let (st, body) =
+                    run.s.post(&format!("/v1/tables/{}/indexes", run.table), post_index(name, kind, fields)).await;
+                if run.model.is_empty() {
+                    assert_eq!(st, 201, "{body}");
                 } else {
-                    assert!(r.status == 200 || r.status == 201, "{}", r.body);
-                    model.insert(id, doc);
+                    assert_eq!(st, 202, "{body}");
+                    cov.kinds_backfilled.insert(kind.to_string());
                 }
-            }
-            6 | 7 => {
-                let patch = document(&mut rng, true);
-                let Some(current) = model.get(&id) else {
-                    assert_eq!(s.patch(&path, patch).await.0, 404);
-                    continue;
-                };
-                let mut merged = current.clone();
-                for (k, v) in patch.as_object().unwrap() {
-                    merged[k] = v.clone();
-                }
-                let conflict = merged
-                    .get("u")
-                    .is_some_and(|u| model.iter().any(|(other, d)| *other != id && d.get("u") == Some(u)));
-                let r = s.send(Method::PATCH, &path, Some(&patch), &[]).await;
-                if conflict {
-                    assert!(r.is_problem(409, "unique_violation"), "{}", r.body);
-                } else {
-                    assert_eq!(r.status, 200, "{}", r.body);
-                    model.insert(id, merged);
-                }
-            }
-            _ => {
-                let (status, _) = s.delete(&path).await;
-                assert_eq!(status, if model.remove(&id).is_some() { 204 } else { 404 });
+                created.push(name);
             }
         }
-        if step % (ops / later.len().max(1) + 1) == 5 && !later.is_empty() {
-            let (name, kind, fields) = later.remove(0);
-            created.push(name);
-            let (st, body) = s.post(&format!("/v1/tables/{table}/indexes"), post_index(name, kind, fields)).await;
-            assert!(st == 201 || st == 202, "{body}");
-        }
+        run.write().await;
         if step % 25 == 24 {
             for name in &created {
-                wait_ready(&s, &table, name).await;
+                wait_ready(&run.s, &run.table, name).await;
             }
-            for _ in 0..12 {
-                let f = filter(&mut rng);
-                let srt = sort(&mut rng);
-                let limit = *rng.pick(&[1usize, 3, 7, 100]);
-                let want = model_query(&model, &f, &srt);
-                let got = run_query(&s, &table, &f, &srt, limit).await;
-                assert_eq!(
-                    same_order(&srt, got),
-                    same_order(&srt, want.clone()),
-                    "seed {seed} step {step}: filter {f} sort {srt:?} limit {limit}"
-                );
-                let sort_names: Vec<String> =
-                    srt.iter().map(|(f, d)| if *d { format!("-{f}") } else { f.clone() }).collect();
-                let (_, ex) = s
-                    .post(
-                        &format!("/v1/tables/{table}/query"),
-                        json!({"filter": f, "sort": sort_names, "limit": limit, "explain": true}),
-                    )
-                    .await;
-                let key =
-                    format!("{}/{}", ex["plan"]["strategy"].as_str().unwrap(), ex["plan"]["order"].as_str().unwrap());
-                *cov.strategies.entry(key).or_default() += 1;
-                cov.queries += 1;
-                cov.results += want.len();
+            for _ in 0..10 {
+                run.query(cov).await;
             }
         }
     }
-    s.check_ok().await;
+    assert_eq!(created.len(), LATER.len() + 1, "seed {seed}: every index is built");
+    for name in &created {
+        wait_ready(&run.s, &run.table, name).await;
+    }
+    run.s.check_ok().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_agree_with_the_model() {
     let mut cov = Coverage::default();
-    for seed in 1..=4 {
+    // MOSAIC_MODEL_SEEDS=5-40 explores more seeds (the coverage asserts below hold for 1-4)
+    let seeds = std::env::var("MOSAIC_MODEL_SEEDS").ok().and_then(|r| {
+        let (a, b) = r.split_once('-')?;
+        Some(a.parse::<u64>().ok()?..=b.parse::<u64>().ok()?)
+    });
+    for seed in seeds.unwrap_or(1..=4) {
         model_run(seed, 250, &mut cov).await;
     }
     eprintln!("{cov:?}");
-    // the runs must have exercised every kind of plan, with real results
+    // the runs must have exercised every kind of plan and index, with real results
     for plan in ["full_scan/id", "index_scan/id", "index_scan/index", "index_scan/in_memory", "union/id"] {
         assert!(cov.strategies.get(plan).is_some_and(|n| *n > 0), "no {plan} plan ran: {cov:?}");
     }
+    for kind in ["hash", "unique", "range", "spatial"] {
+        assert!(cov.kinds_backfilled.contains(kind), "no {kind} index was built by backfill: {cov:?}");
+    }
+    for kind in ["hash", "range", "spatial"] {
+        assert!(cov.kinds_used.contains(kind), "no plan scanned a {kind} index: {cov:?}");
+    }
+    assert!(cov.interleaved >= 20, "{cov:?}");
     assert!(cov.results > cov.queries, "{cov:?}");
 }
 
@@ -561,4 +433,58 @@ async fn multikey_bounds_are_never_merged() {
     let sorted = run_query(&s, "mk", &json!({"t": 4}), &[("t".to_owned(), false)], 1).await;
     assert_eq!(sorted, ["also", "one"]);
     s.check_ok().await;
+}
+
+/// Writes between two pages can change the plan (here from the hash index on `b`, in `_id`
+/// order, to the range index on `a`, in `a` order): the cursor must still continue where the
+/// first page stopped. Known bug of issue 7 (fixed in the query layer): the `_id` cursor is
+/// applied to the `a`-ordered scan and x02, x01, x00 come back twice.
+#[tokio::test]
+async fn a_cursor_survives_a_plan_change_between_pages() {
+    let s = TestServer::start().await;
+    s.create_table("flip").await;
+    for (name, kind) in [("by_a", "range"), ("by_b", "hash")] {
+        let field = &name[3..];
+        let (st, _) = s.post("/v1/tables/flip/indexes", json!({"name": name, "kind": kind, "fields": [field]})).await;
+        assert_eq!(st, 201);
+    }
+    for i in 0..10 {
+        s.put(&format!("/v1/tables/flip/documents/x{i:02}"), json!({"a": 100 - i, "b": "x"})).await;
+    }
+    for i in 0..30 {
+        s.put(&format!("/v1/tables/flip/documents/y{i:02}"), json!({"a": 1000 + i, "b": "y"})).await;
+    }
+    let f = json!({"a": {"$gte": 0}, "b": "x"});
+    let plan = || {
+        let (s, f) = (&s, f.clone());
+        async move {
+            let (_, ex) = s.post("/v1/tables/flip/query", json!({"filter": f, "explain": true, "limit": 3})).await;
+            ex["plan"]["scans"][0]["index"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    assert_eq!(plan().await, "by_b", "10 keys for b = x against 40 for a >= 0");
+    let (_, page) = s.post("/v1/tables/flip/query", json!({"filter": f, "limit": 3})).await;
+    let mut ids: Vec<String> = Vec::new();
+    let mut page = page;
+    let mut wrote = false;
+    for _ in 0..20 {
+        ids.extend(page["documents"].as_array().unwrap().iter().map(|d| d["_id"].as_str().unwrap().to_owned()));
+        let Some(cursor) = page["cursor"].as_str().map(str::to_owned) else { break };
+        if !wrote {
+            // the y documents leave a >= 0 and join b = x: now a's index is the cheaper scan
+            for i in 0..30 {
+                s.put(&format!("/v1/tables/flip/documents/y{i:02}"), json!({"a": -1, "b": "x"})).await;
+            }
+            assert_eq!(plan().await, "by_a");
+            wrote = true;
+        }
+        let (st, next) = s.post("/v1/tables/flip/query", json!({"filter": f, "limit": 3, "cursor": cursor})).await;
+        assert_eq!(st, 200, "{next}");
+        page = next;
+    }
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len(), "a document came back twice: {ids:?}");
+    assert_eq!(sorted, (0..10).map(|i| format!("x{i:02}")).collect::<Vec<_>>(), "{ids:?}");
 }
