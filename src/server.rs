@@ -26,7 +26,11 @@ impl ServerConfig {
         ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             storage: StorageConfig::new(data_dir),
-            limits: HttpLimits { max_body_bytes: 32 << 20, timeout: Duration::from_secs(30) },
+            limits: HttpLimits {
+                max_body_bytes: 32 << 20,
+                timeout: Duration::from_secs(30),
+                min_import_bytes: crate::service::DEFAULT_MIN_IMPORT_BYTES,
+            },
             options: DbOptions::default(),
         }
     }

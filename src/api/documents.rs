@@ -229,5 +229,5 @@ async fn import(
             "expected Content-Type: application/x-ndjson",
         ));
     }
-    Ok(Json(state.db.import(table, body.into_data_stream(), state.max_body_bytes).await?))
+    Ok(Json(state.db.import(table, body.into_data_stream(), state.import).await?))
 }
