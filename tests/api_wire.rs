@@ -25,6 +25,11 @@ struct RawReply {
 
 /// Reads one response from `tcp` (its body framed by Content-Length).
 fn read_reply(tcp: &mut TcpStream) -> RawReply {
+    read_response(tcp, true)
+}
+
+/// Reads one response; its body only if `with_body` (not for HEAD).
+fn read_response(tcp: &mut TcpStream, with_body: bool) -> RawReply {
     let mut buf = Vec::new();
     let mut piece = [0u8; 4096];
     let head_end = loop {
@@ -39,6 +44,9 @@ fn read_reply(tcp: &mut TcpStream) -> RawReply {
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
     let len: usize =
         head.lines().find_map(|l| l.strip_prefix("content-length:")).map(|v| v.trim().parse().unwrap()).unwrap_or(0);
+    if !with_body {
+        return RawReply { status, head, body: Value::Null };
+    }
     while buf.len() < head_end + len {
         let n = tcp.read(&mut piece).unwrap();
         assert!(n > 0, "connection closed inside the body");
@@ -345,4 +353,69 @@ async fn an_import_stops_when_its_client_goes_away() {
     assert_eq!(count(&s, "gone").await, settled);
     assert!(settled <= 5001);
     s.check_ok().await;
+}
+
+/// Sends `request` on a fresh connection and reads the one response.
+fn exchange(s: &TestServer, request: &[u8]) -> RawReply {
+    let mut tcp = connect(s);
+    tcp.write_all(request).unwrap();
+    read_reply(&mut tcp)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_hyper_refuses_get_problem_documents_too() {
+    let s = TestServer::start().await;
+    s.create_table("raw").await;
+    let long = format!("GET /v1/tables/raw/documents/{} HTTP/1.1\r\nhost: x\r\n\r\n", "a".repeat(70 << 10));
+    let r = exchange(&s, long.as_bytes());
+    assert!(r.is_problem(414, "uri_too_long"), "{} {} {}", r.status, r.head, r.body);
+    let cases: [&[u8]; 4] = [
+        b"PUT /v1/tables/raw/documents/a HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1x\r\n\r\n{}",
+        b"PUT /v1/tables/raw/documents/a HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
+        b"GET /health HTTP/1.1\r\nhost: x\r\nbad header: 1\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nhost: x\r\nx-bytes: \x01\x02\r\n\r\n",
+    ];
+    for request in cases {
+        let r = exchange(&s, request);
+        assert!(
+            r.is_problem(400, "malformed_request"),
+            "{:?}: {} {}",
+            String::from_utf8_lossy(request),
+            r.head,
+            r.body
+        );
+    }
+    let huge = format!(
+        "GET /health HTTP/1.1\r\nhost: x\r\n{}\r\n",
+        "x-pad: yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\r\n".repeat(20_000)
+    );
+    let r = exchange(&s, huge.as_bytes());
+    assert!(r.is_problem(431, "headers_too_large"), "{} {} {}", r.status, r.head, r.body);
+    assert_eq!(count(&s, "raw").await, 0);
+
+    // a good request and then a malformed one on the same connection: the first is answered
+    // normally, the second with a problem
+    let mut tcp = connect(&s);
+    tcp.write_all(
+        b"GET /health HTTP/1.1\r\nhost: x\r\n\r\nGET /health HTTP/1.1\r\nhost: x\r\ncontent-length: -1\r\n\r\n",
+    )
+    .unwrap();
+    // the server closes after the second: read both
+    let mut all = Vec::new();
+    tcp.read_to_end(&mut all).unwrap();
+    let all = String::from_utf8_lossy(&all).to_ascii_lowercase();
+    let second = all
+        .find("http/1.1 400 bad request\r\ncontent-type: application/problem+json")
+        .expect("a problem for the second");
+    assert!(
+        all[..second].starts_with("http/1.1 200 ok\r\n") && all[..second].ends_with("{\"status\":\"ok\"}"),
+        "{all}"
+    );
+    assert!(all.ends_with("\"code\":\"malformed_request\"}"), "{all}");
+    // a HEAD answer for an error (no body) passes untouched
+    let mut tcp = connect(&s);
+    tcp.write_all(b"HEAD /v1/tables/none HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let r = read_response(&mut tcp, false);
+    assert_eq!(r.status, 404, "{}", r.head);
+    assert!(r.head.contains("content-type: application/problem+json"));
 }
