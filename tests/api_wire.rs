@@ -139,6 +139,13 @@ async fn duplicate_keys_are_refused_on_every_path() {
             );
         }
     }
+    // big bodies are parsed off the runtime's workers, under the same rules
+    let pad = "x".repeat(300 << 10);
+    let r = s.raw(Method::PUT, "/v1/tables/dup/documents/big", JSON, format!(r#"{{"pad":"{pad}","pad":1}}"#)).await;
+    assert!(r.is_problem(400, "duplicate_key"), "{}", r.body);
+    let r = s.raw(Method::PUT, "/v1/tables/dup/documents/big", JSON, format!(r#"{{"pad":"{pad}"}}"#)).await;
+    assert_eq!(r.status, 201);
+    assert_eq!(s.delete("/v1/tables/dup/documents/big").await.0, 204);
     assert_eq!(count(&s, "dup").await, 1, "nothing but the first document was written");
     assert_eq!(s.get("/v1/tables/dup/documents/p").await.1, json!({"_id": "p", "x": 0}));
     assert_eq!(count(&s, "tdup").await, 0);

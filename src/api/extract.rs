@@ -18,7 +18,11 @@ const MAX_BODY_DEPTH: usize = crate::entity::MAX_DEPTH + 3;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+/// Bodies larger than this are checked and parsed on the blocking pool, so a big body does not
+/// hold up a runtime worker (and the requests queued on it).
+const PARSE_INLINE_MAX: usize = 256 << 10;
+
+impl<T: DeserializeOwned + Send + 'static, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
@@ -36,7 +40,13 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 ApiError::new(r.status(), "invalid_body", r.body_text())
             }
         })?;
-        parse_json(&bytes).map(ApiJson)
+        if bytes.len() <= PARSE_INLINE_MAX {
+            return parse_json(&bytes).map(ApiJson);
+        }
+        tokio::task::spawn_blocking(move || parse_json(&bytes))
+            .await
+            .map_err(|e| ApiError::from(ServiceError::Internal(format!("parsing a body failed: {e}"))))?
+            .map(ApiJson)
     }
 }
 
