@@ -426,3 +426,42 @@ async fn requests_hyper_refuses_get_problem_documents_too() {
     assert_eq!(r.status, 404, "{}", r.head);
     assert!(r.head.contains("content-type: application/problem+json"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_stops_when_its_client_closes_with_body_bytes_still_unread() {
+    let s = TestServer::start().await;
+    s.create_table("unread").await;
+    let mut tcp = connect(&s);
+    write!(
+        tcp,
+        "POST /v1/tables/unread/import HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ncontent-length: 1000000000\r\n\r\n"
+    )
+    .unwrap();
+    // fill the socket buffers with short lines, faster than the import takes them, then close:
+    // hyper holds (or has yet to read) many complete lines when the client is gone
+    tcp.set_nonblocking(true).unwrap();
+    let piece = "{}\n".repeat(4096);
+    let mut sent = 0u64;
+    loop {
+        match tcp.write(piece.as_bytes()) {
+            Ok(n) => sent += n as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let lines_sent = sent / 3;
+    drop(tcp);
+    let mut running = 1;
+    for _ in 0..3000 {
+        running = s.get("/v1/info").await.1["imports_running"].as_u64().unwrap();
+        if running == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(running, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // an import that read on until the connection's end would have written every line sent
+    let written = count(&s, "unread").await;
+    assert!(written < lines_sent, "{written} of {lines_sent} lines written after the client left");
+}

@@ -105,6 +105,23 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
+/// Put on import requests by the server: turns `true` when the client has closed its connection,
+/// seen even while hyper holds body bytes the import is still working through.
+#[derive(Debug, Clone)]
+pub struct ClientGone(pub tokio::sync::watch::Receiver<bool>);
+
+impl ClientGone {
+    /// Resolves once the client is gone; never when nobody watches.
+    pub async fn wait(gone: Option<Self>) {
+        if let Some(ClientGone(mut rx)) = gone
+            && rx.wait_for(|gone| *gone).await.is_ok()
+        {
+            return;
+        }
+        std::future::pending::<()>().await;
+    }
+}
+
 /// `Path<T>` whose rejection is our problem+json error.
 #[derive(Debug, Clone, FromRequestParts)]
 #[from_request(via(axum::extract::Path), rejection(ApiError))]

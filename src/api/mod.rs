@@ -12,6 +12,7 @@ mod system;
 mod tables;
 
 pub use error::{ApiError, Problem};
+pub use extract::ClientGone;
 
 use crate::service::Db;
 use axum::Router;

@@ -10,7 +10,7 @@
 //! and [`Conn`] writes the problem document in its place. The count costs one atomic increment
 //! and decrement per request and no allocation.
 
-use crate::api::ApiError;
+use crate::api::{ApiError, ClientGone};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -28,9 +28,16 @@ use tokio::net::TcpStream;
 /// request under way is finished first).
 pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: tokio::sync::watch::Receiver<bool>) {
     let answering = Arc::new(AtomicUsize::new(0));
+    let peer = Peer::of(&tcp);
     let io = hyper_util::rt::TokioIo::new(Conn { tcp, answering: answering.clone(), replacement: None });
-    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let guard = Answering::start(&answering);
+        if req.method() == axum::http::Method::POST
+            && req.uri().path().ends_with("/import")
+            && let Some(gone) = peer.watch()
+        {
+            req.extensions_mut().insert(gone);
+        }
         let mut app = app.clone();
         async move {
             let response = match tower_service::Service::call(&mut app, req).await {
@@ -58,6 +65,69 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
         () = stopping => {
             conn.as_mut().graceful_shutdown();
             log(conn.await);
+        }
+    }
+}
+
+/// A second handle on the connection's socket, to see the client go away while hyper does not
+/// read (it reads nothing while the body it holds is still being worked through, as with a small
+/// gzip body that inflates to a long import). Unix only; elsewhere imports stop when hyper next
+/// reads.
+struct Peer {
+    #[cfg(unix)]
+    socket: Option<std::os::fd::OwnedFd>,
+}
+
+impl Peer {
+    fn of(tcp: &TcpStream) -> Peer {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsFd;
+            Peer { socket: tcp.as_fd().try_clone_to_owned().ok() }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tcp;
+            Peer {}
+        }
+    }
+
+    /// Starts watching the socket for the client's close; the signal's receivers see `true` then.
+    /// The watch ends when every receiver is dropped (the request is over).
+    fn watch(&self) -> Option<ClientGone> {
+        #[cfg(unix)]
+        {
+            let socket = self.socket.as_ref()?.try_clone().ok()?;
+            let socket = TcpStream::from_std(std::net::TcpStream::from(socket)).ok()?;
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            tokio::spawn(watch_peer(socket, tx));
+            Some(ClientGone(rx))
+        }
+        #[cfg(not(unix))]
+        None
+    }
+}
+
+/// Waits for the client to close the connection without reading anything hyper has to read:
+/// the socket's readiness says "read closed" once the client's FIN arrived, even with body bytes
+/// still waiting in front of it. Readable-but-open readiness is cleared and waited on again, so
+/// the watch sleeps until the socket changes.
+#[cfg(unix)]
+async fn watch_peer(socket: TcpStream, gone: tokio::sync::watch::Sender<bool>) {
+    use tokio::io::Interest;
+    loop {
+        tokio::select! {
+            () = gone.closed() => return,
+            ready = socket.ready(Interest::READABLE) => match ready {
+                Ok(ready) if !ready.is_read_closed() => {
+                    // nothing to take from the socket: only forget this readiness
+                    let _ = socket.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
+                }
+                _ => {
+                    let _ = gone.send(true);
+                    return;
+                }
+            },
         }
     }
 }
