@@ -68,6 +68,9 @@ struct ServeArgs {
     /// request timeout in seconds (imports excepted)
     #[arg(long, env = "MOSAIC_TIMEOUT_SECS", default_value_t = 30)]
     timeout_secs: u64,
+    /// an import body must bring at least this many bytes in every --timeout-secs window
+    #[arg(long, env = "MOSAIC_IMPORT_MIN_BYTES", default_value_t = mosaicdb::service::DEFAULT_MIN_IMPORT_BYTES)]
+    import_min_bytes: usize,
     /// a query with `allow_scan: false` refuses a full scan of a table with more documents than this
     #[arg(long, env = "MOSAIC_SCAN_THRESHOLD", default_value_t = 1000)]
     scan_threshold: u64,
@@ -88,6 +91,7 @@ impl ServeArgs {
             limits: HttpLimits {
                 max_body_bytes: self.max_body_mb.max(1) << 20,
                 timeout: Duration::from_secs(self.timeout_secs.max(1)),
+                min_import_bytes: self.import_min_bytes.max(1),
             },
             options: DbOptions { scan_threshold: self.scan_threshold, ..DbOptions::default() },
         }

@@ -1,5 +1,7 @@
 //! Running the server: configuration, start, graceful shutdown.
 
+mod conn;
+
 use crate::api::{self, HttpLimits};
 use crate::service::{Db, DbOptions, ServiceError};
 use crate::storage::StorageConfig;
@@ -26,7 +28,11 @@ impl ServerConfig {
         ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             storage: StorageConfig::new(data_dir),
-            limits: HttpLimits { max_body_bytes: 32 << 20, timeout: Duration::from_secs(30) },
+            limits: HttpLimits {
+                max_body_bytes: 32 << 20,
+                timeout: Duration::from_secs(30),
+                min_import_bytes: crate::service::DEFAULT_MIN_IMPORT_BYTES,
+            },
             options: DbOptions::default(),
         }
     }
@@ -56,20 +62,10 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
-        // Small responses go out at once instead of waiting for Nagle's timer.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::warn!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
         let db = Db::open(config.storage, config.options)?;
         let app = api::app(db.clone(), config.limits);
         let done = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await?;
+            accept_until(listener, app, stopped).await;
             // In-flight requests have finished: flush and fsync everything.
             db.close()?;
             Ok(())
@@ -94,6 +90,36 @@ impl Server {
     pub async fn wait(self) -> Result<(), ServerError> {
         self.done.await.map_err(|e| ServerError::Io(std::io::Error::other(e)))?
     }
+}
+
+/// Accepts connections until `stopped` fires, then lets every connection finish the request under
+/// way (idle ones close at once) and returns when all are closed.
+async fn accept_until(listener: tokio::net::TcpListener, app: axum::Router, mut stopped: oneshot::Receiver<()>) {
+    let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stopped => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => {
+                    // Small responses go out at once instead of waiting for Nagle's timer.
+                    if let Err(e) = tcp.set_nodelay(true) {
+                        tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+                    }
+                    connections.spawn(conn::serve_connection(tcp, app.clone(), shutdown_rx.clone()));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let _ = shutdown.send(true);
+    while connections.join_next().await.is_some() {}
 }
 
 /// Serves until SIGTERM or SIGINT, then shuts down gracefully.

@@ -218,6 +218,7 @@ async fn import(
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
     headers: HeaderMap,
+    gone: Option<axum::Extension<super::ClientGone>>,
     body: Body,
 ) -> Result<Json<ImportReport>, ApiError> {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -229,5 +230,11 @@ async fn import(
             "expected Content-Type: application/x-ndjson",
         ));
     }
-    Ok(Json(state.db.import(table, body.into_data_stream(), state.max_body_bytes).await?))
+    // When the client goes away, dropping the import stops it: no further line is read.
+    tokio::select! {
+        report = state.db.import(table, body.into_data_stream(), state.import) => Ok(Json(report?)),
+        () = super::ClientGone::wait(gone.map(|g| g.0)) => {
+            Err(ApiError::new(StatusCode::BAD_REQUEST, "client_gone", "the client closed the connection"))
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Every failure answers as `application/problem+json` (RFC 9457) with a stable `code`.
 
 use crate::service::ServiceError;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -72,10 +72,14 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::InvalidId(_)
         | ServiceError::InvalidRequest(_)
         | ServiceError::InvalidFilter(_)
+        | ServiceError::Json(crate::entity::TextError::DuplicateKey(_) | crate::entity::TextError::InvalidNumber(..))
         | ServiceError::ScanRefused { .. } => StatusCode::BAD_REQUEST,
-        ServiceError::InvalidDocument(_) | ServiceError::SchemaViolation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::InvalidDocument(_)
+        | ServiceError::SchemaViolation { .. }
+        | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
         ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        ServiceError::ImportStalled { .. } => StatusCode::REQUEST_TIMEOUT,
         ServiceError::BatchFailed { source, .. } => status_of(source),
         ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -97,26 +101,6 @@ impl From<ServiceError> for ApiError {
             e.to_string()
         };
         ApiError { status, code: e.code(), detail, operation }
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(r: JsonRejection) -> Self {
-        match r {
-            JsonRejection::JsonSyntaxError(e) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.body_text())
-            }
-            JsonRejection::JsonDataError(e) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", e.body_text())
-            }
-            JsonRejection::MissingJsonContentType(_) => ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "expected a body with Content-Type: application/json",
-            ),
-            other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => too_large(),
-            other => ApiError::new(other.status(), "invalid_body", other.body_text()),
-        }
     }
 }
 

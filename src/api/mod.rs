@@ -12,6 +12,7 @@ mod system;
 mod tables;
 
 pub use error::{ApiError, Problem};
+pub use extract::ClientGone;
 
 use crate::service::Db;
 use axum::Router;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub db: Arc<Db>,
     /// largest buffered body (and longest import line), in bytes
     pub max_body_bytes: usize,
+    /// what an import must keep to
+    pub import: crate::service::ImportLimits,
 }
 
 /// Limits of the HTTP layer.
@@ -44,8 +47,11 @@ pub struct AppState {
 pub struct HttpLimits {
     /// largest request body, in bytes (import lines included; import bodies stream)
     pub max_body_bytes: usize,
-    /// longest a request may take (import excepted)
+    /// longest a request may take (import excepted); also the window in which an import body
+    /// must bring `min_import_bytes`
     pub timeout: Duration,
+    /// the least bytes an import body must bring per `timeout` window
+    pub min_import_bytes: usize,
 }
 
 #[derive(OpenApi)]
@@ -86,10 +92,17 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The whole application, ready to serve.
 pub fn app(db: Arc<Db>, limits: HttpLimits) -> Router {
-    let state = AppState { db, max_body_bytes: limits.max_body_bytes };
+    let import = crate::service::ImportLimits {
+        max_line: limits.max_body_bytes,
+        window: limits.timeout,
+        min_bytes: limits.min_import_bytes,
+    };
+    let state = AppState { db, max_body_bytes: limits.max_body_bytes, import };
     let (timed, _) = routes().split_for_parts();
     let (import, _) = documents::import_router().split_for_parts();
-    let timed = timed.layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.timeout));
+    let timed = timed
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.timeout))
+        .layer(axum::middleware::from_fn_with_state(limits.max_body_bytes, extract::refuse_oversized));
     Router::new()
         .merge(timed)
         .merge(import)

@@ -46,6 +46,7 @@ mod decode;
 mod dict;
 mod encode;
 mod error;
+mod text;
 mod varint;
 
 #[cfg(test)]
@@ -57,6 +58,7 @@ pub use decode::{decode, write_entries};
 pub use dict::FieldDict;
 pub use encode::{EncodeOptions, encode, encode_simd};
 pub use error::{Error, Result};
+pub use text::{Checked, TextError, check as check_text, rewrite_negative_zero};
 
 /// Version byte that starts every blob this build writes.
 pub const FORMAT_VERSION: u8 = 1;

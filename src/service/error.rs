@@ -81,6 +81,25 @@ pub enum ServiceError {
         /// what is wrong with it
         reason: String,
     },
+    /// The JSON text breaks a rule every write path enforces (a repeated key, a number that
+    /// cannot be stored exactly); nothing was written.
+    #[error("{0}")]
+    Json(crate::entity::TextError),
+    /// The import body stopped arriving (or crawls below the minimum rate); the lines before were
+    /// written.
+    #[error(
+        "the import body stalled: under {min_bytes} bytes arrived in {window_secs} s; {written} documents before line {line} were written"
+    )]
+    ImportStalled {
+        /// 1-based number of the line being received
+        line: u64,
+        /// documents written
+        written: u64,
+        /// the least a window must bring
+        min_bytes: usize,
+        /// the window, in seconds
+        window_secs: u64,
+    },
     /// A request parameter or body field is out of its allowed range.
     #[error("{0}")]
     InvalidRequest(String),
@@ -146,6 +165,10 @@ impl ServiceError {
             ServiceError::UniqueViolation { .. } => "unique_violation",
             ServiceError::InvalidDocument(_) => "invalid_document",
             ServiceError::SchemaViolation { .. } => "schema_violation",
+            ServiceError::Json(crate::entity::TextError::DuplicateKey(_)) => "duplicate_key",
+            ServiceError::Json(crate::entity::TextError::InvalidNumber(..)) => "invalid_number",
+            ServiceError::Json(crate::entity::TextError::TooDeep(_)) => "invalid_document",
+            ServiceError::ImportStalled { .. } => "request_timeout",
             ServiceError::InvalidRequest(_) => "invalid_request",
             ServiceError::InvalidFilter(_) => "invalid_filter",
             ServiceError::ScanRefused { .. } => "scan_refused",
@@ -154,6 +177,16 @@ impl ServiceError {
             ServiceError::LineTooLong { .. } => "payload_too_large",
             ServiceError::Unavailable(_) => "unavailable",
             ServiceError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl From<crate::entity::TextError> for ServiceError {
+    fn from(e: crate::entity::TextError) -> Self {
+        match e {
+            // the same words as the encoder's refusal of a too deep document
+            crate::entity::TextError::TooDeep(_) => ServiceError::InvalidDocument(e.to_string()),
+            other => ServiceError::Json(other),
         }
     }
 }

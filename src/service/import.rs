@@ -1,6 +1,13 @@
 //! `POST /v1/tables/{table}/import`: an NDJSON body, streamed — parsed and encoded a chunk at a
 //! time on the blocking pool while the previous chunk commits. Each line is its own document:
-//! good lines are written, bad ones reported by line number.
+//! good lines are written, bad ones (unparsable, against the schema, or taken by a unique index)
+//! reported by line number.
+//!
+//! The body is split into lines as it arrives, each byte looked at once; a line over the limit
+//! ends the import as soon as the limit is passed. Imports are not bound by the request timeout,
+//! so the body must keep coming: at least [`ImportLimits::min_bytes`] every
+//! [`ImportLimits::window`]. When the client goes away, the handler is dropped with this future:
+//! no further line is read, and at most the chunk already handed over is written.
 
 use super::documents::{Prepared, live_table, new_id, prepare, put_encoded, take_id};
 use super::{Db, Result, ServiceError};
@@ -11,7 +18,10 @@ use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use simd_json::prelude::*;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use utoipa::ToSchema;
 
 /// Lines per commit.
@@ -20,6 +30,9 @@ const CHUNK_LINES: usize = 4096;
 const CHUNK_BYTES: usize = 4 << 20;
 /// Failures listed in the report (all are counted).
 const MAX_LISTED_FAILURES: usize = 1000;
+/// The least an import body must bring per window by default (with the request timeout as the
+/// window: 4 KiB in 30 s).
+pub const DEFAULT_MIN_IMPORT_BYTES: usize = 4 << 10;
 
 /// What an import did.
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]
@@ -43,23 +56,112 @@ pub struct LineFailure {
     pub detail: String,
 }
 
+/// The limits one import runs under.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportLimits {
+    /// longest line, in bytes
+    pub max_line: usize,
+    /// the body must bring `min_bytes` in every window this long, or the import stops (408)
+    pub window: Duration,
+    /// the least bytes per window (at least 1: a silent client is stopped after one window)
+    pub min_bytes: usize,
+}
+
+/// What a chunk did, in line order.
+#[derive(Default)]
+struct ChunkOutcome {
+    inserted: u64,
+    failures: Vec<(u64, ServiceError)>,
+}
+
 impl ImportReport {
-    fn fail(&mut self, line: u64, e: &ServiceError) {
-        self.failed += 1;
-        if self.failures.len() < MAX_LISTED_FAILURES {
-            self.failures.push(LineFailure { line, code: e.code(), detail: e.to_string() });
+    fn absorb(&mut self, outcome: ChunkOutcome) {
+        self.inserted += outcome.inserted;
+        for (line, e) in outcome.failures {
+            self.failed += 1;
+            if self.failures.len() < MAX_LISTED_FAILURES {
+                self.failures.push(LineFailure { line, code: e.code(), detail: e.to_string() });
+            }
         }
     }
 }
 
 type Chunk = Vec<(u64, Vec<u8>)>;
 
-/// Parses and encodes one line. Schemaless document tables take the simd-json path straight into
-/// the blob encoder; typed and edge tables go through serde_json and the schema check.
+/// Splits a byte stream into lines. Each byte is examined once (only new bytes are searched for
+/// `\n`), and only the unfinished last line is kept between pushes.
+#[derive(Debug)]
+pub(crate) struct LineSplitter {
+    carry: Vec<u8>,
+    max_line: usize,
+    line_no: u64,
+    /// bytes searched for a newline so far (each byte once)
+    pub(crate) examined: u64,
+}
+
+impl LineSplitter {
+    pub(crate) fn new(max_line: usize) -> Self {
+        LineSplitter { carry: Vec::new(), max_line, line_no: 0, examined: 0 }
+    }
+
+    /// Feeds `bytes`; `line` gets each complete line (without its `\n`) with its 1-based number.
+    /// Fails with the number of the line that grew past the limit, as soon as it does.
+    pub(crate) fn push(&mut self, bytes: &[u8], mut line: impl FnMut(u64, &[u8])) -> std::result::Result<(), u64> {
+        let mut start = 0;
+        while let Some(rest) = bytes.get(start..) {
+            let found = rest.iter().position(|&b| b == b'\n');
+            self.examined += found.map_or(rest.len(), |p| p + 1) as u64;
+            let Some(pos) = found else { break };
+            self.line_no += 1;
+            let piece = rest.get(..pos).unwrap_or_default();
+            if self.carry.len() + piece.len() > self.max_line {
+                return Err(self.line_no);
+            }
+            if self.carry.is_empty() {
+                line(self.line_no, piece);
+            } else {
+                self.carry.extend_from_slice(piece);
+                line(self.line_no, &self.carry);
+                self.carry.clear();
+            }
+            start += pos + 1;
+        }
+        let rest = bytes.get(start..).unwrap_or_default();
+        if self.carry.len() + rest.len() > self.max_line {
+            return Err(self.line_no + 1);
+        }
+        self.carry.extend_from_slice(rest);
+        Ok(())
+    }
+
+    /// Ends the stream: the unterminated last line, if any.
+    pub(crate) fn finish(&mut self, mut line: impl FnMut(u64, &[u8])) {
+        if !self.carry.is_empty() {
+            self.line_no += 1;
+            line(self.line_no, &self.carry);
+            self.carry.clear();
+        }
+    }
+
+    fn next_line(&self) -> u64 {
+        self.line_no + 1
+    }
+}
+
+/// Parses and encodes one line, under the text rules every write path shares
+/// (`entity::check_text`). Schemaless document tables take the simd-json path straight into the
+/// blob encoder; typed and edge tables go through serde_json and the schema check.
 fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Result<Prepared> {
     let invalid = |e: &dyn std::fmt::Display| ServiceError::InvalidDocument(format!("not a JSON object: {e}"));
+    if crate::entity::check_text(&line, crate::entity::MAX_DEPTH)?.negative_zero {
+        crate::entity::rewrite_negative_zero(&mut line);
+    }
     if table.columns.is_some() || table.kind == TableKind::Edge {
-        let value: serde_json::Value = serde_json::from_slice(&line).map_err(|e| invalid(&e))?;
+        let mut de = serde_json::Deserializer::from_slice(&line);
+        // check_text bounded the depth
+        de.disable_recursion_limit();
+        let value =
+            serde::Deserialize::deserialize(&mut de).and_then(|v| de.end().map(|()| v)).map_err(|e| invalid(&e))?;
         let serde_json::Value::Object(mut doc) = value else {
             return Err(ServiceError::InvalidDocument("a line must hold a JSON object".into()));
         };
@@ -83,65 +185,104 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
     Ok(Prepared { id, blob, edge: None })
 }
 
+/// Counts the imports under way while alive (also when the import's future is dropped).
+struct Running<'a>(&'a AtomicU64);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether a line's write failing with `e` fails that line only (the others are written).
+fn fails_the_line_only(e: &ServiceError) -> bool {
+    matches!(
+        e,
+        ServiceError::UniqueViolation { .. } | ServiceError::InvalidDocument(_) | ServiceError::SchemaViolation { .. }
+    )
+}
+
 impl Db {
-    /// Imports an NDJSON stream into `table`; a line longer than `max_line` bytes stops the import
-    /// (what was committed before it stays).
-    pub async fn import<S, E>(self: &Arc<Self>, table: String, mut body: S, max_line: usize) -> Result<ImportReport>
+    /// Imports currently running.
+    pub fn imports_running(&self) -> u64 {
+        self.imports_running.load(Ordering::Relaxed)
+    }
+
+    /// Imports an NDJSON stream into `table`; a line longer than `limits.max_line` bytes, or a
+    /// body that stalls, stops the import (what was committed before stays).
+    pub async fn import<S, E>(
+        self: &Arc<Self>,
+        table: String,
+        mut body: S,
+        limits: ImportLimits,
+    ) -> Result<ImportReport>
     where
         S: Stream<Item = std::result::Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
         let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        self.imports_running.fetch_add(1, Ordering::Relaxed);
+        let _running = Running(&self.imports_running);
         let mut report = ImportReport::default();
-        let mut carry: Vec<u8> = Vec::new();
+        let mut lines = LineSplitter::new(limits.max_line);
         let mut chunk: Chunk = Vec::new();
         let mut chunk_bytes = 0;
-        let mut line_no = 0u64;
-        let mut pending: Option<JoinHandle<Result<u64>>> = None;
-        let mut ended = false;
-        while !ended {
-            match body.next().await {
-                Some(Ok(bytes)) => carry.extend_from_slice(&bytes),
+        let mut pending: Option<JoinHandle<Result<ChunkOutcome>>> = None;
+        let min_bytes = limits.min_bytes.max(1);
+        let mut window_end = Instant::now() + limits.window;
+        let mut window_bytes = 0usize;
+        loop {
+            let next = match tokio::time::timeout_at(window_end, body.next()).await {
+                Ok(next) => next,
+                Err(_) if window_bytes >= min_bytes => {
+                    window_end += limits.window;
+                    window_bytes = 0;
+                    continue;
+                }
+                Err(_) => {
+                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
+                    return Err(ServiceError::ImportStalled {
+                        line: lines.next_line(),
+                        written: report.inserted,
+                        min_bytes,
+                        window_secs: limits.window.as_secs(),
+                    });
+                }
+            };
+            match next {
+                Some(Ok(bytes)) => {
+                    window_bytes += bytes.len();
+                    let now = Instant::now();
+                    if now >= window_end {
+                        window_end = now + limits.window;
+                        window_bytes = 0;
+                    }
+                    let pushed = lines.push(&bytes, |no, line| push_line(&mut chunk, &mut chunk_bytes, no, line));
+                    if let Err(line) = pushed {
+                        self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
+                        return Err(ServiceError::LineTooLong { line, written: report.inserted });
+                    }
+                }
                 Some(Err(e)) => {
                     // The complete lines received so far are written; the error says how many.
                     self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
                     return Err(ServiceError::InvalidRequest(format!(
-                        "reading the body failed after line {line_no} ({} documents written): {e}",
+                        "reading the body failed at line {} ({} documents written): {e}",
+                        lines.next_line(),
                         report.inserted
                     )));
                 }
-                None => ended = true,
-            }
-            // Split off complete lines (and, at the end, the unterminated last one).
-            let mut start = 0;
-            let mut too_long = false;
-            while let Some(pos) = carry[start..].iter().position(|&b| b == b'\n').map(|p| p + start) {
-                if pos - start > max_line {
-                    too_long = true;
-                    break;
-                }
-                line_no += 1;
-                push_line(&mut chunk, &mut chunk_bytes, line_no, &carry[start..pos]);
-                start = pos + 1;
-            }
-            carry.drain(..start);
-            if too_long || carry.len() > max_line {
-                self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
-                return Err(ServiceError::LineTooLong { line: line_no + 1, written: report.inserted });
-            }
-            if ended && !carry.is_empty() {
-                line_no += 1;
-                push_line(&mut chunk, &mut chunk_bytes, line_no, &std::mem::take(&mut carry));
+                None => break,
             }
             if chunk.len() >= CHUNK_LINES || chunk_bytes >= CHUNK_BYTES {
-                let lines = std::mem::take(&mut chunk);
                 chunk_bytes = 0;
-                let next = self.commit_chunk(&table, &def, lines, &mut report).await?;
+                let next = self.commit_chunk(&table, &def, std::mem::take(&mut chunk)).await?;
                 if let Some(p) = pending.replace(next) {
-                    report.inserted += join(p).await?;
+                    report.absorb(join(p).await?);
                 }
             }
         }
+        lines.finish(|no, line| push_line(&mut chunk, &mut chunk_bytes, no, line));
         self.finish(&table, &def, chunk, pending, &mut report).await?;
         Ok(report)
     }
@@ -152,28 +293,28 @@ impl Db {
         table: &str,
         def: &Arc<TableDef>,
         chunk: Chunk,
-        pending: Option<JoinHandle<Result<u64>>>,
+        pending: Option<JoinHandle<Result<ChunkOutcome>>>,
         report: &mut ImportReport,
     ) -> Result<()> {
         if let Some(p) = pending {
-            report.inserted += join(p).await?;
+            report.absorb(join(p).await?);
         }
         if !chunk.is_empty() {
-            let last = self.commit_chunk(table, def, chunk, report).await?;
-            report.inserted += join(last).await?;
+            let last = self.commit_chunk(table, def, chunk).await?;
+            report.absorb(join(last).await?);
         }
         Ok(())
     }
 
-    /// Prepares a chunk on the blocking pool, records its bad lines, and starts committing the
-    /// good ones; the returned task resolves to the number written.
+    /// Prepares a chunk on the blocking pool and starts committing its good lines, each in its own
+    /// [`WriteTx::attempt`](crate::storage::WriteTx::attempt): a line the write refuses (a unique
+    /// value taken) fails alone. The task resolves to what the chunk did.
     async fn commit_chunk(
         self: &Arc<Self>,
         table: &str,
         def: &Arc<TableDef>,
         lines: Chunk,
-        report: &mut ImportReport,
-    ) -> Result<JoinHandle<Result<u64>>> {
+    ) -> Result<JoinHandle<Result<ChunkOutcome>>> {
         let (db, d) = (self.clone(), def.clone());
         let prepared = tokio::task::spawn_blocking(move || {
             lines.into_iter().map(|(no, line)| (no, prepare_line(&db.catalog, &d, line))).collect::<Vec<_>>()
@@ -181,26 +322,35 @@ impl Db {
         .await
         .map_err(|e| ServiceError::Internal(format!("import task failed: {e}")))?;
         let mut good = Vec::with_capacity(prepared.len());
+        let mut failures = Vec::new();
         for (no, p) in prepared {
             match p {
-                Ok(p) => good.push(p),
-                Err(e) => report.fail(no, &e),
+                Ok(p) => good.push((no, p)),
+                Err(e) => failures.push((no, e)),
             }
         }
         let (db, table, def) = (self.clone(), table.to_owned(), def.clone());
         Ok(tokio::spawn(async move {
-            let n = good.len() as u64;
-            if n == 0 {
-                return Ok(0);
-            }
-            db.write(move |tx, db| {
-                let live = live_table(&db.catalog, &table, Some(&def))?;
-                for p in good {
-                    put_encoded(tx, &db.catalog, &live, p, &Default::default())?;
-                }
-                Ok(n)
-            })
-            .await
+            let mut outcome = if good.is_empty() {
+                ChunkOutcome::default()
+            } else {
+                db.write(move |tx, db| {
+                    let live = live_table(&db.catalog, &table, Some(&def))?;
+                    let mut outcome = ChunkOutcome::default();
+                    for (no, p) in good {
+                        match tx.attempt(|tx| put_encoded(tx, &db.catalog, &live, p, &Default::default())) {
+                            Ok(_) => outcome.inserted += 1,
+                            Err(e) if fails_the_line_only(&e) => outcome.failures.push((no, e)),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(outcome)
+                })
+                .await?
+            };
+            outcome.failures.extend(failures);
+            outcome.failures.sort_by_key(|(no, _)| *no);
+            Ok(outcome)
         }))
     }
 }
@@ -214,6 +364,62 @@ fn push_line(chunk: &mut Chunk, bytes: &mut usize, no: u64, line: &[u8]) {
     chunk.push((no, line.to_vec()));
 }
 
-async fn join(task: JoinHandle<Result<u64>>) -> Result<u64> {
+async fn join(task: JoinHandle<Result<ChunkOutcome>>) -> Result<ChunkOutcome> {
     task.await.map_err(|e| ServiceError::Internal(format!("import commit failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Lines = Vec<(u64, Vec<u8>)>;
+
+    /// The lines (or the number of the line over the cap) and the bytes examined.
+    fn split(chunks: &[&[u8]], max_line: usize) -> (std::result::Result<Lines, u64>, u64) {
+        let mut s = LineSplitter::new(max_line);
+        let mut out = Vec::new();
+        for c in chunks {
+            if let Err(line) = s.push(c, |no, l| out.push((no, l.to_vec()))) {
+                return (Err(line), s.examined);
+            }
+        }
+        s.finish(|no, l| out.push((no, l.to_vec())));
+        (Ok(out), s.examined)
+    }
+
+    #[test]
+    fn lines_are_split_across_chunks() {
+        let (lines, _) = split(&[b"ab", b"c\nd", b"\n\nef\ng", b"h"], 10);
+        let want: Vec<(u64, Vec<u8>)> =
+            vec![(1, b"abc".to_vec()), (2, b"d".to_vec()), (3, vec![]), (4, b"ef".to_vec()), (5, b"gh".to_vec())];
+        assert_eq!(lines, Ok(want));
+    }
+
+    #[test]
+    fn each_byte_is_examined_once_however_the_line_is_cut() {
+        // an 8 MiB line in 1 KiB pieces: the old splitter searched the whole carried line again
+        // at every piece (quadratic); this one looks at each byte once
+        let piece = vec![b'x'; 1 << 10];
+        let mut s = LineSplitter::new(16 << 20);
+        for _ in 0..(8 << 10) {
+            s.push(&piece, |_, _| panic!("no newline was sent")).unwrap();
+        }
+        assert_eq!(s.examined, 8 << 20);
+        let mut got = 0;
+        s.push(b"\n", |no, l| {
+            assert_eq!(no, 1);
+            got = l.len();
+        })
+        .unwrap();
+        assert_eq!((got, s.examined), (8 << 20, (8 << 20) + 1));
+    }
+
+    #[test]
+    fn the_cap_trips_at_the_piece_that_passes_it() {
+        // exactly the cap is fine, one byte more fails at once, before any newline
+        assert!(split(&[b"12345", b"\n"], 5).0.is_ok());
+        let (r, examined) = split(&[b"ok\n", b"123", b"456", b"never reached"], 5);
+        assert_eq!((r, examined), (Err(2), 9));
+        assert_eq!(split(&[b"1234567\n"], 5).0, Err(1));
+    }
 }

@@ -19,6 +19,8 @@ pub struct Info {
     pub durability: Durability,
     /// whether the store takes writes
     pub writable: bool,
+    /// NDJSON imports under way
+    pub imports_running: u64,
     /// approximate number of keys per key family
     pub keys: Vec<KeyCount>,
 }
@@ -42,6 +44,7 @@ impl Db {
                 data_dir: db.store.config().path.display().to_string(),
                 durability: db.store.config().durability,
                 writable: db.is_writable(),
+                imports_running: db.imports_running(),
                 keys: Space::ALL
                     .iter()
                     .map(|s| KeyCount { family: s.name(), keys: db.store.approximate_len(*s) as u64 })

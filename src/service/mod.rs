@@ -16,7 +16,7 @@ pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
 pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome, RawPage};
 pub use error::{Result, ServiceError};
-pub use import::ImportReport;
+pub use import::{DEFAULT_MIN_IMPORT_BYTES, ImportLimits, ImportReport};
 pub use indexes::CreateIndex;
 pub use info::{Info, KeyCount};
 pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult};
@@ -38,6 +38,8 @@ pub struct Db {
     catalog: Arc<Catalog>,
     started: Instant,
     scan_threshold: u64,
+    /// imports under way (see `import`)
+    imports_running: std::sync::atomic::AtomicU64,
 }
 
 /// Service settings.
@@ -62,7 +64,13 @@ impl Db {
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
         let catalog = Catalog::load(&store)?;
-        let db = Arc::new(Db { store, catalog, started: Instant::now(), scan_threshold: options.scan_threshold });
+        let db = Arc::new(Db {
+            store,
+            catalog,
+            started: Instant::now(),
+            scan_threshold: options.scan_threshold,
+            imports_running: Default::default(),
+        });
         if !options.background_jobs {
             return Ok(db);
         }

@@ -12,6 +12,20 @@ pub const FROM_FIELD: &str = "_from";
 /// An edge's target vertex, `"table/id"`.
 pub const TO_FIELD: &str = "_to";
 
+/// Checks a column name: non-empty, not starting with `_` (reserved for system fields), and
+/// without `.`: filters, sorts and indexes address nested fields by dotted paths, so a column
+/// `a.b` could never be queried.
+pub fn check_column_name(name: &str) -> Result<()> {
+    let bad = |why: &str| Err(ServiceError::InvalidRequest(format!("column name {name:?}: {why}")));
+    if name.is_empty() || name.starts_with('_') {
+        return bad("must be non-empty and not start with '_' (reserved for system fields)");
+    }
+    if name.contains('.') {
+        return bad("must not contain '.' (paths are dotted: a.b means field b inside field a)");
+    }
+    Ok(())
+}
+
 fn violation(field: &str, reason: impl Into<String>) -> ServiceError {
     ServiceError::SchemaViolation { field: field.to_owned(), reason: reason.into() }
 }

@@ -57,12 +57,7 @@ pub fn check_table_name(name: &str) -> Result<()> {
 fn check_columns(columns: &[ColumnDef]) -> Result<()> {
     let mut seen = std::collections::BTreeSet::new();
     for c in columns {
-        if c.name.is_empty() || c.name.starts_with('_') {
-            return Err(ServiceError::InvalidRequest(format!(
-                "column name {:?}: must be non-empty and not start with '_' (reserved for system fields)",
-                c.name
-            )));
-        }
+        super::schema::check_column_name(&c.name)?;
         if !seen.insert(c.name.as_str()) {
             return Err(ServiceError::InvalidRequest(format!("column {:?} is declared twice", c.name)));
         }

@@ -171,3 +171,37 @@ fn reopening_restores_every_write() {
     let store = open(dir.path(), Durability::Sync);
     assert_eq!(store.snapshot().scan(Space::Entity, KeyRange::Prefix(vec![]), false).count(), 200);
 }
+
+#[test]
+fn a_failed_attempt_undoes_only_its_own_staging() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    put(&store, Space::Entity, b"kept", b"0");
+    store
+        .write_blocking(|tx| {
+            tx.put(Space::Entity, b"a".to_vec(), b"1".to_vec());
+            let ok: Result<(), StorageError> = tx.attempt(|tx| {
+                tx.put(Space::Entity, b"b".to_vec(), b"2".to_vec());
+                Ok(())
+            });
+            assert!(ok.is_ok());
+            let failed: Result<(), StorageError> = tx.attempt(|tx| {
+                // overwrite a key staged before, remove one, add one, take a sequence number
+                tx.put(Space::Entity, b"a".to_vec(), b"changed".to_vec());
+                tx.delete(Space::Entity, b"kept".to_vec());
+                tx.put(Space::Entity, b"c".to_vec(), b"3".to_vec());
+                tx.next_seq();
+                tx.on_commit(|| panic!("the hook of a failed attempt must not run"));
+                Err(StorageError::Closed)
+            });
+            assert!(failed.is_err());
+            assert_eq!(tx.get(Space::Entity, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    let view = store.snapshot();
+    assert_eq!(view.get(Space::Entity, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(view.get(Space::Entity, b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(view.get(Space::Entity, b"kept").unwrap().as_deref(), Some(&b"0"[..]));
+    assert!(view.get(Space::Entity, b"c").unwrap().is_none());
+}

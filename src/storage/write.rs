@@ -22,17 +22,62 @@ pub struct WriteTx<'c> {
     staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
     seqs_taken: u64,
     on_commit: Vec<Box<dyn FnOnce() + Send>>,
+    /// While [`WriteTx::attempt`] runs: each staged key's previous staged state, to undo.
+    undo: Option<Vec<Undo>>,
 }
+
+/// A staged key and what it was staged as before (None: not staged).
+type Undo = ((Space, Vec<u8>), Option<Option<Vec<u8>>>);
 
 impl WriteTx<'_> {
     /// Stages `key = value`.
     pub fn put(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
-        self.staged.insert((space, key), Some(value));
+        self.stage(space, key, Some(value));
     }
 
     /// Stages the removal of `key`.
     pub fn delete(&mut self, space: Space, key: Vec<u8>) {
-        self.staged.insert((space, key), None);
+        self.stage(space, key, None);
+    }
+
+    fn stage(&mut self, space: Space, key: Vec<u8>, value: Option<Vec<u8>>) {
+        match &mut self.undo {
+            None => {
+                self.staged.insert((space, key), value);
+            }
+            Some(undo) => {
+                let previous = self.staged.insert((space, key.clone()), value);
+                undo.push(((space, key), previous));
+            }
+        }
+    }
+
+    /// Runs `f`; if it fails, everything it staged (keys, sequence numbers, commit hooks) is
+    /// undone and the rest of the write stands. Lets one write apply many independent items
+    /// (import lines) where a failing item must not take the others down.
+    pub fn attempt<T, E>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let outer = self.undo.take();
+        self.undo = Some(Vec::new());
+        let (seqs, hooks) = (self.seqs_taken, self.on_commit.len());
+        let result = f(self);
+        let undo = std::mem::replace(&mut self.undo, outer).unwrap_or_default();
+        if result.is_err() {
+            for (key, previous) in undo.into_iter().rev() {
+                match previous {
+                    Some(value) => self.staged.insert(key, value),
+                    None => self.staged.remove(&key),
+                };
+            }
+            self.seqs_taken = seqs;
+            self.on_commit.truncate(hooks);
+        } else if let Some(outer) = &mut self.undo {
+            // A nested attempt that succeeded stays undoable by the enclosing one.
+            outer.extend(undo);
+        }
+        result
     }
 
     /// The value of `key`: this write's own staged value if it staged one, else the committed one.
@@ -116,14 +161,21 @@ impl Committer {
         for job in group {
             if self.poisoned.load(Ordering::Acquire) {
                 // Run nothing more: answer the job without letting it stage anything.
-                let mut tx = WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0, on_commit: Vec::new() };
+                let mut tx = WriteTx {
+                    committer: self,
+                    staged: BTreeMap::new(),
+                    seqs_taken: 0,
+                    on_commit: Vec::new(),
+                    undo: None,
+                };
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
                 if let Ok(c) = completion {
                     done.push((c, Err(StorageError::Poisoned)));
                 }
                 continue;
             }
-            let mut tx = WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0, on_commit: Vec::new() };
+            let mut tx =
+                WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0, on_commit: Vec::new(), undo: None };
             // A panicking write function must not take the committer down; its caller sees Aborted
             // because the completion (and with it the reply channel) is dropped.
             let Ok(completion) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx))) else {

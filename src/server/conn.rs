@@ -1,0 +1,322 @@
+//! Serving connections with hyper directly, so that the requests hyper's HTTP/1 parser refuses
+//! before the application sees them (a malformed `Content-Length` or header, a URI over hyper's
+//! 64 KiB limit, a head over its buffer) are answered with a problem document like every other
+//! error, instead of hyper's bare status line.
+//!
+//! Hyper answers such a request by itself, writing a body-less response head (400, 414 or 431)
+//! and closing the connection; no hook changes that response. Each connection therefore counts
+//! the requests the application is answering (from the service call until hyper drops the
+//! response body): a response head written while that count is zero can only be hyper's own,
+//! and [`Conn`] writes the problem document in its place. The count costs one atomic increment
+//! and decrement per request and no allocation.
+
+use crate::api::{ApiError, ClientGone};
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use hyper::body::{Frame, Incoming, SizeHint};
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Serves one accepted connection until it closes or `shutdown` fires (then gracefully: the
+/// request under way is finished first).
+pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: tokio::sync::watch::Receiver<bool>) {
+    let answering = Arc::new(AtomicUsize::new(0));
+    let peer = Peer::of(&tcp);
+    let io = hyper_util::rt::TokioIo::new(Conn { tcp, answering: answering.clone(), replacement: None });
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let guard = Answering::start(&answering);
+        if req.method() == axum::http::Method::POST
+            && req.uri().path().ends_with("/import")
+            && let Some(gone) = peer.watch()
+        {
+            req.extensions_mut().insert(gone);
+        }
+        let mut app = app.clone();
+        async move {
+            let response = match tower_service::Service::call(&mut app, req).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            Ok::<_, Infallible>(response.map(|body| Guarded { body, _guard: guard }))
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(hyper_util::rt::TokioTimer::new());
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    let mut shutdown = shutdown;
+    let stopping = async {
+        while !*shutdown.borrow_and_update() {
+            if shutdown.changed().await.is_err() {
+                // the server is gone without a signal: keep serving this connection
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        result = conn.as_mut() => log(result),
+        () = stopping => {
+            conn.as_mut().graceful_shutdown();
+            log(conn.await);
+        }
+    }
+}
+
+/// A second handle on the connection's socket, to see the client go away while hyper does not
+/// read (it reads nothing while the body it holds is still being worked through, as with a small
+/// gzip body that inflates to a long import). Unix only; elsewhere imports stop when hyper next
+/// reads.
+struct Peer {
+    #[cfg(unix)]
+    socket: Option<std::os::fd::OwnedFd>,
+}
+
+impl Peer {
+    fn of(tcp: &TcpStream) -> Peer {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsFd;
+            Peer { socket: tcp.as_fd().try_clone_to_owned().ok() }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tcp;
+            Peer {}
+        }
+    }
+
+    /// Starts watching the socket for the client's close; the signal's receivers see `true` then.
+    /// The watch ends when every receiver is dropped (the request is over).
+    fn watch(&self) -> Option<ClientGone> {
+        #[cfg(unix)]
+        {
+            let socket = self.socket.as_ref()?.try_clone().ok()?;
+            let socket = TcpStream::from_std(std::net::TcpStream::from(socket)).ok()?;
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            tokio::spawn(watch_peer(socket, tx));
+            Some(ClientGone(rx))
+        }
+        #[cfg(not(unix))]
+        None
+    }
+}
+
+/// Waits for the client to close the connection without reading anything hyper has to read:
+/// the socket's readiness says "read closed" once the client's FIN arrived, even with body bytes
+/// still waiting in front of it. Readable-but-open readiness is cleared and waited on again, so
+/// the watch sleeps until the socket changes.
+#[cfg(unix)]
+async fn watch_peer(socket: TcpStream, gone: tokio::sync::watch::Sender<bool>) {
+    use tokio::io::Interest;
+    loop {
+        tokio::select! {
+            () = gone.closed() => return,
+            ready = socket.ready(Interest::READABLE) => match ready {
+                Ok(ready) if !ready.is_read_closed() => {
+                    // nothing to take from the socket: only forget this readiness
+                    let _ = socket.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
+                }
+                _ => {
+                    let _ = gone.send(true);
+                    return;
+                }
+            },
+        }
+    }
+}
+
+fn log(result: Result<(), hyper::Error>) {
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+/// Counts one request as being answered by the application, until dropped.
+struct Answering(Arc<AtomicUsize>);
+
+impl Answering {
+    fn start(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Answering(count.clone())
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request counted until hyper is done with it.
+struct Guarded {
+    body: Body,
+    _guard: Answering,
+}
+
+impl hyper::body::Body for Guarded {
+    type Data = <Body as hyper::body::Body>::Data;
+    type Error = <Body as hyper::body::Body>::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The TCP stream of a connection, which writes a problem document in place of hyper's own
+/// body-less error response.
+struct Conn {
+    tcp: TcpStream,
+    answering: Arc<AtomicUsize>,
+    /// the problem response being written, and how much of it is out
+    replacement: Option<(Vec<u8>, usize)>,
+}
+
+/// The status of a response head hyper writes by itself, if `bytes` is one: a 400, 414 or 431
+/// head alone, without a content type (every error the application sends has one, even to HEAD).
+fn hypers_own(bytes: &[u8]) -> Option<StatusCode> {
+    let rest = bytes.strip_prefix(b"HTTP/1.1 ")?;
+    if !bytes.ends_with(b"\r\n\r\n") || bytes.windows(15).any(|w| w.eq_ignore_ascii_case(b"\ncontent-type: ")) {
+        return None;
+    }
+    let status = StatusCode::from_bytes(rest.get(..3)?).ok()?;
+    matches!(status, StatusCode::BAD_REQUEST | StatusCode::URI_TOO_LONG | StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
+        .then_some(status)
+}
+
+/// The whole HTTP/1.1 response, a problem document, that replaces hyper's `status`.
+fn problem_response(status: StatusCode) -> Vec<u8> {
+    let (code, detail) = match status {
+        StatusCode::URI_TOO_LONG => ("uri_too_long", "the request target is longer than the server accepts (64 KiB)"),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => {
+            ("headers_too_large", "the request head is larger than the server accepts")
+        }
+        _ => ("malformed_request", "the request line or a header is malformed (e.g. an invalid Content-Length)"),
+    };
+    let body = serde_json::to_vec(&ApiError::new(status, code, detail).problem()).unwrap_or_default();
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
+impl Conn {
+    /// Takes over `bytes` if they are hyper's own error response; true when it did.
+    fn intercept(&mut self, bytes: &[u8]) -> bool {
+        if self.replacement.is_some() {
+            return true;
+        }
+        if self.answering.load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        match hypers_own(bytes) {
+            Some(status) => {
+                self.replacement = Some((problem_response(status), 0));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Writes what is left of the replacement.
+    fn drive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some((bytes, sent)) = &mut self.replacement {
+            let Some(rest) = bytes.get(*sent..).filter(|r| !r.is_empty()) else { return Poll::Ready(Ok(())) };
+            let n = ready!(Pin::new(&mut self.tcp).poll_write(cx, rest))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *sent += n;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.intercept(buf) {
+            // hyper's bytes are dropped: the replacement says the same, with a body
+            ready!(this.drive(cx))?;
+            return Poll::Ready(Ok(buf.len()));
+        }
+        Pin::new(&mut this.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
+        // hyper writes its own error head as one piece
+        if (this.replacement.is_some() || bufs.iter().filter(|b| !b.is_empty()).count() == 1) && this.intercept(first) {
+            ready!(this.drive(cx))?;
+            return Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()));
+        }
+        Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.drive(cx))?;
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.drive(cx))?;
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bare_error_head_is_taken_for_hypers_own() {
+        assert_eq!(
+            hypers_own(b"HTTP/1.1 414 URI Too Long\r\ncontent-length: 0\r\ndate: x\r\n\r\n"),
+            Some(StatusCode::URI_TOO_LONG)
+        );
+        assert_eq!(hypers_own(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"), None);
+        // the application's own errors carry a content type (a HEAD answer has no body)
+        assert_eq!(hypers_own(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\n\r\n"), None);
+        assert_eq!(hypers_own(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"), None);
+        assert_eq!(hypers_own(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 5\r\n\r\nhello"), None);
+        assert_eq!(hypers_own(b"{\"HTTP/1.1 400\":1}"), None);
+        let response = String::from_utf8(problem_response(StatusCode::BAD_REQUEST)).unwrap_or_default();
+        assert!(response.starts_with("HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\n"));
+        assert!(response.ends_with("\"code\":\"malformed_request\"}"), "{response}");
+    }
+}
