@@ -72,8 +72,13 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::InvalidId(_)
         | ServiceError::InvalidRequest(_)
         | ServiceError::InvalidFilter(_)
+        | ServiceError::InvalidCursor(_)
+        | ServiceError::QueryTooComplex(_)
         | ServiceError::ScanRefused { .. } => StatusCode::BAD_REQUEST,
-        ServiceError::InvalidDocument(_) | ServiceError::SchemaViolation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::InvalidDocument(_)
+        | ServiceError::SchemaViolation { .. }
+        | ServiceError::TooManyIndexEntries { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::Abandoned => StatusCode::REQUEST_TIMEOUT,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
         ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ServiceError::BatchFailed { source, .. } => status_of(source),

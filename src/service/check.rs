@@ -2,7 +2,7 @@
 //! snapshot and reports any entry without its document or with a stale value, any document
 //! missing an entry, a wrong document count, and graph adjacency that disagrees with its edges.
 
-use super::indexes::entries::entries;
+use super::indexes::entries::stored_entries as entries;
 use super::{Db, Result, ServiceError};
 use crate::catalog::{IndexDef, TableDef, TableKind};
 use crate::entity::{self, FieldDict, ValueRef};

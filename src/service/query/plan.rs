@@ -299,7 +299,9 @@ fn candidates(filter: &Filter, table: &str, defs: &[IndexDef]) -> Vec<IndexScan>
                 if def.kind == IndexKind::Unique && per_field.iter().flatten().any(|c| *c == Component::Null) {
                     continue; // unique indexes hold no nulls
                 }
-                if per_field.iter().map(Vec::len).product::<usize>() > MAX_RANGES {
+                // checked: 256 values on each of 8 fields must not wrap past the cap
+                let combos = per_field.iter().try_fold(1usize, |n, v| n.checked_mul(v.len()));
+                if combos.is_none_or(|n| n > MAX_RANGES) {
                     continue;
                 }
                 let combos = per_field.iter().fold(vec![Vec::new()], |acc, vals| {
