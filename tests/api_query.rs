@@ -82,3 +82,45 @@ async fn documents_stored_before_the_index_can_still_be_patched_and_deleted() {
     // the server is still up and answering
     assert_eq!(s.get("/v1/tables/old/documents/small").await.0, 200);
 }
+
+#[tokio::test]
+async fn filters_and_sorts_over_the_documented_limits_are_refused() {
+    let s = TestServer::start().await;
+    s.create_table("lim").await;
+    assert_eq!(s.put("/v1/tables/lim/documents/d", json!({"a": 1})).await.0, 201);
+    let ors: Vec<Value> = (0..65).map(|i| json!({"a": i})).collect();
+    let ands: Vec<Value> = (0..65).map(|i| json!({"a": {"$ne": i}})).collect();
+    let many_ops: serde_json::Map<String, Value> = (0..65).map(|i| (format!("f{i}"), json!(i))).collect();
+    let mut deep = json!({"a": 1});
+    for _ in 0..17 {
+        deep = json!({"$not": deep});
+    }
+    // 5 $or of 60 branches: each under the cap, 300 conditions in all
+    let wide: Vec<Value> =
+        (0..5).map(|_| json!({"$or": (0..60).map(|i| json!({"a": i})).collect::<Vec<_>>()})).collect();
+    let in_values: Vec<i64> = (0..1001).collect();
+    let sort: Vec<String> = (0..9).map(|i| format!("f{i}")).collect();
+    let fields: Vec<String> = (0..257).map(|i| format!("f{i}")).collect();
+    for body in [
+        json!({"filter": {"$or": ors}}),
+        json!({"filter": {"$and": ands}}),
+        json!({"filter": many_ops}),
+        json!({"filter": deep}),
+        json!({"filter": {"$and": wide}}),
+        json!({"filter": {"a": {"$in": in_values}}}),
+        json!({"filter": {"a": {"$nin": in_values}}}),
+        json!({"sort": sort}),
+        json!({"fields": fields}),
+    ] {
+        let r = s.send(Method::POST, "/v1/tables/lim/query", Some(&body), &[]).await;
+        assert!(r.is_problem(400, "query_too_complex"), "{body}: {}", r.body);
+    }
+    // at the limits, the same shapes run
+    let ors: Vec<Value> = (0..64).map(|i| json!({"a": i})).collect();
+    let in_values: Vec<i64> = (0..1000).collect();
+    let sort: Vec<String> = (0..8).map(|i| format!("f{i}")).collect();
+    for body in [json!({"filter": {"$or": ors}}), json!({"filter": {"a": {"$in": in_values}}}), json!({"sort": sort})] {
+        let (st, page) = s.post("/v1/tables/lim/query", body.clone()).await;
+        assert_eq!((st.as_u16(), page["documents"].as_array().map(Vec::len)), (200, Some(1)), "{body}: {page}");
+    }
+}

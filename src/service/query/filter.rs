@@ -95,21 +95,54 @@ pub fn scalar(v: &Value) -> Option<Component<'static>> {
     })
 }
 
+/// Most branches of one `$or`.
+pub const MAX_OR_BRANCHES: usize = 64;
+/// Most conditions ANDed at one level: the operators of one object (each field's operators
+/// count one each) or the items of one `$and`.
+pub const MAX_CONJUNCTS: usize = 64;
+/// Most field conditions in a whole filter.
+pub const MAX_CONDITIONS: usize = 256;
+/// Most values of one `$in` or `$nin`.
+pub const MAX_IN_VALUES: usize = 1000;
+/// Deepest nesting of `$and`, `$or` and `$not`.
+pub const MAX_DEPTH: usize = 16;
+
+fn too_complex(msg: String) -> ServiceError {
+    ServiceError::QueryTooComplex(msg)
+}
+
 impl Filter {
-    /// Parses a filter object.
+    /// Parses a filter object. A filter over one of the limits above is refused
+    /// (`query_too_complex`): planning and checking each candidate cost grows with its size.
     pub fn parse(v: &Value) -> Result<Filter> {
+        let mut conditions = 0;
+        Filter::parse_at(v, 0, &mut conditions)
+    }
+
+    fn parse_at(v: &Value, depth: usize, conditions: &mut usize) -> Result<Filter> {
         let Value::Object(map) = v else { return Err(invalid("a filter is a JSON object")) };
-        let mut all = Vec::with_capacity(map.len());
+        if depth > MAX_DEPTH {
+            return Err(too_complex(format!("filters nest at most {MAX_DEPTH} levels deep")));
+        }
+        let mut all = Vec::with_capacity(map.len().min(MAX_CONJUNCTS));
         for (key, value) in map {
+            if all.len() >= MAX_CONJUNCTS {
+                return Err(too_complex(format!("at most {MAX_CONJUNCTS} conditions are ANDed at one level")));
+            }
             match key.as_str() {
                 "$and" | "$or" => {
                     let Value::Array(items) = value else {
                         return Err(invalid(format!("{key} takes an array of filters")));
                     };
-                    let parts = items.iter().map(Filter::parse).collect::<Result<Vec<_>>>()?;
+                    let max = if key == "$and" { MAX_CONJUNCTS } else { MAX_OR_BRANCHES };
+                    if items.len() > max {
+                        return Err(too_complex(format!("{key} takes at most {max} filters")));
+                    }
+                    let parts =
+                        items.iter().map(|f| Filter::parse_at(f, depth + 1, conditions)).collect::<Result<Vec<_>>>()?;
                     all.push(if key == "$and" { Filter::And(parts) } else { Filter::Or(parts) });
                 }
-                "$not" => all.push(Filter::Not(Box::new(Filter::parse(value)?))),
+                "$not" => all.push(Filter::Not(Box::new(Filter::parse_at(value, depth + 1, conditions)?))),
                 k if k.starts_with('$') => return Err(invalid(format!("unknown operator {k} at the top level"))),
                 path => {
                     if path.is_empty() || path.split('.').any(str::is_empty) {
@@ -122,6 +155,16 @@ impl Filter {
                             }
                         }
                         v => all.push(Filter::Field { path: path.to_owned(), op: Op::Eq(v.clone()) }),
+                    }
+                    *conditions += match value {
+                        Value::Object(ops) => ops.len().max(1),
+                        _ => 1,
+                    };
+                    if all.len() > MAX_CONJUNCTS {
+                        return Err(too_complex(format!("at most {MAX_CONJUNCTS} conditions are ANDed at one level")));
+                    }
+                    if *conditions > MAX_CONDITIONS {
+                        return Err(too_complex(format!("a filter holds at most {MAX_CONDITIONS} field conditions")));
                     }
                 }
             }
@@ -170,6 +213,9 @@ fn parse_op(op: &str, arg: &Value) -> Result<Op> {
         scalar(arg).map(make).ok_or_else(|| invalid(format!("{op} takes a scalar (null, boolean, number or string)")))
     };
     let list = || match arg {
+        Value::Array(items) if items.len() > MAX_IN_VALUES => {
+            Err(too_complex(format!("{op} takes at most {MAX_IN_VALUES} values")))
+        }
         Value::Array(items) => Ok(items.clone()),
         _ => Err(invalid(format!("{op} takes an array"))),
     };

@@ -24,6 +24,8 @@ use utoipa::ToSchema;
 
 /// Most documents one query returns.
 pub const MAX_LIMIT: usize = 1000;
+/// Most fields one query projects.
+pub const MAX_FIELDS: usize = 256;
 
 /// The body of a query.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -288,10 +290,13 @@ impl Db {
             }
             None => requested,
         };
-        if let Some(fields) = &req.fields
-            && fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty))
-        {
-            return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
+        if let Some(fields) = &req.fields {
+            if fields.len() > MAX_FIELDS {
+                return Err(ServiceError::QueryTooComplex(format!("a query returns at most {MAX_FIELDS} fields")));
+            }
+            if fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)) {
+                return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
+            }
         }
         if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool

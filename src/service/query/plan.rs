@@ -484,8 +484,16 @@ fn union(view: &ReadView, filter: &Filter, table: &str, defs: &[IndexDef]) -> Re
     Ok(Some(out))
 }
 
-/// Parses `"-age"` / `"name"` into sort keys.
+/// Most sort keys of one query.
+pub const MAX_SORT_KEYS: usize = 8;
+
+/// Parses `"-age"` / `"name"` into sort keys (at most [`MAX_SORT_KEYS`]).
 pub fn parse_sort(sort: &[String]) -> Result<Vec<SortKey>> {
+    if sort.len() > MAX_SORT_KEYS {
+        return Err(crate::service::ServiceError::QueryTooComplex(format!(
+            "a query sorts by at most {MAX_SORT_KEYS} fields"
+        )));
+    }
     sort.iter()
         .map(|s| {
             let (field, desc) = match s.strip_prefix('-') {
