@@ -124,3 +124,102 @@ async fn filters_and_sorts_over_the_documented_limits_are_refused() {
         assert_eq!((st.as_u16(), page["documents"].as_array().map(Vec::len)), (200, Some(1)), "{body}: {page}");
     }
 }
+
+/// Pages through a query, returning every id and the cursors handed out.
+async fn pages(s: &TestServer, table: &str, body: Value, between: impl AsyncFn(usize)) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0..100 {
+        let mut body = body.clone();
+        if let Some(c) = &cursor {
+            body["cursor"] = json!(c);
+        }
+        let (st, got) = s.post(&format!("/v1/tables/{table}/query"), body.clone()).await;
+        assert_eq!(st, 200, "{body}: {got}");
+        ids.extend(got["documents"].as_array().unwrap().iter().map(|d| d["_id"].as_str().unwrap().to_owned()));
+        cursor = got["cursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            return ids;
+        }
+        between(page).await;
+    }
+    panic!("paging did not end");
+}
+
+#[tokio::test]
+async fn cursors_are_bound_to_their_table_filter_and_sort() {
+    let s = TestServer::start().await;
+    for t in ["c1", "c2"] {
+        s.create_table(t).await;
+        let docs: Vec<Value> = (0..10).map(|i| json!({"_id": format!("k{i:02}"), "x": i, "y": 1})).collect();
+        assert_eq!(s.post(&format!("/v1/tables/{t}/documents"), json!(docs)).await.0, 201);
+    }
+    let filter = json!({"x": {"$gte": 0}, "y": 1});
+    let (_, first) = s.post("/v1/tables/c1/query", json!({"filter": filter, "limit": 3})).await;
+    let c = first["cursor"].as_str().unwrap().to_owned();
+    let bad = [
+        ("c2", json!({"filter": filter, "cursor": c})),
+        ("c1", json!({"filter": {"x": {"$gte": 1}, "y": 1}, "cursor": c})),
+        ("c1", json!({"filter": filter, "sort": ["x"], "cursor": c})),
+        ("c1", json!({"cursor": c})),
+        ("c1", json!({"filter": filter, "cursor": "bm90IGEgY3Vyc29y"})),
+        ("c1", json!({"filter": filter, "cursor": "!!"})),
+    ];
+    for (t, body) in bad {
+        let r = s.send(Method::POST, &format!("/v1/tables/{t}/query"), Some(&body), &[]).await;
+        assert!(r.is_problem(400, "invalid_cursor"), "{t} {body}: {}", r.body);
+    }
+    // the same filter with its keys in another order is the same filter; the limit may change
+    let reordered: Value = serde_json::from_str(r#"{"y": 1, "x": {"$gte": 0}}"#).unwrap();
+    let (st, next) = s.post("/v1/tables/c1/query", json!({"filter": reordered, "cursor": c, "limit": 4})).await;
+    assert_eq!(st, 200, "{next}");
+    assert_eq!(next["documents"][0]["_id"], "k03");
+    // the listing's cursor is bound to its table, and to this incarnation of it
+    let (_, list) = s.get("/v1/tables/c1/documents?limit=2").await;
+    let lc = list["cursor"].as_str().unwrap().to_owned();
+    let (st, more) = s.get(&format!("/v1/tables/c1/documents?limit=2&cursor={lc}")).await;
+    assert_eq!((st.as_u16(), &more["documents"][0]["_id"]), (200, &json!("k02")));
+    let r = s.send(Method::GET, &format!("/v1/tables/c2/documents?cursor={lc}"), None, &[]).await;
+    assert!(r.is_problem(400, "invalid_cursor"), "{}", r.body);
+    let r = s.send(Method::POST, "/v1/tables/c1/query", Some(&json!({"cursor": lc})), &[]).await;
+    assert!(r.is_problem(400, "invalid_cursor"), "a listing cursor is not a query's: {}", r.body);
+    assert_eq!(s.delete("/v1/tables/c1").await.0, 204);
+    s.create_table("c1").await;
+    assert_eq!(s.put("/v1/tables/c1/documents/k05", json!({})).await.0, 201);
+    let r = s.send(Method::GET, &format!("/v1/tables/c1/documents?cursor={lc}"), None, &[]).await;
+    assert!(r.is_problem(400, "invalid_cursor"), "a re-created table refuses the old cursors: {}", r.body);
+}
+
+#[tokio::test]
+async fn a_cursor_keeps_its_order_when_the_plan_changes_between_pages() {
+    let s = TestServer::start().await;
+    s.create_table("po").await;
+    let docs: Vec<Value> = (0..20).map(|i| json!({"_id": format!("k{i:02}"), "age": (i * 7) % 10})).collect();
+    assert_eq!(s.post("/v1/tables/po/documents", json!(docs)).await.0, 201);
+    let all: Vec<String> = (0..20).map(|i| format!("k{i:02}")).collect();
+    // page 1 is a full scan in _id order; then a range index on the filtered field becomes ready,
+    // whose scan would return age order
+    let body = json!({"filter": {"age": {"$gte": 0}}, "limit": 5});
+    let got = pages(&s, "po", body.clone(), async |page| {
+        if page == 0 {
+            let (st, _) =
+                s.post("/v1/tables/po/indexes", json!({"name": "by_age", "kind": "range", "fields": ["age"]})).await;
+            assert_eq!(st, 202);
+            assert_eq!(s.index_settled("po", "by_age").await["state"], "ready");
+        }
+    })
+    .await;
+    assert_eq!(got, all, "_id order throughout");
+    let (_, p) = s.post("/v1/tables/po/query", json!({"filter": {"age": {"$gte": 0}}, "explain": true})).await;
+    assert_eq!(p["plan"]["order"], "index", "a first page now gets the range index's order: {p}");
+    // the other way: page 1 in the index's order, then the index is dropped
+    let got = pages(&s, "po", body, async |page| {
+        if page == 0 {
+            assert_eq!(s.delete("/v1/tables/po/indexes/by_age").await.0, 204);
+        }
+    })
+    .await;
+    let mut by_age = all.clone();
+    by_age.sort_by_key(|id| (id[1..].parse::<u64>().unwrap() * 7 % 10, id.clone()));
+    assert_eq!(got, by_age, "age order throughout");
+}

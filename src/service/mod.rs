@@ -3,6 +3,7 @@
 
 mod batch;
 mod check;
+mod cursor;
 pub(crate) mod documents;
 mod error;
 mod import;

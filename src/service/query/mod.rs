@@ -1,6 +1,7 @@
 //! `POST /v1/tables/{table}/query`: filter, sort, projection, limit and cursor, with a planner
 //! whose choice `explain` shows.
 
+mod cursor;
 mod exec;
 pub mod filter;
 pub mod plan;
@@ -10,9 +11,10 @@ use super::{Db, Result, ServiceError};
 use crate::catalog::IndexDef;
 use crate::entity::{self, FieldDict};
 use crate::keys::{Component, EntityKey, MetaKey};
+use crate::service::cursor::Binding;
 use crate::service::indexes::entries::field_values;
 use crate::storage::{Slice, Space};
-use base64::Engine;
+use cursor::{Cursor, Order, OrderKey};
 use filter::Filter;
 use plan::{Access, Plan, ScanExplain, SortKey};
 use serde::{Deserialize, Serialize};
@@ -100,36 +102,6 @@ pub enum QueryResponse {
     Explain(QueryExplain),
 }
 
-/// A result's position: its sort values (direction applied) and its id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct OrderKey {
-    values: Vec<(Component<'static>, bool)>,
-    id: String,
-}
-
-impl Ord for OrderKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        for ((a, desc), (b, _)) in self.values.iter().zip(&other.values) {
-            let o = a.cmp(b);
-            let o = if *desc { o.reverse() } else { o };
-            if o != Ordering::Equal {
-                return o;
-            }
-        }
-        // Ties go by `_id` in the first sort key's direction: the order an index scan of that
-        // key yields them in, so a scan serving a one-key sort is already in result order.
-        match self.values.first() {
-            Some((_, true)) => other.id.cmp(&self.id),
-            _ => self.id.cmp(&other.id),
-        }
-    }
-}
-impl PartialOrd for OrderKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 struct Hit {
     key: OrderKey,
     blob: Slice,
@@ -162,48 +134,6 @@ fn sort_value(blob: &[u8], dict: &FieldDict, key: &SortKey) -> Result<Component<
 fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Result<OrderKey> {
     let values = sort.iter().map(|k| Ok((sort_value(blob, dict, k)?, k.desc))).collect::<Result<_>>()?;
     Ok(OrderKey { values, id: id.to_owned() })
-}
-
-/// A cursor: the page's order (so the next page keeps it) and the last result's position.
-#[derive(Debug, Clone)]
-struct Cursor {
-    sort: Vec<SortKey>,
-    after: OrderKey,
-}
-
-fn encode_cursor(sort: &[SortKey], k: &OrderKey) -> String {
-    let order: Vec<Value> = sort.iter().map(|s| serde_json::json!([s.field, s.desc])).collect();
-    let v =
-        serde_json::json!({"o": order, "s": k.values.iter().map(|(c, _)| c.to_json()).collect::<Vec<_>>(), "id": k.id});
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
-}
-
-fn decode_cursor(cursor: &str) -> Result<Cursor> {
-    let bad = || ServiceError::InvalidRequest("cursor is not one this query handed out".into());
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    let id = v.get("id").and_then(Value::as_str).ok_or_else(bad)?.to_owned();
-    let sort = v
-        .get("o")
-        .and_then(Value::as_array)
-        .ok_or_else(bad)?
-        .iter()
-        .map(|o| {
-            let field = o.get(0).and_then(Value::as_str).ok_or_else(bad)?.to_owned();
-            let desc = o.get(1).and_then(Value::as_bool).ok_or_else(bad)?;
-            Ok(SortKey { field, desc })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let values = v.get("s").and_then(Value::as_array).ok_or_else(bad)?;
-    if values.len() != sort.len() {
-        return Err(bad());
-    }
-    let values = values
-        .iter()
-        .zip(&sort)
-        .map(|(v, k)| plan::component_of(v).map(|c| (c, k.desc)).ok_or_else(bad))
-        .collect::<Result<_>>()?;
-    Ok(Cursor { sort, after: OrderKey { values, id } })
 }
 
 /// The result document as JSON text: the whole document, or the requested fields (dotted paths,
@@ -269,6 +199,14 @@ fn ready_indexes(
     Ok(out)
 }
 
+/// Which page of a query to produce: its order, size, and where the previous page ended.
+struct Paging {
+    sort: Vec<SortKey>,
+    limit: usize,
+    cursor: Option<Cursor>,
+    binding: Binding,
+}
+
 impl Db {
     /// Runs a query (or explains it).
     pub async fn query(self: &Arc<Self>, table: String, req: QueryRequest) -> Result<QueryResult> {
@@ -281,13 +219,12 @@ impl Db {
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_LIMIT}")));
         }
-        let cursor = req.cursor.as_deref().map(decode_cursor).transpose()?;
+        let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        let binding = cursor::binding(&table, def.created_at, req.filter.as_ref(), &requested);
+        let cursor = req.cursor.as_deref().map(|c| cursor::decode(binding, c)).transpose()?;
         // A cursor keeps the order of its first page (which may be an index's natural order).
         let sort = match &cursor {
-            Some(c) if requested.is_empty() || requested == c.sort => c.sort.clone(),
-            Some(_) => {
-                return Err(ServiceError::InvalidRequest("the cursor belongs to a query with another sort".into()));
-            }
+            Some(c) => c.order.keys().to_vec(),
             None => requested,
         };
         if let Some(fields) = &req.fields {
@@ -298,32 +235,30 @@ impl Db {
                 return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
             }
         }
+        let paging = Paging { sort, limit, cursor, binding };
         if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool
-            return self.read_point(|db| db.run_query(&table, &filter, &sort, limit, cursor, &req));
+            return self.read_point(|db| db.run_query(&table, &filter, paging, &req));
         }
-        self.read(move |db| db.run_query(&table, &filter, &sort, limit, cursor, &req)).await
+        self.read(move |db| db.run_query(&table, &filter, paging, &req)).await
     }
 
-    fn run_query(
-        &self,
-        table: &str,
-        filter: &Filter,
-        sort: &[SortKey],
-        limit: usize,
-        cursor: Option<Cursor>,
-        req: &QueryRequest,
-    ) -> Result<QueryResult> {
+    fn run_query(&self, table: &str, filter: &Filter, paging: Paging, req: &QueryRequest) -> Result<QueryResult> {
+        let Paging { sort, limit, cursor, binding } = paging;
+        let sort = sort.as_slice();
+        // A later page keeps the first page's order, whatever this page's plan is.
+        let order_fixed = cursor.is_some();
         let cursor = cursor.map(|c| c.after);
         self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
         let view = self.store.snapshot();
         let defs = ready_indexes(&view, &self.catalog, table)?;
         let Plan { access, mut sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit, req.explain)?;
         // Without a sort, a range scan's natural order (its field, then `_id`) is the result order,
-        // so `limit` stops the scan early; other plans return `_id` order.
+        // so `limit` stops the scan early; other plans return `_id` order. The cursor records
+        // which one the first page had.
         let natural;
         let sort = match &access {
-            Access::Index(s) if sort.is_empty() && s.natural_order() => {
+            Access::Index(s) if sort.is_empty() && !order_fixed && s.natural_order() => {
                 natural = vec![SortKey { field: s.def.fields[0].clone(), desc: false }];
                 sort_by_index = true;
                 natural.as_slice()
@@ -460,7 +395,7 @@ impl Db {
                 },
             }));
         }
-        let next = if more { hits.last().map(|h| encode_cursor(sort, &h.key)) } else { None };
+        let next = if more { hits.last().map(|h| cursor::encode(binding, &Order::of(sort), &h.key)) } else { None };
         let documents = self.catalog.with_dict(|dict| {
             hits.iter().map(|h| project(&h.blob, dict, &h.key.id, req.fields.as_deref())).collect::<Result<Vec<_>>>()
         })?;
