@@ -223,3 +223,118 @@ async fn a_cursor_keeps_its_order_when_the_plan_changes_between_pages() {
     by_age.sort_by_key(|id| (id[1..].parse::<u64>().unwrap() * 7 % 10, id.clone()));
     assert_eq!(got, by_age, "age order throughout");
 }
+
+/// The ids a query returns (one page of up to 1000).
+async fn ids(s: &TestServer, table: &str, body: Value) -> Vec<String> {
+    let (st, page) = s.post(&format!("/v1/tables/{table}/query"), body.clone()).await;
+    assert_eq!(st, 200, "{body}: {page}");
+    page["documents"].as_array().unwrap().iter().map(|d| d["_id"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn explain(s: &TestServer, table: &str, mut body: Value) -> Value {
+    body["explain"] = json!(true);
+    let (st, page) = s.post(&format!("/v1/tables/{table}/query"), body.clone()).await;
+    assert_eq!(st, 200, "{body}: {page}");
+    page["plan"].clone()
+}
+
+#[tokio::test]
+async fn id_conditions_match_and_are_read_from_the_entity_keys() {
+    let s = TestServer::start().await;
+    s.create_table("ids").await;
+    let docs: Vec<Value> = (0..10).map(|i| json!({"_id": format!("k{i:02}"), "n": i})).collect();
+    assert_eq!(s.post("/v1/tables/ids/documents", json!(docs)).await.0, 201);
+    let k = |r: std::ops::Range<usize>| r.map(|i| format!("k{i:02}")).collect::<Vec<_>>();
+    let cases = [
+        (json!({"_id": "k05"}), k(5..6)),
+        (json!({"_id": {"$eq": "k05"}, "n": 5}), k(5..6)),
+        (json!({"_id": "k05", "n": 4}), vec![]),
+        (json!({"_id": {"$in": ["k07", "k01", "zz", 5, null]}}), vec!["k01".into(), "k07".into()]),
+        (json!({"_id": null}), vec![]),
+        (json!({"_id": {"$exists": false}}), vec![]),
+        (json!({"_id": {"$gte": "k03", "$lt": "k06"}}), k(3..6)),
+        (json!({"_id": {"$gt": "k03", "$lte": "k06", "$lt": "k05"}}), k(4..5)),
+        (json!({"_id": {"$gt": 3}}), vec![]),
+        (json!({"_id": {"$prefix": "k0"}}), k(0..10)),
+        (json!({"_id": {"$ne": "k05"}, "n": {"$gte": 4, "$lte": 6}}), vec!["k04".into(), "k06".into()]),
+        (json!({"_id.x": null}), k(0..10)),
+        (json!({"$or": [{"_id": "k01"}, {"n": 8}]}), vec!["k01".into(), "k08".into()]),
+    ];
+    for (filter, want) in cases {
+        assert_eq!(ids(&s, "ids", json!({"filter": filter})).await, want, "{filter}");
+    }
+    let mut desc = k(0..10);
+    desc.reverse();
+    assert_eq!(ids(&s, "ids", json!({"sort": ["-_id"]})).await, desc);
+    // point reads and key ranges, shown in explain; only what they name is read
+    let p = explain(&s, "ids", json!({"filter": {"_id": {"$in": ["k02", "k04", "nope"]}}})).await;
+    assert_eq!((p["strategy"].as_str(), p["scans"][0]["index"].as_str()), (Some("id_lookup"), Some("_id")), "{p}");
+    assert_eq!((p["examined_rows"].as_u64(), p["returned_rows"].as_u64()), (Some(2), Some(2)), "{p}");
+    assert_eq!(p["scans"][0]["ranges"][0], json!(["entity:ids:k02", "entity:ids:k02"]), "{p}");
+    let p = explain(&s, "ids", json!({"filter": {"_id": {"$gte": "k03", "$lt": "k06"}}})).await;
+    assert_eq!(p["strategy"], "id_range", "{p}");
+    assert_eq!(p["scans"][0]["ranges"][0], json!(["entity:ids:k03", "entity:ids:k06"]), "{p}");
+    assert_eq!(p["examined_rows"], 3, "{p}");
+    let p = explain(&s, "ids", json!({"filter": {"_id": null}})).await;
+    assert_eq!((p["strategy"].as_str(), p["examined_rows"].as_u64()), (Some("id_lookup"), Some(0)), "{p}");
+    // pages of a lookup and of a range
+    let got =
+        pages(&s, "ids", json!({"filter": {"_id": {"$in": ["k09", "k00", "k05"]}}, "limit": 1}), async |_| {}).await;
+    assert_eq!(got, ["k00", "k05", "k09"]);
+    let got = pages(&s, "ids", json!({"filter": {"_id": {"$gte": "k02"}}, "limit": 3}), async |_| {}).await;
+    assert_eq!(got, k(2..10));
+}
+
+/// Explains the page after `cursor` (or the first).
+async fn examined_on_page(s: &TestServer, table: &str, body: &Value, cursor: Option<&str>) -> Value {
+    let mut body = body.clone();
+    if let Some(c) = cursor {
+        body["cursor"] = json!(c);
+    }
+    explain(s, table, body).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_page_examines_no_more_than_the_first() {
+    let s = TestServer::start().await;
+    s.create_table("pg").await;
+    for (name, field) in [("by_g", "g"), ("by_h", "h")] {
+        let (st, _) = s.post("/v1/tables/pg/indexes", json!({"name": name, "kind": "hash", "fields": [field]})).await;
+        assert_eq!(st, 201);
+    }
+    let mut body = String::new();
+    for i in 0..3000 {
+        body.push_str(&format!("{}\n", json!({"_id": format!("d{i:05}"), "g": i % 2, "h": i % 3})));
+    }
+    let r = s.raw(Method::POST, "/v1/tables/pg/import", "application/x-ndjson", body).await;
+    assert_eq!(r.body["inserted"], 3000, "{}", r.body);
+    for (query, strategy) in [
+        (json!({"filter": {"g": 1}, "limit": 50}), "index_scan"),
+        (json!({"filter": {"g": 1, "h": 2}, "limit": 50}), "intersection"),
+        (json!({"filter": {"_id": {"$gte": "d01000"}}, "limit": 50}), "id_range"),
+    ] {
+        let first = examined_on_page(&s, "pg", &query, None).await;
+        assert_eq!(first["strategy"], strategy, "{first}");
+        let mut cursor: Option<String> = None;
+        let mut page = 0;
+        loop {
+            let mut q = query.clone();
+            if let Some(c) = &cursor {
+                q["cursor"] = json!(c);
+            }
+            let (st, got) = s.post("/v1/tables/pg/query", q).await;
+            assert_eq!(st, 200);
+            let Some(next) = got["cursor"].as_str() else { break };
+            cursor = Some(next.to_owned());
+            page += 1;
+            let later = examined_on_page(&s, "pg", &query, cursor.as_deref()).await;
+            assert_eq!(later["strategy"], strategy, "{later}");
+            // the scan starts at the cursor: page N reads what page 1 reads (its limit + 1)
+            assert!(
+                later["examined_rows"].as_u64().unwrap() <= first["examined_rows"].as_u64().unwrap(),
+                "{query} page {page}: {later} vs first {first}"
+            );
+        }
+        assert!(page >= 9, "{query}: {page} pages");
+    }
+}

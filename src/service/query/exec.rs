@@ -1,6 +1,7 @@
 //! Running a plan: candidate streams from storage, the filter on each candidate, and a bounded
 //! top-k by the query's order — memory grows with `limit`, never with the table.
 
+use super::ids::{self, IdScan};
 use super::plan::{Access, IndexScan, Range, Shape};
 use crate::catalog::IndexKind;
 use crate::entity::FieldDict;
@@ -137,6 +138,7 @@ pub fn candidates<'v>(
             }))
         }
         Access::Index(scan) => index_candidates(view, scan),
+        Access::Ids(scan) => id_candidates(view, scan),
         Access::Intersect(scans) => {
             let streams: Vec<_> = scans.iter().map(|s| index_candidates(view, s)).collect();
             Box::new(MergeJoin { streams, done: false })
@@ -148,6 +150,29 @@ pub fn candidates<'v>(
             }))
         }
     }
+}
+
+/// Documents read by `_id`: point reads, or one range of the entity keys.
+fn id_candidates<'v>(view: &'v ReadView, scan: &IdScan) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
+    let table = scan.table.clone();
+    if let Some(ids) = &scan.points {
+        return Box::new(ids.clone().into_iter().filter_map(move |id| {
+            match view.get(Space::Entity, &EntityKey::new(&table, &id).encode()) {
+                Ok(Some(blob)) => Some(Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })),
+                Ok(None) => None,
+                Err(e) => Some(Err(e.into())),
+            }
+        }));
+    }
+    if ids::is_empty(&scan.range) {
+        return Box::new(std::iter::empty());
+    }
+    let (lo, hi) = scan.range.clone();
+    Box::new(view.scan(Space::Entity, KeyRange::Between(lo, hi), false).map(|item| {
+        let (key, blob) = item?;
+        let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
+        Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })
+    }))
 }
 
 fn index_candidates<'v>(view: &'v ReadView, scan: &IndexScan) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {

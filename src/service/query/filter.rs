@@ -16,6 +16,7 @@ use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{Component, Number};
 use crate::service::indexes::entries::component;
 use crate::service::indexes::geo::{GeoBox, Point};
+use crate::service::schema::ID_FIELD;
 use crate::service::{Result, ServiceError};
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -172,12 +173,13 @@ impl Filter {
         Ok(if all.len() == 1 { all.remove(0) } else { Filter::And(all) })
     }
 
-    /// True when the stored document matches.
-    pub fn matches(&self, blob: &[u8], dict: &FieldDict) -> Result<bool> {
+    /// True when the document `id`, stored as `blob`, matches. `_id` is a field like any other
+    /// (a string, never missing, with no nested fields), though the blob does not hold it.
+    pub fn matches(&self, id: &str, blob: &[u8], dict: &FieldDict) -> Result<bool> {
         Ok(match self {
             Filter::And(parts) => {
                 for p in parts {
-                    if !p.matches(blob, dict)? {
+                    if !p.matches(id, blob, dict)? {
                         return Ok(false);
                     }
                 }
@@ -185,16 +187,22 @@ impl Filter {
             }
             Filter::Or(parts) => {
                 for p in parts {
-                    if p.matches(blob, dict)? {
+                    if p.matches(id, blob, dict)? {
                         return Ok(true);
                     }
                 }
                 false
             }
-            Filter::Not(f) => !f.matches(blob, dict)?,
+            Filter::Not(f) => !f.matches(id, blob, dict)?,
+            Filter::Field { path, op } if path == ID_FIELD => op.matches(Some(ValueRef::Str(id)), dict)?,
             Filter::Field { path, op } => {
                 let steps: Vec<&str> = path.split('.').collect();
-                op.matches(entity::get_path(blob, dict, &steps)?, dict)?
+                if steps.first() == Some(&ID_FIELD) {
+                    // a string has no fields
+                    op.matches(None, dict)?
+                } else {
+                    op.matches(entity::get_path(blob, dict, &steps)?, dict)?
+                }
             }
         })
     }
@@ -354,7 +362,7 @@ mod tests {
     fn check(filter: Value, doc: Value) -> bool {
         let mut dict = FieldDict::new();
         let blob = entity::encode(&doc, &mut dict, &EncodeOptions::default()).unwrap();
-        Filter::parse(&filter).unwrap().matches(&blob, &dict).unwrap()
+        Filter::parse(&filter).unwrap().matches("doc1", &blob, &dict).unwrap()
     }
 
     #[test]
@@ -384,6 +392,12 @@ mod tests {
             json!({"loc": {"$near": {"lat": 59.9, "lon": 10.75, "meters": 2000}}}),
             json!({"loc": {"$box": {"min_lat": 59, "min_lon": 10, "max_lat": 60, "max_lon": 11}}}),
             json!({}),
+            json!({"_id": "doc1"}),
+            json!({"_id": {"$in": ["x", "doc1"]}}),
+            json!({"_id": {"$gt": "doc", "$lte": "doc1"}}),
+            json!({"_id": {"$prefix": "do"}}),
+            json!({"_id": {"$ne": null}}),
+            json!({"_id.x": null}),
         ];
         for f in yes {
             assert!(check(f.clone(), doc.clone()), "{f} should match");
@@ -401,6 +415,11 @@ mod tests {
             json!({"$and": [{"a": 1}, {"s": "x"}]}),
             json!({"loc": {"$near": {"lat": 59.9, "lon": 10.75, "meters": 100}}}),
             json!({"t": {"$prefix": "world"}}),
+            json!({"_id": null}),
+            json!({"_id": "doc2"}),
+            json!({"_id": {"$exists": false}}),
+            json!({"_id": {"$gt": "doc1"}}),
+            json!({"_id": {"$gt": 1}}),
         ];
         for f in no {
             assert!(!check(f.clone(), doc.clone()), "{f} should not match");

@@ -4,6 +4,7 @@
 mod cursor;
 mod exec;
 pub mod filter;
+mod ids;
 pub mod plan;
 
 use super::documents::{DocumentPage, RawPage};
@@ -57,7 +58,8 @@ pub struct QueryRequest {
 /// What the planner chose and what running it cost.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Explain {
-    /// `full_scan`, `index_scan`, `intersection` or `union` (an `$or` with an index per branch)
+    /// `full_scan`, `index_scan`, `intersection`, `union` (an `$or` with an index per branch),
+    /// `id_lookup` (point reads by `_id`) or `id_range` (a range of `_id`s)
     pub strategy: &'static str,
     /// the index scans, in the order they are read
     pub scans: Vec<ScanExplain>,
@@ -125,14 +127,17 @@ impl PartialOrd for Hit {
 
 /// A field's sort value: its smallest value ascending, its largest descending (arrays), with
 /// missing fields as null — the value at which a range index scan first meets the document.
-fn sort_value(blob: &[u8], dict: &FieldDict, key: &SortKey) -> Result<Component<'static>> {
+fn sort_value(blob: &[u8], dict: &FieldDict, key: &SortKey, id: &str) -> Result<Component<'static>> {
+    if key.field == super::schema::ID_FIELD {
+        return Ok(Component::Str(id.to_owned().into()));
+    }
     let values = field_values(blob, dict, &key.field)?;
     let v = if key.desc { values.last() } else { values.first() };
     Ok(v.cloned().unwrap_or(Component::Null).into_owned())
 }
 
 fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Result<OrderKey> {
-    let values = sort.iter().map(|k| Ok((sort_value(blob, dict, k)?, k.desc))).collect::<Result<_>>()?;
+    let values = sort.iter().map(|k| Ok((sort_value(blob, dict, k, id)?, k.desc))).collect::<Result<_>>()?;
     Ok(OrderKey { values, id: id.to_owned() })
 }
 
@@ -166,14 +171,20 @@ fn insert_path(map: &mut Map<String, Value>, steps: &[&str], v: Value) {
 }
 
 /// True when `branch` is the first branch of the union whose filter the document matches.
-fn first_branch(branches: &[(plan::IndexScan, Filter)], branch: usize, blob: &[u8], dict: &FieldDict) -> Result<bool> {
+fn first_branch(
+    branches: &[(plan::IndexScan, Filter)],
+    branch: usize,
+    id: &str,
+    blob: &[u8],
+    dict: &FieldDict,
+) -> Result<bool> {
     for (_, earlier) in branches.iter().take(branch) {
-        if earlier.matches(blob, dict)? {
+        if earlier.matches(id, blob, dict)? {
             return Ok(false);
         }
     }
     match branches.get(branch) {
-        Some((_, f)) => f.matches(blob, dict),
+        Some((_, f)) => f.matches(id, blob, dict),
         None => Ok(false),
     }
 }
@@ -276,13 +287,24 @@ impl Db {
         // Candidates that arrive in result order allow stopping at `limit`.
         let id_ordered = sort.is_empty()
             && match &access {
-                Access::FullScan | Access::Intersect(_) => true,
+                Access::FullScan | Access::Intersect(_) | Access::Ids(_) => true,
                 Access::Index(s) => s.id_ordered(),
                 Access::Union(_) => false,
             };
-        let after_id = if sort.is_empty() { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
-        // A later page of an index-ordered scan starts at the cursor's value, not at the start.
+        let after_id = if id_ordered { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
+        // A later page of an `_id`-ordered plan starts after the cursor's id: the keys before it
+        // hold only what earlier pages returned, and reading them again would make page N cost N
+        // pages.
         let mut access = access;
+        if let Some(id) = after_id {
+            match &mut access {
+                Access::Ids(s) => s.seek_after(id),
+                Access::Index(s) => s.seek_after_id(id),
+                Access::Intersect(scans) => scans.iter_mut().for_each(|s| s.seek_after_id(id)),
+                Access::FullScan | Access::Union(_) => {}
+            }
+        }
+        // A later page of an index-ordered scan starts at the cursor's value, not at the start.
         if sort_by_index
             && let (Access::Index(scan), Some((value, _))) =
                 (&mut access, cursor.as_ref().and_then(|c| c.values.first()))
@@ -340,11 +362,11 @@ impl Db {
                 }
                 // A union takes each document from the first branch whose filter it matches.
                 if let Access::Union(branches) = &access
-                    && !first_branch(branches, cand.branch, &blob, dict)?
+                    && !first_branch(branches, cand.branch, &cand.id, &blob, dict)?
                 {
                     continue;
                 }
-                if !filter.matches(&blob, dict)? {
+                if !filter.matches(&cand.id, &blob, dict)? {
                     continue;
                 }
                 let key = order_key(&blob, dict, sort, &cand.id)?;
@@ -368,12 +390,15 @@ impl Db {
                 Access::Index(s) => ("index_scan", vec![ScanExplain::of(s)]),
                 Access::Intersect(ss) => ("intersection", ss.iter().map(ScanExplain::of).collect()),
                 Access::Union(bs) => ("union", bs.iter().map(|(s, _)| ScanExplain::of(s)).collect()),
+                Access::Ids(s) if s.points.is_some() => ("id_lookup", vec![ScanExplain::of_ids(s)]),
+                Access::Ids(s) => ("id_range", vec![ScanExplain::of_ids(s)]),
             };
             let estimated_rows = match &access {
                 Access::FullScan => count,
                 Access::Index(s) => s.estimate,
                 Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
                 Access::Union(bs) => bs.iter().map(|(s, _)| s.estimate).sum(),
+                Access::Ids(s) => s.estimate,
             };
             let order = if sort_by_index {
                 "index"

@@ -6,10 +6,12 @@
 //! first sort field can serve the order (with early stop at `limit`) instead.
 
 use super::filter::{Filter, Op, scalar};
+use super::ids::IdScan;
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{Component, IdxKey, KeyWriter, RidxKey, SidxKey, prefix_successor};
 use crate::service::Result;
 use crate::service::indexes::geo::GeoBox;
+use crate::service::schema::ID_FIELD;
 use crate::storage::{KeyRange, ReadView, Space};
 use serde::Serialize;
 use serde_json::Value;
@@ -103,6 +105,20 @@ impl IndexScan {
         }
     }
 
+    /// Narrows an id-ordered scan (one exact key prefix) to start after document `id`: its keys
+    /// are the prefix followed by the id, in id order, so the keys before hold only documents an
+    /// earlier page returned. Unique entries end at the values (one document): nothing to skip.
+    pub fn seek_after_id(&mut self, id: &str) {
+        if !self.id_ordered() || self.def.kind == IndexKind::Unique || self.ranges.len() != 1 {
+            return;
+        }
+        if let (Bound::Included(prefix), _) = &self.ranges[0] {
+            let mut key = prefix.clone();
+            key.extend_from_slice(&KeyWriter::default().str(id).finish());
+            self.ranges[0].0 = Bound::Excluded(key);
+        }
+    }
+
     /// True when the scan's own order (value, then id) can be the result order: a range scan of a
     /// range index that holds one entry per document (not multikey).
     pub fn natural_order(&self) -> bool {
@@ -121,6 +137,8 @@ pub enum Access {
     Intersect(Vec<IndexScan>),
     /// an `$or`: one scan per branch, each document taken from the first branch it matches
     Union(Vec<(IndexScan, Filter)>),
+    /// `_id` conditions: point reads or one range of the entity keys, in id order
+    Ids(IdScan),
 }
 
 /// The chosen plan.
@@ -135,10 +153,11 @@ pub struct Plan {
 /// What `explain` shows of one scan.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ScanExplain {
-    /// index name
+    /// index name (`_id` for reads of the entity keys by id)
     pub index: String,
-    /// index kind
-    pub kind: IndexKind,
+    /// index kind (absent for `_id` reads)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<IndexKind>,
     /// the condition it serves
     pub condition: String,
     /// the key ranges, in display form (`[lo, hi)`)
@@ -157,10 +176,38 @@ impl ScanExplain {
         };
         ScanExplain {
             index: s.def.name.clone(),
-            kind: s.def.kind,
+            kind: Some(s.def.kind),
             condition: s.condition.clone(),
             ranges: s.ranges.iter().map(|(lo, hi)| [show(lo, "-inf"), show(hi, "+inf")]).collect(),
             direction: if s.reverse { "desc" } else { "asc" },
+            estimated_rows: s.estimate,
+        }
+    }
+}
+
+impl ScanExplain {
+    pub(super) fn of_ids(s: &IdScan) -> ScanExplain {
+        let show = |b: &Bound<Vec<u8>>, open: &str| match b {
+            Bound::Included(k) | Bound::Excluded(k) => crate::keys::display("entity", k),
+            Bound::Unbounded => open.to_owned(),
+        };
+        let ranges = match &s.points {
+            // a point read is the one-key range [key, key]
+            Some(ids) => ids
+                .iter()
+                .map(|id| {
+                    let key = show(&Bound::Included(crate::keys::EntityKey::new(&s.table, id).encode()), "");
+                    [key.clone(), key]
+                })
+                .collect(),
+            None => vec![[show(&s.range.0, "-inf"), show(&s.range.1, "+inf")]],
+        };
+        ScanExplain {
+            index: ID_FIELD.to_owned(),
+            kind: None,
+            condition: s.condition.clone(),
+            ranges,
+            direction: "asc",
             estimated_rows: s.estimate,
         }
     }
@@ -421,6 +468,29 @@ pub fn choose(
     limit: usize,
     explain: bool,
 ) -> Result<Plan> {
+    // `_id` equality and `$in` are point reads of the entity keys: nothing reads less.
+    let ids = IdScan::of(filter, table);
+    if let Some(ids) = &ids
+        && ids.points.is_some()
+    {
+        return Ok(Plan { access: Access::Ids(ids.clone()), sort_by_index: false });
+    }
+    // An `_id` range competes with the index scans on its key count.
+    let id_range = match ids {
+        Some(mut r) => {
+            r.estimate = if super::ids::is_empty(&r.range) {
+                0
+            } else {
+                estimate(view, Space::Entity, std::slice::from_ref(&r.range))?
+            };
+            Some(r)
+        }
+        None => None,
+    };
+    // The blobs do not hold `_id`: an index on it holds nothing useful.
+    let defs: Vec<IndexDef> =
+        defs.iter().filter(|d| !d.fields.iter().any(|f| f.split('.').next() == Some(ID_FIELD))).cloned().collect();
+    let defs = defs.as_slice();
     let mut scans = candidates(filter, table, defs);
     let sort_index = sort.first().and_then(|first| {
         defs.iter()
@@ -429,7 +499,7 @@ pub fn choose(
     });
     // Count keys only where there is a choice to make (or explain shows it); a unique
     // equality holds one key per value.
-    let choice = scans.len() > 1 || sort_index.is_some() || explain;
+    let choice = scans.len() > 1 || sort_index.is_some() || id_range.is_some() || explain;
     for s in &mut scans {
         s.estimate = if s.def.kind == IndexKind::Unique {
             s.ranges.len() as u64
@@ -440,10 +510,12 @@ pub fn choose(
         };
     }
     scans.sort_by_key(|s| s.estimate);
+    let id_range = id_range.filter(|r| scans.first().is_none_or(|s| r.estimate <= s.estimate));
+    let best = id_range.as_ref().map(|r| r.estimate).or(scans.first().map(|s| s.estimate));
     if let Some((def, desc)) = sort_index {
         // Serve the order from the index unless another scan is so selective that sorting its
         // few candidates in memory is cheaper than walking the index until `limit` matches.
-        let selective = scans.first().is_some_and(|s| s.estimate < ESTIMATE_CAP.min(limit as u64 * 10).max(100));
+        let selective = best.is_some_and(|e| e < ESTIMATE_CAP.min(limit as u64 * 10).max(100));
         if !selective {
             let mut s = sort_scan(filter, table, def, desc);
             if explain {
@@ -451,6 +523,9 @@ pub fn choose(
             }
             return Ok(Plan { access: Access::Index(Box::new(s)), sort_by_index: true });
         }
+    }
+    if let Some(r) = id_range {
+        return Ok(Plan { access: Access::Ids(r), sort_by_index: false });
     }
     let id_ordered: Vec<IndexScan> = scans.iter().filter(|s| s.id_ordered()).cloned().collect();
     let access = match scans.first() {
@@ -517,6 +592,9 @@ pub fn component_of(v: &Value) -> Option<Component<'static>> {
 /// on each of its fields): such a query reads a handful of keys and can run inline.
 pub fn unique_point(filter: &Filter, defs: &[std::sync::Arc<IndexDef>]) -> bool {
     let conjuncts = filter.conjuncts();
+    if conjuncts.iter().any(|c| matches!(c, Filter::Field { path, op: Op::Eq(_) } if path == ID_FIELD)) {
+        return true;
+    }
     defs.iter().filter(|d| d.kind == IndexKind::Unique && d.is_ready()).any(|d| {
         d.fields.iter().all(|f| {
             conjuncts.iter().any(|c| {
