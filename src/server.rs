@@ -62,7 +62,10 @@ impl Server {
                 tracing::warn!(error = %e, "cannot set TCP_NODELAY");
             }
         });
-        let db = Db::open(config.storage, config.options)?;
+        // A query's scan stops when its request times out (unless configured otherwise).
+        let options =
+            DbOptions { query_timeout: config.options.query_timeout.or(Some(config.limits.timeout)), ..config.options };
+        let db = Db::open(config.storage, options)?;
         let app = api::app(db.clone(), config.limits);
         let done = tokio::spawn(async move {
             axum::serve(listener, app)

@@ -338,3 +338,30 @@ async fn a_later_page_examines_no_more_than_the_first() {
         assert!(page >= 9, "{query}: {page} pages");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_stops_at_the_request_timeout() {
+    // the scan's own deadline (the request timeout, set short here), with the HTTP layer's
+    // timeout long: the 408 can only come from the scan giving up
+    let s = TestServer::start_with(|c| {
+        c.options.query_timeout = Some(std::time::Duration::from_millis(50));
+        c.limits.timeout = std::time::Duration::from_secs(600);
+    })
+    .await;
+    s.create_table("slow").await;
+    let mut body = String::new();
+    for i in 0..20_000 {
+        body.push_str(&format!("{}\n", json!({"_id": format!("d{i:05}"), "n": i})));
+    }
+    let r = s.raw(Method::POST, "/v1/tables/slow/import", "application/x-ndjson", body).await;
+    assert_eq!(r.body["inserted"], 20_000, "{}", r.body);
+    // a full scan whose every document is checked against 1000 values, 64 times over
+    let nin: Vec<Value> = (0..1000).map(|i| json!(format!("x{i}"))).collect();
+    let ands: Vec<Value> = (0..64).map(|_| json!({"n": {"$nin": nin}})).collect();
+    let query = json!({"filter": {"$and": ands, "missing": true}});
+    let r = s.send(Method::POST, "/v1/tables/slow/query", Some(&query), &[]).await;
+    assert!(r.is_problem(408, "request_timeout"), "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("scan"), "{}", r.body);
+    // and the server answers the next request
+    assert_eq!(s.get("/v1/tables/slow/documents/d00001").await.0, 200);
+}

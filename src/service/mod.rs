@@ -39,6 +39,7 @@ pub struct Db {
     catalog: Arc<Catalog>,
     started: Instant,
     scan_threshold: u64,
+    query_timeout: Option<std::time::Duration>,
 }
 
 /// Service settings.
@@ -49,11 +50,14 @@ pub struct DbOptions {
     /// resume unfinished index builds and table drops at open (off for offline tools such as
     /// `mosaicdb check`, which must not change the data they inspect)
     pub background_jobs: bool,
+    /// a query's scan gives up (408 `request_timeout`) this long after it started; the server
+    /// sets it to the request timeout, so no scan outlives its request
+    pub query_timeout: Option<std::time::Duration>,
 }
 
 impl Default for DbOptions {
     fn default() -> Self {
-        DbOptions { scan_threshold: 1000, background_jobs: true }
+        DbOptions { scan_threshold: 1000, background_jobs: true, query_timeout: None }
     }
 }
 
@@ -63,7 +67,13 @@ impl Db {
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
         let catalog = Catalog::load(&store)?;
-        let db = Arc::new(Db { store, catalog, started: Instant::now(), scan_threshold: options.scan_threshold });
+        let db = Arc::new(Db {
+            store,
+            catalog,
+            started: Instant::now(),
+            scan_threshold: options.scan_threshold,
+            query_timeout: options.query_timeout,
+        });
         if !options.background_jobs {
             return Ok(db);
         }

@@ -3,6 +3,7 @@
 
 mod cursor;
 mod exec;
+mod explain;
 pub mod filter;
 mod ids;
 pub mod plan;
@@ -16,13 +17,16 @@ use crate::service::cursor::Binding;
 use crate::service::indexes::entries::field_values;
 use crate::storage::{Slice, Space};
 use cursor::{Cursor, Order, OrderKey};
+use exec::Stop;
+pub use explain::ScanExplain;
 use filter::Filter;
-use plan::{Access, Plan, ScanExplain, SortKey};
+use plan::{Access, Plan, SortKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
+use std::time::Instant;
 use utoipa::ToSchema;
 
 /// Most documents one query returns.
@@ -249,12 +253,24 @@ impl Db {
         let paging = Paging { sort, limit, cursor, binding };
         if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool
-            return self.read_point(|db| db.run_query(&table, &filter, paging, &req));
+            return self.read_point(|db| db.run_query(&table, &filter, paging, &req, &Stop::default()));
         }
-        self.read(move |db| db.run_query(&table, &filter, paging, &req)).await
+        // The scan on the blocking pool stops at the request timeout, or as soon as this future
+        // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
+        // with it.
+        let deadline = self.query_timeout.and_then(|t| Instant::now().checked_add(t));
+        let (stop, _abandon) = Stop::new(deadline);
+        self.read(move |db| db.run_query(&table, &filter, paging, &req, &stop)).await
     }
 
-    fn run_query(&self, table: &str, filter: &Filter, paging: Paging, req: &QueryRequest) -> Result<QueryResult> {
+    fn run_query(
+        &self,
+        table: &str,
+        filter: &Filter,
+        paging: Paging,
+        req: &QueryRequest,
+        stop: &Stop,
+    ) -> Result<QueryResult> {
         let Paging { sort, limit, cursor, binding } = paging;
         let sort = sort.as_slice();
         // A later page keeps the first page's order, whatever this page's plan is.
@@ -323,7 +339,7 @@ impl Db {
         // (value, then `_id` in the same direction): stop as soon as the page is full.
         let exact_order = id_ordered || (sort_by_index && sort.len() == 1);
         self.catalog.with_dict(|dict| -> Result<()> {
-            for cand in exec::candidates(&view, table, &access, after_id) {
+            for cand in exec::candidates(&view, table, &access, after_id, stop) {
                 let cand = cand?;
                 if heap.len() >= capacity && exact_order {
                     stopped_early = true;

@@ -13,10 +13,8 @@ use crate::service::Result;
 use crate::service::indexes::geo::GeoBox;
 use crate::service::schema::ID_FIELD;
 use crate::storage::{KeyRange, ReadView, Space};
-use serde::Serialize;
 use serde_json::Value;
 use std::ops::Bound;
-use utoipa::ToSchema;
 
 /// Keys counted per access path when estimating.
 pub const ESTIMATE_CAP: u64 = 1000;
@@ -148,69 +146,6 @@ pub struct Plan {
     pub access: Access,
     /// candidates arrive in the order of the first sort key (the scan serves `sort`)
     pub sort_by_index: bool,
-}
-
-/// What `explain` shows of one scan.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ScanExplain {
-    /// index name (`_id` for reads of the entity keys by id)
-    pub index: String,
-    /// index kind (absent for `_id` reads)
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<IndexKind>,
-    /// the condition it serves
-    pub condition: String,
-    /// the key ranges, in display form (`[lo, hi)`)
-    pub ranges: Vec<[String; 2]>,
-    /// `asc` or `desc`
-    pub direction: &'static str,
-    /// keys counted in its ranges (capped at 1000)
-    pub estimated_rows: u64,
-}
-
-impl ScanExplain {
-    pub(super) fn of(s: &IndexScan) -> ScanExplain {
-        let show = |b: &Bound<Vec<u8>>, open: &str| match b {
-            Bound::Included(k) | Bound::Excluded(k) => crate::keys::display(s.space().name(), k),
-            Bound::Unbounded => open.to_owned(),
-        };
-        ScanExplain {
-            index: s.def.name.clone(),
-            kind: Some(s.def.kind),
-            condition: s.condition.clone(),
-            ranges: s.ranges.iter().map(|(lo, hi)| [show(lo, "-inf"), show(hi, "+inf")]).collect(),
-            direction: if s.reverse { "desc" } else { "asc" },
-            estimated_rows: s.estimate,
-        }
-    }
-}
-
-impl ScanExplain {
-    pub(super) fn of_ids(s: &IdScan) -> ScanExplain {
-        let show = |b: &Bound<Vec<u8>>, open: &str| match b {
-            Bound::Included(k) | Bound::Excluded(k) => crate::keys::display("entity", k),
-            Bound::Unbounded => open.to_owned(),
-        };
-        let ranges = match &s.points {
-            // a point read is the one-key range [key, key]
-            Some(ids) => ids
-                .iter()
-                .map(|id| {
-                    let key = show(&Bound::Included(crate::keys::EntityKey::new(&s.table, id).encode()), "");
-                    [key.clone(), key]
-                })
-                .collect(),
-            None => vec![[show(&s.range.0, "-inf"), show(&s.range.1, "+inf")]],
-        };
-        ScanExplain {
-            index: ID_FIELD.to_owned(),
-            kind: None,
-            condition: s.condition.clone(),
-            ranges,
-            direction: "asc",
-            estimated_rows: s.estimate,
-        }
-    }
 }
 
 fn prefix_range(prefix: Vec<u8>) -> Range {
