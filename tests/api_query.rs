@@ -365,3 +365,24 @@ async fn a_scan_stops_at_the_request_timeout() {
     // and the server answers the next request
     assert_eq!(s.get("/v1/tables/slow/documents/d00001").await.0, 200);
 }
+
+#[tokio::test]
+async fn a_sorted_multikey_scan_reads_each_document_once() {
+    let s = TestServer::start().await;
+    s.create_table("mks").await;
+    let (st, _) = s.post("/v1/tables/mks/indexes", json!({"name": "by_t", "kind": "range", "fields": ["t"]})).await;
+    assert_eq!(st, 201);
+    // 20 documents of 50 values each: 1000 keys, interleaved across the whole index
+    let docs: Vec<Value> = (0..20)
+        .map(|i| json!({"_id": format!("d{i:02}"), "t": (0..50).map(|j| i + 20 * j).collect::<Vec<_>>()}))
+        .collect();
+    assert_eq!(s.post("/v1/tables/mks/documents", json!(docs)).await.0, 201);
+    for (sort, want) in [("t", (0..20).collect::<Vec<_>>()), ("-t", (0..20).rev().collect())] {
+        let want: Vec<String> = want.iter().map(|i| format!("d{i:02}")).collect();
+        assert_eq!(ids(&s, "mks", json!({"sort": [sort], "limit": 1000})).await, want, "{sort}");
+        let p = explain(&s, "mks", json!({"sort": [sort], "limit": 1000})).await;
+        assert_eq!((p["order"].as_str(), p["scans"][0]["index"].as_str()), (Some("index"), Some("by_t")), "{p}");
+        assert_eq!(p["examined_rows"], 20, "each document once, not once per element: {p}");
+        assert_eq!(p["returned_rows"], 20, "{p}");
+    }
+}

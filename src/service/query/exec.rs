@@ -163,25 +163,44 @@ pub fn first_meeting(scan: &IndexScan, key: &[u8], id: &str, blob: &[u8], dict: 
     if !scan.def.multikey {
         return Ok(true);
     }
-    let mut keys: Vec<Vec<u8>> = entries::entries(&scan.def, id, blob, dict)?.into_iter().map(|e| e.key).collect();
-    if scan.reverse {
-        keys.reverse();
-    }
-    let in_range = |k: &Vec<u8>, (lo, hi): &Range| {
+    let in_range = |k: &[u8], (lo, hi): &Range| {
         let above = match lo {
-            Bound::Included(l) => k >= l,
-            Bound::Excluded(l) => k > l,
+            Bound::Included(l) => k >= l.as_slice(),
+            Bound::Excluded(l) => k > l.as_slice(),
             Bound::Unbounded => true,
         };
         let below = match hi {
-            Bound::Included(h) => k <= h,
-            Bound::Excluded(h) => k < h,
+            Bound::Included(h) => k <= h.as_slice(),
+            Bound::Excluded(h) => k < h.as_slice(),
             Bound::Unbounded => true,
         };
         above && below
     };
     let ranges: Box<dyn Iterator<Item = &Range>> =
         if scan.reverse { Box::new(scan.ranges.iter().rev()) } else { Box::new(scan.ranges.iter()) };
+    if scan.def.kind == IndexKind::Range {
+        // A range index's keys of one document are its values in order: encode them one at a
+        // time in scan order and stop at the first inside a range, rather than building them all.
+        let field = scan.def.fields.first().map(String::as_str).unwrap_or_default();
+        let values = entries::field_values(blob, dict, field)?;
+        for r in ranges {
+            let mut in_order: Box<dyn Iterator<Item = &Component<'_>>> =
+                if scan.reverse { Box::new(values.iter().rev()) } else { Box::new(values.iter()) };
+            if let Some(first) = in_order
+                .by_ref()
+                .map(|v| RidxKey::new(&scan.def.table, &scan.def.name, v.clone(), id).encode())
+                .find(|k| in_range(k, r))
+            {
+                return Ok(first.as_slice() == key);
+            }
+        }
+        return Ok(false);
+    }
+    let mut keys: Vec<Vec<u8>> =
+        entries::stored_entries(&scan.def, id, blob, dict)?.into_iter().map(|e| e.key).collect();
+    if scan.reverse {
+        keys.reverse();
+    }
     for r in ranges {
         if let Some(first) = keys.iter().find(|k| in_range(k, r)) {
             return Ok(first.as_slice() == key);

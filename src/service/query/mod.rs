@@ -24,13 +24,15 @@ use plan::{Access, Plan, SortKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 use utoipa::ToSchema;
 
 /// Most documents one query returns.
 pub const MAX_LIMIT: usize = 1000;
+/// Most ids one multikey scan remembers as met (see `run_query`).
+const MAX_MET: usize = 10_000;
 /// Most fields one query projects.
 pub const MAX_FIELDS: usize = 256;
 
@@ -330,6 +332,7 @@ impl Db {
         let capacity = limit + 1;
         let mut heap: BinaryHeap<Hit> = BinaryHeap::with_capacity(capacity + 1);
         let (mut examined, mut matched, mut stopped_early) = (0u64, 0u64, false);
+        let mut met: Vec<HashSet<String>> = Vec::new();
         let index_scan = |branch: usize| match &access {
             Access::Index(s) => Some(&**s),
             Access::Union(branches) => branches.get(branch).map(|(s, _)| s),
@@ -361,6 +364,23 @@ impl Db {
                     if beyond {
                         stopped_early = true;
                         break;
+                    }
+                }
+                // A multikey scan meets a document once per entry, and only the first meeting
+                // counts: a document met before in this scan is skipped before its blob is read
+                // (so a sorted scan reads each document once, not once per array element).
+                if let (Some(scan), Some(_)) = (index_scan(cand.branch), &cand.key)
+                    && scan.def.multikey
+                {
+                    if met.get(cand.branch).is_some_and(|m| m.contains(&cand.id)) {
+                        continue;
+                    }
+                    if met.len() <= cand.branch {
+                        met.resize_with(cand.branch + 1, HashSet::new);
+                    }
+                    // bounded: past the cap, the blob check below alone decides
+                    if met.iter().map(HashSet::len).sum::<usize>() < MAX_MET {
+                        met[cand.branch].insert(cand.id.clone());
                     }
                 }
                 examined += 1;
