@@ -95,8 +95,10 @@ pub(super) fn encode(binding: Binding, order: &Order, k: &OrderKey) -> String {
     cursor::seal(binding, v.to_string().as_bytes())
 }
 
-/// Reads a cursor handed out under `binding`.
-pub(super) fn decode(binding: Binding, text: &str) -> Result<Cursor> {
+/// Reads a cursor handed out under `binding` for a query that requested `requested`: its order
+/// must be that sort, or for a query without one, `_id` order or one key (a range index's
+/// natural order).
+pub(super) fn decode(binding: Binding, text: &str, requested: &[SortKey]) -> Result<Cursor> {
     let bytes = cursor::open(binding, text)?;
     let bad = || invalid("it is not one this query handed out");
     let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
@@ -112,6 +114,13 @@ pub(super) fn decode(binding: Binding, text: &str) -> Result<Cursor> {
             Ok(SortKey { field, desc })
         })
         .collect::<Result<Vec<_>>>()?;
+    // The payload is the client's to alter behind an unchanged hash: its sort keys are held to
+    // the same rules as a request's, so a forged cursor cannot ask for more work than a query.
+    if keys.len() > plan::MAX_SORT_KEYS
+        || keys.iter().any(|k| k.field.is_empty() || k.field.split('.').any(str::is_empty))
+    {
+        return Err(bad());
+    }
     let order = match (v.get("m").and_then(Value::as_str), keys.is_empty()) {
         (Some("id"), true) => Order::Id,
         (Some("sort"), false) => Order::Sort(keys),
@@ -126,5 +135,48 @@ pub(super) fn decode(binding: Binding, text: &str) -> Result<Cursor> {
         .zip(order.keys())
         .map(|(v, k)| plan::component_of(v).map(|c| (c, k.desc)).ok_or_else(bad))
         .collect::<Result<_>>()?;
+    let fits = match &order {
+        Order::Id => requested.is_empty(),
+        Order::Sort(keys) if requested.is_empty() => keys.len() == 1,
+        Order::Sort(keys) => keys == requested,
+    };
+    if !fits {
+        return Err(bad());
+    }
     Ok(Cursor { order, after: OrderKey { values, id } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(field: &str) -> SortKey {
+        SortKey { field: field.into(), desc: false }
+    }
+
+    /// A cursor's payload can be altered behind its hash: what it asks for is checked anyway.
+    #[test]
+    fn altered_cursors_are_refused() {
+        let b = binding("t", 0, None, &[]);
+        let after = |n: usize| OrderKey { values: vec![(Component::Null, false); n], id: "x".into() };
+        let ok = encode(b, &Order::Sort(vec![key("a")]), &after(1));
+        assert!(decode(b, &ok, &[]).is_ok());
+        assert!(decode(b, &encode(b, &Order::Id, &after(0)), &[]).is_ok());
+        let many: Vec<SortKey> = (0..=plan::MAX_SORT_KEYS).map(|i| key(&format!("f{i}"))).collect();
+        for (order, n) in [
+            (Order::Sort(many.clone()), many.len()),
+            (Order::Sort(vec![key("a"), key("b")]), 2),
+            (Order::Sort(vec![key("a..b")]), 1),
+            (Order::Sort(vec![key("a")]), 2),
+        ] {
+            let c = encode(b, &order, &after(n));
+            assert!(matches!(decode(b, &c, &[]), Err(crate::service::ServiceError::InvalidCursor(_))), "{order:?}");
+        }
+        // under a requested sort, only that order
+        let sorted = binding("t", 0, None, &[key("a")]);
+        let c = encode(sorted, &Order::Id, &after(0));
+        assert!(decode(sorted, &c, &[key("a")]).is_err());
+        let c = encode(sorted, &Order::Sort(vec![key("b")]), &after(1));
+        assert!(decode(sorted, &c, &[key("a")]).is_err());
+    }
 }

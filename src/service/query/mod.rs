@@ -238,7 +238,7 @@ impl Db {
         }
         let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
         let binding = cursor::binding(&table, def.created_at, req.filter.as_ref(), &requested);
-        let cursor = req.cursor.as_deref().map(|c| cursor::decode(binding, c)).transpose()?;
+        let cursor = req.cursor.as_deref().map(|c| cursor::decode(binding, c, &requested)).transpose()?;
         // A cursor keeps the order of its first page (which may be an index's natural order).
         let sort = match &cursor {
             Some(c) => c.order.keys().to_vec(),
