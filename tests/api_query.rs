@@ -75,8 +75,6 @@ async fn documents_stored_before_the_index_can_still_be_patched_and_deleted() {
     let (st, body) = s.patch("/v1/tables/old/documents/big", Value::Object(fit)).await;
     assert_eq!(st, 200, "{body}");
     assert_eq!(s.delete("/v1/tables/old/documents/big2").await.0, 204);
-    let r = s.send(Method::PUT, "/v1/tables/old/documents/big3", Some(&wide(256)), &[]).await;
-    assert!(r.is_problem(422, "too_many_index_entries"), "{}", r.body);
     let (st, got) = s.get("/v1/tables/old/documents/big").await;
     assert_eq!((st.as_u16(), &got["h"]), (200, &json!(1)));
     // the server is still up and answering
