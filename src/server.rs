@@ -62,7 +62,10 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
-        let db = Db::open(config.storage, config.options)?;
+        // A query's scan stops when its request times out (unless configured otherwise).
+        let options =
+            DbOptions { query_timeout: config.options.query_timeout.or(Some(config.limits.timeout)), ..config.options };
+        let db = Db::open(config.storage, options)?;
         let app = api::app(db.clone(), config.limits);
         let done = tokio::spawn(async move {
             accept_until(listener, app, stopped).await;

@@ -309,7 +309,7 @@ async fn query_errors_and_projection() {
         (json!({"filter": {"$nope": 1}}), "invalid_filter"),
         (json!({"sort": ["-"]}), "invalid_filter"),
         (json!({"limit": 0}), "invalid_request"),
-        (json!({"cursor": "@@"}), "invalid_request"),
+        (json!({"cursor": "@@"}), "invalid_cursor"),
         (json!({"fields": [""]}), "invalid_request"),
     ] {
         let r = s.send(Method::POST, "/v1/tables/qe/query", Some(&body), &[]).await;

@@ -73,10 +73,14 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::InvalidRequest(_)
         | ServiceError::InvalidFilter(_)
         | ServiceError::Json(crate::entity::TextError::DuplicateKey(_) | crate::entity::TextError::InvalidNumber(..))
+        | ServiceError::InvalidCursor(_)
+        | ServiceError::QueryTooComplex(_)
         | ServiceError::ScanRefused { .. } => StatusCode::BAD_REQUEST,
         ServiceError::InvalidDocument(_)
         | ServiceError::SchemaViolation { .. }
+        | ServiceError::TooManyIndexEntries { .. }
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::Abandoned => StatusCode::REQUEST_TIMEOUT,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
         ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ServiceError::ImportStalled { .. } => StatusCode::REQUEST_TIMEOUT,

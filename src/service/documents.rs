@@ -9,7 +9,6 @@ use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::{self, EncodeOptions, ValueRef};
 use crate::keys::{Direction, EntityKey, GraphKey, MetaKey};
 use crate::storage::{KeyRange, Space, WriteTx};
-use base64::Engine;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::ops::Bound;
@@ -379,16 +378,18 @@ pub(crate) fn json_with_id(dict: &crate::entity::FieldDict, id: &str, blob: &[u8
     Ok(out)
 }
 
-fn encode_cursor(id: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
+/// A listing cursor is bound to its table (see [`super::cursor`]).
+fn listing_binding(table: &TableDef) -> super::cursor::Binding {
+    super::cursor::Binding::table(&table.name, table.created_at, &[b"list"])
 }
 
-fn decode_cursor(cursor: &str) -> Result<String> {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| ServiceError::InvalidRequest("cursor is not one this server handed out".into()))
+fn encode_cursor(table: &TableDef, id: &str) -> String {
+    super::cursor::seal(listing_binding(table), id.as_bytes())
+}
+
+fn decode_cursor(table: &TableDef, cursor: &str) -> Result<String> {
+    String::from_utf8(super::cursor::open(listing_binding(table), cursor)?)
+        .map_err(|_| super::cursor::invalid("it is not one this server handed out"))
 }
 
 impl Db {
@@ -489,9 +490,9 @@ impl Db {
         if !(1..=MAX_PAGE).contains(&limit) {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_PAGE}")));
         }
-        let after = cursor.as_deref().map(decode_cursor).transpose()?;
         self.read(move |db| {
-            db.table_or_404(&table)?;
+            let def = db.table_or_404(&table)?;
+            let after = cursor.as_deref().map(|c| decode_cursor(&def, c)).transpose()?;
             let prefix = crate::keys::table_prefix(&table);
             let lower = match &after {
                 Some(id) => Bound::Excluded(EntityKey::new(&table, id).encode()),
@@ -506,7 +507,7 @@ impl Db {
                 for item in view.scan(Space::Entity, KeyRange::Between(lower, upper), false) {
                     let (key, blob) = item?;
                     if documents.len() == limit {
-                        cursor = last_id.as_deref().map(encode_cursor);
+                        cursor = last_id.as_deref().map(|id| encode_cursor(&def, id));
                         break;
                     }
                     let id =

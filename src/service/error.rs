@@ -73,6 +73,25 @@ pub enum ServiceError {
     /// The body is not a usable document (not an object, `_id` not a string, …).
     #[error("invalid document: {0}")]
     InvalidDocument(String),
+    /// The document would have more entries in one index than a document may have.
+    #[error(
+        "the document would have {entries} entries in index {index:?}; a document may have at most 1000 per index (array lengths multiply in a composite index)"
+    )]
+    TooManyIndexEntries {
+        /// index name
+        index: String,
+        /// how many it would have
+        entries: String,
+    },
+    /// A cursor that this query (table, filter and sort) did not hand out.
+    #[error("invalid cursor: {0}")]
+    InvalidCursor(String),
+    /// A filter or sort over one of the documented query limits.
+    #[error("query too complex: {0}")]
+    QueryTooComplex(String),
+    /// The request was abandoned (timed out or the client went away) while its scan ran.
+    #[error("the request was abandoned before its scan finished")]
+    Abandoned,
     /// A typed table rejected a field.
     #[error("field {field:?}: {reason}")]
     SchemaViolation {
@@ -169,6 +188,10 @@ impl ServiceError {
             ServiceError::Json(crate::entity::TextError::InvalidNumber(..)) => "invalid_number",
             ServiceError::Json(crate::entity::TextError::TooDeep(_)) => "invalid_document",
             ServiceError::ImportStalled { .. } => "request_timeout",
+            ServiceError::TooManyIndexEntries { .. } => "too_many_index_entries",
+            ServiceError::InvalidCursor(_) => "invalid_cursor",
+            ServiceError::QueryTooComplex(_) => "query_too_complex",
+            ServiceError::Abandoned => "request_timeout",
             ServiceError::InvalidRequest(_) => "invalid_request",
             ServiceError::InvalidFilter(_) => "invalid_filter",
             ServiceError::ScanRefused { .. } => "scan_refused",

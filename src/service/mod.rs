@@ -3,6 +3,7 @@
 
 mod batch;
 mod check;
+mod cursor;
 pub(crate) mod documents;
 mod error;
 mod import;
@@ -40,6 +41,7 @@ pub struct Db {
     scan_threshold: u64,
     /// imports under way (see `import`)
     imports_running: std::sync::atomic::AtomicU64,
+    query_timeout: Option<std::time::Duration>,
 }
 
 /// Service settings.
@@ -50,11 +52,14 @@ pub struct DbOptions {
     /// resume unfinished index builds and table drops at open (off for offline tools such as
     /// `mosaicdb check`, which must not change the data they inspect)
     pub background_jobs: bool,
+    /// a query's scan gives up (408 `request_timeout`) this long after it started; the server
+    /// sets it to the request timeout, so no scan outlives its request
+    pub query_timeout: Option<std::time::Duration>,
 }
 
 impl Default for DbOptions {
     fn default() -> Self {
-        DbOptions { scan_threshold: 1000, background_jobs: true }
+        DbOptions { scan_threshold: 1000, background_jobs: true, query_timeout: None }
     }
 }
 
@@ -70,6 +75,7 @@ impl Db {
             started: Instant::now(),
             scan_threshold: options.scan_threshold,
             imports_running: Default::default(),
+            query_timeout: options.query_timeout,
         });
         if !options.background_jobs {
             return Ok(db);

@@ -16,7 +16,8 @@ use crate::service::{Result, ServiceError};
 use crate::storage::Space;
 use std::borrow::Cow;
 
-/// Most entries one document may have in one composite index (the product of its array fields).
+/// Most entries one document may have in one index: the product of the value counts of a
+/// composite index's fields (each array element is a value), or a range index's distinct values.
 pub const MAX_ENTRIES_PER_DOC: usize = 1000;
 
 /// One index entry.
@@ -69,19 +70,60 @@ pub fn field_values<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result
     Ok(out)
 }
 
-/// Every entry `def` holds for document `id` stored as `blob`, sorted.
+/// Every entry `def` holds for document `id` stored as `blob`, sorted. A document that would have
+/// more than [`MAX_ENTRIES_PER_DOC`] entries is refused (`too_many_index_entries`) before any
+/// combination is built: the count is computed with checked arithmetic, so 256 values on each of
+/// 8 fields is refused, never multiplied out.
 pub fn entries(def: &IndexDef, id: &str, blob: &[u8], dict: &FieldDict) -> Result<Vec<Entry>> {
+    match build(def, id, blob, dict, true)? {
+        Built::Entries(out) => Ok(out),
+        Built::OverCap(count) => Err(ServiceError::TooManyIndexEntries {
+            index: def.name.clone(),
+            entries: count.map_or_else(|| "more than 2^64".to_owned(), |n| n.to_string()),
+        }),
+    }
+}
+
+/// The entries a document that is already stored can hold in `def`, never refused, so that a
+/// document stored before the index existed can still be patched to fit, or deleted. Over the
+/// cap, a composite index yields none (no write or backfill can have stored its product; older
+/// versions capped it too), and a range index all its values (older versions did not cap those:
+/// the count is the array's length, bounded by the stored document).
+pub fn stored_entries(def: &IndexDef, id: &str, blob: &[u8], dict: &FieldDict) -> Result<Vec<Entry>> {
+    match build(def, id, blob, dict, false)? {
+        Built::Entries(out) => Ok(out),
+        Built::OverCap(_) => Ok(Vec::new()),
+    }
+}
+
+enum Built {
+    Entries(Vec<Entry>),
+    /// over the cap: the exact count, or `None` when it does not fit a `usize`
+    OverCap(Option<usize>),
+}
+
+/// How many entries one value per field makes, if that is at most [`MAX_ENTRIES_PER_DOC`];
+/// otherwise `Err` with the count (`None` on overflow).
+fn combinations<T>(per_field: &[Vec<T>]) -> std::result::Result<usize, Option<usize>> {
+    let mut n: usize = 1;
+    for values in per_field {
+        n = n.checked_mul(values.len()).ok_or(None)?;
+    }
+    if n > MAX_ENTRIES_PER_DOC { Err(Some(n)) } else { Ok(n) }
+}
+
+/// The entries of `def` for the document; `capped`: a range index over the cap is `OverCap` too.
+fn build(def: &IndexDef, id: &str, blob: &[u8], dict: &FieldDict, capped: bool) -> Result<Built> {
     let (table, index) = (def.table.as_str(), def.name.as_str());
     let mut out = Vec::new();
     match def.kind {
         IndexKind::Hash | IndexKind::Unique => {
             let per_field = def.fields.iter().map(|f| field_values(blob, dict, f)).collect::<Result<Vec<_>>>()?;
-            let combos: usize = per_field.iter().map(Vec::len).product();
-            if combos > MAX_ENTRIES_PER_DOC {
-                return Err(ServiceError::InvalidDocument(format!(
-                    "the document would have {combos} entries in index {index:?} (at most {MAX_ENTRIES_PER_DOC})"
-                )));
-            }
+            let combos = match combinations(&per_field) {
+                Ok(n) => n,
+                Err(count) => return Ok(Built::OverCap(count)),
+            };
+            out.reserve(combos);
             for values in cartesian(&per_field) {
                 if def.kind == IndexKind::Unique {
                     if values.contains(&Component::Null) {
@@ -103,7 +145,11 @@ pub fn entries(def: &IndexDef, id: &str, blob: &[u8], dict: &FieldDict) -> Resul
         }
         IndexKind::Range => {
             let field = def.fields.first().map(String::as_str).unwrap_or_default();
-            for v in field_values(blob, dict, field)? {
+            let values = field_values(blob, dict, field)?;
+            if capped && values.len() > MAX_ENTRIES_PER_DOC {
+                return Ok(Built::OverCap(Some(values.len())));
+            }
+            for v in values {
                 out.push(Entry { space: Space::Ridx, key: RidxKey::new(table, index, v, id).encode(), value: vec![] });
             }
         }
@@ -125,7 +171,7 @@ pub fn entries(def: &IndexDef, id: &str, blob: &[u8], dict: &FieldDict) -> Resul
     }
     out.sort();
     out.dedup();
-    Ok(out)
+    Ok(Built::Entries(out))
 }
 
 /// Every combination taking one value per field.
@@ -194,5 +240,32 @@ mod tests {
         let blob = entity::encode(&json!({"a": many, "b": many}), &mut dict, &EncodeOptions::default()).unwrap();
         assert!(entries(&def(IndexKind::Hash, &["a", "b"]), "d", &blob, &dict).is_err());
         assert_eq!(entries(&def(IndexKind::Hash, &["a"]), "d", &blob, &dict).unwrap().len(), 40);
+    }
+
+    /// 256 values on each of 8 fields: 256^8 = 2^64 wraps a `usize` product to 0, which once
+    /// passed the cap and built every combination. The count is checked and refused instead; the
+    /// stored-document variant (for the old side of a write) yields no entries.
+    #[test]
+    fn products_that_overflow_are_refused_not_built() {
+        let mut dict = FieldDict::new();
+        let fields = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let values: Vec<i64> = (0..256).collect();
+        let doc: serde_json::Map<String, serde_json::Value> =
+            fields.iter().map(|f| ((*f).to_owned(), json!(values))).collect();
+        let blob = entity::encode(&serde_json::Value::Object(doc), &mut dict, &EncodeOptions::default()).unwrap();
+        for kind in [IndexKind::Hash, IndexKind::Unique] {
+            let d = def(kind, &fields);
+            match entries(&d, "d", &blob, &dict) {
+                Err(ServiceError::TooManyIndexEntries { entries, .. }) => assert_eq!(entries, "more than 2^64"),
+                other => panic!("{other:?}"),
+            }
+            assert!(stored_entries(&d, "d", &blob, &dict).unwrap().is_empty());
+        }
+        // a range index: over the cap refused, but a stored document's values are all listed
+        let long: Vec<i64> = (0..1001).collect();
+        let blob = entity::encode(&json!({"r": long}), &mut dict, &EncodeOptions::default()).unwrap();
+        let d = def(IndexKind::Range, &["r"]);
+        assert!(matches!(entries(&d, "d", &blob, &dict), Err(ServiceError::TooManyIndexEntries { .. })));
+        assert_eq!(stored_entries(&d, "d", &blob, &dict).unwrap().len(), 1001);
     }
 }

@@ -75,7 +75,9 @@ pub(crate) fn update(
     }
     catalog.with_dict(|dict| {
         for def in defs.iter().filter(|d| d.is_maintained()) {
-            let before = old.map(|b| entries::entries(def, id, b, dict)).transpose()?.unwrap_or_default();
+            // The old document's entries are never refused: one stored before the index existed
+            // may be over the cap, and must still be patchable and deletable.
+            let before = old.map(|b| entries::stored_entries(def, id, b, dict)).transpose()?.unwrap_or_default();
             let after = new.map(|b| entries::entries(def, id, b, dict)).transpose()?.unwrap_or_default();
             for e in before.iter().filter(|e| after.binary_search(e).is_err()) {
                 tx.delete(e.space, e.key.clone());

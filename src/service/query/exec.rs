@@ -1,6 +1,7 @@
 //! Running a plan: candidate streams from storage, the filter on each candidate, and a bounded
 //! top-k by the query's order — memory grows with `limit`, never with the table.
 
+use super::ids::{self, IdScan};
 use super::plan::{Access, IndexScan, Range, Shape};
 use crate::catalog::IndexKind;
 use crate::entity::FieldDict;
@@ -10,6 +11,9 @@ use crate::service::indexes::geo::Point;
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Scan, Slice, Space};
 use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::time::Instant;
 
 fn internal(e: impl std::fmt::Display) -> ServiceError {
     ServiceError::Internal(e.to_string())
@@ -24,6 +28,77 @@ pub struct Candidate {
     pub key: Option<Vec<u8>>,
     pub scan_value: Option<Component<'static>>,
     pub blob: Option<Slice>,
+}
+
+/// Keys read between two looks at [`Stop`].
+const STOP_CHECK_EVERY: u32 = 64;
+
+/// When a scan gives up: its request is gone (timed out, or the client went away), or the
+/// request timeout has passed. Every key a scan reads counts, so a scan that skips many keys
+/// without producing a candidate (a merge join of disjoint sets, points outside a circle) stops
+/// too.
+#[derive(Debug, Clone, Default)]
+pub struct Stop {
+    abandoned: Arc<AtomicBool>,
+    deadline: Option<Instant>,
+}
+
+impl Stop {
+    /// Stops once `deadline` passes, or once the returned guard is dropped before the scan ends.
+    pub fn new(deadline: Option<Instant>) -> (Stop, AbandonOnDrop) {
+        let stop = Stop { abandoned: Arc::default(), deadline };
+        let guard = AbandonOnDrop(stop.abandoned.clone());
+        (stop, guard)
+    }
+
+    /// `Err(Abandoned)` when the scan should stop.
+    pub fn check(&self) -> Result<()> {
+        if self.abandoned.load(AtomicOrdering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(ServiceError::Abandoned);
+        }
+        Ok(())
+    }
+}
+
+/// Held by the request's future: dropping it (the request timed out and its future was dropped,
+/// or the query ended) tells the scan on the blocking pool to stop.
+pub struct AbandonOnDrop(Arc<AtomicBool>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, AtomicOrdering::Relaxed);
+    }
+}
+
+/// Yields an error (once, then ends) when `stop` says so, looking every few items.
+struct Watched<'v, I> {
+    inner: I,
+    stop: &'v Stop,
+    seen: u32,
+    stopped: bool,
+}
+
+impl<'v, I> Watched<'v, I> {
+    fn new(inner: I, stop: &'v Stop) -> Self {
+        Watched { inner, stop, seen: 0, stopped: false }
+    }
+}
+
+impl<T, I: Iterator<Item = Result<T>>> Iterator for Watched<'_, I> {
+    type Item = Result<T>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.stopped {
+            return None;
+        }
+        self.seen = self.seen.wrapping_add(1);
+        if self.seen.is_multiple_of(STOP_CHECK_EVERY)
+            && let Err(e) = self.stop.check()
+        {
+            self.stopped = true;
+            return Some(Err(e));
+        }
+        self.inner.next()
+    }
 }
 
 /// Keys of one index scan, range after range.
@@ -88,25 +163,44 @@ pub fn first_meeting(scan: &IndexScan, key: &[u8], id: &str, blob: &[u8], dict: 
     if !scan.def.multikey {
         return Ok(true);
     }
-    let mut keys: Vec<Vec<u8>> = entries::entries(&scan.def, id, blob, dict)?.into_iter().map(|e| e.key).collect();
-    if scan.reverse {
-        keys.reverse();
-    }
-    let in_range = |k: &Vec<u8>, (lo, hi): &Range| {
+    let in_range = |k: &[u8], (lo, hi): &Range| {
         let above = match lo {
-            Bound::Included(l) => k >= l,
-            Bound::Excluded(l) => k > l,
+            Bound::Included(l) => k >= l.as_slice(),
+            Bound::Excluded(l) => k > l.as_slice(),
             Bound::Unbounded => true,
         };
         let below = match hi {
-            Bound::Included(h) => k <= h,
-            Bound::Excluded(h) => k < h,
+            Bound::Included(h) => k <= h.as_slice(),
+            Bound::Excluded(h) => k < h.as_slice(),
             Bound::Unbounded => true,
         };
         above && below
     };
     let ranges: Box<dyn Iterator<Item = &Range>> =
         if scan.reverse { Box::new(scan.ranges.iter().rev()) } else { Box::new(scan.ranges.iter()) };
+    if scan.def.kind == IndexKind::Range {
+        // A range index's keys of one document are its values in order: encode them one at a
+        // time in scan order and stop at the first inside a range, rather than building them all.
+        let field = scan.def.fields.first().map(String::as_str).unwrap_or_default();
+        let values = entries::field_values(blob, dict, field)?;
+        for r in ranges {
+            let mut in_order: Box<dyn Iterator<Item = &Component<'_>>> =
+                if scan.reverse { Box::new(values.iter().rev()) } else { Box::new(values.iter()) };
+            if let Some(first) = in_order
+                .by_ref()
+                .map(|v| RidxKey::new(&scan.def.table, &scan.def.name, v.clone(), id).encode())
+                .find(|k| in_range(k, r))
+            {
+                return Ok(first.as_slice() == key);
+            }
+        }
+        return Ok(false);
+    }
+    let mut keys: Vec<Vec<u8>> =
+        entries::stored_entries(&scan.def, id, blob, dict)?.into_iter().map(|e| e.key).collect();
+    if scan.reverse {
+        keys.reverse();
+    }
     for r in ranges {
         if let Some(first) = keys.iter().find(|k| in_range(k, r)) {
             return Ok(first.as_slice() == key);
@@ -121,6 +215,7 @@ pub fn candidates<'v>(
     table: &str,
     access: &Access,
     after_id: Option<&str>,
+    stop: &'v Stop,
 ) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
     match access {
         Access::FullScan => {
@@ -130,32 +225,77 @@ pub fn candidates<'v>(
                 None => Bound::Included(prefix.clone()),
             };
             let hi = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-            Box::new(view.scan(Space::Entity, KeyRange::Between(lo, hi), false).map(|item| {
-                let (key, blob) = item?;
-                let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
-                Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })
-            }))
+            Box::new(
+                Watched::new(
+                    view.scan(Space::Entity, KeyRange::Between(lo, hi), false).map(|r| r.map_err(ServiceError::from)),
+                    stop,
+                )
+                .map(|item| {
+                    let (key, blob) = item?;
+                    let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
+                    Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })
+                }),
+            )
         }
-        Access::Index(scan) => index_candidates(view, scan),
+        Access::Index(scan) => index_candidates(view, scan, stop),
+        Access::Ids(scan) => id_candidates(view, scan, stop),
         Access::Intersect(scans) => {
-            let streams: Vec<_> = scans.iter().map(|s| index_candidates(view, s)).collect();
+            let streams: Vec<_> = scans.iter().map(|s| index_candidates(view, s, stop)).collect();
             Box::new(MergeJoin { streams, done: false })
         }
         Access::Union(branches) => {
             let scans: Vec<IndexScan> = branches.iter().map(|(s, _)| s.clone()).collect();
             Box::new(scans.into_iter().enumerate().flat_map(move |(i, scan)| {
-                index_candidates(view, &scan).map(move |c| c.map(|c| Candidate { branch: i, ..c }))
+                index_candidates(view, &scan, stop).map(move |c| c.map(|c| Candidate { branch: i, ..c }))
             }))
         }
     }
 }
 
-fn index_candidates<'v>(view: &'v ReadView, scan: &IndexScan) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
+/// Documents read by `_id`: point reads, or one range of the entity keys.
+fn id_candidates<'v>(
+    view: &'v ReadView,
+    scan: &IdScan,
+    stop: &'v Stop,
+) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
+    let table = scan.table.clone();
+    if let Some(ids) = &scan.points {
+        return Box::new(ids.clone().into_iter().filter_map(move |id| {
+            match view.get(Space::Entity, &EntityKey::new(&table, &id).encode()) {
+                Ok(Some(blob)) => Some(Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })),
+                Ok(None) => None,
+                Err(e) => Some(Err(e.into())),
+            }
+        }));
+    }
+    if ids::is_empty(&scan.range) {
+        return Box::new(std::iter::empty());
+    }
+    let (lo, hi) = scan.range.clone();
+    Box::new(
+        Watched::new(
+            view.scan(Space::Entity, KeyRange::Between(lo, hi), false).map(|r| r.map_err(ServiceError::from)),
+            stop,
+        )
+        .map(|item| {
+            let (key, blob) = item?;
+            let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
+            Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })
+        }),
+    )
+}
+
+fn index_candidates<'v>(
+    view: &'v ReadView,
+    scan: &IndexScan,
+    stop: &'v Stop,
+) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
     let mut ranges = scan.ranges.clone();
     if scan.reverse {
         ranges.reverse();
     }
     let keys = ScanKeys { view, space: scan.space(), ranges: ranges.into_iter(), reverse: scan.reverse, current: None };
+    let keys = Watched::new(keys, stop);
     let scan = scan.clone();
     Box::new(keys.filter_map(move |item| match item {
         Ok((k, v)) => decode_entry(&scan, k, v).transpose(),

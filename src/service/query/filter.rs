@@ -16,6 +16,7 @@ use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{Component, Number};
 use crate::service::indexes::entries::component;
 use crate::service::indexes::geo::{GeoBox, Point};
+use crate::service::schema::ID_FIELD;
 use crate::service::{Result, ServiceError};
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -95,21 +96,54 @@ pub fn scalar(v: &Value) -> Option<Component<'static>> {
     })
 }
 
+/// Most branches of one `$or`.
+pub const MAX_OR_BRANCHES: usize = 64;
+/// Most conditions ANDed at one level: the operators of one object (each field's operators
+/// count one each) or the items of one `$and`.
+pub const MAX_CONJUNCTS: usize = 64;
+/// Most field conditions in a whole filter.
+pub const MAX_CONDITIONS: usize = 256;
+/// Most values of one `$in` or `$nin`.
+pub const MAX_IN_VALUES: usize = 1000;
+/// Deepest nesting of `$and`, `$or` and `$not`.
+pub const MAX_DEPTH: usize = 16;
+
+fn too_complex(msg: String) -> ServiceError {
+    ServiceError::QueryTooComplex(msg)
+}
+
 impl Filter {
-    /// Parses a filter object.
+    /// Parses a filter object. A filter over one of the limits above is refused
+    /// (`query_too_complex`): planning and checking each candidate cost grows with its size.
     pub fn parse(v: &Value) -> Result<Filter> {
+        let mut conditions = 0;
+        Filter::parse_at(v, 0, &mut conditions)
+    }
+
+    fn parse_at(v: &Value, depth: usize, conditions: &mut usize) -> Result<Filter> {
         let Value::Object(map) = v else { return Err(invalid("a filter is a JSON object")) };
-        let mut all = Vec::with_capacity(map.len());
+        if depth > MAX_DEPTH {
+            return Err(too_complex(format!("filters nest at most {MAX_DEPTH} levels deep")));
+        }
+        let mut all = Vec::with_capacity(map.len().min(MAX_CONJUNCTS));
         for (key, value) in map {
+            if all.len() >= MAX_CONJUNCTS {
+                return Err(too_complex(format!("at most {MAX_CONJUNCTS} conditions are ANDed at one level")));
+            }
             match key.as_str() {
                 "$and" | "$or" => {
                     let Value::Array(items) = value else {
                         return Err(invalid(format!("{key} takes an array of filters")));
                     };
-                    let parts = items.iter().map(Filter::parse).collect::<Result<Vec<_>>>()?;
+                    let max = if key == "$and" { MAX_CONJUNCTS } else { MAX_OR_BRANCHES };
+                    if items.len() > max {
+                        return Err(too_complex(format!("{key} takes at most {max} filters")));
+                    }
+                    let parts =
+                        items.iter().map(|f| Filter::parse_at(f, depth + 1, conditions)).collect::<Result<Vec<_>>>()?;
                     all.push(if key == "$and" { Filter::And(parts) } else { Filter::Or(parts) });
                 }
-                "$not" => all.push(Filter::Not(Box::new(Filter::parse(value)?))),
+                "$not" => all.push(Filter::Not(Box::new(Filter::parse_at(value, depth + 1, conditions)?))),
                 k if k.starts_with('$') => return Err(invalid(format!("unknown operator {k} at the top level"))),
                 path => {
                     if path.is_empty() || path.split('.').any(str::is_empty) {
@@ -123,18 +157,29 @@ impl Filter {
                         }
                         v => all.push(Filter::Field { path: path.to_owned(), op: Op::Eq(v.clone()) }),
                     }
+                    *conditions += match value {
+                        Value::Object(ops) => ops.len().max(1),
+                        _ => 1,
+                    };
+                    if all.len() > MAX_CONJUNCTS {
+                        return Err(too_complex(format!("at most {MAX_CONJUNCTS} conditions are ANDed at one level")));
+                    }
+                    if *conditions > MAX_CONDITIONS {
+                        return Err(too_complex(format!("a filter holds at most {MAX_CONDITIONS} field conditions")));
+                    }
                 }
             }
         }
         Ok(if all.len() == 1 { all.remove(0) } else { Filter::And(all) })
     }
 
-    /// True when the stored document matches.
-    pub fn matches(&self, blob: &[u8], dict: &FieldDict) -> Result<bool> {
+    /// True when the document `id`, stored as `blob`, matches. `_id` is a field like any other
+    /// (a string, never missing, with no nested fields), though the blob does not hold it.
+    pub fn matches(&self, id: &str, blob: &[u8], dict: &FieldDict) -> Result<bool> {
         Ok(match self {
             Filter::And(parts) => {
                 for p in parts {
-                    if !p.matches(blob, dict)? {
+                    if !p.matches(id, blob, dict)? {
                         return Ok(false);
                     }
                 }
@@ -142,16 +187,22 @@ impl Filter {
             }
             Filter::Or(parts) => {
                 for p in parts {
-                    if p.matches(blob, dict)? {
+                    if p.matches(id, blob, dict)? {
                         return Ok(true);
                     }
                 }
                 false
             }
-            Filter::Not(f) => !f.matches(blob, dict)?,
+            Filter::Not(f) => !f.matches(id, blob, dict)?,
+            Filter::Field { path, op } if path == ID_FIELD => op.matches(Some(ValueRef::Str(id)), dict)?,
             Filter::Field { path, op } => {
                 let steps: Vec<&str> = path.split('.').collect();
-                op.matches(entity::get_path(blob, dict, &steps)?, dict)?
+                if steps.first() == Some(&ID_FIELD) {
+                    // a string has no fields
+                    op.matches(None, dict)?
+                } else {
+                    op.matches(entity::get_path(blob, dict, &steps)?, dict)?
+                }
             }
         })
     }
@@ -170,6 +221,9 @@ fn parse_op(op: &str, arg: &Value) -> Result<Op> {
         scalar(arg).map(make).ok_or_else(|| invalid(format!("{op} takes a scalar (null, boolean, number or string)")))
     };
     let list = || match arg {
+        Value::Array(items) if items.len() > MAX_IN_VALUES => {
+            Err(too_complex(format!("{op} takes at most {MAX_IN_VALUES} values")))
+        }
         Value::Array(items) => Ok(items.clone()),
         _ => Err(invalid(format!("{op} takes an array"))),
     };
@@ -308,7 +362,7 @@ mod tests {
     fn check(filter: Value, doc: Value) -> bool {
         let mut dict = FieldDict::new();
         let blob = entity::encode(&doc, &mut dict, &EncodeOptions::default()).unwrap();
-        Filter::parse(&filter).unwrap().matches(&blob, &dict).unwrap()
+        Filter::parse(&filter).unwrap().matches("doc1", &blob, &dict).unwrap()
     }
 
     #[test]
@@ -338,6 +392,12 @@ mod tests {
             json!({"loc": {"$near": {"lat": 59.9, "lon": 10.75, "meters": 2000}}}),
             json!({"loc": {"$box": {"min_lat": 59, "min_lon": 10, "max_lat": 60, "max_lon": 11}}}),
             json!({}),
+            json!({"_id": "doc1"}),
+            json!({"_id": {"$in": ["x", "doc1"]}}),
+            json!({"_id": {"$gt": "doc", "$lte": "doc1"}}),
+            json!({"_id": {"$prefix": "do"}}),
+            json!({"_id": {"$ne": null}}),
+            json!({"_id.x": null}),
         ];
         for f in yes {
             assert!(check(f.clone(), doc.clone()), "{f} should match");
@@ -355,6 +415,11 @@ mod tests {
             json!({"$and": [{"a": 1}, {"s": "x"}]}),
             json!({"loc": {"$near": {"lat": 59.9, "lon": 10.75, "meters": 100}}}),
             json!({"t": {"$prefix": "world"}}),
+            json!({"_id": null}),
+            json!({"_id": "doc2"}),
+            json!({"_id": {"$exists": false}}),
+            json!({"_id": {"$gt": "doc1"}}),
+            json!({"_id": {"$gt": 1}}),
         ];
         for f in no {
             assert!(!check(f.clone(), doc.clone()), "{f} should not match");

@@ -1,8 +1,11 @@
 //! `POST /v1/tables/{table}/query`: filter, sort, projection, limit and cursor, with a planner
 //! whose choice `explain` shows.
 
+mod cursor;
 mod exec;
+mod explain;
 pub mod filter;
+mod ids;
 pub mod plan;
 
 use super::documents::{DocumentPage, RawPage};
@@ -10,20 +13,28 @@ use super::{Db, Result, ServiceError};
 use crate::catalog::IndexDef;
 use crate::entity::{self, FieldDict};
 use crate::keys::{Component, EntityKey, MetaKey};
+use crate::service::cursor::Binding;
 use crate::service::indexes::entries::field_values;
 use crate::storage::{Slice, Space};
-use base64::Engine;
+use cursor::{Cursor, Order, OrderKey};
+use exec::Stop;
+pub use explain::ScanExplain;
 use filter::Filter;
-use plan::{Access, Plan, ScanExplain, SortKey};
+use plan::{Access, Plan, SortKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 use utoipa::ToSchema;
 
 /// Most documents one query returns.
 pub const MAX_LIMIT: usize = 1000;
+/// Most ids one multikey scan remembers as met (see `run_query`).
+const MAX_MET: usize = 10_000;
+/// Most fields one query projects.
+pub const MAX_FIELDS: usize = 256;
 
 /// The body of a query.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -53,7 +64,8 @@ pub struct QueryRequest {
 /// What the planner chose and what running it cost.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Explain {
-    /// `full_scan`, `index_scan`, `intersection` or `union` (an `$or` with an index per branch)
+    /// `full_scan`, `index_scan`, `intersection`, `union` (an `$or` with an index per branch),
+    /// `id_lookup` (point reads by `_id`) or `id_range` (a range of `_id`s)
     pub strategy: &'static str,
     /// the index scans, in the order they are read
     pub scans: Vec<ScanExplain>,
@@ -98,36 +110,6 @@ pub enum QueryResponse {
     Explain(QueryExplain),
 }
 
-/// A result's position: its sort values (direction applied) and its id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct OrderKey {
-    values: Vec<(Component<'static>, bool)>,
-    id: String,
-}
-
-impl Ord for OrderKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        for ((a, desc), (b, _)) in self.values.iter().zip(&other.values) {
-            let o = a.cmp(b);
-            let o = if *desc { o.reverse() } else { o };
-            if o != Ordering::Equal {
-                return o;
-            }
-        }
-        // Ties go by `_id` in the first sort key's direction: the order an index scan of that
-        // key yields them in, so a scan serving a one-key sort is already in result order.
-        match self.values.first() {
-            Some((_, true)) => other.id.cmp(&self.id),
-            _ => self.id.cmp(&other.id),
-        }
-    }
-}
-impl PartialOrd for OrderKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 struct Hit {
     key: OrderKey,
     blob: Slice,
@@ -151,57 +133,18 @@ impl PartialOrd for Hit {
 
 /// A field's sort value: its smallest value ascending, its largest descending (arrays), with
 /// missing fields as null — the value at which a range index scan first meets the document.
-fn sort_value(blob: &[u8], dict: &FieldDict, key: &SortKey) -> Result<Component<'static>> {
+fn sort_value(blob: &[u8], dict: &FieldDict, key: &SortKey, id: &str) -> Result<Component<'static>> {
+    if key.field == super::schema::ID_FIELD {
+        return Ok(Component::Str(id.to_owned().into()));
+    }
     let values = field_values(blob, dict, &key.field)?;
     let v = if key.desc { values.last() } else { values.first() };
     Ok(v.cloned().unwrap_or(Component::Null).into_owned())
 }
 
 fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Result<OrderKey> {
-    let values = sort.iter().map(|k| Ok((sort_value(blob, dict, k)?, k.desc))).collect::<Result<_>>()?;
+    let values = sort.iter().map(|k| Ok((sort_value(blob, dict, k, id)?, k.desc))).collect::<Result<_>>()?;
     Ok(OrderKey { values, id: id.to_owned() })
-}
-
-/// A cursor: the page's order (so the next page keeps it) and the last result's position.
-#[derive(Debug, Clone)]
-struct Cursor {
-    sort: Vec<SortKey>,
-    after: OrderKey,
-}
-
-fn encode_cursor(sort: &[SortKey], k: &OrderKey) -> String {
-    let order: Vec<Value> = sort.iter().map(|s| serde_json::json!([s.field, s.desc])).collect();
-    let v =
-        serde_json::json!({"o": order, "s": k.values.iter().map(|(c, _)| c.to_json()).collect::<Vec<_>>(), "id": k.id});
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
-}
-
-fn decode_cursor(cursor: &str) -> Result<Cursor> {
-    let bad = || ServiceError::InvalidRequest("cursor is not one this query handed out".into());
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    let id = v.get("id").and_then(Value::as_str).ok_or_else(bad)?.to_owned();
-    let sort = v
-        .get("o")
-        .and_then(Value::as_array)
-        .ok_or_else(bad)?
-        .iter()
-        .map(|o| {
-            let field = o.get(0).and_then(Value::as_str).ok_or_else(bad)?.to_owned();
-            let desc = o.get(1).and_then(Value::as_bool).ok_or_else(bad)?;
-            Ok(SortKey { field, desc })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let values = v.get("s").and_then(Value::as_array).ok_or_else(bad)?;
-    if values.len() != sort.len() {
-        return Err(bad());
-    }
-    let values = values
-        .iter()
-        .zip(&sort)
-        .map(|(v, k)| plan::component_of(v).map(|c| (c, k.desc)).ok_or_else(bad))
-        .collect::<Result<_>>()?;
-    Ok(Cursor { sort, after: OrderKey { values, id } })
 }
 
 /// The result document as JSON text: the whole document, or the requested fields (dotted paths,
@@ -234,14 +177,20 @@ fn insert_path(map: &mut Map<String, Value>, steps: &[&str], v: Value) {
 }
 
 /// True when `branch` is the first branch of the union whose filter the document matches.
-fn first_branch(branches: &[(plan::IndexScan, Filter)], branch: usize, blob: &[u8], dict: &FieldDict) -> Result<bool> {
+fn first_branch(
+    branches: &[(plan::IndexScan, Filter)],
+    branch: usize,
+    id: &str,
+    blob: &[u8],
+    dict: &FieldDict,
+) -> Result<bool> {
     for (_, earlier) in branches.iter().take(branch) {
-        if earlier.matches(blob, dict)? {
+        if earlier.matches(id, blob, dict)? {
             return Ok(false);
         }
     }
     match branches.get(branch) {
-        Some((_, f)) => f.matches(blob, dict),
+        Some((_, f)) => f.matches(id, blob, dict),
         None => Ok(false),
     }
 }
@@ -267,6 +216,14 @@ fn ready_indexes(
     Ok(out)
 }
 
+/// Which page of a query to produce: its order, size, and where the previous page ended.
+struct Paging {
+    sort: Vec<SortKey>,
+    limit: usize,
+    cursor: Option<Cursor>,
+    binding: Binding,
+}
+
 impl Db {
     /// Runs a query (or explains it).
     pub async fn query(self: &Arc<Self>, table: String, req: QueryRequest) -> Result<QueryResult> {
@@ -279,46 +236,58 @@ impl Db {
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_LIMIT}")));
         }
-        let cursor = req.cursor.as_deref().map(decode_cursor).transpose()?;
+        let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        let binding = cursor::binding(&table, def.created_at, req.filter.as_ref(), &requested);
+        let cursor = req.cursor.as_deref().map(|c| cursor::decode(binding, c, &requested)).transpose()?;
         // A cursor keeps the order of its first page (which may be an index's natural order).
         let sort = match &cursor {
-            Some(c) if requested.is_empty() || requested == c.sort => c.sort.clone(),
-            Some(_) => {
-                return Err(ServiceError::InvalidRequest("the cursor belongs to a query with another sort".into()));
-            }
+            Some(c) => c.order.keys().to_vec(),
             None => requested,
         };
-        if let Some(fields) = &req.fields
-            && fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty))
-        {
-            return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
+        if let Some(fields) = &req.fields {
+            if fields.len() > MAX_FIELDS {
+                return Err(ServiceError::QueryTooComplex(format!("a query returns at most {MAX_FIELDS} fields")));
+            }
+            if fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)) {
+                return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
+            }
         }
+        let paging = Paging { sort, limit, cursor, binding };
         if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool
-            return self.read_point(|db| db.run_query(&table, &filter, &sort, limit, cursor, &req));
+            return self.read_point(|db| db.run_query(&table, &filter, paging, &req, &Stop::default()));
         }
-        self.read(move |db| db.run_query(&table, &filter, &sort, limit, cursor, &req)).await
+        // The scan on the blocking pool stops at the request timeout, or as soon as this future
+        // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
+        // with it.
+        let deadline = self.query_timeout.and_then(|t| Instant::now().checked_add(t));
+        let (stop, _abandon) = Stop::new(deadline);
+        self.read(move |db| db.run_query(&table, &filter, paging, &req, &stop)).await
     }
 
     fn run_query(
         &self,
         table: &str,
         filter: &Filter,
-        sort: &[SortKey],
-        limit: usize,
-        cursor: Option<Cursor>,
+        paging: Paging,
         req: &QueryRequest,
+        stop: &Stop,
     ) -> Result<QueryResult> {
+        let Paging { sort, limit, cursor, binding } = paging;
+        let sort = sort.as_slice();
+        // A later page keeps the first page's order, whatever this page's plan is.
+        let order_fixed = cursor.is_some();
         let cursor = cursor.map(|c| c.after);
         self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
         let view = self.store.snapshot();
         let defs = ready_indexes(&view, &self.catalog, table)?;
         let Plan { access, mut sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit, req.explain)?;
         // Without a sort, a range scan's natural order (its field, then `_id`) is the result order,
-        // so `limit` stops the scan early; other plans return `_id` order.
+        // so `limit` stops the scan early; other plans return `_id` order. The cursor records
+        // which one the first page had.
         let natural;
         let sort = match &access {
-            Access::Index(s) if sort.is_empty() && s.natural_order() => {
+            Access::Index(s) if sort.is_empty() && !order_fixed && s.natural_order() => {
                 natural = vec![SortKey { field: s.def.fields[0].clone(), desc: false }];
                 sort_by_index = true;
                 natural.as_slice()
@@ -336,13 +305,24 @@ impl Db {
         // Candidates that arrive in result order allow stopping at `limit`.
         let id_ordered = sort.is_empty()
             && match &access {
-                Access::FullScan | Access::Intersect(_) => true,
+                Access::FullScan | Access::Intersect(_) | Access::Ids(_) => true,
                 Access::Index(s) => s.id_ordered(),
                 Access::Union(_) => false,
             };
-        let after_id = if sort.is_empty() { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
-        // A later page of an index-ordered scan starts at the cursor's value, not at the start.
+        let after_id = if id_ordered { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
+        // A later page of an `_id`-ordered plan starts after the cursor's id: the keys before it
+        // hold only what earlier pages returned, and reading them again would make page N cost N
+        // pages.
         let mut access = access;
+        if let Some(id) = after_id {
+            match &mut access {
+                Access::Ids(s) => s.seek_after(id),
+                Access::Index(s) => s.seek_after_id(id),
+                Access::Intersect(scans) => scans.iter_mut().for_each(|s| s.seek_after_id(id)),
+                Access::FullScan | Access::Union(_) => {}
+            }
+        }
+        // A later page of an index-ordered scan starts at the cursor's value, not at the start.
         if sort_by_index
             && let (Access::Index(scan), Some((value, _))) =
                 (&mut access, cursor.as_ref().and_then(|c| c.values.first()))
@@ -352,6 +332,7 @@ impl Db {
         let capacity = limit + 1;
         let mut heap: BinaryHeap<Hit> = BinaryHeap::with_capacity(capacity + 1);
         let (mut examined, mut matched, mut stopped_early) = (0u64, 0u64, false);
+        let mut met: Vec<HashSet<String>> = Vec::new();
         let index_scan = |branch: usize| match &access {
             Access::Index(s) => Some(&**s),
             Access::Union(branches) => branches.get(branch).map(|(s, _)| s),
@@ -361,7 +342,7 @@ impl Db {
         // (value, then `_id` in the same direction): stop as soon as the page is full.
         let exact_order = id_ordered || (sort_by_index && sort.len() == 1);
         self.catalog.with_dict(|dict| -> Result<()> {
-            for cand in exec::candidates(&view, table, &access, after_id) {
+            for cand in exec::candidates(&view, table, &access, after_id, stop) {
                 let cand = cand?;
                 if heap.len() >= capacity && exact_order {
                     stopped_early = true;
@@ -385,6 +366,23 @@ impl Db {
                         break;
                     }
                 }
+                // A multikey scan meets a document once per entry, and only the first meeting
+                // counts: a document met before in this scan is skipped before its blob is read
+                // (so a sorted scan reads each document once, not once per array element).
+                if let (Some(scan), Some(_)) = (index_scan(cand.branch), &cand.key)
+                    && scan.def.multikey
+                {
+                    if met.get(cand.branch).is_some_and(|m| m.contains(&cand.id)) {
+                        continue;
+                    }
+                    if met.len() <= cand.branch {
+                        met.resize_with(cand.branch + 1, HashSet::new);
+                    }
+                    // bounded: past the cap, the blob check below alone decides
+                    if met.iter().map(HashSet::len).sum::<usize>() < MAX_MET {
+                        met[cand.branch].insert(cand.id.clone());
+                    }
+                }
                 examined += 1;
                 let blob = match cand.blob {
                     Some(b) => b,
@@ -400,11 +398,11 @@ impl Db {
                 }
                 // A union takes each document from the first branch whose filter it matches.
                 if let Access::Union(branches) = &access
-                    && !first_branch(branches, cand.branch, &blob, dict)?
+                    && !first_branch(branches, cand.branch, &cand.id, &blob, dict)?
                 {
                     continue;
                 }
-                if !filter.matches(&blob, dict)? {
+                if !filter.matches(&cand.id, &blob, dict)? {
                     continue;
                 }
                 let key = order_key(&blob, dict, sort, &cand.id)?;
@@ -428,12 +426,15 @@ impl Db {
                 Access::Index(s) => ("index_scan", vec![ScanExplain::of(s)]),
                 Access::Intersect(ss) => ("intersection", ss.iter().map(ScanExplain::of).collect()),
                 Access::Union(bs) => ("union", bs.iter().map(|(s, _)| ScanExplain::of(s)).collect()),
+                Access::Ids(s) if s.points.is_some() => ("id_lookup", vec![ScanExplain::of_ids(s)]),
+                Access::Ids(s) => ("id_range", vec![ScanExplain::of_ids(s)]),
             };
             let estimated_rows = match &access {
                 Access::FullScan => count,
                 Access::Index(s) => s.estimate,
                 Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
                 Access::Union(bs) => bs.iter().map(|(s, _)| s.estimate).sum(),
+                Access::Ids(s) => s.estimate,
             };
             let order = if sort_by_index {
                 "index"
@@ -455,7 +456,7 @@ impl Db {
                 },
             }));
         }
-        let next = if more { hits.last().map(|h| encode_cursor(sort, &h.key)) } else { None };
+        let next = if more { hits.last().map(|h| cursor::encode(binding, &Order::of(sort), &h.key)) } else { None };
         let documents = self.catalog.with_dict(|dict| {
             hits.iter().map(|h| project(&h.blob, dict, &h.key.id, req.fields.as_deref())).collect::<Result<Vec<_>>>()
         })?;

@@ -6,15 +6,15 @@
 //! first sort field can serve the order (with early stop at `limit`) instead.
 
 use super::filter::{Filter, Op, scalar};
+use super::ids::IdScan;
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{Component, IdxKey, KeyWriter, RidxKey, SidxKey, prefix_successor};
 use crate::service::Result;
 use crate::service::indexes::geo::GeoBox;
+use crate::service::schema::ID_FIELD;
 use crate::storage::{KeyRange, ReadView, Space};
-use serde::Serialize;
 use serde_json::Value;
 use std::ops::Bound;
-use utoipa::ToSchema;
 
 /// Keys counted per access path when estimating.
 pub const ESTIMATE_CAP: u64 = 1000;
@@ -103,6 +103,20 @@ impl IndexScan {
         }
     }
 
+    /// Narrows an id-ordered scan (one exact key prefix) to start after document `id`: its keys
+    /// are the prefix followed by the id, in id order, so the keys before hold only documents an
+    /// earlier page returned. Unique entries end at the values (one document): nothing to skip.
+    pub fn seek_after_id(&mut self, id: &str) {
+        if !self.id_ordered() || self.def.kind == IndexKind::Unique || self.ranges.len() != 1 {
+            return;
+        }
+        if let (Bound::Included(prefix), _) = &self.ranges[0] {
+            let mut key = prefix.clone();
+            key.extend_from_slice(&KeyWriter::default().str(id).finish());
+            self.ranges[0].0 = Bound::Excluded(key);
+        }
+    }
+
     /// True when the scan's own order (value, then id) can be the result order: a range scan of a
     /// range index that holds one entry per document (not multikey).
     pub fn natural_order(&self) -> bool {
@@ -121,6 +135,8 @@ pub enum Access {
     Intersect(Vec<IndexScan>),
     /// an `$or`: one scan per branch, each document taken from the first branch it matches
     Union(Vec<(IndexScan, Filter)>),
+    /// `_id` conditions: point reads or one range of the entity keys, in id order
+    Ids(IdScan),
 }
 
 /// The chosen plan.
@@ -130,40 +146,6 @@ pub struct Plan {
     pub access: Access,
     /// candidates arrive in the order of the first sort key (the scan serves `sort`)
     pub sort_by_index: bool,
-}
-
-/// What `explain` shows of one scan.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ScanExplain {
-    /// index name
-    pub index: String,
-    /// index kind
-    pub kind: IndexKind,
-    /// the condition it serves
-    pub condition: String,
-    /// the key ranges, in display form (`[lo, hi)`)
-    pub ranges: Vec<[String; 2]>,
-    /// `asc` or `desc`
-    pub direction: &'static str,
-    /// keys counted in its ranges (capped at 1000)
-    pub estimated_rows: u64,
-}
-
-impl ScanExplain {
-    pub(super) fn of(s: &IndexScan) -> ScanExplain {
-        let show = |b: &Bound<Vec<u8>>, open: &str| match b {
-            Bound::Included(k) | Bound::Excluded(k) => crate::keys::display(s.space().name(), k),
-            Bound::Unbounded => open.to_owned(),
-        };
-        ScanExplain {
-            index: s.def.name.clone(),
-            kind: s.def.kind,
-            condition: s.condition.clone(),
-            ranges: s.ranges.iter().map(|(lo, hi)| [show(lo, "-inf"), show(hi, "+inf")]).collect(),
-            direction: if s.reverse { "desc" } else { "asc" },
-            estimated_rows: s.estimate,
-        }
-    }
 }
 
 fn prefix_range(prefix: Vec<u8>) -> Range {
@@ -299,7 +281,9 @@ fn candidates(filter: &Filter, table: &str, defs: &[IndexDef]) -> Vec<IndexScan>
                 if def.kind == IndexKind::Unique && per_field.iter().flatten().any(|c| *c == Component::Null) {
                     continue; // unique indexes hold no nulls
                 }
-                if per_field.iter().map(Vec::len).product::<usize>() > MAX_RANGES {
+                // checked: 256 values on each of 8 fields must not wrap past the cap
+                let combos = per_field.iter().try_fold(1usize, |n, v| n.checked_mul(v.len()));
+                if combos.is_none_or(|n| n > MAX_RANGES) {
                     continue;
                 }
                 let combos = per_field.iter().fold(vec![Vec::new()], |acc, vals| {
@@ -419,6 +403,29 @@ pub fn choose(
     limit: usize,
     explain: bool,
 ) -> Result<Plan> {
+    // `_id` equality and `$in` are point reads of the entity keys: nothing reads less.
+    let ids = IdScan::of(filter, table);
+    if let Some(ids) = &ids
+        && ids.points.is_some()
+    {
+        return Ok(Plan { access: Access::Ids(ids.clone()), sort_by_index: false });
+    }
+    // An `_id` range competes with the index scans on its key count.
+    let id_range = match ids {
+        Some(mut r) => {
+            r.estimate = if super::ids::is_empty(&r.range) {
+                0
+            } else {
+                estimate(view, Space::Entity, std::slice::from_ref(&r.range))?
+            };
+            Some(r)
+        }
+        None => None,
+    };
+    // The blobs do not hold `_id`: an index on it holds nothing useful.
+    let defs: Vec<IndexDef> =
+        defs.iter().filter(|d| !d.fields.iter().any(|f| f.split('.').next() == Some(ID_FIELD))).cloned().collect();
+    let defs = defs.as_slice();
     let mut scans = candidates(filter, table, defs);
     let sort_index = sort.first().and_then(|first| {
         defs.iter()
@@ -427,7 +434,7 @@ pub fn choose(
     });
     // Count keys only where there is a choice to make (or explain shows it); a unique
     // equality holds one key per value.
-    let choice = scans.len() > 1 || sort_index.is_some() || explain;
+    let choice = scans.len() > 1 || sort_index.is_some() || id_range.is_some() || explain;
     for s in &mut scans {
         s.estimate = if s.def.kind == IndexKind::Unique {
             s.ranges.len() as u64
@@ -438,10 +445,12 @@ pub fn choose(
         };
     }
     scans.sort_by_key(|s| s.estimate);
+    let id_range = id_range.filter(|r| scans.first().is_none_or(|s| r.estimate <= s.estimate));
+    let best = id_range.as_ref().map(|r| r.estimate).or(scans.first().map(|s| s.estimate));
     if let Some((def, desc)) = sort_index {
         // Serve the order from the index unless another scan is so selective that sorting its
         // few candidates in memory is cheaper than walking the index until `limit` matches.
-        let selective = scans.first().is_some_and(|s| s.estimate < ESTIMATE_CAP.min(limit as u64 * 10).max(100));
+        let selective = best.is_some_and(|e| e < ESTIMATE_CAP.min(limit as u64 * 10).max(100));
         if !selective {
             let mut s = sort_scan(filter, table, def, desc);
             if explain {
@@ -449,6 +458,9 @@ pub fn choose(
             }
             return Ok(Plan { access: Access::Index(Box::new(s)), sort_by_index: true });
         }
+    }
+    if let Some(r) = id_range {
+        return Ok(Plan { access: Access::Ids(r), sort_by_index: false });
     }
     let id_ordered: Vec<IndexScan> = scans.iter().filter(|s| s.id_ordered()).cloned().collect();
     let access = match scans.first() {
@@ -482,8 +494,16 @@ fn union(view: &ReadView, filter: &Filter, table: &str, defs: &[IndexDef]) -> Re
     Ok(Some(out))
 }
 
-/// Parses `"-age"` / `"name"` into sort keys.
+/// Most sort keys of one query.
+pub const MAX_SORT_KEYS: usize = 8;
+
+/// Parses `"-age"` / `"name"` into sort keys (at most [`MAX_SORT_KEYS`]).
 pub fn parse_sort(sort: &[String]) -> Result<Vec<SortKey>> {
+    if sort.len() > MAX_SORT_KEYS {
+        return Err(crate::service::ServiceError::QueryTooComplex(format!(
+            "a query sorts by at most {MAX_SORT_KEYS} fields"
+        )));
+    }
     sort.iter()
         .map(|s| {
             let (field, desc) = match s.strip_prefix('-') {
@@ -507,6 +527,9 @@ pub fn component_of(v: &Value) -> Option<Component<'static>> {
 /// on each of its fields): such a query reads a handful of keys and can run inline.
 pub fn unique_point(filter: &Filter, defs: &[std::sync::Arc<IndexDef>]) -> bool {
     let conjuncts = filter.conjuncts();
+    if conjuncts.iter().any(|c| matches!(c, Filter::Field { path, op: Op::Eq(_) } if path == ID_FIELD)) {
+        return true;
+    }
     defs.iter().filter(|d| d.kind == IndexKind::Unique && d.is_ready()).any(|d| {
         d.fields.iter().all(|f| {
             conjuncts.iter().any(|c| {
