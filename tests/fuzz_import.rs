@@ -31,7 +31,7 @@ impl Fixture {
         Fixture { runtime, db, tables: AtomicUsize::new(0), _dir: dir }
     }
 
-    /// A fresh table; typed ones declare `a` and `b` as nullable JSON columns.
+    /// A fresh table; typed ones declare `a` and `b` as nullable JSON columns (lines with `c` fail).
     fn table(&self, typed: bool) -> String {
         let name = format!("t{}", self.tables.fetch_add(1, Ordering::Relaxed));
         let columns = typed.then(|| {
@@ -87,7 +87,7 @@ fn line() -> impl Strategy<Value = Vec<u8>> {
         1 => Just(Some(json!(7))),
         1 => Just(Some(json!(""))),
     ];
-    let object = (prop::collection::btree_map(prop::sample::select(vec!["a", "b"]), value, 0..3), id).prop_map(
+    let object = (prop::collection::btree_map(prop::sample::select(vec!["a", "b", "c"]), value, 0..3), id).prop_map(
         |(fields, id)| {
             let mut m: Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
             if let Some(id) = id {
