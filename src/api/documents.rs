@@ -56,7 +56,8 @@ fn with_etag(mut response: Response, etag: &str) -> Response {
     params(DocumentPath,
         ("If-Match" = Option<String>, Header, description = "replace only if the current ETag matches (`*`: if it exists)"),
         ("If-None-Match" = Option<String>, Header, description = "`*`: create only if it does not exist")),
-    request_body(content = Object, description = "the document (a JSON object; `_id`, if given, must equal the path id)"),
+    request_body(content = Object, description = "the document: a JSON object; `_id`, if given, must equal the path id; \
+        on an edge table `_from` and `_to` (`\"table/id\"`) are required; on a typed table the columns decide the fields"),
     responses(
         (status = 201, description = "created", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
         (status = 200, description = "replaced", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
@@ -166,7 +167,8 @@ async fn delete_document(
 /// (UUIDv7, time-ordered) where `_id` is absent. Existing ids are replaced.
 #[utoipa::path(post, path = "/v1/tables/{table}/documents", tag = "documents",
     params(TablePath),
-    request_body(content = InsertBody, description = "a document, or an array of documents"),
+    request_body(content = InsertBody, description = "a document, or an array of documents; `_id`, if given, must be a \
+        string; on an edge table `_from` and `_to` (`\"table/id\"`) are required; on a typed table the columns decide the fields"),
     responses(
         (status = 201, description = "written: one outcome (with an ETag) for an object, `documents` for an array",
             body = InsertAnswer, headers(("ETag" = Option<String>, description = "content tag (for an object body)"))),

@@ -161,7 +161,7 @@ pub struct BatchPut {
     /// the document id (1-1024 bytes)
     #[schema(min_length = 1, max_length = 1024, example = "dave")]
     pub id: String,
-    /// the document (`_id`, if given, must equal `id`)
+    /// the document (`_id`, if given, must equal `id`; an edge needs `_from` and `_to`)
     pub document: Map<String, Value>,
 }
 
