@@ -153,6 +153,23 @@ async fn an_over_long_id_is_invalid_on_every_document_route() {
     }
 }
 
+/// A merge patch that is not an object is refused as such (422), not answered 412 when an
+/// If-Match does not hold or 404 when the document is missing: the body is checked first.
+#[tokio::test]
+async fn a_patch_that_is_not_an_object_is_invalid_whatever_the_preconditions() {
+    let s = TestServer::start().await;
+    s.post("/v1/tables", json!({"name": "t"})).await;
+    s.put("/v1/tables/t/documents/d", json!({"a": 1})).await;
+    for path in ["/v1/tables/t/documents/d", "/v1/tables/t/documents/missing"] {
+        for patch in [json!(null), json!(5), json!([{"a": 2}])] {
+            let r = s.send(Method::PATCH, path, Some(&patch), &[("if-match", "\"0000000000000000\"")]).await;
+            assert!(r.is_problem(422, "invalid_document"), "{path} {patch}: {} {}", r.status, r.body);
+        }
+    }
+    let (_, doc) = s.get("/v1/tables/t/documents/d").await;
+    assert_eq!(doc, json!({"_id": "d", "a": 1}));
+}
+
 /// JSON Schema's integer includes `20.0`; a query's `limit` takes it.
 #[tokio::test]
 async fn a_query_limit_may_be_an_integral_float() {

@@ -126,7 +126,7 @@ async fn get_document(
         (status = 412, description = "If-Match failed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "the result is not an object or breaks the table's schema", body = Problem,
+        (status = 422, description = "the patch is not an object, or the result breaks the table's schema", body = Problem,
             content_type = "application/problem+json"),
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -458,6 +458,11 @@ impl Db {
         pre: Preconditions,
     ) -> Result<PutOutcome> {
         check_id(&id)?;
+        // Anything but an object replaces the whole document with a non-object: refused whatever
+        // the stored document or the preconditions are, so before the committer.
+        if !patch.is_object() {
+            return Err(ServiceError::InvalidDocument("a merge patch must be a JSON object".into()));
+        }
         self.table_or_404(&table)?;
         self.write(move |tx, db| {
             let live = live_table(&db.catalog, &table, None)?;
