@@ -59,7 +59,12 @@ fn with_etag(mut response: Response, etag: &str) -> Response {
     request_body(content = Object, description = "the document: a JSON object; `_id`, if given, must equal the path id; \
         on an edge table `_from` and `_to` (`\"table/id\"`) are required; on a typed table the columns decide the fields"),
     responses(
-        (status = 201, description = "created", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
+        (status = 201, description = "created", body = PutOutcome, headers(("ETag" = String, description = "content tag")),
+            links(
+                ("get" = (operation_id = "get_document", parameters(("table" = "$request.path.table"), ("id" = "$request.path.id")))),
+                ("patch" = (operation_id = "patch_document", parameters(("table" = "$request.path.table"), ("id" = "$request.path.id")))),
+                ("delete" = (operation_id = "delete_document", parameters(("table" = "$request.path.table"), ("id" = "$request.path.id")))),
+            )),
         (status = 200, description = "replaced", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
         (status = 400, description = "malformed JSON, invalid id, path or header", body = Problem, content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:malformed_json", "title": "Bad Request", "status": 400,

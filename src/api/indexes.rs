@@ -31,7 +31,11 @@ pub struct IndexList {
 #[utoipa::path(post, path = "/v1/tables/{table}/indexes", tag = "indexes", request_body = CreateIndexBody,
     params(TablePath),
     responses(
-        (status = 201, description = "created and ready", body = IndexDef, headers(("Location" = String, description = "the index"))),
+        (status = 201, description = "created and ready", body = IndexDef, headers(("Location" = String, description = "the index")),
+            links(
+                ("get" = (operation_id = "get_index", parameters(("table" = "$response.body#/table"), ("name" = "$response.body#/name")))),
+                ("drop" = (operation_id = "drop_index", parameters(("table" = "$response.body#/table"), ("name" = "$response.body#/name")))),
+            )),
         (status = 202, description = "created, building", body = IndexDef, headers(("Location" = String, description = "the index"))),
         (status = 400, description = "invalid name, fields or path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),

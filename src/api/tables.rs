@@ -35,7 +35,13 @@ pub struct PatchTable {
 
 /// Creates a table: schemaless (`columns` omitted), typed, or an edge table (`kind: edge`).
 #[utoipa::path(post, path = "/v1/tables", tag = "tables", request_body = CreateTable, responses(
-    (status = 201, description = "created", body = TableDef),
+    (status = 201, description = "created", body = TableDef, links(
+        ("get" = (operation_id = "get_table", parameters(("table" = "$response.body#/name")))),
+        ("insert" = (operation_id = "insert_documents", parameters(("table" = "$response.body#/name")))),
+        ("index" = (operation_id = "create_index", parameters(("table" = "$response.body#/name")))),
+        ("query" = (operation_id = "query", parameters(("table" = "$response.body#/name")))),
+        ("drop" = (operation_id = "drop_table", parameters(("table" = "$response.body#/name")))),
+    )),
     (status = 400, description = "invalid table name or columns (names twice, a default that does not fit its type, columns on an edge table)", body = Problem, content_type = "application/problem+json",
         example = json!({"type": "urn:mosaicdb:problem:invalid_table_name", "title": "Bad Request", "status": 400,
             "detail": "invalid table name \"a/b\": must not contain '/'", "code": "invalid_table_name"})),
