@@ -3,6 +3,7 @@
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::ApiJson;
+use super::spec::BatchBody;
 use crate::service::{BatchOp, BatchOutcome};
 use axum::Json;
 use axum::extract::State;
@@ -24,16 +25,21 @@ pub struct BatchRequest {
 
 /// Applies put / patch / delete operations on any tables atomically: if one fails, none is written
 /// and the problem names it (`operation`).
-#[utoipa::path(post, path = "/v1/batch", tag = "batch", request_body = BatchRequest, responses(
+#[utoipa::path(post, path = "/v1/batch", tag = "batch", request_body = BatchBody, responses(
     (status = 200, description = "every operation was written", body = BatchOutcome),
-    (status = 400, description = "malformed JSON or too many operations", body = Problem, content_type = "application/problem+json"),
+    (status = 400, description = "malformed JSON, no or too many operations, or an invalid id", body = Problem, content_type = "application/problem+json"),
     (status = 404, description = "an operation names a missing table or document; nothing was written", body = Problem,
         content_type = "application/problem+json",
         example = json!({"type": "urn:mosaicdb:problem:document_not_found", "title": "Not Found", "status": 404,
             "detail": "operation 1 failed, nothing was written: document \"x\" not found in table \"users\"",
             "code": "document_not_found", "operation": 1})),
-    (status = 422, description = "an operation's document is invalid; nothing was written", body = Problem,
-        content_type = "application/problem+json"),
+    (status = 409, description = "an operation breaks a unique index or names a table being dropped; nothing was written",
+        body = Problem, content_type = "application/problem+json"),
+    (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+    (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
+    (status = 422, description = "the body has the wrong shape, or an operation's document is invalid for its table; \
+        nothing was written", body = Problem, content_type = "application/problem+json"),
+    (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
 ))]
 async fn batch(
     State(state): State<AppState>,

@@ -3,6 +3,7 @@
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
+use super::spec::{DocumentPath, InsertAnswer, InsertBody, TablePath};
 use crate::service::{DocumentPage, ImportReport, PutOutcome};
 use axum::Json;
 use axum::body::Body;
@@ -30,8 +31,9 @@ pub(super) fn import_router() -> OpenApiRouter<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// page size, 1-1000 (default 100)
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
-    /// the `cursor` of the previous page
+    /// the `cursor` of the previous page (opaque)
     pub cursor: Option<String>,
 }
 
@@ -51,26 +53,34 @@ fn with_etag(mut response: Response, etag: &str) -> Response {
 
 /// Creates (201) or replaces (200) the document `id`.
 #[utoipa::path(put, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
-    params(("table" = String, Path, description = "table name"), ("id" = String, Path, description = "document id, percent-encoded"),
+    params(DocumentPath,
         ("If-Match" = Option<String>, Header, description = "replace only if the current ETag matches (`*`: if it exists)"),
         ("If-None-Match" = Option<String>, Header, description = "`*`: create only if it does not exist")),
-    request_body(content = Object, description = "the document (a JSON object; `_id`, if given, must equal the path id)"),
+    request_body(content = Object, description = "the document: a JSON object; `_id`, if given, must equal the path id; \
+        on an edge table `_from` and `_to` (`\"table/id\"`) are required; on a typed table the columns decide the fields"),
     responses(
-        (status = 201, description = "created", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
+        (status = 201, description = "created", body = PutOutcome, headers(("ETag" = String, description = "content tag")),
+            links(
+                ("get" = (operation_id = "get_document", parameters(("table" = "$request.path.table"), ("id" = "$request.path.id")))),
+                ("patch" = (operation_id = "patch_document", parameters(("table" = "$request.path.table"), ("id" = "$request.path.id")))),
+                ("delete" = (operation_id = "delete_document", parameters(("table" = "$request.path.table"), ("id" = "$request.path.id")))),
+            )),
         (status = 200, description = "replaced", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
-        (status = 400, description = "malformed JSON or invalid id", body = Problem, content_type = "application/problem+json",
+        (status = 400, description = "malformed JSON, invalid id, path or header", body = Problem, content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:malformed_json", "title": "Bad Request", "status": 400,
                 "detail": "Failed to parse the request body as JSON: EOF while parsing an object at line 1 column 9", "code": "malformed_json"})),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "a unique index already holds a value", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match / If-None-Match failed", body = Problem, content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:precondition_failed", "title": "Precondition Failed", "status": 412,
                 "detail": "precondition failed: If-Match: the current ETag is \"5c1e0b7d1a3f2e4c\"", "code": "precondition_failed"})),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "not an object, or a typed table rejects a field", body = Problem,
+        (status = 422, description = "not an object; a typed table rejects a field; an edge lacks `_from`/`_to`; `_id` differs from the path", body = Problem,
             content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:schema_violation", "title": "Unprocessable Entity", "status": 422,
                 "detail": "field \"age\": must be of type int", "code": "schema_violation"})),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn put_document(
     State(state): State<AppState>,
@@ -92,9 +102,10 @@ async fn put_document(
 
 /// Reads the document `id` (with its `_id`).
 #[utoipa::path(get, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
-    params(("table" = String, Path, description = "table name"), ("id" = String, Path, description = "document id, percent-encoded")),
+    params(DocumentPath),
     responses(
         (status = 200, description = "the document", body = Object, headers(("ETag" = String, description = "content tag"))),
+        (status = 400, description = "invalid id or path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table or document", body = Problem, content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:document_not_found", "title": "Not Found", "status": 404,
                 "detail": "document \"alice\" not found in table \"users\"", "code": "document_not_found"})),
@@ -109,16 +120,20 @@ async fn get_document(
 
 /// Applies a JSON merge patch (RFC 7396) to the document `id`.
 #[utoipa::path(patch, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
-    params(("table" = String, Path, description = "table name"), ("id" = String, Path, description = "document id, percent-encoded"),
+    params(DocumentPath,
         ("If-Match" = Option<String>, Header, description = "patch only if the current ETag matches")),
-    request_body(content = Object, description = "a JSON merge patch: objects merge, null removes a field"),
+    request_body(content = Object, description = "a JSON merge patch (an object): objects merge, null removes a field"),
     responses(
         (status = 200, description = "patched", body = PutOutcome, headers(("ETag" = String, description = "content tag"))),
-        (status = 400, description = "malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "malformed JSON, invalid id, path or header", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table or document", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "a unique index already holds a value", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match failed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "the result breaks the table's schema", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "the patch is not an object, or the result breaks the table's schema", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn patch_document(
     State(state): State<AppState>,
@@ -134,12 +149,14 @@ async fn patch_document(
 
 /// Deletes the document `id`.
 #[utoipa::path(delete, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
-    params(("table" = String, Path, description = "table name"), ("id" = String, Path, description = "document id, percent-encoded"),
+    params(DocumentPath,
         ("If-Match" = Option<String>, Header, description = "delete only if the current ETag matches")),
     responses(
         (status = 204, description = "deleted"),
+        (status = 400, description = "invalid id, path or header", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table or document", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match failed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_document(
     State(state): State<AppState>,
@@ -154,16 +171,21 @@ async fn delete_document(
 /// Inserts one document (an object) or several (an array), all or nothing; ids are generated
 /// (UUIDv7, time-ordered) where `_id` is absent. Existing ids are replaced.
 #[utoipa::path(post, path = "/v1/tables/{table}/documents", tag = "documents",
-    params(("table" = String, Path, description = "table name")),
-    request_body(content = Object, description = "a document, or an array of documents"),
+    params(TablePath),
+    request_body(content = InsertBody, description = "a document, or an array of documents; `_id`, if given, must be a \
+        string; on an edge table `_from` and `_to` (`\"table/id\"`) are required; on a typed table the columns decide the fields"),
     responses(
-        (status = 201, description = "written: one outcome for an object, `documents` for an array", body = Inserted),
-        (status = 400, description = "malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "written: one outcome (with an ETag) for an object, `documents` for an array",
+            body = InsertAnswer, headers(("ETag" = Option<String>, description = "content tag (for an object body)"))),
+        (status = 400, description = "malformed JSON or invalid path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "an item is not an object or breaks the schema; nothing was written", body = Problem,
+        (status = 409, description = "a unique index already holds a value; nothing was written", body = Problem,
             content_type = "application/problem+json"),
+        (status = 422, description = "an item is not an object or breaks the table's schema (typed columns, edges' `_from`/`_to`); nothing was written",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn insert_documents(
     State(state): State<AppState>,
@@ -187,10 +209,10 @@ async fn insert_documents(
 
 /// Lists documents in id order, a page at a time.
 #[utoipa::path(get, path = "/v1/tables/{table}/documents", tag = "documents",
-    params(("table" = String, Path, description = "table name"), ListParams),
+    params(TablePath, ListParams),
     responses(
         (status = 200, description = "one page", body = DocumentPage),
-        (status = 400, description = "bad limit or cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "bad limit, cursor or path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_documents(
@@ -206,13 +228,15 @@ const NDJSON_TYPES: [&str; 3] = ["application/x-ndjson", "application/ndjson", "
 /// Imports newline-delimited JSON (one document per line), streamed: good lines are written in
 /// chunks as they arrive, bad lines are reported by number.
 #[utoipa::path(post, path = "/v1/tables/{table}/import", tag = "documents",
-    params(("table" = String, Path, description = "table name")),
+    params(TablePath),
     request_body(content = String, content_type = "application/x-ndjson", description = "one JSON object per line"),
     responses(
         (status = 200, description = "what was written and which lines failed", body = ImportReport),
+        (status = 400, description = "invalid path, or the body could not be read", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "a line is longer than the body limit", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not application/x-ndjson", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn import(
     State(state): State<AppState>,

@@ -3,6 +3,7 @@
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
+use super::spec::{CreateIndexBody, IndexPath, TablePath};
 use crate::catalog::IndexDef;
 use crate::service::CreateIndex;
 use axum::Json;
@@ -27,18 +28,26 @@ pub struct IndexList {
 /// Creates an index. On an empty table it is ready at once (201); otherwise it is `building` (202)
 /// while a background job indexes the existing documents — poll `GET …/indexes/{name}` for the
 /// progress. Writes keep it up to date from the start; queries use it once it is `ready`.
-#[utoipa::path(post, path = "/v1/tables/{table}/indexes", tag = "indexes", request_body = CreateIndex,
-    params(("table" = String, Path, description = "table name")),
+#[utoipa::path(post, path = "/v1/tables/{table}/indexes", tag = "indexes", request_body = CreateIndexBody,
+    params(TablePath),
     responses(
-        (status = 201, description = "created and ready", body = IndexDef),
-        (status = 202, description = "created, building", body = IndexDef),
-        (status = 400, description = "invalid name or fields", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "created and ready", body = IndexDef, headers(("Location" = String, description = "the index")),
+            links(
+                ("get" = (operation_id = "get_index", parameters(("table" = "$response.body#/table"), ("name" = "$response.body#/name")))),
+                ("drop" = (operation_id = "drop_index", parameters(("table" = "$response.body#/table"), ("name" = "$response.body#/name")))),
+            )),
+        (status = 202, description = "created, building", body = IndexDef, headers(("Location" = String, description = "the index"))),
+        (status = 400, description = "invalid name, fields or path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "an index of that name exists or is being dropped", body = Problem,
             content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:index_exists", "title": "Conflict", "status": 409,
                 "detail": "index \"by_age\" already exists on table \"users\"", "code": "index_exists"})),
-        (status = 422, description = "unknown or unsupported kind", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "unknown or unsupported kind, or a body of the wrong shape", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn create_index(
     State(state): State<AppState>,
@@ -52,9 +61,10 @@ async fn create_index(
 }
 
 /// Lists the indexes of a table with their state.
-#[utoipa::path(get, path = "/v1/tables/{table}/indexes", tag = "indexes", params(("table" = String, Path, description = "table name")),
+#[utoipa::path(get, path = "/v1/tables/{table}/indexes", tag = "indexes", params(TablePath),
     responses(
         (status = 200, description = "the indexes", body = IndexList),
+        (status = 400, description = "invalid path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_indexes(
@@ -66,9 +76,10 @@ async fn list_indexes(
 
 /// One index: definition, `state` (`building` with `done`/`total`, `ready`, or `failed` with `error`).
 #[utoipa::path(get, path = "/v1/tables/{table}/indexes/{name}", tag = "indexes",
-    params(("table" = String, Path, description = "table name"), ("name" = String, Path, description = "index name")),
+    params(IndexPath),
     responses(
         (status = 200, description = "the index", body = IndexDef),
+        (status = 400, description = "invalid path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table or index", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_index(
@@ -80,9 +91,11 @@ async fn get_index(
 
 /// Drops an index and its entries.
 #[utoipa::path(delete, path = "/v1/tables/{table}/indexes/{name}", tag = "indexes",
-    params(("table" = String, Path, description = "table name"), ("name" = String, Path, description = "index name")),
+    params(IndexPath),
     responses(
         (status = 204, description = "dropped"),
+        (status = 400, description = "invalid path", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table or index", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn drop_index(

@@ -8,6 +8,7 @@ mod error;
 mod extract;
 mod indexes;
 mod query;
+mod spec;
 mod system;
 mod tables;
 

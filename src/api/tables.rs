@@ -3,6 +3,7 @@
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
+use super::spec::TablePath;
 use crate::catalog::{ColumnDef, TableDef};
 use crate::service::{CreateTable, TableInfo};
 use axum::Json;
@@ -34,16 +35,24 @@ pub struct PatchTable {
 
 /// Creates a table: schemaless (`columns` omitted), typed, or an edge table (`kind: edge`).
 #[utoipa::path(post, path = "/v1/tables", tag = "tables", request_body = CreateTable, responses(
-    (status = 201, description = "created", body = TableDef),
-    (status = 400, description = "invalid table name or columns", body = Problem, content_type = "application/problem+json",
+    (status = 201, description = "created", body = TableDef, links(
+        ("get" = (operation_id = "get_table", parameters(("table" = "$response.body#/name")))),
+        ("insert" = (operation_id = "insert_documents", parameters(("table" = "$response.body#/name")))),
+        ("index" = (operation_id = "create_index", parameters(("table" = "$response.body#/name")))),
+        ("query" = (operation_id = "query", parameters(("table" = "$response.body#/name")))),
+        ("drop" = (operation_id = "drop_table", parameters(("table" = "$response.body#/name")))),
+    )),
+    (status = 400, description = "invalid table name or columns (names twice, a default that does not fit its type, columns on an edge table)", body = Problem, content_type = "application/problem+json",
         example = json!({"type": "urn:mosaicdb:problem:invalid_table_name", "title": "Bad Request", "status": 400,
             "detail": "invalid table name \"a/b\": must not contain '/'", "code": "invalid_table_name"})),
     (status = 409, description = "a table of that name exists (or is still being dropped)", body = Problem,
         content_type = "application/problem+json",
         example = json!({"type": "urn:mosaicdb:problem:table_exists", "title": "Conflict", "status": 409,
             "detail": "table \"users\" already exists", "code": "table_exists"})),
+    (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
     (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
     (status = 422, description = "the body does not fit the schema", body = Problem, content_type = "application/problem+json"),
+    (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
 ))]
 async fn create_table(
     State(state): State<AppState>,
@@ -61,9 +70,10 @@ async fn list_tables(State(state): State<AppState>) -> Result<Json<TableList>, A
 }
 
 /// A table's definition and document count.
-#[utoipa::path(get, path = "/v1/tables/{table}", tag = "tables", params(("table" = String, Path, description = "table name")),
+#[utoipa::path(get, path = "/v1/tables/{table}", tag = "tables", params(TablePath),
     responses(
         (status = 200, description = "the table", body = TableInfo),
+        (status = 400, description = "invalid path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:table_not_found", "title": "Not Found", "status": 404,
                 "detail": "table \"users\" does not exist", "code": "table_not_found"})),
@@ -77,11 +87,16 @@ async fn get_table(
 
 /// Adds columns to a typed table.
 #[utoipa::path(patch, path = "/v1/tables/{table}", tag = "tables", request_body = PatchTable,
-    params(("table" = String, Path, description = "table name")),
+    params(TablePath),
     responses(
         (status = 200, description = "the new definition", body = TableDef),
-        (status = 400, description = "invalid columns", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "invalid columns (a name taken, neither nullable nor with a default, a default that does \
+            not fit), or the table is schemaless", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "the body does not fit the schema", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn patch_table(
     State(state): State<AppState>,
@@ -92,10 +107,12 @@ async fn patch_table(
 }
 
 /// Drops a table with every document and index entry of it.
-#[utoipa::path(delete, path = "/v1/tables/{table}", tag = "tables", params(("table" = String, Path, description = "table name")),
+#[utoipa::path(delete, path = "/v1/tables/{table}", tag = "tables", params(TablePath),
     responses(
         (status = 204, description = "dropped"),
+        (status = 400, description = "invalid path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn drop_table(State(state): State<AppState>, ApiPath(table): ApiPath<String>) -> Result<StatusCode, ApiError> {
     state.db.drop_table(table).await?;

@@ -92,11 +92,12 @@ impl<'de> Deserialize<'de> for ColumnType {
 /// A declared column of a typed table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ColumnDef {
-    /// field name
+    /// field name: not empty, not starting with `_` (reserved for system fields)
+    #[schema(min_length = 1, pattern = "^[^_][\\s\\S]*$", example = "age")]
     pub name: String,
-    /// `string`, `int`, `float`, `bool`, `timestamp`, `json` or `vector(N)`
+    /// `string`, `int`, `float`, `bool`, `timestamp`, `json` or `vector(N)` with 1 <= N <= 65536
     #[serde(rename = "type")]
-    #[schema(value_type = String, example = "int")]
+    #[schema(value_type = String, example = "int", pattern = "^(string|int|float|bool|timestamp|json|vector\\(\\+?0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-6])\\))$")]
     pub ty: ColumnType,
     /// whether null (or absence, when there is no default) is allowed
     #[serde(default)]

@@ -153,8 +153,10 @@ impl Number {
                     (false, m) if m <= i64::MAX as u64 => Number::Int(m as i64),
                     (false, m) => Number::UInt(m),
                     (true, m) if m <= 1u64 << 63 => Number::Int((m as i128).wrapping_neg() as i64),
-                    // An integral float below i64::MIN: stays a float.
-                    (true, _) => Number::Float(-(m as f64)),
+                    // An integral float below i64::MIN: stays a float, if f64 holds it exactly
+                    // (more significant bits would round: another key's bytes).
+                    (true, m) if 64 - m.leading_zeros() - m.trailing_zeros() <= 53 => Number::Float(-(m as f64)),
+                    (true, _) => return Err(KeyError::InvalidNumber),
                 });
             }
         }

@@ -399,6 +399,7 @@ impl Db {
 
     /// Reads one document.
     pub async fn get_document(self: &Arc<Self>, table: String, id: String) -> Result<Document> {
+        check_id(&id)?;
         self.read_point(move |db| {
             db.table_or_404(&table)?;
             let key = EntityKey::new(&table, &id).encode();
@@ -457,6 +458,12 @@ impl Db {
         patch: Value,
         pre: Preconditions,
     ) -> Result<PutOutcome> {
+        check_id(&id)?;
+        // Anything but an object replaces the whole document with a non-object: refused whatever
+        // the stored document or the preconditions are, so before the committer.
+        if !patch.is_object() {
+            return Err(ServiceError::InvalidDocument("a merge patch must be a JSON object".into()));
+        }
         self.table_or_404(&table)?;
         self.write(move |tx, db| {
             let live = live_table(&db.catalog, &table, None)?;
@@ -468,6 +475,8 @@ impl Db {
 
     /// Deletes a document.
     pub async fn delete_document(self: &Arc<Self>, table: String, id: String, pre: Preconditions) -> Result<()> {
+        // an id no document can have is a bad request, whatever the preconditions say
+        check_id(&id)?;
         self.table_or_404(&table)?;
         self.write(move |tx, db| {
             let live = live_table(&db.catalog, &table, None)?;

@@ -18,7 +18,7 @@ const PURGE_CHUNK: usize = 10_000;
 #[serde(deny_unknown_fields)]
 pub struct CreateTable {
     /// table name: 1-256 bytes of UTF-8, no `/` and no control characters
-    #[schema(example = "users")]
+    #[schema(example = "users", min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$")]
     pub name: String,
     /// `document` (default) or `edge`
     #[serde(default)]

@@ -51,6 +51,7 @@ pub struct QueryRequest {
     /// fields to return (dotted paths); `_id` always comes back
     pub fields: Option<Vec<String>>,
     /// page size, 1-1000 (default 100)
+    #[serde(default, deserialize_with = "integer")]
     pub limit: Option<usize>,
     /// the `cursor` of the previous page (with the same filter and sort)
     pub cursor: Option<String>,
@@ -59,6 +60,18 @@ pub struct QueryRequest {
     pub explain: bool,
     /// false: refuse a full table scan over more documents than the server's scan threshold
     pub allow_scan: Option<bool>,
+}
+
+/// A JSON Schema integer: `20`, or `20.0` (a number without a fraction is an integer there, so a
+/// client working from the OpenAPI document may send it). Beyond usize it saturates.
+fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else { return Ok(None) };
+    match (n.as_u64(), n.as_f64()) {
+        (Some(u), _) => Ok(Some(usize::try_from(u).unwrap_or(usize::MAX))),
+        // `as` saturates at usize::MAX
+        (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f as usize)),
+        _ => Err(serde::de::Error::custom(format!("expected a non-negative integer, got {n}"))),
+    }
 }
 
 /// What the planner chose and what running it cost.

@@ -1,0 +1,340 @@
+//! Parts of the OpenAPI document that only describe: path parameters with the server's rules,
+//! and request/response shapes that one Rust type cannot state (one object or an array; fields
+//! allowed depending on `kind` or `op`). The handlers deserialize the service's own types; these
+//! say exactly what those accept, so a spec-driven client or fuzzer can trust the document.
+#![allow(dead_code)] // the types exist for their schemas; nothing constructs them
+
+use crate::service::PutOutcome;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+use utoipa::openapi::{Array, Object};
+use utoipa::{IntoParams, ToSchema};
+
+/// A dotted field path: non-empty names joined by `.`.
+pub const FIELD_PATH: &str = "^[^.]+(\\.[^.]+)*$";
+
+/// `/v1/tables/{table}`
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct TablePath {
+    /// table name (1-256 bytes, no `/`, no control characters), percent-encoded
+    #[param(min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", example = "users")]
+    pub table: String,
+}
+
+/// `/v1/tables/{table}/documents/{id}`
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct DocumentPath {
+    /// table name (1-256 bytes, no `/`, no control characters), percent-encoded
+    #[param(min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", example = "users")]
+    pub table: String,
+    /// document id: any UTF-8, 1-1024 bytes, percent-encoded
+    #[param(min_length = 1, max_length = 1024, example = "alice")]
+    pub id: String,
+}
+
+/// `/v1/tables/{table}/indexes/{name}`
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct IndexPath {
+    /// table name (1-256 bytes, no `/`, no control characters), percent-encoded
+    #[param(min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", example = "users")]
+    pub table: String,
+    /// index name (1-256 bytes, no control characters), percent-encoded
+    #[param(min_length = 1, max_length = 256, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", example = "by_age")]
+    pub name: String,
+}
+
+/// The body of `POST …/documents`: one document, or an array of them (all or nothing).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum InsertBody {
+    /// one document
+    One(Map<String, Value>),
+    /// several documents
+    Many(Vec<Map<String, Value>>),
+}
+
+/// The answer to `POST …/documents`: one outcome for an object body, `documents` for an array.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum InsertAnswer {
+    /// the body was one document
+    One(PutOutcome),
+    /// the body was an array
+    Many(super::documents::Inserted),
+}
+
+/// Index kinds that take 1-8 fields.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CompositeKind {
+    /// equality
+    Hash,
+    /// equality, one document per value
+    Unique,
+}
+
+/// Index kinds that take exactly one field.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SingleFieldKind {
+    /// ordered values
+    Range,
+    /// geohash cells of a `{"lat", "lon"}` or `[lon, lat]` point
+    Spatial,
+}
+
+/// A hash or unique index over 1-8 fields.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompositeIndex {
+    /// index name, unique within the table (1-256 bytes, no control characters)
+    #[schema(min_length = 1, max_length = 256, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", example = "by_email")]
+    pub name: String,
+    /// `hash` or `unique`
+    pub kind: CompositeKind,
+    /// 1-8 dotted field paths
+    #[schema(schema_with = composite_fields)]
+    pub fields: Vec<String>,
+}
+
+/// A range or spatial index over one field.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SingleFieldIndex {
+    /// index name, unique within the table (1-256 bytes, no control characters)
+    #[schema(min_length = 1, max_length = 256, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", example = "by_age")]
+    pub name: String,
+    /// `range` or `spatial`
+    pub kind: SingleFieldKind,
+    /// exactly one dotted field path
+    #[schema(schema_with = single_field)]
+    pub fields: Vec<String>,
+}
+
+/// The body of `POST …/indexes`. Full-text, vector and TTL indexes are not built yet.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum CreateIndexBody {
+    /// hash or unique
+    Composite(CompositeIndex),
+    /// range or spatial
+    SingleField(SingleFieldIndex),
+}
+
+/// `put`
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PutOp {
+    /// create or replace
+    Put,
+}
+
+/// `patch`
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PatchOp {
+    /// merge patch
+    Patch,
+}
+
+/// `delete`
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeleteOp {
+    /// delete (the document must exist)
+    Delete,
+}
+
+/// Creates or replaces `id` with `document`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchPut {
+    /// `put`
+    pub op: PutOp,
+    /// the table (1-256 bytes, no `/`, no control characters)
+    #[schema(min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", example = "users")]
+    pub table: String,
+    /// the document id (1-1024 bytes)
+    #[schema(min_length = 1, max_length = 1024, example = "dave")]
+    pub id: String,
+    /// the document (`_id`, if given, must equal `id`; an edge needs `_from` and `_to`)
+    pub document: Map<String, Value>,
+}
+
+/// Merge-patches the existing document `id` with `document` (RFC 7396).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchPatch {
+    /// `patch`
+    pub op: PatchOp,
+    /// the table (1-256 bytes, no `/`, no control characters)
+    #[schema(min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", example = "users")]
+    pub table: String,
+    /// the document id (1-1024 bytes)
+    #[schema(min_length = 1, max_length = 1024, example = "carol")]
+    pub id: String,
+    /// the merge patch: an object (anything else would replace the document with a non-object)
+    pub document: Map<String, Value>,
+}
+
+/// Deletes the existing document `id`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchDelete {
+    /// `delete`
+    pub op: DeleteOp,
+    /// the table (1-256 bytes, no `/`, no control characters)
+    #[schema(min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", example = "users")]
+    pub table: String,
+    /// the document id (1-1024 bytes)
+    #[schema(min_length = 1, max_length = 1024, example = "u1")]
+    pub id: String,
+    /// a delete takes no document (null is the same as absent)
+    #[serde(default)]
+    #[schema(schema_with = null_only)]
+    pub document: Option<()>,
+}
+
+/// One operation of a batch.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum BatchOpBody {
+    /// put
+    Put(BatchPut),
+    /// patch
+    Patch(BatchPatch),
+    /// delete
+    Delete(BatchDelete),
+}
+
+/// The body of `POST /v1/batch`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    /// 1 to 10 000 operations, applied in order in one atomic write
+    #[schema(min_items = 1, max_items = 10_000)]
+    pub operations: Vec<BatchOpBody>,
+}
+
+/// A sort entry: a dotted field path, `-` first for descending (`+` for ascending is allowed).
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(pattern = "^(-[^.]+|\\+[^.]+|[^-+.][^.]*)(\\.[^.]+)*$", example = "-age")]
+pub struct SortField(String);
+
+/// A dotted field path: non-empty names joined by `.`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(pattern = "^[^.]+(\\.[^.]+)*$", example = "address.city")]
+pub struct FieldPath(String);
+
+/// The body of a query (the service's `QueryRequest`, with the rules it checks).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryBody {
+    /// the filter (see the README for operators); omitted or null = every document
+    #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}, "city": "Oslo"}))]
+    pub filter: Option<Map<String, Value>>,
+    /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id` (in the
+    /// first field's direction). Without it the order is the plan's: a range scan's field order,
+    /// else `_id` order
+    #[serde(default)]
+    pub sort: Vec<SortField>,
+    /// fields to return (dotted paths); `_id` always comes back
+    pub fields: Option<Vec<FieldPath>>,
+    /// page size, 1-1000 (default 100)
+    #[schema(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+    /// the `cursor` of the previous page (opaque; with the same filter and sort)
+    pub cursor: Option<String>,
+    /// return the plan instead of the documents
+    #[serde(default)]
+    pub explain: bool,
+    /// false: refuse a full table scan over more documents than the server's scan threshold
+    pub allow_scan: Option<bool>,
+}
+
+fn null_only() -> Object {
+    ObjectBuilder::new().schema_type(Type::Null).build()
+}
+
+fn field_path() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(FIELD_PATH))
+        .description(Some("a dotted field path, e.g. `address.city`"))
+        .build()
+}
+
+fn composite_fields() -> Array {
+    ArrayBuilder::new()
+        .items(field_path())
+        .min_items(Some(1))
+        .max_items(Some(8))
+        .examples([serde_json::json!(["email"])])
+        .build()
+}
+
+fn single_field() -> Array {
+    ArrayBuilder::new()
+        .items(field_path())
+        .min_items(Some(1))
+        .max_items(Some(1))
+        .examples([serde_json::json!(["age"])])
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use utoipa::PartialSchema;
+
+    fn properties<T: PartialSchema>() -> BTreeSet<String> {
+        let schema = serde_json::to_value(T::schema()).unwrap();
+        schema["properties"].as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// The described bodies name exactly the fields the service's types read (which refuse
+    /// unknown fields): a field added to one and not the other fails here.
+    #[test]
+    fn described_bodies_have_the_fields_the_service_reads() {
+        use crate::service::{BatchOp, CreateIndex, QueryRequest};
+        assert_eq!(properties::<QueryBody>(), properties::<QueryRequest>());
+        assert_eq!(properties::<CompositeIndex>(), properties::<CreateIndex>());
+        assert_eq!(properties::<SingleFieldIndex>(), properties::<CreateIndex>());
+        assert_eq!(properties::<BatchPut>(), properties::<BatchOp>());
+        assert_eq!(properties::<BatchPatch>(), properties::<BatchOp>());
+        assert_eq!(properties::<BatchDelete>(), properties::<BatchOp>());
+        assert_eq!(properties::<BatchBody>(), properties::<super::super::batch::BatchRequest>());
+    }
+
+    /// Bodies the description allows are bodies the service's types accept.
+    #[test]
+    fn described_examples_deserialize_into_the_service_types() {
+        use crate::service::{BatchOp, CreateIndex, QueryRequest};
+        use serde_json::json;
+        let query = json!({"filter": {"a.b": 1}, "sort": ["-a", "+b", "c.d"], "fields": ["a"], "limit": 1000,
+            "cursor": "x", "explain": false, "allow_scan": null});
+        serde_json::from_value::<QueryBody>(query.clone()).unwrap();
+        serde_json::from_value::<QueryRequest>(query).unwrap();
+        for index in [
+            json!({"name": "i", "kind": "unique", "fields": ["a", "b.c"]}),
+            json!({"name": "i", "kind": "spatial", "fields": ["loc"]}),
+        ] {
+            serde_json::from_value::<CreateIndexBody>(index.clone()).unwrap();
+            serde_json::from_value::<CreateIndex>(index).unwrap();
+        }
+        for op in [
+            json!({"op": "put", "table": "t", "id": "1", "document": {}}),
+            json!({"op": "patch", "table": "t", "id": "1", "document": {"a": null}}),
+            json!({"op": "delete", "table": "t", "id": "1"}),
+            json!({"op": "delete", "table": "t", "id": "1", "document": null}),
+        ] {
+            serde_json::from_value::<BatchOpBody>(op.clone()).unwrap();
+            serde_json::from_value::<BatchOp>(op).unwrap();
+        }
+    }
+}
