@@ -107,7 +107,7 @@ fn serve_blob(blob: &[u8], dict: &FieldDict, filters: &[Filter]) {
         let _ = entity::write_entries(o, dict, &mut out, false);
     }
     for f in filters {
-        let _ = f.matches(blob, dict);
+        let _ = f.matches("d", blob, dict);
     }
     for field in ["a", "a.b", "b", "c.a.b"] {
         let _ = field_values(blob, dict, field);
@@ -129,7 +129,7 @@ proptest! {
                 let mut dict = FieldDict::new();
                 for doc in [json!({}), json!({"a": {"b": [1, "x", null]}, "lat": 1, "b": {"lat": 1, "lon": 2}})] {
                     let blob = encode(&doc, &mut dict);
-                    let _ = filter.matches(&blob, &dict);
+                    let _ = filter.matches("d", &blob, &dict);
                 }
             }
             Err(e) => prop_assert!(matches!(e, ServiceError::InvalidFilter(_)), "{:?} for {}", e, v),

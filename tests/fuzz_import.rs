@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use mosaicdb::catalog::{ColumnDef, TableKind};
-use mosaicdb::service::{CreateTable, Db, DbOptions, ImportReport, ServiceError};
+use mosaicdb::service::{CreateTable, Db, DbOptions, ImportLimits, ImportReport, ServiceError};
 use mosaicdb::storage::{Durability, StorageConfig};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -46,7 +46,8 @@ impl Fixture {
 
     fn import(&self, table: &str, chunks: Vec<Vec<u8>>, max_line: usize) -> Result<ImportReport, ServiceError> {
         let body = futures_util::stream::iter(chunks.into_iter().map(|c| Ok::<_, std::io::Error>(Bytes::from(c))));
-        self.runtime.block_on(self.db.import(table.to_owned(), body, max_line))
+        let limits = ImportLimits { max_line, window: std::time::Duration::from_secs(60), min_bytes: 1 };
+        self.runtime.block_on(self.db.import(table.to_owned(), body, limits))
     }
 
     /// Every stored document, `_id` taken out: `(id, rest)` sorted.

@@ -92,8 +92,8 @@ impl<'de> Deserialize<'de> for ColumnType {
 /// A declared column of a typed table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ColumnDef {
-    /// field name: not empty, not starting with `_` (reserved for system fields)
-    #[schema(min_length = 1, pattern = "^[^_][\\s\\S]*$", example = "age")]
+    /// field name: not empty, not starting with `_` (reserved for system fields), without `.` (paths are dotted)
+    #[schema(min_length = 1, pattern = "^[^_.][^.]*$", example = "age")]
     pub name: String,
     /// `string`, `int`, `float`, `bool`, `timestamp`, `json` or `vector(N)` with 1 <= N <= 65536
     #[serde(rename = "type")]
