@@ -8,6 +8,7 @@ mod error;
 mod import;
 pub mod indexes;
 mod info;
+mod purge;
 pub mod query;
 pub mod schema;
 mod tables;
@@ -38,6 +39,8 @@ pub struct Db {
     catalog: Arc<Catalog>,
     started: Instant,
     scan_threshold: u64,
+    backfill_chunk: usize,
+    purge_chunk: usize,
 }
 
 /// Service settings.
@@ -48,30 +51,51 @@ pub struct DbOptions {
     /// resume unfinished index builds and table drops at open (off for offline tools such as
     /// `mosaicdb check`, which must not change the data they inspect)
     pub background_jobs: bool,
+    /// documents an index backfill indexes per write
+    pub backfill_chunk: usize,
+    /// keys a table or index purge removes per write
+    pub purge_chunk: usize,
 }
 
 impl Default for DbOptions {
     fn default() -> Self {
-        DbOptions { scan_threshold: 1000, background_jobs: true }
+        DbOptions {
+            scan_threshold: 1000,
+            background_jobs: true,
+            backfill_chunk: indexes::BACKFILL_CHUNK,
+            purge_chunk: purge::PURGE_CHUNK,
+        }
     }
 }
 
 impl Db {
-    /// Opens the data directory, loads the catalog, and resumes unfinished table drops in the
-    /// background (call from within a tokio runtime).
+    /// Opens the data directory, loads the catalog, and resumes unfinished index builds, index
+    /// and table drops in the background (call from within a tokio runtime).
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
         let catalog = Catalog::load(&store)?;
-        let db = Arc::new(Db { store, catalog, started: Instant::now(), scan_threshold: options.scan_threshold });
+        let db = Arc::new(Db {
+            store,
+            catalog,
+            started: Instant::now(),
+            scan_threshold: options.scan_threshold,
+            backfill_chunk: options.backfill_chunk,
+            purge_chunk: options.purge_chunk,
+        });
         if !options.background_jobs {
             return Ok(db);
         }
         for table in db.catalog.tables() {
             for index in db.catalog.indexes(&table.name) {
-                if matches!(index.state, crate::catalog::IndexState::Building { .. }) {
-                    db.spawn_backfill(&index);
+                match index.state {
+                    crate::catalog::IndexState::Building { .. } => db.spawn_backfill(&index),
+                    crate::catalog::IndexState::Failed { .. } => db.purge_failed_index(&index),
+                    crate::catalog::IndexState::Ready => {}
                 }
             }
+        }
+        for (table, index) in db.catalog.dropping_indexes() {
+            drop(db.purge_dropped_index(&table, &index));
         }
         for table in db.catalog.dropping() {
             let db = db.clone();
@@ -94,9 +118,10 @@ impl Db {
         &self.catalog
     }
 
-    /// True when the store takes writes (not poisoned, not closed).
+    /// True when the store takes writes: not poisoned, and its committer runs (not closed, not
+    /// taken down by a bug).
     pub fn is_writable(&self) -> bool {
-        !self.store.is_poisoned()
+        !self.store.is_poisoned() && self.store.is_running()
     }
 
     /// Waits for queued writes and fsyncs everything.
