@@ -3,6 +3,7 @@
 //! Every change of a document goes through [`put_encoded`] or [`delete_in`], inside one write:
 //! the entity, the table's count, and (for edges) the graph adjacency change together.
 
+use super::optimistic::{patch_outside, same_schema, unchanged};
 use super::schema::{self, FROM_FIELD, ID_FIELD, TO_FIELD};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
@@ -130,7 +131,7 @@ pub struct Preconditions {
 }
 
 impl Preconditions {
-    fn check(&self, current: Option<&str>) -> Result<()> {
+    pub(crate) fn check(&self, current: Option<&str>) -> Result<()> {
         if let Some(m) = &self.if_match {
             match current {
                 None => return Err(ServiceError::PreconditionFailed("If-Match: the document does not exist".into())),
@@ -418,19 +419,29 @@ impl Db {
         pre: Preconditions,
     ) -> Result<PutOutcome> {
         take_id(&mut doc, Some(&id))?;
-        let def = self.table_or_404(&table)?;
-        let prepared = prepare(&self.catalog, &def, id, doc)?;
-        self.write(move |tx, db| {
-            let live = live_table(&db.catalog, &table, Some(&def))?;
-            put_encoded(tx, &db.catalog, &live, prepared, &pre)
-        })
-        .await
+        // Prepared again only when a column was added meanwhile: each retry follows a commit.
+        loop {
+            let def = self.table_or_404(&table)?;
+            let prepared = prepare(&self.catalog, &def, id.clone(), doc.clone())?;
+            let (t, pre) = (table.clone(), pre.clone());
+            let done = self
+                .write(move |tx, db| {
+                    let live = live_table(&db.catalog, &t, Some(&def))?;
+                    if !same_schema(&live, &def) {
+                        return Ok(None);
+                    }
+                    put_encoded(tx, &db.catalog, &live, prepared, &pre).map(Some)
+                })
+                .await?;
+            if let Some(outcome) = done {
+                return Ok(outcome);
+            }
+        }
     }
 
     /// Inserts one or more documents (ids generated where `_id` is absent); all or nothing.
     pub async fn insert_documents(self: &Arc<Self>, table: String, docs: Vec<Value>) -> Result<Vec<PutOutcome>> {
-        let def = self.table_or_404(&table)?;
-        let prepared = docs
+        let docs = docs
             .into_iter()
             .enumerate()
             .map(|(i, doc)| {
@@ -438,14 +449,34 @@ impl Db {
                     return Err(ServiceError::InvalidDocument(format!("item {i} is not an object")));
                 };
                 let id = take_id(&mut doc, None)?.unwrap_or_else(new_id);
-                prepare(&self.catalog, &def, id, doc)
+                Ok((id, doc))
             })
             .collect::<Result<Vec<_>>>()?;
-        self.write(move |tx, db| {
-            let live = live_table(&db.catalog, &table, Some(&def))?;
-            prepared.into_iter().map(|p| put_encoded(tx, &db.catalog, &live, p, &Preconditions::default())).collect()
-        })
-        .await
+        loop {
+            let def = self.table_or_404(&table)?;
+            let prepared = docs
+                .iter()
+                .map(|(id, doc)| prepare(&self.catalog, &def, id.clone(), doc.clone()))
+                .collect::<Result<Vec<_>>>()?;
+            let t = table.clone();
+            let done = self
+                .write(move |tx, db| {
+                    let live = live_table(&db.catalog, &t, Some(&def))?;
+                    if !same_schema(&live, &def) {
+                        return Ok(None);
+                    }
+                    let none = Preconditions::default();
+                    prepared
+                        .into_iter()
+                        .map(|p| put_encoded(tx, &db.catalog, &live, p, &none))
+                        .collect::<Result<_>>()
+                        .map(Some)
+                })
+                .await?;
+            if let Some(outcomes) = done {
+                return Ok(outcomes);
+            }
+        }
     }
 
     /// Applies a JSON merge patch to a document.
@@ -456,6 +487,27 @@ impl Db {
         patch: Value,
         pre: Preconditions,
     ) -> Result<PutOutcome> {
+        // Merged and encoded outside the committer from the document as read; the write checks
+        // it is still that version (and the table's columns unchanged).
+        for _ in 0..super::optimistic::PATCH_ATTEMPTS {
+            let def = self.table_or_404(&table)?;
+            let Some(patched) = patch_outside(self, &def, &id, &patch, |tag| pre.check(Some(tag)).is_ok())? else {
+                break;
+            };
+            let (t, i, pre) = (table.clone(), id.clone(), pre.clone());
+            let done = self
+                .write(move |tx, db| {
+                    let live = live_table(&db.catalog, &t, Some(&def))?;
+                    if !same_schema(&live, &def) || !unchanged(tx, &t, &i, &patched.base)? {
+                        return Ok(None);
+                    }
+                    put_encoded(tx, &db.catalog, &live, patched.prepared, &pre).map(Some)
+                })
+                .await?;
+            if let Some(outcome) = done {
+                return Ok(outcome);
+            }
+        }
         self.table_or_404(&table)?;
         self.write(move |tx, db| {
             let live = live_table(&db.catalog, &table, None)?;

@@ -8,10 +8,13 @@ mod error;
 mod import;
 pub mod indexes;
 mod info;
+mod optimistic;
 mod purge;
 pub mod query;
 pub mod schema;
 mod tables;
+#[cfg(test)]
+mod tests;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
