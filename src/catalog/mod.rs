@@ -51,8 +51,9 @@ struct Defs {
     indexes: BTreeMap<String, BTreeMap<String, Arc<IndexDef>>>,
     metrics: BTreeMap<String, Arc<MetricConfig>>,
     dropping: BTreeSet<String>,
-    /// (table, index) of dropped indexes whose entries are still being removed
-    dropping_indexes: BTreeSet<(String, String)>,
+    /// (table, index) of dropped indexes whose entries are still being removed → the dropped
+    /// definition's `created_at` (which purge the mark belongs to)
+    dropping_indexes: BTreeMap<(String, String), i64>,
 }
 
 /// The field dictionary as an append-only snapshot: readers take the current `Arc` once (the lock
@@ -109,7 +110,9 @@ impl Catalog {
                     defs.dropping.insert(table.into_owned());
                 }
                 MetaKey::IndexDropping(table, name) => {
-                    defs.dropping_indexes.insert((table.into_owned(), name.into_owned()));
+                    let generation =
+                        value.as_ref().try_into().map(i64::from_be_bytes).map_err(|_| corrupt(&key, "not an i64"))?;
+                    defs.dropping_indexes.insert((table.into_owned(), name.into_owned()), generation);
                 }
                 MetaKey::Field(id) => {
                     // ids are scanned in order; a gap means a lost entry
@@ -196,7 +199,7 @@ impl Catalog {
         for index in self.indexes(name) {
             tx.delete(Space::Meta, MetaKey::Index(name.into(), index.name.as_str().into()).encode());
         }
-        for (_, index) in self.dropping_indexes().into_iter().filter(|(t, _)| t == name) {
+        for (_, index, _) in self.dropping_indexes().into_iter().filter(|(t, ..)| t == name) {
             tx.delete(Space::Meta, MetaKey::IndexDropping(name.into(), index.as_str().into()).encode());
         }
         tx.put(Space::Meta, MetaKey::Dropping(name.into()).encode(), Vec::new());
@@ -205,7 +208,7 @@ impl Catalog {
             let mut defs = this.defs_mut();
             defs.tables.remove(&name);
             defs.indexes.remove(&name);
-            defs.dropping_indexes.retain(|(t, _)| *t != name);
+            defs.dropping_indexes.retain(|(t, _), _| *t != name);
             defs.dropping.insert(name);
         });
     }
@@ -232,16 +235,20 @@ impl Catalog {
     /// (`meta:index_dropping:{table}:{name}`) until [`Catalog::finish_index_drop`]: the mark
     /// survives a crash, so the purge resumes at open, and keeps the name taken meanwhile, so a
     /// new index of that name never has its entries removed by the old one's purge.
-    pub fn drop_index(self: &Arc<Self>, tx: &mut WriteTx<'_>, table: &str, name: &str) {
+    /// The mark holds the dropped definition's `created_at`, so a purge can tell its own mark
+    /// from a later drop's.
+    pub fn drop_index(self: &Arc<Self>, tx: &mut WriteTx<'_>, def: &IndexDef) {
+        let (table, name) = (def.table.as_str(), def.name.as_str());
         tx.delete(Space::Meta, MetaKey::Index(table.into(), name.into()).encode());
-        tx.put(Space::Meta, MetaKey::IndexDropping(table.into(), name.into()).encode(), Vec::new());
-        let (this, table, name) = (self.clone(), table.to_owned(), name.to_owned());
+        let mark = MetaKey::IndexDropping(table.into(), name.into()).encode();
+        tx.put(Space::Meta, mark, def.created_at.to_be_bytes().to_vec());
+        let (this, table, name, generation) = (self.clone(), table.to_owned(), name.to_owned(), def.created_at);
         tx.on_commit(move || {
             let mut defs = this.defs_mut();
             if let Some(m) = defs.indexes.get_mut(&table) {
                 m.remove(&name);
             }
-            defs.dropping_indexes.insert((table, name));
+            defs.dropping_indexes.insert((table, name), generation);
         });
     }
 
@@ -254,14 +261,15 @@ impl Catalog {
         });
     }
 
-    /// True while a dropped index's entries are still being removed.
-    pub fn is_index_dropping(&self, table: &str, name: &str) -> bool {
-        self.defs().dropping_indexes.iter().any(|(t, n)| t == table && n == name)
+    /// While a dropped index's entries are still being removed: the dropped definition's
+    /// `created_at`.
+    pub fn index_dropping(&self, table: &str, name: &str) -> Option<i64> {
+        self.defs().dropping_indexes.iter().find(|((t, n), _)| t == table && n == name).map(|(_, g)| *g)
     }
 
-    /// Index drops that have not finished, as (table, index) (resumed at start).
-    pub fn dropping_indexes(&self) -> Vec<(String, String)> {
-        self.defs().dropping_indexes.iter().cloned().collect()
+    /// Index drops that have not finished, as (table, index, `created_at`) (resumed at start).
+    pub fn dropping_indexes(&self) -> Vec<(String, String, i64)> {
+        self.defs().dropping_indexes.iter().map(|((t, n), g)| (t.clone(), n.clone(), *g)).collect()
     }
 
     /// Stages a metric configuration.

@@ -153,3 +153,61 @@ fn names_of_a_failed_write_commit_with_the_next_one() {
     let blob = store.get(Space::Entity, b"doc").unwrap().unwrap();
     assert_eq!(catalog.decode(&blob).unwrap(), json!({"lost": 2, "kept": 3}));
 }
+
+/// An index drop mark survives a restart with the dropped definition's `created_at` (so its
+/// purge resumes and tells its mark from a later drop's); a table drop ends it.
+#[test]
+fn index_drop_marks_survive_reopening_and_end_with_their_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let def = |table: &str, name: &str, created_at| IndexDef {
+        table: table.into(),
+        name: name.into(),
+        kind: IndexKind::Hash,
+        fields: vec!["x".into()],
+        options: Default::default(),
+        state: IndexState::Ready,
+        created_at,
+        multikey: false,
+    };
+    {
+        let (store, catalog) = open(dir.path());
+        let c = catalog.clone();
+        let (a, b) = (def("users", "a", 7), def("other", "b", 9));
+        store
+            .write_blocking(move |tx| {
+                c.put_table(tx, table("users"));
+                c.put_table(tx, table("other"));
+                c.put_index(tx, a.clone());
+                c.put_index(tx, b.clone());
+                Ok::<_, CatalogError>(())
+            })
+            .unwrap();
+        let (c, a, b) = (catalog.clone(), def("users", "a", 7), def("other", "b", 9));
+        store
+            .write_blocking(move |tx| {
+                c.drop_index(tx, &a);
+                c.drop_index(tx, &b);
+                Ok::<_, CatalogError>(())
+            })
+            .unwrap();
+        assert!(catalog.index("users", "a").is_none());
+        assert_eq!(catalog.index_dropping("users", "a"), Some(7));
+        store.close().unwrap();
+    }
+    let (store, catalog) = open(dir.path());
+    assert_eq!(catalog.dropping_indexes(), [("other".into(), "b".into(), 9), ("users".into(), "a".into(), 7)]);
+    let c = catalog.clone();
+    store
+        .write_blocking(move |tx| {
+            c.drop_table(tx, "users");
+            c.finish_index_drop(tx, "other", "b");
+            Ok::<_, CatalogError>(())
+        })
+        .unwrap();
+    assert_eq!(catalog.dropping_indexes(), []);
+    store.close().unwrap();
+    drop((store, catalog));
+    let (_, catalog) = open(dir.path());
+    assert_eq!(catalog.dropping_indexes(), []);
+    assert_eq!(catalog.dropping(), ["users"]);
+}

@@ -1,5 +1,6 @@
 //! `meta:table:{name}`, `meta:index:{table}:{name}`, `meta:metric:{name}`, `meta:seq:{name}`,
-//! `meta:field:{id}`, `meta:dropping:{table}`, `meta:index_dropping:{table}:{name}`,
+//! `meta:field:{id}`, `meta:dropping:{table}`, `meta:index_dropping:{table}:{name}` (value: the dropped
+//! index's `created_at`),
 //! `meta:count:{table}` → catalog entries.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};

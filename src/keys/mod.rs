@@ -25,7 +25,7 @@
 //! | `meta`       | `meta:seq:{name}`                              | sequence value |
 //! | `meta`       | `meta:field:{id}`                              | interned field name |
 //! | `meta`       | `meta:dropping:{table}`                        | table drop in progress |
-//! | `meta`       | `meta:index_dropping:{table}:{name}`           | index drop in progress (the name is taken until its entries are gone) |
+//! | `meta`       | `meta:index_dropping:{table}:{name}`           | index drop in progress: the dropped index's `created_at` (i64 BE) |
 //! | `meta`       | `meta:count:{table}`                           | document count (u64 BE) |
 
 pub mod changefeed;

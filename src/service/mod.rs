@@ -97,8 +97,8 @@ impl Db {
                 }
             }
         }
-        for (table, index) in db.catalog.dropping_indexes() {
-            drop(db.purge_dropped_index(&table, &index));
+        for (table, index, created_at) in db.catalog.dropping_indexes() {
+            drop(db.purge_dropped_index(&table, &index, created_at));
         }
         for table in db.catalog.dropping() {
             let db = db.clone();

@@ -146,7 +146,7 @@ impl Db {
                     return Err(ServiceError::IndexExists { table, index: req.name });
                 }
                 // The old index's purge would remove the new one's entries.
-                if db.catalog.is_index_dropping(&table, &req.name) {
+                if db.catalog.index_dropping(&table, &req.name).is_some() {
                     return Err(ServiceError::IndexDropping { table, index: req.name });
                 }
                 let docs = super::documents::count_in(tx, &table)?;
@@ -230,16 +230,15 @@ impl Db {
     /// restart, which resumes the purge.
     pub async fn drop_index(self: &Arc<Self>, table: String, name: String) -> Result<()> {
         let (t, n) = (table.clone(), name.clone());
-        self.write(move |tx, db| {
-            db.catalog.table(&t).ok_or_else(|| ServiceError::TableNotFound(t.clone()))?;
-            if db.catalog.index(&t, &n).is_none() {
-                return Err(ServiceError::IndexNotFound { table: t, index: n });
-            }
-            db.catalog.drop_index(tx, &t, &n);
-            Ok(())
-        })
-        .await?;
-        self.purge_dropped_index(&table, &name)
+        let created_at = self
+            .write(move |tx, db| {
+                db.catalog.table(&t).ok_or_else(|| ServiceError::TableNotFound(t.clone()))?;
+                let def = db.catalog.index(&t, &n).ok_or(ServiceError::IndexNotFound { table: t, index: n })?;
+                db.catalog.drop_index(tx, &def);
+                Ok(def.created_at)
+            })
+            .await?;
+        self.purge_dropped_index(&table, &name, created_at)
             .await
             .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
     }
@@ -249,12 +248,14 @@ impl Db {
         self: &Arc<Self>,
         table: &str,
         name: &str,
+        created_at: i64,
     ) -> tokio::task::JoinHandle<Result<()>> {
         let (lt, ln, ft, fname) = (table.to_owned(), name.to_owned(), table.to_owned(), name.to_owned());
         let purge = Purge {
             prefixes: index_prefixes(table, name),
-            // A table drop ends the index drop (its purge covers the entries).
-            live: Box::new(move |db| db.catalog.is_index_dropping(&lt, &ln)),
+            // Only while the mark is this drop's: a table drop ends the index drop (its purge
+            // covers the entries), after which the name may be created and dropped again.
+            live: Box::new(move |db| db.catalog.index_dropping(&lt, &ln) == Some(created_at)),
             finish: Box::new(move |tx, db| {
                 db.catalog.finish_index_drop(tx, &ft, &fname);
                 Ok(())
