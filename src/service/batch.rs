@@ -1,9 +1,9 @@
 //! `POST /v1/batch`: several writes, all or nothing, in one atomic write.
 
 use super::documents::{
-    Preconditions, Prepared, PutOutcome, delete_in, live_table, patch_in, prepare, put_encoded, take_id,
+    Preconditions, Prepared, PutOutcome, delete_in, live_table, prepare, put_encoded, same_schema, take_id,
 };
-use super::optimistic::{PATCH_ATTEMPTS, Patched, patch_outside, same_schema, unchanged};
+use super::patch::{PATCH_ATTEMPTS, Patched, patch_in, patch_outside, unchanged};
 use super::{Db, Result, ServiceError};
 use crate::catalog::TableDef;
 use crate::storage::WriteTx;

@@ -8,7 +8,7 @@ mod error;
 mod import;
 pub mod indexes;
 mod info;
-mod optimistic;
+mod patch;
 mod purge;
 pub mod query;
 pub mod schema;
