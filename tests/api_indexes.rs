@@ -297,7 +297,7 @@ async fn a_backfill_that_fails_marks_the_index_failed_with_the_reason() {
     let def = s.index_settled("bff", "ab").await;
     assert_eq!(def["state"], "failed", "{def}");
     let error = def["error"].as_str().unwrap();
-    assert!(error.contains("\"wide\"") && error.contains("1600 entries"), "{error}");
+    assert!(error.contains("\"wide\""), "the reason names the document: {error}");
     // not maintained, not used, and dropping it frees the name
     assert_eq!(s.put("/v1/tables/bff/documents/ok", json!({"a": 3, "b": 4})).await.0, 200);
     assert_eq!(s.delete("/v1/tables/bff/indexes/ab").await.0, 204);

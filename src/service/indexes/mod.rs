@@ -305,9 +305,11 @@ fn backfill_chunk(
     let dict = catalog.dict();
     for (key, blob) in &docs {
         let id = EntityKey::decode(key).map_err(|e| ServiceError::Internal(e.to_string()))?.id;
+        // What the index fails with names the document to fix.
         let entries = entries::entries(&def, &id, blob, &dict).map_err(|e| match e {
+            e @ ServiceError::Unavailable(_) => e,
             ServiceError::InvalidDocument(why) => ServiceError::InvalidDocument(format!("document {id:?}: {why}")),
-            other => other,
+            other => ServiceError::InvalidDocument(format!("document {id:?}: {other}")),
         })?;
         multikey |= entries.len() > 1 && def.kind != IndexKind::Spatial;
         for e in entries {
