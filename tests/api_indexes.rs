@@ -320,3 +320,129 @@ async fn query_errors_and_projection() {
     let r = s.send(Method::POST, "/v1/tables/none/query", Some(&json!({})), &[]).await;
     assert!(r.is_problem(404, "table_not_found"));
 }
+
+/// Polls an index until the backfill has indexed at least `done` documents and is still going.
+async fn backfill_reached(s: &TestServer, table: &str, index: &str, done: u64) {
+    for _ in 0..5000 {
+        let (_, def) = s.get(&format!("/v1/tables/{table}/indexes/{index}")).await;
+        assert_eq!(def["state"], "building", "the backfill ended before the test could write: {def}");
+        if def["done"].as_u64().unwrap() >= done {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    panic!("the backfill of {index} did not progress");
+}
+
+/// Issue 7: a PATCH or DELETE of a document the unique backfill has not reached removed the
+/// entry of an already indexed document holding the same value.
+#[tokio::test]
+async fn writes_ahead_of_a_unique_backfill_keep_other_documents_entries() {
+    // one document per backfill write, so the test can write between two of them
+    let s = TestServer::start_with(|c| c.options.backfill_chunk = 1).await;
+    s.create_table("ub").await;
+    let mut body = String::from("{\"_id\":\"a1\",\"email\":\"dup1\"}\n{\"_id\":\"a2\",\"email\":\"dup2\"}\n");
+    body.extend((0..2000).map(|i| format!("{{\"_id\":\"m{i:05}\",\"email\":\"e{i}\"}}\n")));
+    body.push_str("{\"_id\":\"z1\",\"email\":\"dup1\"}\n{\"_id\":\"z2\",\"email\":\"dup2\"}\n");
+    assert_eq!(s.raw(Method::POST, "/v1/tables/ub/import", "application/x-ndjson", body).await.status, 200);
+    let (st, _) = s.post("/v1/tables/ub/indexes", json!({"name": "u", "kind": "unique", "fields": ["email"]})).await;
+    assert_eq!(st, 202);
+    // a1 and a2 are indexed; z1 and z2, which share their values, are not yet
+    backfill_reached(&s, "ub", "u", 2).await;
+    assert_eq!(s.patch("/v1/tables/ub/documents/z1", json!({"email": "fresh"})).await.0, 200);
+    assert_eq!(s.delete("/v1/tables/ub/documents/z2").await.0, 204);
+    assert_eq!(s.index_settled("ub", "u").await["state"], "ready");
+    for (email, id) in [("dup1", "a1"), ("dup2", "a2"), ("fresh", "z1")] {
+        let (_, p) = s.post("/v1/tables/ub/query", json!({"filter": {"email": email}})).await;
+        assert_eq!(p["documents"], json!([{"_id": id, "email": email}]), "{email}");
+    }
+    s.check_ok().await;
+}
+
+/// Issue 7: a backfill that failed for a reason other than a unique violation left the index
+/// `building` forever.
+#[tokio::test]
+async fn a_backfill_that_fails_marks_the_index_failed_with_the_reason() {
+    let s = TestServer::start().await;
+    s.create_table("bff").await;
+    s.put("/v1/tables/bff/documents/ok", json!({"a": 1, "b": 2})).await;
+    // 40 x 40 combinations: more entries than one document may have in a composite index
+    let wide = json!({"a": (0..40).collect::<Vec<_>>(), "b": (0..40).collect::<Vec<_>>()});
+    assert_eq!(s.put("/v1/tables/bff/documents/wide", wide).await.0, 201);
+    let (st, _) = s.post("/v1/tables/bff/indexes", json!({"name": "ab", "kind": "hash", "fields": ["a", "b"]})).await;
+    assert_eq!(st, 202);
+    let def = s.index_settled("bff", "ab").await;
+    assert_eq!(def["state"], "failed", "{def}");
+    let error = def["error"].as_str().unwrap();
+    assert!(error.contains("\"wide\""), "the reason names the document: {error}");
+    // not maintained, not used, and dropping it frees the name
+    assert_eq!(s.put("/v1/tables/bff/documents/ok", json!({"a": 3, "b": 4})).await.0, 200);
+    assert_eq!(s.delete("/v1/tables/bff/indexes/ab").await.0, 204);
+    let (st, _) = s.post("/v1/tables/bff/indexes", json!({"name": "ab", "kind": "hash", "fields": ["a"]})).await;
+    assert_eq!(st, 202);
+    assert_eq!(s.index_settled("bff", "ab").await["state"], "ready");
+    s.check_ok().await;
+}
+
+/// Issue 7: an index drop cut short (here: the request timed out, then the server stopped
+/// mid-purge) left orphan entries and the name `index_dropping` forever. The drop mark is
+/// durable: the purge resumes at start, and a new index of that name keeps all its entries.
+#[tokio::test]
+async fn an_index_drop_cut_short_resumes_at_start_and_frees_the_name() {
+    let s = TestServer::start().await;
+    s.create_table("dr").await;
+    let body: String = (0..10_000).map(|i| format!("{{\"_id\":\"{i:05}\",\"g\":{}}}\n", i % 10)).collect();
+    assert_eq!(s.raw(Method::POST, "/v1/tables/dr/import", "application/x-ndjson", body).await.status, 200);
+    s.post("/v1/tables/dr/indexes", json!({"name": "by_g", "kind": "hash", "fields": ["g"]})).await;
+    assert_eq!(s.index_settled("dr", "by_g").await["state"], "ready");
+    let dir = s.stop().await;
+
+    // one key per purge write and a short request timeout: the DELETE answers 408 mid-purge
+    let s = TestServer::start_in(dir, |c| {
+        c.options.purge_chunk = 1;
+        c.limits.timeout = std::time::Duration::from_millis(20);
+    })
+    .await;
+    let st = s.delete("/v1/tables/dr/indexes/by_g").await.0;
+    assert_eq!(st, 408);
+    let dir = s.stop().await;
+
+    let s = TestServer::start_in(dir, |_| {}).await;
+    let mut created = None;
+    for _ in 0..1000 {
+        let (st, body) =
+            s.post("/v1/tables/dr/indexes", json!({"name": "by_g", "kind": "hash", "fields": ["g"]})).await;
+        if st != 409 {
+            created = Some((st, body));
+            break;
+        }
+        assert_eq!(body["code"], "index_dropping");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (st, body) = created.expect("the name stayed index_dropping after a restart");
+    assert_eq!(st, 202, "{body}");
+    assert_eq!(s.index_settled("dr", "by_g").await["state"], "ready");
+    let (_, p) = s.post("/v1/tables/dr/query", json!({"filter": {"g": 3}, "limit": 1000})).await;
+    assert_eq!(p["documents"].as_array().unwrap().len(), 1000);
+    s.check_ok().await;
+}
+
+/// A create, drop and create of one name in a row: the second index keeps every entry.
+#[tokio::test]
+async fn create_drop_create_keeps_the_new_indexs_entries() {
+    let s = TestServer::start_with(|c| c.options.purge_chunk = 7).await;
+    s.create_table("cdc").await;
+    let body: String = (0..500).map(|i| format!("{{\"_id\":\"{i:04}\",\"g\":{}}}\n", i % 5)).collect();
+    s.raw(Method::POST, "/v1/tables/cdc/import", "application/x-ndjson", body).await;
+    for round in 0..3 {
+        let (st, _) = s.post("/v1/tables/cdc/indexes", json!({"name": "g", "kind": "range", "fields": ["g"]})).await;
+        assert_eq!(st, 202, "round {round}");
+        assert_eq!(s.index_settled("cdc", "g").await["state"], "ready");
+        s.check_ok().await;
+        let (_, p) = s.post("/v1/tables/cdc/query", json!({"filter": {"g": {"$gte": 4}}, "limit": 1000})).await;
+        assert_eq!(p["documents"].as_array().unwrap().len(), 100);
+        assert_eq!(s.delete("/v1/tables/cdc/indexes/g").await.0, 204);
+    }
+    let (_, report) = s.post("/v1/admin/check", json!({})).await;
+    assert_eq!(report["checked"]["index_entries"], 0, "{report}");
+}

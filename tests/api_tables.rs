@@ -62,6 +62,37 @@ async fn dropping_a_table_leaves_its_neighbours_alone() {
     }
 }
 
+/// A table drop purged in many small writes, each resuming after the last key removed: it
+/// removes every key of the table across keyspaces (documents, index entries, adjacency), none of
+/// its neighbours', and the name is free again with an empty table.
+#[tokio::test]
+async fn a_drop_purged_in_small_chunks_removes_exactly_the_tables_keys() {
+    let s = TestServer::start_with(|c| c.options.purge_chunk = 7).await;
+    for t in ["e", "e2"] {
+        let (st, _) = s.post("/v1/tables", json!({"name": t, "kind": "edge"})).await;
+        assert_eq!(st, 201);
+        s.post(&format!("/v1/tables/{t}/indexes"), json!({"name": "w", "kind": "range", "fields": ["w"]})).await;
+        for i in 0..40 {
+            let edge = json!({"_from": format!("v/{i}"), "_to": format!("v/{}", i + 1), "w": i});
+            assert_eq!(s.put(&format!("/v1/tables/{t}/documents/d{i}"), edge).await.0, 201);
+        }
+    }
+    let (_, before) = s.post("/v1/admin/check", json!({})).await;
+    assert_eq!(s.delete("/v1/tables/e").await.0, 204);
+    let (_, after) = s.post("/v1/admin/check", json!({})).await;
+    assert_eq!(after["ok"], true, "{after}");
+    for (what, per_table) in [("documents", 40), ("index_entries", 40), ("graph_entries", 80)] {
+        let (b, a) = (before["checked"][what].as_u64().unwrap(), after["checked"][what].as_u64().unwrap());
+        assert_eq!(b - a, per_table, "{what}");
+    }
+    assert_eq!(s.get("/v1/tables/e2").await.1["documents"], 40);
+    s.create_table("e").await;
+    assert_eq!(s.get("/v1/tables/e").await.1["documents"], 0);
+    let (_, page) = s.get("/v1/tables/e/documents").await;
+    assert_eq!(page["documents"], json!([]));
+    s.check_ok().await;
+}
+
 #[tokio::test]
 async fn invalid_names_and_bodies() {
     let s = TestServer::start().await;

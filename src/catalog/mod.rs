@@ -16,7 +16,8 @@ use crate::entity::{self, EncodeOptions, FieldDict};
 use crate::keys::{KeyError, MetaKey};
 use crate::storage::{KeyRange, Space, StorageError, Store, WriteTx};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 /// Why the catalog could not be read or changed.
 #[non_exhaustive]
@@ -50,18 +51,27 @@ struct Defs {
     indexes: BTreeMap<String, BTreeMap<String, Arc<IndexDef>>>,
     metrics: BTreeMap<String, Arc<MetricConfig>>,
     dropping: BTreeSet<String>,
+    /// (table, index) of dropped indexes whose entries are still being removed → the dropped
+    /// definition's `created_at` (which purge the mark belongs to)
+    dropping_indexes: BTreeMap<(String, String), i64>,
 }
 
+/// The field dictionary as an append-only snapshot: readers take the current `Arc` once (the lock
+/// is held only to clone it) and decode with it for as long as they like, holding nothing; a
+/// document with a new name copies the dictionary, adds the name and publishes the copy. Names
+/// are never removed, so an older snapshot is a prefix of every newer one.
 struct Fields {
-    dict: FieldDict,
+    current: RwLock<Arc<FieldDict>>,
+    /// serializes the writers that add names (rare: only documents with a new name)
+    grow: Mutex<()>,
     /// names below this id are known to be committed
-    persisted: u32,
+    persisted: AtomicU32,
 }
 
 /// The in-memory catalog, loaded once at start.
 pub struct Catalog {
     defs: RwLock<Defs>,
-    fields: RwLock<Fields>,
+    fields: Fields,
 }
 
 fn corrupt(key: &[u8], reason: impl ToString) -> CatalogError {
@@ -99,6 +109,11 @@ impl Catalog {
                 MetaKey::Dropping(table) => {
                     defs.dropping.insert(table.into_owned());
                 }
+                MetaKey::IndexDropping(table, name) => {
+                    let generation =
+                        value.as_ref().try_into().map(i64::from_be_bytes).map_err(|_| corrupt(&key, "not an i64"))?;
+                    defs.dropping_indexes.insert((table.into_owned(), name.into_owned()), generation);
+                }
                 MetaKey::Field(id) => {
                     // ids are scanned in order; a gap means a lost entry
                     if id as usize != names.len() {
@@ -110,8 +125,12 @@ impl Catalog {
             }
         }
         let dict = FieldDict::from_names(names)?;
-        let persisted = dict.len() as u32;
-        Ok(Arc::new(Catalog { defs: RwLock::new(defs), fields: RwLock::new(Fields { dict, persisted }) }))
+        let fields = Fields {
+            persisted: AtomicU32::new(dict.len() as u32),
+            current: RwLock::new(Arc::new(dict)),
+            grow: Mutex::new(()),
+        };
+        Ok(Arc::new(Catalog { defs: RwLock::new(defs), fields }))
     }
 
     fn defs(&self) -> std::sync::RwLockReadGuard<'_, Defs> {
@@ -172,11 +191,16 @@ impl Catalog {
     }
 
     /// Stages the removal of a table definition and its index definitions, and marks its keys as
-    /// being removed (`meta:dropping:{table}`) until [`Catalog::finish_drop`].
+    /// being removed (`meta:dropping:{table}`) until [`Catalog::finish_drop`]. The table's purge
+    /// removes every index entry too, so pending index drops of the table end here (their purges
+    /// see their mark gone and stop).
     pub fn drop_table(self: &Arc<Self>, tx: &mut WriteTx<'_>, name: &str) {
         tx.delete(Space::Meta, MetaKey::Table(name.into()).encode());
         for index in self.indexes(name) {
             tx.delete(Space::Meta, MetaKey::Index(name.into(), index.name.as_str().into()).encode());
+        }
+        for (_, index, _) in self.dropping_indexes().into_iter().filter(|(t, ..)| t == name) {
+            tx.delete(Space::Meta, MetaKey::IndexDropping(name.into(), index.as_str().into()).encode());
         }
         tx.put(Space::Meta, MetaKey::Dropping(name.into()).encode(), Vec::new());
         let (this, name) = (self.clone(), name.to_owned());
@@ -184,6 +208,7 @@ impl Catalog {
             let mut defs = this.defs_mut();
             defs.tables.remove(&name);
             defs.indexes.remove(&name);
+            defs.dropping_indexes.retain(|(t, _), _| *t != name);
             defs.dropping.insert(name);
         });
     }
@@ -206,15 +231,45 @@ impl Catalog {
         });
     }
 
-    /// Stages the removal of an index definition.
-    pub fn remove_index(self: &Arc<Self>, tx: &mut WriteTx<'_>, table: &str, name: &str) {
+    /// Stages the removal of an index definition and marks its entries as being removed
+    /// (`meta:index_dropping:{table}:{name}`) until [`Catalog::finish_index_drop`]: the mark
+    /// survives a crash, so the purge resumes at open, and keeps the name taken meanwhile, so a
+    /// new index of that name never has its entries removed by the old one's purge.
+    /// The mark holds the dropped definition's `created_at`, so a purge can tell its own mark
+    /// from a later drop's.
+    pub fn drop_index(self: &Arc<Self>, tx: &mut WriteTx<'_>, def: &IndexDef) {
+        let (table, name) = (def.table.as_str(), def.name.as_str());
         tx.delete(Space::Meta, MetaKey::Index(table.into(), name.into()).encode());
-        let (this, table, name) = (self.clone(), table.to_owned(), name.to_owned());
+        let mark = MetaKey::IndexDropping(table.into(), name.into()).encode();
+        tx.put(Space::Meta, mark, def.created_at.to_be_bytes().to_vec());
+        let (this, table, name, generation) = (self.clone(), table.to_owned(), name.to_owned(), def.created_at);
         tx.on_commit(move || {
-            if let Some(m) = this.defs_mut().indexes.get_mut(&table) {
+            let mut defs = this.defs_mut();
+            if let Some(m) = defs.indexes.get_mut(&table) {
                 m.remove(&name);
             }
+            defs.dropping_indexes.insert((table, name), generation);
         });
+    }
+
+    /// Stages the end of an index's removal.
+    pub fn finish_index_drop(self: &Arc<Self>, tx: &mut WriteTx<'_>, table: &str, name: &str) {
+        tx.delete(Space::Meta, MetaKey::IndexDropping(table.into(), name.into()).encode());
+        let (this, key) = (self.clone(), (table.to_owned(), name.to_owned()));
+        tx.on_commit(move || {
+            this.defs_mut().dropping_indexes.remove(&key);
+        });
+    }
+
+    /// While a dropped index's entries are still being removed: the dropped definition's
+    /// `created_at`.
+    pub fn index_dropping(&self, table: &str, name: &str) -> Option<i64> {
+        self.defs().dropping_indexes.iter().find(|((t, n), _)| t == table && n == name).map(|(_, g)| *g)
+    }
+
+    /// Index drops that have not finished, as (table, index, `created_at`) (resumed at start).
+    pub fn dropping_indexes(&self) -> Vec<(String, String, i64)> {
+        self.defs().dropping_indexes.iter().map(|((t, n), g)| (t.clone(), n.clone(), *g)).collect()
     }
 
     /// Stages a metric configuration.
@@ -246,12 +301,22 @@ impl Catalog {
         Ok(current + 1)
     }
 
+    /// The current field dictionary: a snapshot to decode with for as long as needed, holding no
+    /// lock (names are only ever added, so it decodes every blob committed before it was taken).
+    pub fn dict(&self) -> Arc<FieldDict> {
+        self.fields.current.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// Encodes a document, interning new field names. Safe outside the committer: a write that
     /// stores the blob must call [`Catalog::stage_fields`] in that write, which
     /// stages every interned name not yet known to be committed, so no committed blob ever refers
     /// to an uncommitted name — also when the write that interned it failed.
+    ///
+    /// Readers never wait for it: a document whose names are all known encodes against the
+    /// current snapshot; only one with a new name takes the writers' lock, copies the dictionary
+    /// (bounded by `MAX_FIELD_NAMES`), interns into the copy and publishes it.
     pub fn encode_detached(&self, doc: &serde_json::Value, opts: &EncodeOptions<'_>) -> Result<Vec<u8>, entity::Error> {
-        entity::encode(doc, &mut self.fields.write().unwrap_or_else(PoisonError::into_inner).dict, opts)
+        self.encode_with(|d| entity::encode_known(doc, d, opts), |d| entity::encode(doc, d, opts))
     }
 
     /// [`Catalog::encode_detached`] for a document parsed by simd-json (bulk paths).
@@ -260,30 +325,50 @@ impl Catalog {
         doc: &simd_json::BorrowedValue<'_>,
         opts: &EncodeOptions<'_>,
     ) -> Result<Vec<u8>, entity::Error> {
-        entity::encode_simd(doc, &mut self.fields.write().unwrap_or_else(PoisonError::into_inner).dict, opts)
+        self.encode_with(|d| entity::encode_simd_known(doc, d, opts), |d| entity::encode_simd(doc, d, opts))
+    }
+
+    fn encode_with(
+        &self,
+        known: impl Fn(&FieldDict) -> entity::Result<Option<Vec<u8>>>,
+        intern: impl FnOnce(&mut FieldDict) -> entity::Result<Vec<u8>>,
+    ) -> Result<Vec<u8>, entity::Error> {
+        if let Some(blob) = known(&self.dict())? {
+            return Ok(blob);
+        }
+        let _grow = self.fields.grow.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another writer may have added the name meanwhile.
+        let latest = self.dict();
+        if let Some(blob) = known(&latest)? {
+            return Ok(blob);
+        }
+        let mut next = (*latest).clone();
+        let blob = intern(&mut next)?;
+        *self.fields.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        Ok(blob)
     }
 
     /// Stages every interned field name not yet known to be committed (see
     /// [`Catalog::encode_detached`]).
     pub fn stage_fields(self: &Arc<Self>, tx: &mut WriteTx<'_>) {
-        let fields = self.fields.read().unwrap_or_else(PoisonError::into_inner);
-        let len = fields.dict.len() as u32;
-        if len == fields.persisted {
+        let dict = self.dict();
+        let (len, persisted) = (dict.len() as u32, self.fields.persisted.load(Ordering::Acquire));
+        if len <= persisted {
             return;
         }
-        for (id, name) in fields.dict.names_from(fields.persisted) {
+        for (id, name) in dict.names_from(persisted) {
             tx.put(Space::Meta, MetaKey::Field(id).encode(), name.as_bytes().to_vec());
         }
         let this = self.clone();
         tx.on_commit(move || {
-            let mut f = this.fields.write().unwrap_or_else(PoisonError::into_inner);
-            f.persisted = f.persisted.max(len);
+            this.fields.persisted.fetch_max(len, Ordering::AcqRel);
         });
     }
 
-    /// Runs `f` with the field dictionary (to decode blobs or read single fields).
+    /// Runs `f` with a snapshot of the field dictionary (to decode blobs or read single fields);
+    /// see [`Catalog::dict`].
     pub fn with_dict<R>(&self, f: impl FnOnce(&FieldDict) -> R) -> R {
-        f(&self.fields.read().unwrap_or_else(PoisonError::into_inner).dict)
+        f(&self.dict())
     }
 
     /// Decodes a stored blob to JSON.

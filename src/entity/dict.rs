@@ -93,6 +93,13 @@ impl FieldDict {
         Some(self.push(Arc::from(name)))
     }
 
+    /// Whether [`intern`](Self::intern) would give `name`, which the
+    /// dictionary does not hold, an id (it is short enough and there is room).
+    #[inline]
+    pub fn could_intern(&self, name: &str) -> bool {
+        name.len() <= MAX_FIELD_NAME_LEN && self.names.len() < MAX_FIELD_NAMES
+    }
+
     /// The names with ids `start..`, in id order: after a write, pass the
     /// length taken before it to get the names it added and persist them.
     pub fn names_from(&self, start: u32) -> impl Iterator<Item = (u32, &str)> {

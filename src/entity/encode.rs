@@ -39,19 +39,66 @@ pub fn encode_simd(doc: &BorrowedValue<'_>, dict: &mut FieldDict, opts: &EncodeO
     encode_any(doc, dict, opts)
 }
 
+/// Encodes `doc` using only the names `dict` already holds: `Ok(None)` when
+/// the document has a name that [`encode`] would intern (one that is new,
+/// short enough and fits). Needs no `&mut`, so many threads can encode
+/// against one shared dictionary; only a document with a new name needs
+/// [`encode`] on a dictionary of its own.
+///
+/// # Errors
+/// As [`encode`].
+pub fn encode_known(doc: &JsonValue, dict: &FieldDict, opts: &EncodeOptions<'_>) -> Result<Option<Vec<u8>>> {
+    encode_shared(doc, dict, opts)
+}
+
+/// [`encode_known`] for a document parsed by simd-json.
+///
+/// # Errors
+/// As [`encode`].
+pub fn encode_simd_known(
+    doc: &BorrowedValue<'_>,
+    dict: &FieldDict,
+    opts: &EncodeOptions<'_>,
+) -> Result<Option<Vec<u8>>> {
+    encode_shared(doc, dict, opts)
+}
+
+fn encode_shared<V: Source>(doc: &V, dict: &FieldDict, opts: &EncodeOptions<'_>) -> Result<Option<Vec<u8>>> {
+    let names = Names::Known { dict, missing: false };
+    let mut w = Writer { out: Vec::with_capacity(doc.size_estimate()), names, vector_fields: opts.vector_fields };
+    w.out.push(FORMAT_VERSION);
+    w.value(doc, 0)?;
+    Ok(match w.names {
+        Names::Known { missing: true, .. } => None,
+        _ => Some(w.out),
+    })
+}
+
 fn encode_any<V: Source>(doc: &V, dict: &mut FieldDict, opts: &EncodeOptions<'_>) -> Result<Vec<u8>> {
     let mark = dict.len();
-    let mut w = Writer { out: Vec::with_capacity(doc.size_estimate()), dict, vector_fields: opts.vector_fields };
+    let names = Names::Intern(dict);
+    let mut w = Writer { out: Vec::with_capacity(doc.size_estimate()), names, vector_fields: opts.vector_fields };
     w.out.push(FORMAT_VERSION);
     match w.value(doc, 0) {
         Ok(()) => Ok(w.out),
         Err(e) => {
             // Keep ids of a failed write out of the dictionary, so that a
             // caller who only persists after success never loses a name.
-            w.dict.truncate(mark);
+            if let Names::Intern(dict) = w.names {
+                dict.truncate(mark);
+            }
             Err(e)
         }
     }
+}
+
+/// Where the writer gets key ids.
+enum Names<'o> {
+    /// new names get the next ids
+    Intern(&'o mut FieldDict),
+    /// read-only; a name that would be interned sets `missing` (and is
+    /// written inline, in a blob the caller then throws away)
+    Known { dict: &'o FieldDict, missing: bool },
 }
 
 /// One node of a JSON tree, as the writer needs to see it.
@@ -166,7 +213,7 @@ impl Source for BorrowedValue<'_> {
 
 struct Writer<'o> {
     out: Vec<u8>,
-    dict: &'o mut FieldDict,
+    names: Names<'o>,
     vector_fields: &'o [&'o str],
 }
 
@@ -264,7 +311,15 @@ impl Writer<'_> {
 
     #[inline]
     fn key(&mut self, key: &str) {
-        match self.dict.intern(key) {
+        let id = match &mut self.names {
+            Names::Intern(dict) => dict.intern(key),
+            Names::Known { dict, missing } => {
+                let id = dict.id_of(key);
+                *missing |= id.is_none() && dict.could_intern(key);
+                id
+            }
+        };
+        match id {
             Some(id) => varint::write(&mut self.out, u64::from(id) << 1),
             None => {
                 varint::write(&mut self.out, ((key.len() as u64) << 1) | 1);

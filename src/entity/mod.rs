@@ -56,7 +56,7 @@ mod tests;
 pub use access::{ArrayRef, ObjectRef, ValueRef, VectorRef, get_path, root};
 pub use decode::{decode, write_entries};
 pub use dict::FieldDict;
-pub use encode::{EncodeOptions, encode, encode_simd};
+pub use encode::{EncodeOptions, encode, encode_known, encode_simd, encode_simd_known};
 pub use error::{Error, Result};
 pub use text::{Checked, TextError, check as check_text, rewrite_negative_zero};
 

@@ -1,5 +1,7 @@
 //! `meta:table:{name}`, `meta:index:{table}:{name}`, `meta:metric:{name}`, `meta:seq:{name}`,
-//! `meta:field:{id}`, `meta:dropping:{table}`, `meta:count:{table}` → catalog entries.
+//! `meta:field:{id}`, `meta:dropping:{table}`, `meta:index_dropping:{table}:{name}` (value: the dropped
+//! index's `created_at`),
+//! `meta:count:{table}` → catalog entries.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};
 use std::borrow::Cow;
@@ -19,6 +21,8 @@ pub enum MetaKey<'a> {
     Field(u32),
     /// a dropped table whose keys are still being removed
     Dropping(Cow<'a, str>),
+    /// a dropped index whose entries are still being removed: table, index name
+    IndexDropping(Cow<'a, str>, Cow<'a, str>),
     /// a table's document count
     Count(Cow<'a, str>),
 }
@@ -32,6 +36,7 @@ impl<'a> MetaKey<'a> {
             MetaKey::Seq(_) => "seq",
             MetaKey::Field(_) => "field",
             MetaKey::Dropping(_) => "dropping",
+            MetaKey::IndexDropping(..) => "index_dropping",
             MetaKey::Count(_) => "count",
         }
     }
@@ -43,7 +48,7 @@ impl<'a> MetaKey<'a> {
             MetaKey::Table(n) | MetaKey::Metric(n) | MetaKey::Seq(n) | MetaKey::Dropping(n) | MetaKey::Count(n) => {
                 w.str(n)
             }
-            MetaKey::Index(t, n) => w.str(t).str(n),
+            MetaKey::Index(t, n) | MetaKey::IndexDropping(t, n) => w.str(t).str(n),
             MetaKey::Field(id) => w.num(i64::from(*id)),
         }
         .finish()
@@ -61,6 +66,7 @@ impl<'a> MetaKey<'a> {
                 MetaKey::Field(u32::try_from(r.next_u64()?).map_err(|_| KeyError::UnexpectedType { expected: "u32" })?)
             }
             "dropping" => MetaKey::Dropping(r.next_str()?),
+            "index_dropping" => MetaKey::IndexDropping(r.next_str()?, r.next_str()?),
             "count" => MetaKey::Count(r.next_str()?),
             _ => return Err(KeyError::UnexpectedType { expected: "catalog kind" }),
         };
@@ -69,7 +75,7 @@ impl<'a> MetaKey<'a> {
     }
 
     /// The prefix of every catalog key of one kind: `"table"`, `"index"`, `"metric"`, `"seq"`,
-    /// `"field"`, `"dropping"` or `"count"`.
+    /// `"field"`, `"dropping"`, `"index_dropping"` or `"count"`.
     pub fn kind_prefix(kind: &str) -> Vec<u8> {
         KeyWriter::default().str(kind).finish()
     }
@@ -96,12 +102,15 @@ mod tests {
             MetaKey::Field(7),
             MetaKey::Dropping("old".into()),
             MetaKey::Count("users".into()),
+            MetaKey::IndexDropping("users".into(), "by_age".into()),
         ];
         for k in &all {
             assert_eq!(&MetaKey::decode(&k.encode()).unwrap(), k);
         }
         assert_eq!(super::super::display("meta", &all[1].encode()), "meta:index:users:by_age");
         assert_eq!(super::super::display("meta", &all[4].encode()), "meta:field:7");
+        assert_eq!(super::super::display("meta", &all[7].encode()), "meta:index_dropping:users:by_age");
+        assert_eq!(all[7].encode(), b"\x07index_dropping\x00\x01\x07users\x00\x01\x07by_age\x00\x01");
         assert!(all[1].encode().starts_with(&MetaKey::indexes_of("users")));
         assert!(!MetaKey::Index("users2".into(), "x".into()).encode().starts_with(&MetaKey::indexes_of("users")));
     }

@@ -25,6 +25,7 @@
 //! | `meta`       | `meta:seq:{name}`                              | sequence value |
 //! | `meta`       | `meta:field:{id}`                              | interned field name |
 //! | `meta`       | `meta:dropping:{table}`                        | table drop in progress |
+//! | `meta`       | `meta:index_dropping:{table}:{name}`           | index drop in progress: the dropped index's `created_at` (i64 BE) |
 //! | `meta`       | `meta:count:{table}`                           | document count (u64 BE) |
 
 pub mod changefeed;
@@ -156,6 +157,7 @@ mod tests {
             display("meta", &MetaKey::Seq("{name}".into()).encode()),
             display("meta", &MetaKey::Field(0).encode()).replace(":0", ":{id}"),
             display("meta", &MetaKey::Dropping("{table}".into()).encode()),
+            display("meta", &MetaKey::IndexDropping("{table}".into(), "{name}".into()).encode()),
             display("meta", &MetaKey::Count("{table}".into()).encode()),
         ];
         for form in rendered {

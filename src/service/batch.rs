@@ -1,7 +1,12 @@
 //! `POST /v1/batch`: several writes, all or nothing, in one atomic write.
 
-use super::documents::{Preconditions, PutOutcome, delete_in, live_table, patch_in, prepare, put_encoded, take_id};
+use super::documents::{
+    Preconditions, Prepared, PutOutcome, delete_in, live_table, prepare, put_encoded, same_schema, take_id,
+};
+use super::patch::{PATCH_ATTEMPTS, Patched, patch_in, patch_outside, unchanged};
 use super::{Db, Result, ServiceError};
+use crate::catalog::TableDef;
+use crate::storage::WriteTx;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
@@ -64,51 +69,138 @@ fn at(index: usize) -> impl Fn(ServiceError) -> ServiceError {
     move |e| ServiceError::BatchFailed { index, source: Box::new(e) }
 }
 
+/// An operation with its work done outside the committer where it can be.
+enum Work {
+    /// the document, checked and encoded
+    Put(Prepared),
+    /// the merge patch applied to the document as read before the write
+    Patch(Patched),
+    /// a patch applied on the committer (the document is touched twice in the batch, was
+    /// missing when read, or kept changing)
+    PatchInWrite(Value),
+    Delete,
+    /// the operation is invalid: reported when the write reaches it, so the first failing
+    /// operation is the one reported
+    Invalid(ServiceError),
+}
+
+struct Planned {
+    op: OpKind,
+    table: String,
+    id: String,
+    /// the definition the work was prepared for; None when the table does not exist
+    def: Option<Arc<TableDef>>,
+    work: Work,
+}
+
 impl Db {
+    /// Checks, encodes and patches what it can, outside the committer.
+    fn plan(self: &Arc<Self>, ops: &[BatchOp], patch_outside_write: bool) -> Result<Vec<Planned>> {
+        let mut touched = std::collections::HashMap::<(&str, &str), usize>::new();
+        for op in ops {
+            *touched.entry((op.table.as_str(), op.id.as_str())).or_default() += 1;
+        }
+        let mut planned = Vec::with_capacity(ops.len());
+        for op in ops {
+            let def = self.catalog.table(&op.table);
+            let work = match (&def, op.op, &op.document) {
+                _ if let Err(e) = super::documents::check_id(&op.id) => Work::Invalid(e),
+                (None, _, _) => Work::Invalid(ServiceError::TableNotFound(op.table.clone())),
+                (Some(def), OpKind::Put, Some(Value::Object(doc))) => {
+                    let mut doc = doc.clone();
+                    match take_id(&mut doc, Some(&op.id)).and_then(|_| prepare(&self.catalog, def, op.id.clone(), doc))
+                    {
+                        Ok(p) => Work::Put(p),
+                        Err(e) => Work::Invalid(e),
+                    }
+                }
+                (Some(def), OpKind::Patch, Some(patch)) => {
+                    let once = touched.get(&(op.table.as_str(), op.id.as_str())) == Some(&1);
+                    match once && patch_outside_write {
+                        true => match patch_outside(self, def, &op.id, patch, |_| true)? {
+                            Some(p) => Work::Patch(p),
+                            None => Work::PatchInWrite(patch.clone()),
+                        },
+                        false => Work::PatchInWrite(patch.clone()),
+                    }
+                }
+                (Some(_), OpKind::Delete, None) => Work::Delete,
+                (Some(_), OpKind::Delete, Some(_)) => {
+                    Work::Invalid(ServiceError::InvalidRequest("delete takes no document".into()))
+                }
+                (Some(_), _, _) => Work::Invalid(ServiceError::InvalidDocument(
+                    "put needs an object `document`, patch a `document` merge patch".into(),
+                )),
+            };
+            planned.push(Planned { op: op.op, table: op.table.clone(), id: op.id.clone(), def, work });
+        }
+        Ok(planned)
+    }
+
     /// Applies every operation in one atomic write; the first failing one aborts them all.
     pub async fn batch(self: &Arc<Self>, ops: Vec<BatchOp>) -> Result<BatchOutcome> {
         if ops.is_empty() || ops.len() > MAX_BATCH_OPS {
             return Err(ServiceError::InvalidRequest(format!("a batch holds 1 to {MAX_BATCH_OPS} operations")));
         }
-        self.write(move |tx, db| {
-            let mut results = Vec::with_capacity(ops.len());
-            for (i, op) in ops.into_iter().enumerate() {
-                let fail = at(i);
-                super::documents::check_id(&op.id).map_err(&fail)?;
-                let table = live_table(&db.catalog, &op.table, None).map_err(&fail)?;
-                let none = Preconditions::default();
-                let created = match (op.op, op.document) {
-                    (OpKind::Put, Some(Value::Object(mut doc))) => {
-                        take_id(&mut doc, Some(&op.id)).map_err(&fail)?;
-                        let p = prepare(&db.catalog, &table, op.id.clone(), doc).map_err(&fail)?;
-                        let PutOutcome { created, .. } =
-                            put_encoded(tx, &db.catalog, &table, p, &none).map_err(&fail)?;
-                        Some(created)
-                    }
-                    (OpKind::Patch, Some(patch)) => {
-                        let p = patch_in(tx, &db.catalog, &table, &op.id, &patch, &none).map_err(&fail)?;
-                        put_encoded(tx, &db.catalog, &table, p, &none).map_err(&fail)?;
-                        None
-                    }
-                    (OpKind::Delete, None) => {
-                        if !delete_in(tx, &db.catalog, &table, &op.id, &none).map_err(&fail)? {
-                            return Err(fail(ServiceError::DocumentNotFound { table: op.table, id: op.id }));
-                        }
-                        None
-                    }
-                    (OpKind::Delete, Some(_)) => {
-                        return Err(fail(ServiceError::InvalidRequest("delete takes no document".into())));
-                    }
-                    (_, _) => {
-                        return Err(fail(ServiceError::InvalidDocument(
-                            "put needs an object `document`, patch a `document` merge patch".into(),
-                        )));
-                    }
-                };
-                results.push(BatchResult { op: op.op, table: op.table, id: op.id, created });
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let planned = self.plan(&ops, attempt <= PATCH_ATTEMPTS)?;
+            if let Some(outcome) = self.write(move |tx, db| apply(tx, db, planned)).await? {
+                return Ok(outcome);
             }
-            Ok(BatchOutcome { results })
-        })
-        .await
+        }
     }
+}
+
+/// Runs a planned batch on the committer; `None` (nothing staged) when something it was
+/// prepared from changed: a table's columns, or a patched document.
+fn apply(tx: &mut WriteTx<'_>, db: &Db, planned: Vec<Planned>) -> Result<Option<BatchOutcome>> {
+    for p in &planned {
+        let Some(def) = &p.def else { continue };
+        let live = db.catalog.table(&p.table);
+        if live.as_deref().is_some_and(|live| live.created_at == def.created_at && !same_schema(live, def)) {
+            return Ok(None);
+        }
+        if let Work::Patch(patched) = &p.work
+            && !unchanged(tx, &p.table, &p.id, &patched.base)?
+        {
+            return Ok(None);
+        }
+    }
+    let mut results = Vec::with_capacity(planned.len());
+    let none = Preconditions::default();
+    for (i, p) in planned.into_iter().enumerate() {
+        let fail = at(i);
+        let work = match p.work {
+            Work::Invalid(e) => return Err(fail(e)),
+            work => work,
+        };
+        let table = live_table(&db.catalog, &p.table, p.def.as_deref()).map_err(&fail)?;
+        let created = match work {
+            Work::Invalid(e) => return Err(fail(e)),
+            Work::Put(prepared) => {
+                let PutOutcome { created, .. } =
+                    put_encoded(tx, &db.catalog, &table, prepared, &none).map_err(&fail)?;
+                Some(created)
+            }
+            Work::Patch(patched) => {
+                put_encoded(tx, &db.catalog, &table, patched.prepared, &none).map_err(&fail)?;
+                None
+            }
+            Work::PatchInWrite(patch) => {
+                let prepared = patch_in(tx, &db.catalog, &table, &p.id, &patch, &none).map_err(&fail)?;
+                put_encoded(tx, &db.catalog, &table, prepared, &none).map_err(&fail)?;
+                None
+            }
+            Work::Delete => {
+                if !delete_in(tx, &db.catalog, &table, &p.id, &none).map_err(&fail)? {
+                    return Err(fail(ServiceError::DocumentNotFound { table: p.table, id: p.id }));
+                }
+                None
+            }
+        };
+        results.push(BatchResult { op: p.op, table: p.table, id: p.id, created });
+    }
+    Ok(Some(BatchOutcome { results }))
 }

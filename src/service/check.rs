@@ -85,12 +85,12 @@ impl Db {
             let view = db.store.snapshot();
             let mut report = CheckReport::default();
             let tables: Vec<TableDef> = defs_in(&view, MetaKey::kind_prefix("table"))?;
-            db.catalog.with_dict(|dict| {
-                for table in &tables {
-                    check_table(&view, dict, table, &mut report)?;
-                }
-                Ok::<_, ServiceError>(())
-            })?;
+            // A snapshot taken after the view's, so it holds every name the view's blobs use;
+            // no lock is held during the walk, so writes adding names go on meanwhile.
+            let dict = db.catalog.dict();
+            for table in &tables {
+                check_table(&view, &dict, table, &mut report)?;
+            }
             report.checked.tables = tables.len() as u64;
             report.ok = report.problem_count == 0;
             Ok(report)

@@ -3,6 +3,7 @@
 //! Every change of a document goes through [`put_encoded`] or [`delete_in`], inside one write:
 //! the entity, the table's count, and (for edges) the graph adjacency change together.
 
+use super::patch::{patch_in, patch_outside, unchanged};
 use super::schema::{self, FROM_FIELD, ID_FIELD, TO_FIELD};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
@@ -129,7 +130,7 @@ pub struct Preconditions {
 }
 
 impl Preconditions {
-    fn check(&self, current: Option<&str>) -> Result<()> {
+    pub(crate) fn check(&self, current: Option<&str>) -> Result<()> {
         if let Some(m) = &self.if_match {
             match current {
                 None => return Err(ServiceError::PreconditionFailed("If-Match: the document does not exist".into())),
@@ -229,6 +230,12 @@ pub(crate) fn live_table(catalog: &Catalog, name: &str, prepared_for: Option<&Ta
     Ok(table)
 }
 
+/// True when a document prepared for table definition `prepared` still fits `live`: a column
+/// added in between (with a default to fill in) means preparing it again.
+pub(crate) fn same_schema(live: &TableDef, prepared: &TableDef) -> bool {
+    live.kind == prepared.kind && live.columns == prepared.columns
+}
+
 /// The table's document count as the write sees it.
 pub(crate) fn count_in(tx: &WriteTx<'_>, table: &str) -> Result<u64> {
     Ok(super::decode_count(tx.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref()))
@@ -319,52 +326,6 @@ pub(crate) fn delete_in(
     Ok(true)
 }
 
-/// Applies an RFC 7396 merge patch to the stored document and returns the prepared result.
-pub(crate) fn patch_in(
-    tx: &mut WriteTx<'_>,
-    catalog: &Catalog,
-    table: &TableDef,
-    id: &str,
-    patch: &Value,
-    pre: &Preconditions,
-) -> Result<Prepared> {
-    let key = EntityKey::new(&table.name, id).encode();
-    let Some(old) = tx.get(Space::Entity, &key)? else {
-        return Err(ServiceError::DocumentNotFound { table: table.name.clone(), id: id.to_owned() });
-    };
-    pre.check(Some(&etag(&old)))?;
-    let mut current = catalog.decode(&old)?;
-    let mut patch = patch.clone();
-    if let Value::Object(p) = &mut patch {
-        take_id(p, Some(id))?;
-    }
-    merge_patch(&mut current, &patch);
-    let Value::Object(doc) = current else {
-        return Err(ServiceError::InvalidDocument("a merge patch must leave an object".into()));
-    };
-    prepare(catalog, table, id.to_owned(), doc)
-}
-
-/// RFC 7396: objects merge recursively, null removes, anything else replaces.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(t) = target {
-        for (k, v) in patch {
-            if v.is_null() {
-                t.remove(k);
-            } else {
-                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
-}
-
 /// The document as JSON text with its `_id` first, written straight from the blob.
 pub(crate) fn json_with_id(dict: &crate::entity::FieldDict, id: &str, blob: &[u8]) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(blob.len() * 2 + id.len() + 16);
@@ -381,6 +342,13 @@ pub(crate) fn json_with_id(dict: &crate::entity::FieldDict, id: &str, blob: &[u8
 /// A listing cursor is bound to its table (see [`super::cursor`]).
 fn listing_binding(table: &TableDef) -> super::cursor::Binding {
     super::cursor::Binding::table(&table.name, table.created_at, &[b"list"])
+}
+
+/// The body to prepare: a typed table may change under the write (a column added), so a copy is
+/// kept to prepare again; a schemaless one cannot (it never gets columns), so the body moves.
+fn body_for<T: Clone>(def: &TableDef, kept: &mut Option<T>) -> Result<T> {
+    let body = if def.columns.is_some() { kept.clone() } else { kept.take() };
+    body.ok_or_else(|| ServiceError::Internal("a schemaless table's definition changed under a write".into()))
 }
 
 fn encode_cursor(table: &TableDef, id: &str) -> String {
@@ -420,19 +388,30 @@ impl Db {
         pre: Preconditions,
     ) -> Result<PutOutcome> {
         take_id(&mut doc, Some(&id))?;
-        let def = self.table_or_404(&table)?;
-        let prepared = prepare(&self.catalog, &def, id, doc)?;
-        self.write(move |tx, db| {
-            let live = live_table(&db.catalog, &table, Some(&def))?;
-            put_encoded(tx, &db.catalog, &live, prepared, &pre)
-        })
-        .await
+        let mut kept = Some(doc);
+        // Prepared again only when a column was added meanwhile: each retry follows a commit.
+        loop {
+            let def = self.table_or_404(&table)?;
+            let prepared = prepare(&self.catalog, &def, id.clone(), body_for(&def, &mut kept)?)?;
+            let (t, pre) = (table.clone(), pre.clone());
+            let done = self
+                .write(move |tx, db| {
+                    let live = live_table(&db.catalog, &t, Some(&def))?;
+                    if !same_schema(&live, &def) {
+                        return Ok(None);
+                    }
+                    put_encoded(tx, &db.catalog, &live, prepared, &pre).map(Some)
+                })
+                .await?;
+            if let Some(outcome) = done {
+                return Ok(outcome);
+            }
+        }
     }
 
     /// Inserts one or more documents (ids generated where `_id` is absent); all or nothing.
     pub async fn insert_documents(self: &Arc<Self>, table: String, docs: Vec<Value>) -> Result<Vec<PutOutcome>> {
-        let def = self.table_or_404(&table)?;
-        let prepared = docs
+        let docs = docs
             .into_iter()
             .enumerate()
             .map(|(i, doc)| {
@@ -440,14 +419,35 @@ impl Db {
                     return Err(ServiceError::InvalidDocument(format!("item {i} is not an object")));
                 };
                 let id = take_id(&mut doc, None)?.unwrap_or_else(new_id);
-                prepare(&self.catalog, &def, id, doc)
+                Ok((id, doc))
             })
             .collect::<Result<Vec<_>>>()?;
-        self.write(move |tx, db| {
-            let live = live_table(&db.catalog, &table, Some(&def))?;
-            prepared.into_iter().map(|p| put_encoded(tx, &db.catalog, &live, p, &Preconditions::default())).collect()
-        })
-        .await
+        let mut kept = Some(docs);
+        loop {
+            let def = self.table_or_404(&table)?;
+            let prepared = body_for(&def, &mut kept)?
+                .into_iter()
+                .map(|(id, doc)| prepare(&self.catalog, &def, id, doc))
+                .collect::<Result<Vec<_>>>()?;
+            let t = table.clone();
+            let done = self
+                .write(move |tx, db| {
+                    let live = live_table(&db.catalog, &t, Some(&def))?;
+                    if !same_schema(&live, &def) {
+                        return Ok(None);
+                    }
+                    let none = Preconditions::default();
+                    prepared
+                        .into_iter()
+                        .map(|p| put_encoded(tx, &db.catalog, &live, p, &none))
+                        .collect::<Result<_>>()
+                        .map(Some)
+                })
+                .await?;
+            if let Some(outcomes) = done {
+                return Ok(outcomes);
+            }
+        }
     }
 
     /// Applies a JSON merge patch to a document.
@@ -463,6 +463,27 @@ impl Db {
         // the stored document or the preconditions are, so before the committer.
         if !patch.is_object() {
             return Err(ServiceError::InvalidDocument("a merge patch must be a JSON object".into()));
+        }
+        // Merged and encoded outside the committer from the document as read; the write checks
+        // it is still that version (and the table's columns unchanged).
+        for _ in 0..super::patch::PATCH_ATTEMPTS {
+            let def = self.table_or_404(&table)?;
+            let Some(patched) = patch_outside(self, &def, &id, &patch, |tag| pre.check(Some(tag)).is_ok())? else {
+                break;
+            };
+            let (t, i, pre) = (table.clone(), id.clone(), pre.clone());
+            let done = self
+                .write(move |tx, db| {
+                    let live = live_table(&db.catalog, &t, Some(&def))?;
+                    if !same_schema(&live, &def) || !unchanged(tx, &t, &i, &patched.base)? {
+                        return Ok(None);
+                    }
+                    put_encoded(tx, &db.catalog, &live, patched.prepared, &pre).map(Some)
+                })
+                .await?;
+            if let Some(outcome) = done {
+                return Ok(outcome);
+            }
         }
         self.table_or_404(&table)?;
         self.write(move |tx, db| {
@@ -535,27 +556,6 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn merge_patch_follows_rfc_7396() {
-        // examples from RFC 7396 appendix A
-        let cases = [
-            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
-            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
-            (json!({"a": "b"}), json!({"a": null}), json!({})),
-            (json!({"a": {"b": "c"}}), json!({"a": {"b": "d", "c": null}}), json!({"a": {"b": "d"}})),
-            (json!({"a": [{"b": "c"}]}), json!({"a": [1]}), json!({"a": [1]})),
-            (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
-            (json!({"a": "foo"}), json!("bar"), json!("bar")),
-            (json!({"e": null}), json!({"a": 1}), json!({"e": null, "a": 1})),
-            (json!({}), json!({"a": {"bb": {"ccc": null}}}), json!({"a": {"bb": {}}})),
-        ];
-        for (mut target, patch, want) in cases {
-            merge_patch(&mut target, &patch);
-            assert_eq!(target, want);
-        }
-    }
 
     #[test]
     fn preconditions() {

@@ -159,7 +159,8 @@ pub enum ServiceError {
         /// documents written before it
         written: u64,
     },
-    /// The store refuses writes (poisoned after a disk failure, or shutting down).
+    /// The store refuses writes (poisoned after a disk failure, its committer stopped, or
+    /// shutting down).
     #[error("{0}")]
     Unavailable(StorageError),
     /// Anything else: a bug or a damaged data directory. Logged; details stay out of responses.
@@ -217,7 +218,7 @@ impl From<crate::entity::TextError> for ServiceError {
 impl From<StorageError> for ServiceError {
     fn from(e: StorageError) -> Self {
         match e {
-            StorageError::Poisoned | StorageError::Closed => ServiceError::Unavailable(e),
+            StorageError::Poisoned | StorageError::Closed | StorageError::CommitterDown => ServiceError::Unavailable(e),
             other => ServiceError::Internal(other.to_string()),
         }
     }

@@ -9,9 +9,13 @@ mod error;
 mod import;
 pub mod indexes;
 mod info;
+mod patch;
+mod purge;
 pub mod query;
 pub mod schema;
 mod tables;
+#[cfg(test)]
+mod tests;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
@@ -42,6 +46,8 @@ pub struct Db {
     /// imports under way (see `import`)
     imports_running: std::sync::atomic::AtomicU64,
     query_timeout: Option<std::time::Duration>,
+    backfill_chunk: usize,
+    purge_chunk: usize,
 }
 
 /// Service settings.
@@ -55,17 +61,27 @@ pub struct DbOptions {
     /// a query's scan gives up (408 `request_timeout`) this long after it started; the server
     /// sets it to the request timeout, so no scan outlives its request
     pub query_timeout: Option<std::time::Duration>,
+    /// documents an index backfill indexes per write
+    pub backfill_chunk: usize,
+    /// keys a table or index purge removes per write
+    pub purge_chunk: usize,
 }
 
 impl Default for DbOptions {
     fn default() -> Self {
-        DbOptions { scan_threshold: 1000, background_jobs: true, query_timeout: None }
+        DbOptions {
+            scan_threshold: 1000,
+            background_jobs: true,
+            query_timeout: None,
+            backfill_chunk: indexes::BACKFILL_CHUNK,
+            purge_chunk: purge::PURGE_CHUNK,
+        }
     }
 }
 
 impl Db {
-    /// Opens the data directory, loads the catalog, and resumes unfinished table drops in the
-    /// background (call from within a tokio runtime).
+    /// Opens the data directory, loads the catalog, and resumes unfinished index builds, index
+    /// and table drops in the background (call from within a tokio runtime).
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
         let catalog = Catalog::load(&store)?;
@@ -76,16 +92,23 @@ impl Db {
             scan_threshold: options.scan_threshold,
             imports_running: Default::default(),
             query_timeout: options.query_timeout,
+            backfill_chunk: options.backfill_chunk,
+            purge_chunk: options.purge_chunk,
         });
         if !options.background_jobs {
             return Ok(db);
         }
         for table in db.catalog.tables() {
             for index in db.catalog.indexes(&table.name) {
-                if matches!(index.state, crate::catalog::IndexState::Building { .. }) {
-                    db.spawn_backfill(&index);
+                match index.state {
+                    crate::catalog::IndexState::Building { .. } => db.spawn_backfill(&index),
+                    crate::catalog::IndexState::Failed { .. } => db.purge_failed_index(&index),
+                    crate::catalog::IndexState::Ready => {}
                 }
             }
+        }
+        for (table, index, created_at) in db.catalog.dropping_indexes() {
+            drop(db.purge_dropped_index(&table, &index, created_at));
         }
         for table in db.catalog.dropping() {
             let db = db.clone();
@@ -108,9 +131,10 @@ impl Db {
         &self.catalog
     }
 
-    /// True when the store takes writes (not poisoned, not closed).
+    /// True when the store takes writes: not poisoned, and its committer runs (not closed, not
+    /// taken down by a bug).
     pub fn is_writable(&self) -> bool {
-        !self.store.is_poisoned()
+        !self.store.is_poisoned() && self.store.is_running()
     }
 
     /// Waits for queued writes and fsyncs everything.

@@ -1,17 +1,16 @@
 //! Tables: create, list, describe, add columns, drop (with every key of the table).
 
+use super::purge::Purge;
 use super::{Db, Result, ServiceError};
 use crate::catalog::{ColumnDef, TableDef, TableKind};
 use crate::keys::{Direction, FtStatKey, GraphKey, MetaKey, table_prefix};
-use crate::storage::{KeyRange, Space};
+use crate::storage::Space;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
 
 /// Longest table name, in bytes.
 pub const MAX_TABLE_NAME_LEN: usize = 256;
-/// Keys removed per write while purging a dropped table.
-const PURGE_CHUNK: usize = 10_000;
 
 /// The body of `POST /v1/tables`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -159,57 +158,31 @@ impl Db {
             Ok(())
         })
         .await?;
-        // A spawned task finishes the purge even if the client goes away.
-        let db = self.clone();
-        tokio::spawn(async move { db.purge_table(&name).await })
-            .await
-            .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
+        // The purge runs in its own task: it finishes even if the client goes away.
+        self.purge_table(&name).await
     }
 
-    /// Removes every key under the prefixes, a chunk per write.
-    pub(super) async fn purge(self: &Arc<Self>, prefixes: Vec<(Space, Vec<u8>)>) -> Result<()> {
-        let prefixes = Arc::new(prefixes);
-        loop {
-            let prefixes = prefixes.clone();
-            let more = self
-                .write(move |tx, _| {
-                    for (space, prefix) in prefixes.iter() {
-                        let keys: Vec<_> = tx
-                            .scan(*space, KeyRange::Prefix(prefix.clone()))
-                            .take(PURGE_CHUNK - tx.staged_len())
-                            .map(|r| r.map(|(k, _)| k.to_vec()))
-                            .collect::<Result<_, _>>()?;
-                        for k in keys {
-                            tx.delete(*space, k);
-                        }
-                        if tx.staged_len() >= PURGE_CHUNK {
-                            return Ok(true);
-                        }
-                    }
-                    Ok(false)
-                })
-                .await?;
-            if !more {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Removes every key of a dropped table, then its `dropping` mark.
+    /// Removes every key of a dropped table, then (in the write removing the last keys) its
+    /// count and its `dropping` mark.
     pub(super) async fn purge_table(self: &Arc<Self>, name: &str) -> Result<()> {
         let spaces = [Space::Entity, Space::Idx, Space::Ridx, Space::Sidx, Space::Ftidx, Space::Vec, Space::Ttlidx];
         let mut prefixes: Vec<_> = spaces.into_iter().map(|s| (s, table_prefix(name))).collect();
         prefixes.push((Space::Graph, GraphKey::table_prefix(Direction::Out, name)));
         prefixes.push((Space::Graph, GraphKey::table_prefix(Direction::In, name)));
         prefixes.extend(FtStatKey::table_prefixes(name).into_iter().map(|p| (Space::Ftstat, p)));
-        self.purge(prefixes).await?;
-        let name = name.to_owned();
-        self.write(move |tx, db| {
-            tx.delete(Space::Meta, MetaKey::Count(name.as_str().into()).encode());
-            db.catalog.finish_drop(tx, &name);
-            Ok(())
-        })
-        .await
+        let (live, finish) = (name.to_owned(), name.to_owned());
+        let purge = Purge {
+            prefixes,
+            live: Box::new(move |db| db.catalog.is_dropping(&live)),
+            finish: Box::new(move |tx, db| {
+                tx.delete(Space::Meta, MetaKey::Count(finish.as_str().into()).encode());
+                db.catalog.finish_drop(tx, &finish);
+                Ok(())
+            }),
+        };
+        self.spawn_purge(format!("table {name:?}"), purge)
+            .await
+            .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
     }
 }
 

@@ -17,6 +17,9 @@ pub enum StorageError {
     /// A write function panicked; nothing it staged was written.
     #[error("a write was aborted by an internal error")]
     Aborted,
+    /// The committer thread stopped (a bug took it down): no write can commit until restart.
+    #[error("the write path stopped after an internal error; restart the server")]
+    CommitterDown,
 }
 
 impl From<fjall::Error> for StorageError {

@@ -104,6 +104,8 @@ struct Inner {
     spaces: Arc<[fjall::Keyspace]>,
     config: StorageConfig,
     poisoned: Arc<AtomicBool>,
+    /// false once the committer thread has ended (closed, or taken down by a panic)
+    running: Arc<AtomicBool>,
     #[cfg(test)]
     fail_next_sync: Arc<AtomicBool>,
     queue: Mutex<Option<mpsc::Sender<Job>>>,
@@ -144,9 +146,15 @@ impl Store {
             fail_next_sync: fail_next_sync.clone(),
         };
         let (tx, rx) = mpsc::channel();
+        let running = Arc::new(AtomicBool::new(true));
+        let alive = Running(running.clone());
         let handle = std::thread::Builder::new()
             .name("mosaic-committer".into())
-            .spawn(move || committer.run(rx))
+            .spawn(move || {
+                // dropped however the thread ends, a panic included
+                let _alive = alive;
+                committer.run(rx)
+            })
             .map_err(|e| StorageError::Engine(format!("cannot start the committer: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -154,6 +162,7 @@ impl Store {
                 spaces,
                 config,
                 poisoned,
+                running,
                 #[cfg(test)]
                 fail_next_sync,
                 queue: Mutex::new(Some(tx)),
@@ -170,6 +179,12 @@ impl Store {
     /// True after a failed write to disk: writes are refused until restart.
     pub fn is_poisoned(&self) -> bool {
         self.inner.poisoned.load(Ordering::Acquire)
+    }
+
+    /// True while the committer thread runs (false after [`Store::close`], or once a bug took
+    /// it down): writes can commit only then.
+    pub fn is_running(&self) -> bool {
+        self.inner.running.load(Ordering::Acquire)
     }
 
     /// The latest committed value of one key.
@@ -196,7 +211,28 @@ impl Store {
         E: From<StorageError> + Send + 'static,
     {
         let rx = self.submit(f)?;
-        rx.await.unwrap_or_else(|_| Err(StorageError::Aborted.into()))
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => {
+                let probe = self.submit(|_| Ok::<(), StorageError>(()));
+                let alive = match probe {
+                    Ok(rx) => matches!(rx.await, Ok(Ok(()))),
+                    Err(_) => false,
+                };
+                Err(self.lost(alive).into())
+            }
+        }
+    }
+
+    /// Why a write got no answer: its function panicked (the committer, which answers a probe,
+    /// lives on), or the committer itself went down with it.
+    fn lost(&self, committer_alive: bool) -> StorageError {
+        if committer_alive {
+            return StorageError::Aborted;
+        }
+        // The thread may still be unwinding: say it is down now rather than when it ends.
+        self.inner.running.store(false, Ordering::Release);
+        StorageError::CommitterDown
     }
 
     /// [`Store::write`] for callers outside an async runtime (tools, benches, tests).
@@ -207,7 +243,14 @@ impl Store {
         E: From<StorageError> + Send + 'static,
     {
         let rx = self.submit(f)?;
-        rx.blocking_recv().unwrap_or_else(|_| Err(StorageError::Aborted.into()))
+        match rx.blocking_recv() {
+            Ok(r) => r,
+            Err(_) => {
+                let probe = self.submit(|_| Ok::<(), StorageError>(()));
+                let alive = probe.is_ok_and(|rx| matches!(rx.blocking_recv(), Ok(Ok(()))));
+                Err(self.lost(alive).into())
+            }
+        }
     }
 
     fn submit<T, E, F>(&self, f: F) -> Result<tokio::sync::oneshot::Receiver<Result<T, E>>, E>
@@ -234,7 +277,12 @@ impl Store {
             }
         });
         let queue = self.inner.queue.lock().map_err(|_| StorageError::Closed)?;
-        queue.as_ref().ok_or(StorageError::Closed)?.send(job).map_err(|_| StorageError::Closed)?;
+        // close() takes the queue; otherwise a send fails only once the committer has gone.
+        let queue = queue.as_ref().ok_or(StorageError::Closed)?;
+        if !self.is_running() {
+            return Err(self.lost(false).into());
+        }
+        queue.send(job).map_err(|_| self.lost(false))?;
         Ok(rx)
     }
 
@@ -257,6 +305,28 @@ impl Store {
     #[cfg(test)]
     fn inject_sync_failure(&self) {
         self.inner.fail_next_sync.store(true, Ordering::Release);
+    }
+
+    /// Test hook: takes the committer thread down, as a bug outside a write function would (an
+    /// on-commit hook that panics). Returns once the thread has ended.
+    #[cfg(test)]
+    pub(crate) fn kill_committer(&self) {
+        let _ = self.write_blocking(|tx| {
+            tx.on_commit(|| panic!("injected committer failure"));
+            Ok::<(), StorageError>(())
+        });
+        while self.inner.committer.lock().ok().and_then(|h| h.as_ref().map(|h| !h.is_finished())).unwrap_or(false) {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Clears the running flag when the committer thread ends, however it ends.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 

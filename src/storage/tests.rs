@@ -205,3 +205,32 @@ fn a_failed_attempt_undoes_only_its_own_staging() {
     assert_eq!(view.get(Space::Entity, b"kept").unwrap().as_deref(), Some(&b"0"[..]));
     assert!(view.get(Space::Entity, b"c").unwrap().is_none());
 }
+
+#[test]
+fn a_dead_committer_is_reported_and_writes_fail_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    assert!(store.is_running());
+    store.kill_committer();
+    assert!(!store.is_running());
+    let r: Result<(), StorageError> = store.write_blocking(|tx| {
+        tx.put(Space::Entity, b"k".to_vec(), vec![]);
+        Ok(())
+    });
+    assert!(matches!(r, Err(StorageError::CommitterDown)), "{r:?}");
+    assert!(store.get(Space::Entity, b"k").unwrap().is_none());
+}
+
+#[test]
+fn a_write_queued_when_the_committer_dies_fails_as_committer_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    // The hook panics after the write committed: its caller learns the committer went down
+    // (not that its own write function failed).
+    let r: Result<(), StorageError> = store.write_blocking(|tx| {
+        tx.on_commit(|| panic!("injected committer failure"));
+        Ok(())
+    });
+    assert!(matches!(r, Err(StorageError::CommitterDown)), "{r:?}");
+    assert!(!store.is_running());
+}

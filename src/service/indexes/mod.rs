@@ -3,6 +3,7 @@
 pub mod entries;
 pub mod geo;
 
+use super::purge::Purge;
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState, TableDef};
 use crate::keys::{EntityKey, IdxKey, RidxKey, SidxKey, prefix_successor};
@@ -13,8 +14,8 @@ use std::ops::Bound;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
-/// Documents indexed per backfill write.
-const BACKFILL_CHUNK: usize = 2000;
+/// Documents indexed per backfill write unless [`super::DbOptions::backfill_chunk`] says otherwise.
+pub const BACKFILL_CHUNK: usize = 2000;
 /// Most fields of a composite index.
 const MAX_FIELDS: usize = 8;
 
@@ -73,22 +74,32 @@ pub(crate) fn update(
     if defs.is_empty() {
         return Ok(());
     }
-    catalog.with_dict(|dict| {
-        for def in defs.iter().filter(|d| d.is_maintained()) {
-            // The old document's entries are never refused: one stored before the index existed
-            // may be over the cap, and must still be patchable and deletable.
-            let before = old.map(|b| entries::stored_entries(def, id, b, dict)).transpose()?.unwrap_or_default();
-            let after = new.map(|b| entries::entries(def, id, b, dict)).transpose()?.unwrap_or_default();
-            for e in before.iter().filter(|e| after.binary_search(e).is_err()) {
-                tx.delete(e.space, e.key.clone());
-            }
-            for e in after.iter().filter(|e| before.binary_search(e).is_err()) {
-                put_entry(tx, def, id, e)?;
-            }
-            mark_multikey(tx, catalog, def, after.len());
+    let dict = catalog.dict();
+    for def in defs.iter().filter(|d| d.is_maintained()) {
+        // The old document's entries are never refused: one stored before the index existed
+        // may be over the cap, and must still be patchable and deletable.
+        let before = old.map(|b| entries::stored_entries(def, id, b, &dict)).transpose()?.unwrap_or_default();
+        let after = new.map(|b| entries::entries(def, id, b, &dict)).transpose()?.unwrap_or_default();
+        for e in before.iter().filter(|e| after.binary_search(e).is_err()) {
+            delete_entry(tx, def, e)?;
         }
-        Ok(())
-    })
+        for e in after.iter().filter(|e| before.binary_search(e).is_err()) {
+            put_entry(tx, def, id, e)?;
+        }
+        mark_multikey(tx, catalog, def, after.len());
+    }
+    Ok(())
+}
+
+/// Removes an entry the document had. A unique entry is removed only while it names this
+/// document: during a backfill, a document the backfill has not reached may share its value with
+/// one already indexed, whose entry it is.
+fn delete_entry(tx: &mut WriteTx<'_>, def: &IndexDef, e: &Entry) -> Result<()> {
+    if def.kind == IndexKind::Unique && tx.get(e.space, &e.key)?.is_none_or(|owner| owner != e.value) {
+        return Ok(());
+    }
+    tx.delete(e.space, e.key.clone());
+    Ok(())
 }
 
 /// Sets the index's multikey flag, in the write, the first time a document has several entries.
@@ -136,10 +147,9 @@ impl Db {
                 if db.catalog.index(&table, &req.name).is_some() {
                     return Err(ServiceError::IndexExists { table, index: req.name });
                 }
-                for (space, prefix) in index_prefixes(&table, &req.name) {
-                    if tx.scan(space, KeyRange::Prefix(prefix)).next().is_some() {
-                        return Err(ServiceError::IndexDropping { table, index: req.name });
-                    }
+                // The old index's purge would remove the new one's entries.
+                if db.catalog.index_dropping(&table, &req.name).is_some() {
+                    return Err(ServiceError::IndexDropping { table, index: req.name });
                 }
                 let docs = super::documents::count_in(tx, &table)?;
                 let state = if docs == 0 { IndexState::Ready } else { IndexState::Building { done: 0, total: docs } };
@@ -175,13 +185,17 @@ impl Db {
 
     async fn backfill(self: &Arc<Self>, table: &str, name: &str, created_at: i64) -> Result<()> {
         let mut after: Option<Vec<u8>> = None;
+        let chunk = self.backfill_chunk.max(1);
         loop {
             let (t, n, from) = (table.to_owned(), name.to_owned(), after.take());
-            let step = self.write(move |tx, db| backfill_chunk(tx, &db.catalog, &t, &n, created_at, from)).await;
+            let step = self.write(move |tx, db| backfill_chunk(tx, &db.catalog, &t, &n, created_at, from, chunk)).await;
             match step {
                 Ok(Step::More(last)) => after = Some(last),
                 Ok(Step::Done | Step::Stale) => return Ok(()),
-                Err(e @ ServiceError::UniqueViolation { .. }) => {
+                // The store stopped taking writes: the index stays building and resumes at open.
+                Err(e @ ServiceError::Unavailable(_)) => return Err(e),
+                // Anything else would fail again on a retry: say why, and stop maintaining it.
+                Err(e) => {
                     let (t, n, error) = (table.to_owned(), name.to_owned(), e.to_string());
                     self.write(move |tx, db| {
                         if let Some(def) = db.catalog.index(&t, &n).filter(|d| d.created_at == created_at) {
@@ -192,9 +206,8 @@ impl Db {
                         Ok(())
                     })
                     .await?;
-                    return self.purge(index_prefixes(table, name)).await;
+                    return self.purge(failed_purge(table, name, created_at)).await;
                 }
-                Err(e) => return Err(e),
             }
         }
     }
@@ -214,26 +227,66 @@ impl Db {
             .ok_or(ServiceError::IndexNotFound { table, index: name })
     }
 
-    /// Drops an index and removes its entries.
+    /// Drops an index and removes its entries. The definition goes at once with a durable drop
+    /// mark; the name stays taken (`index_dropping`) until the entries are gone, also across a
+    /// restart, which resumes the purge.
     pub async fn drop_index(self: &Arc<Self>, table: String, name: String) -> Result<()> {
         let (t, n) = (table.clone(), name.clone());
-        self.write(move |tx, db| {
-            db.catalog.table(&t).ok_or_else(|| ServiceError::TableNotFound(t.clone()))?;
-            if db.catalog.index(&t, &n).is_none() {
-                return Err(ServiceError::IndexNotFound { table: t, index: n });
-            }
-            db.catalog.remove_index(tx, &t, &n);
-            Ok(())
-        })
-        .await?;
-        let db = self.clone();
-        tokio::spawn(async move { db.purge(index_prefixes(&table, &name)).await })
+        let created_at = self
+            .write(move |tx, db| {
+                db.catalog.table(&t).ok_or_else(|| ServiceError::TableNotFound(t.clone()))?;
+                let def = db.catalog.index(&t, &n).ok_or(ServiceError::IndexNotFound { table: t, index: n })?;
+                db.catalog.drop_index(tx, &def);
+                Ok(def.created_at)
+            })
+            .await?;
+        self.purge_dropped_index(&table, &name, created_at)
             .await
             .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
     }
+
+    /// Removes a dropped index's entries in a task of its own, then its drop mark.
+    pub(crate) fn purge_dropped_index(
+        self: &Arc<Self>,
+        table: &str,
+        name: &str,
+        created_at: i64,
+    ) -> tokio::task::JoinHandle<Result<()>> {
+        let (lt, ln, ft, fname) = (table.to_owned(), name.to_owned(), table.to_owned(), name.to_owned());
+        let purge = Purge {
+            prefixes: index_prefixes(table, name),
+            // Only while the mark is this drop's: a table drop ends the index drop (its purge
+            // covers the entries), after which the name may be created and dropped again.
+            live: Box::new(move |db| db.catalog.index_dropping(&lt, &ln) == Some(created_at)),
+            finish: Box::new(move |tx, db| {
+                db.catalog.finish_index_drop(tx, &ft, &fname);
+                Ok(())
+            }),
+        };
+        self.spawn_purge(format!("index {name:?} of table {table:?}"), purge)
+    }
+
+    /// Removes the entries a failed build left (resumed at open).
+    pub(crate) fn purge_failed_index(self: &Arc<Self>, def: &IndexDef) {
+        let purge = failed_purge(&def.table, &def.name, def.created_at);
+        drop(self.spawn_purge(format!("failed index {:?} of table {:?}", def.name, def.table), purge));
+    }
 }
 
-/// Indexes the next chunk of documents after `after`.
+/// The purge of a failed build's entries: it stops as soon as that index is dropped (the drop
+/// purges them, and the name may then be reused).
+fn failed_purge(table: &str, name: &str, created_at: i64) -> Purge {
+    let (t, n) = (table.to_owned(), name.to_owned());
+    Purge {
+        prefixes: index_prefixes(table, name),
+        live: Box::new(move |db| {
+            db.catalog.index(&t, &n).is_some_and(|d| d.created_at == created_at && !d.is_maintained())
+        }),
+        finish: Box::new(|_, _| Ok(())),
+    }
+}
+
+/// Indexes the next `chunk` documents after `after`.
 fn backfill_chunk(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
@@ -241,6 +294,7 @@ fn backfill_chunk(
     name: &str,
     created_at: i64,
     after: Option<Vec<u8>>,
+    chunk: usize,
 ) -> Result<Step> {
     let Some(def) = catalog.index(table, name).filter(|d| d.created_at == created_at && !d.is_ready()) else {
         return Ok(Step::Stale);
@@ -248,23 +302,25 @@ fn backfill_chunk(
     let prefix = crate::keys::table_prefix(table);
     let lower = after.map_or(Bound::Included(prefix.clone()), Bound::Excluded);
     let upper = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    let docs =
-        tx.scan(Space::Entity, KeyRange::Between(lower, upper)).take(BACKFILL_CHUNK).collect::<Result<Vec<_>, _>>()?;
+    let docs = tx.scan(Space::Entity, KeyRange::Between(lower, upper)).take(chunk).collect::<Result<Vec<_>, _>>()?;
     let mut multikey = def.multikey;
-    catalog.with_dict(|dict| {
-        for (key, blob) in &docs {
-            let id = EntityKey::decode(key).map_err(|e| ServiceError::Internal(e.to_string()))?.id;
-            let entries = entries::entries(&def, &id, blob, dict)?;
-            multikey |= entries.len() > 1 && def.kind != IndexKind::Spatial;
-            for e in entries {
-                put_entry(tx, &def, &id, &e)?;
-            }
+    let dict = catalog.dict();
+    for (key, blob) in &docs {
+        let id = EntityKey::decode(key).map_err(|e| ServiceError::Internal(e.to_string()))?.id;
+        // What the index fails with names the document to fix.
+        let entries = entries::entries(&def, &id, blob, &dict).map_err(|e| match e {
+            e @ ServiceError::Unavailable(_) => e,
+            ServiceError::InvalidDocument(why) => ServiceError::InvalidDocument(format!("document {id:?}: {why}")),
+            other => ServiceError::InvalidDocument(format!("document {id:?}: {other}")),
+        })?;
+        multikey |= entries.len() > 1 && def.kind != IndexKind::Spatial;
+        for e in entries {
+            put_entry(tx, &def, &id, &e)?;
         }
-        Ok::<_, ServiceError>(())
-    })?;
+    }
     let mut next = (*def).clone();
     next.multikey = multikey;
-    let finished = docs.len() < BACKFILL_CHUNK;
+    let finished = docs.len() < chunk;
     next.state = match (finished, &def.state) {
         (true, _) => IndexState::Ready,
         (false, IndexState::Building { done, total }) => {

@@ -1,0 +1,111 @@
+//! Service tests that need to hold the committer at a chosen point, which HTTP cannot.
+
+use super::*;
+use crate::catalog::ColumnDef;
+use crate::storage::{Durability, StorageError};
+use serde_json::{Map, Value, json};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
+
+fn open(dir: &std::path::Path) -> Arc<Db> {
+    let mut cfg = StorageConfig::new(dir);
+    cfg.durability = Durability::Buffered;
+    Db::open(cfg, DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap()
+}
+
+fn object(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Polls a future once: far enough for a write to be prepared and queued.
+fn start<F: Future>(f: &mut Pin<Box<F>>) {
+    assert!(f.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+}
+
+/// Issue 7: a document prepared before a column was added committed without the column's
+/// default. Here the committer is held while a PATCH of the table and then writes of a document
+/// are queued, so the writes are prepared for the old definition and commit after the new one.
+#[tokio::test]
+async fn writes_prepared_before_a_column_is_added_get_its_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let columns =
+        Some(vec![ColumnDef { name: "a".into(), ty: "int".parse().unwrap(), nullable: false, default: None }]);
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns }).await.unwrap();
+
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let mut hold = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
+    start(&mut hold);
+    let b = ColumnDef { name: "b".into(), ty: "int".parse().unwrap(), nullable: false, default: Some(json!(7)) };
+    let mut add = Box::pin(db.add_columns("t".into(), vec![b]));
+    start(&mut add);
+    let mut put = Box::pin(db.put_document("t".into(), "p".into(), object(json!({"a": 1})), Preconditions::default()));
+    start(&mut put);
+    let mut insert = Box::pin(db.insert_documents("t".into(), vec![json!({"_id": "i", "a": 2})]));
+    start(&mut insert);
+    let op = |id: &str| BatchOp { op: OpKind::Put, table: "t".into(), id: id.into(), document: Some(json!({"a": 3})) };
+    let mut batch = Box::pin(db.batch(vec![op("b")]));
+    start(&mut batch);
+
+    release.send(()).unwrap();
+    hold.await.unwrap();
+    add.await.unwrap();
+    put.await.unwrap();
+    insert.await.unwrap();
+    batch.await.unwrap();
+    for id in ["p", "i", "b"] {
+        let doc = db.get_document("t".into(), id.into()).await.unwrap();
+        let doc: Value = serde_json::from_slice(&doc.json).unwrap();
+        assert_eq!(doc["b"], 7, "{id}: {doc}");
+    }
+}
+
+/// A PATCH is applied outside the committer to the version it read; a write of the document in
+/// between makes it apply again to the new version, never overwrite it.
+#[tokio::test]
+async fn a_patch_prepared_from_a_version_rewritten_meanwhile_applies_to_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    let none = Preconditions::default;
+    db.put_document("t".into(), "d".into(), object(json!({"x": 1})), none()).await.unwrap();
+
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let mut hold = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
+    start(&mut hold);
+    let mut put = Box::pin(db.put_document("t".into(), "d".into(), object(json!({"x": 2, "y": 2})), none()));
+    start(&mut put);
+    let mut patch = Box::pin(db.patch_document("t".into(), "d".into(), json!({"z": 3}), none()));
+    start(&mut patch);
+    let patch_op = BatchOp { op: OpKind::Patch, table: "t".into(), id: "d".into(), document: Some(json!({"w": 4})) };
+    let mut batch = Box::pin(db.batch(vec![patch_op]));
+    start(&mut batch);
+    release.send(()).unwrap();
+    hold.await.unwrap();
+    put.await.unwrap();
+    patch.await.unwrap();
+    batch.await.unwrap();
+    let doc: Value = serde_json::from_slice(&db.get_document("t".into(), "d".into()).await.unwrap().json).unwrap();
+    assert_eq!(doc, json!({"_id": "d", "x": 2, "y": 2, "z": 3, "w": 4}));
+}
+
+/// Issue 7: when the committer thread dies, the service says it is not writable (`/ready`
+/// answers 503 from this) and writes fail as unavailable (503) instead of hanging or a 500.
+#[tokio::test]
+async fn a_dead_committer_makes_writes_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    assert!(db.is_writable());
+    let store = db.store.clone();
+    tokio::task::spawn_blocking(move || store.kill_committer()).await.unwrap();
+    assert!(!db.is_writable());
+    let e = db.put_document("t".into(), "d".into(), Map::new(), Preconditions::default()).await.unwrap_err();
+    assert!(matches!(e, ServiceError::Unavailable(StorageError::CommitterDown)), "{e:?}");
+    // reads go on
+    assert_eq!(db.list_tables().await.unwrap().len(), 1);
+}
