@@ -87,6 +87,8 @@ impl ImportReport {
 }
 
 type Chunk = Vec<(u64, Vec<u8>)>;
+/// Lines that failed, with why.
+type Failures = Vec<(u64, ServiceError)>;
 
 /// Splits a byte stream into lines. Each byte is examined once (only new bytes are searched for
 /// `\n`), and only the unfinished last line is kept between pushes.
@@ -198,7 +200,10 @@ impl Drop for Running<'_> {
 fn fails_the_line_only(e: &ServiceError) -> bool {
     matches!(
         e,
-        ServiceError::UniqueViolation { .. } | ServiceError::InvalidDocument(_) | ServiceError::SchemaViolation { .. }
+        ServiceError::UniqueViolation { .. }
+            | ServiceError::TooManyIndexEntries { .. }
+            | ServiceError::InvalidDocument(_)
+            | ServiceError::SchemaViolation { .. }
     )
 }
 
@@ -308,13 +313,68 @@ impl Db {
 
     /// Prepares a chunk on the blocking pool and starts committing its good lines, each in its own
     /// [`WriteTx::attempt`](crate::storage::WriteTx::attempt): a line the write refuses (a unique
-    /// value taken) fails alone. The task resolves to what the chunk did.
+    /// value taken, too many index entries) fails alone. A chunk prepared for columns the table no
+    /// longer has (one was added meanwhile) is prepared again against the table the write sees, so
+    /// no line misses a new column's default. The task resolves to what the chunk did.
     async fn commit_chunk(
         self: &Arc<Self>,
         table: &str,
         def: &Arc<TableDef>,
         lines: Chunk,
     ) -> Result<JoinHandle<Result<ChunkOutcome>>> {
+        // Only a typed table can change its columns under the import: keep its lines to prepare again.
+        let kept = def.columns.is_some().then(|| lines.clone());
+        let (good, failures) = self.prepare_chunk(def, lines).await?;
+        let (db, table, def) = (self.clone(), table.to_owned(), def.clone());
+        Ok(tokio::spawn(async move {
+            let (mut def, mut good, mut failures) = (def, good, failures);
+            loop {
+                let mut outcome = if good.is_empty() {
+                    ChunkOutcome::default()
+                } else {
+                    let (t, d) = (table.clone(), def.clone());
+                    let written = db
+                        .write(move |tx, db| {
+                            let live = live_table(&db.catalog, &t, Some(&d))?;
+                            if !super::documents::same_schema(&live, &d) {
+                                return Ok(Err(live));
+                            }
+                            let mut outcome = ChunkOutcome::default();
+                            for (no, p) in good {
+                                match tx.attempt(|tx| put_encoded(tx, &db.catalog, &live, p, &Default::default())) {
+                                    Ok(_) => outcome.inserted += 1,
+                                    Err(e) if fails_the_line_only(&e) => outcome.failures.push((no, e)),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                            Ok(Ok(outcome))
+                        })
+                        .await?;
+                    match written {
+                        Ok(outcome) => outcome,
+                        Err(live) => {
+                            let lines = kept.clone().ok_or_else(|| {
+                                ServiceError::Internal("a schemaless table's definition changed under an import".into())
+                            })?;
+                            (good, failures) = db.prepare_chunk(&live, lines).await?;
+                            def = live;
+                            continue;
+                        }
+                    }
+                };
+                outcome.failures.append(&mut failures);
+                outcome.failures.sort_by_key(|(no, _)| *no);
+                return Ok(outcome);
+            }
+        }))
+    }
+
+    /// Parses and encodes a chunk's lines on the blocking pool: the good ones, and the failures.
+    async fn prepare_chunk(
+        self: &Arc<Self>,
+        def: &Arc<TableDef>,
+        lines: Chunk,
+    ) -> Result<(Vec<(u64, Prepared)>, Failures)> {
         let (db, d) = (self.clone(), def.clone());
         let prepared = tokio::task::spawn_blocking(move || {
             lines.into_iter().map(|(no, line)| (no, prepare_line(&db.catalog, &d, line))).collect::<Vec<_>>()
@@ -329,29 +389,7 @@ impl Db {
                 Err(e) => failures.push((no, e)),
             }
         }
-        let (db, table, def) = (self.clone(), table.to_owned(), def.clone());
-        Ok(tokio::spawn(async move {
-            let mut outcome = if good.is_empty() {
-                ChunkOutcome::default()
-            } else {
-                db.write(move |tx, db| {
-                    let live = live_table(&db.catalog, &table, Some(&def))?;
-                    let mut outcome = ChunkOutcome::default();
-                    for (no, p) in good {
-                        match tx.attempt(|tx| put_encoded(tx, &db.catalog, &live, p, &Default::default())) {
-                            Ok(_) => outcome.inserted += 1,
-                            Err(e) if fails_the_line_only(&e) => outcome.failures.push((no, e)),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Ok(outcome)
-                })
-                .await?
-            };
-            outcome.failures.extend(failures);
-            outcome.failures.sort_by_key(|(no, _)| *no);
-            Ok(outcome)
-        }))
+        Ok((good, failures))
     }
 }
 

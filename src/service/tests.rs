@@ -64,6 +64,41 @@ async fn writes_prepared_before_a_column_is_added_get_its_default() {
     }
 }
 
+/// An import's chunk prepared for the old columns is prepared again when a column is added
+/// before it commits, so its lines get the new column's default too.
+#[tokio::test]
+async fn an_import_chunk_prepared_before_a_column_is_added_gets_its_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let columns =
+        Some(vec![ColumnDef { name: "a".into(), ty: "int".parse().unwrap(), nullable: false, default: None }]);
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns }).await.unwrap();
+
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let mut hold = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
+    start(&mut hold);
+    let b = ColumnDef { name: "b".into(), ty: "int".parse().unwrap(), nullable: false, default: Some(json!(7)) };
+    let mut add = Box::pin(db.add_columns("t".into(), vec![b]));
+    start(&mut add);
+    // the import reads the table's definition (without b) at its first poll
+    let body = b"{\"_id\": \"x\", \"a\": 1}\n{\"_id\": \"y\", \"a\": 2}\n".to_vec();
+    let stream = futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(body))]);
+    let limits = ImportLimits { max_line: 1 << 20, window: std::time::Duration::from_secs(60), min_bytes: 1 };
+    let mut import = Box::pin(db.import("t".into(), stream, limits));
+    start(&mut import);
+
+    release.send(()).unwrap();
+    hold.await.unwrap();
+    add.await.unwrap();
+    let report = import.await.unwrap();
+    assert_eq!((report.inserted, report.failed), (2, 0), "{report:?}");
+    for id in ["x", "y"] {
+        let doc = db.get_document("t".into(), id.into()).await.unwrap();
+        let doc: Value = serde_json::from_slice(&doc.json).unwrap();
+        assert_eq!(doc["b"], 7, "{id}: {doc}");
+    }
+}
+
 /// A PATCH is applied outside the committer to the version it read; a write of the document in
 /// between makes it apply again to the new version, never overwrite it.
 #[tokio::test]
