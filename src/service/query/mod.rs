@@ -266,15 +266,16 @@ impl Db {
             }
         }
         let paging = Paging { sort, limit, cursor, binding };
-        if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
-            // a unique lookup reads a few keys: not worth the hand-off to the blocking pool
-            return self.read_point(|db| db.run_query(&table, &filter, paging, &req, &Stop::default()));
-        }
-        // The scan on the blocking pool stops at the request timeout, or as soon as this future
+        // The scan stops at the request timeout, or (on the blocking pool) as soon as this future
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
         // with it.
         let deadline = self.query_timeout.and_then(|t| Instant::now().checked_add(t));
         let (stop, _abandon) = Stop::new(deadline);
+        if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
+            // a unique lookup reads a few keys: not worth the hand-off to the blocking pool (the
+            // deadline still bounds it, should the plan not be the point it looks like)
+            return self.read_point(|db| db.run_query(&table, &filter, paging, &req, &stop));
+        }
         self.read(move |db| db.run_query(&table, &filter, paging, &req, &stop)).await
     }
 

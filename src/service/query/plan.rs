@@ -530,11 +530,51 @@ pub fn unique_point(filter: &Filter, defs: &[std::sync::Arc<IndexDef>]) -> bool 
     if conjuncts.iter().any(|c| matches!(c, Filter::Field { path, op: Op::Eq(_) } if path == ID_FIELD)) {
         return true;
     }
+    // The same choice `candidates` makes: each field's first equality or `$in` must be one
+    // non-null value, else the index would not serve the query as one point.
     defs.iter().filter(|d| d.kind == IndexKind::Unique && d.is_ready()).any(|d| {
         d.fields.iter().all(|f| {
-            conjuncts.iter().any(|c| {
-                matches!(c, Filter::Field { path, op: Op::Eq(v) } if path == f && scalar(v).is_some_and(|c| c != Component::Null))
-            })
+            let first = conjuncts.iter().find_map(|c| match c {
+                Filter::Field { path, op } if path == f => eq_values(op),
+                _ => None,
+            });
+            first.is_some_and(|values| matches!(values.as_slice(), [v] if *v != Component::Null))
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn unique(field: &str) -> std::sync::Arc<IndexDef> {
+        std::sync::Arc::new(IndexDef {
+            table: "t".into(),
+            name: "u".into(),
+            kind: IndexKind::Unique,
+            fields: vec![field.into()],
+            options: Default::default(),
+            state: crate::catalog::IndexState::Ready,
+            created_at: 1,
+            multikey: false,
+        })
+    }
+
+    /// A query runs inline only when the planner will serve it as one point: the same conjunct
+    /// the planner takes for the field must be one non-null value.
+    #[test]
+    fn unique_point_agrees_with_the_planners_choice_of_conjunct() {
+        let defs = [unique("email")];
+        let point = |f: serde_json::Value| unique_point(&Filter::parse(&f).unwrap(), &defs);
+        assert!(point(json!({"email": "a@x"})));
+        assert!(point(json!({"_id": "k"})));
+        assert!(!point(json!({"email": null})));
+        assert!(!point(json!({"other": "a@x"})));
+        // the planner drops an index whose first $in has more values than it scans; such a query
+        // would be a full scan, which must not run inline
+        let many: Vec<String> = (0..300).map(|i| format!("v{i}")).collect();
+        assert!(!point(json!({"$and": [{"email": {"$in": many}}, {"email": "a@x"}]})));
+        assert!(!point(json!({"email": {"$in": ["a", "b"]}})));
+    }
 }
