@@ -253,3 +253,40 @@ async fn data_survives_a_restart() {
     let r = s.send(Method::PUT, "/v1/tables/keep/documents/x", Some(&json!({"n": "seven"})), &[]).await;
     assert!(r.is_problem(422, "schema_violation"), "the schema survives too");
 }
+
+/// Found in review: an insert's array had no cap (a 32 MiB body of `{}` is millions of documents
+/// in one write); a batch patch that is not an object answered 404 or 422 depending on the stored
+/// document, where PATCH refuses it first; an index on `_id` (which the document does not hold)
+/// was accepted and held only nulls.
+#[tokio::test]
+async fn inserts_batches_and_indexes_refuse_what_cannot_be_served() {
+    let s = TestServer::start().await;
+    s.create_table("rv").await;
+    let many = serde_json::Value::Array(vec![json!({}); 10_001]);
+    let r = s.send(Method::POST, "/v1/tables/rv/documents", Some(&many), &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    let (_, list) = s.get("/v1/tables/rv/documents").await;
+    assert_eq!(list["documents"], json!([]), "nothing written");
+    let fits = serde_json::Value::Array(vec![json!({}); 10_000]);
+    assert_eq!(s.send(Method::POST, "/v1/tables/rv/documents", Some(&fits), &[]).await.status, 201);
+
+    let patch =
+        |doc: serde_json::Value| json!({"operations": [{"op": "patch", "table": "rv", "id": "nope", "document": doc}]});
+    let r = s.send(Method::POST, "/v1/batch", Some(&patch(json!([1]))), &[]).await;
+    assert!(r.is_problem(422, "invalid_document"), "{}", r.body);
+    let r = s.send(Method::POST, "/v1/batch", Some(&patch(json!({"a": 1}))), &[]).await;
+    assert!(r.is_problem(404, "document_not_found"), "{}", r.body);
+
+    for fields in [json!(["_id"]), json!(["_id.x"]), json!(["a", "_id"])] {
+        let r = s
+            .send(
+                Method::POST,
+                "/v1/tables/rv/indexes",
+                Some(&json!({"name": "i", "kind": "hash", "fields": fields})),
+                &[],
+            )
+            .await;
+        assert!(r.is_problem(400, "invalid_request"), "{fields}: {}", r.body);
+    }
+    assert_eq!(s.post("/v1/tables/rv/indexes", json!({"name": "i", "kind": "hash", "fields": ["_idx"]})).await.0, 202);
+}

@@ -387,3 +387,19 @@ async fn a_sorted_multikey_scan_reads_each_document_once() {
         assert_eq!(p["returned_rows"], 20, "{p}");
     }
 }
+
+/// Found in review: empty filter objects cost a step per candidate document but counted against
+/// no limit, so an `$or` tree of millions of `{"$not": {}}` passed every cap.
+#[tokio::test]
+async fn filter_objects_are_counted_too() {
+    let s = TestServer::start().await;
+    s.create_table("nodes").await;
+    // 64 branches of 16 `{"$not": {}}` each: 1 + 64 * 16 * 2 filter objects, no field condition
+    let branch = json!({"$and": vec![json!({"$not": {}}); 16]});
+    let wide = json!({"$or": vec![branch; 64]});
+    let r = s.send(Method::POST, "/v1/tables/nodes/query", Some(&json!({"filter": wide})), &[]).await;
+    assert!(r.is_problem(400, "query_too_complex"), "{}", r.body);
+    let small = json!({"$or": vec![json!({"$not": {}}); 64]});
+    let (st, page) = s.post("/v1/tables/nodes/query", json!({"filter": small})).await;
+    assert_eq!(st, 200, "{page}");
+}

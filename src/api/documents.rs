@@ -172,12 +172,12 @@ async fn delete_document(
 /// (UUIDv7, time-ordered) where `_id` is absent. Existing ids are replaced.
 #[utoipa::path(post, path = "/v1/tables/{table}/documents", tag = "documents",
     params(TablePath),
-    request_body(content = InsertBody, description = "a document, or an array of documents; `_id`, if given, must be a \
+    request_body(content = InsertBody, description = "a document, or an array of at most 10,000 documents; `_id`, if given, must be a \
         string; on an edge table `_from` and `_to` (`\"table/id\"`) are required; on a typed table the columns decide the fields"),
     responses(
         (status = 201, description = "written: one outcome (with an ETag) for an object, `documents` for an array",
             body = InsertAnswer, headers(("ETag" = Option<String>, description = "content tag (for an object body)"))),
-        (status = 400, description = "malformed JSON or invalid path", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "malformed JSON, an invalid path, or more than 10,000 documents", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),

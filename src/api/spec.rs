@@ -53,7 +53,7 @@ pub struct IndexPath {
 pub enum InsertBody {
     /// one document
     One(Map<String, Value>),
-    /// several documents
+    /// several documents (at most 10,000)
     Many(Vec<Map<String, Value>>),
 }
 

@@ -114,6 +114,10 @@ impl Db {
                         Err(e) => Work::Invalid(e),
                     }
                 }
+                // as PATCH answers: anything but an object would replace the document with a non-object
+                (Some(_), OpKind::Patch, Some(patch)) if !patch.is_object() => {
+                    Work::Invalid(ServiceError::InvalidDocument("a merge patch must be a JSON object".into()))
+                }
                 (Some(def), OpKind::Patch, Some(patch)) => {
                     let once = touched.get(&(op.table.as_str(), op.id.as_str())) == Some(&1);
                     match once && patch_outside_write {

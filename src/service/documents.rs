@@ -20,6 +20,10 @@ use utoipa::ToSchema;
 pub const MAX_ID_LEN: usize = 1024;
 /// Most documents one list call returns.
 pub const MAX_PAGE: usize = 1000;
+/// Most documents one insert takes (as many as a batch has operations).
+pub const MAX_INSERT: usize = super::batch::MAX_BATCH_OPS;
+/// Inserts of more documents than this are encoded on the blocking pool.
+const INLINE_PREPARE: usize = 16;
 
 /// A document as returned to clients.
 #[derive(Debug, Clone, PartialEq)]
@@ -411,6 +415,9 @@ impl Db {
 
     /// Inserts one or more documents (ids generated where `_id` is absent); all or nothing.
     pub async fn insert_documents(self: &Arc<Self>, table: String, docs: Vec<Value>) -> Result<Vec<PutOutcome>> {
+        if docs.len() > MAX_INSERT {
+            return Err(ServiceError::InvalidRequest(format!("an insert holds at most {MAX_INSERT} documents")));
+        }
         let docs = docs
             .into_iter()
             .enumerate()
@@ -422,13 +429,23 @@ impl Db {
                 Ok((id, doc))
             })
             .collect::<Result<Vec<_>>>()?;
+        let count = docs.len();
         let mut kept = Some(docs);
         loop {
             let def = self.table_or_404(&table)?;
-            let prepared = body_for(&def, &mut kept)?
-                .into_iter()
-                .map(|(id, doc)| prepare(&self.catalog, &def, id, doc))
-                .collect::<Result<Vec<_>>>()?;
+            let body = body_for(&def, &mut kept)?;
+            let prepare_all = {
+                let (catalog, def) = (self.catalog.clone(), def.clone());
+                move || body.into_iter().map(|(id, doc)| prepare(&catalog, &def, id, doc)).collect::<Result<Vec<_>>>()
+            };
+            // Many documents are encoded on the blocking pool, not on a runtime worker.
+            let prepared = if count > INLINE_PREPARE {
+                tokio::task::spawn_blocking(prepare_all)
+                    .await
+                    .map_err(|e| ServiceError::Internal(format!("prepare task failed: {e}")))??
+            } else {
+                prepare_all()?
+            };
             let t = table.clone();
             let done = self
                 .write(move |tx, db| {

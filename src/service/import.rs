@@ -322,6 +322,9 @@ impl Db {
         def: &Arc<TableDef>,
         lines: Chunk,
     ) -> Result<JoinHandle<Result<ChunkOutcome>>> {
+        // After a column was added, later chunks are prepared for the table as it is now.
+        let fresh = self.catalog.table(table).filter(|d| d.created_at == def.created_at);
+        let def = fresh.as_ref().unwrap_or(def);
         // Only a typed table can change its columns under the import: keep its lines to prepare again.
         let kept = def.columns.is_some().then(|| lines.clone());
         let (good, failures) = self.prepare_chunk(def, lines).await?;

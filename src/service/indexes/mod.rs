@@ -41,6 +41,11 @@ fn check(req: &CreateIndex) -> Result<()> {
     if req.fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)) {
         return bad("field paths must be non-empty dotted names like `address.city`".into());
     }
+    // `_id` is not in the document: queries read it from the entity keys, so an index on it
+    // would hold only nulls
+    if req.fields.iter().any(|f| f.split('.').next() == Some(crate::service::schema::ID_FIELD)) {
+        return bad("`_id` needs no index: queries on it read the documents' own keys".into());
+    }
     match req.kind {
         IndexKind::Hash | IndexKind::Unique if (1..=MAX_FIELDS).contains(&req.fields.len()) => Ok(()),
         IndexKind::Hash | IndexKind::Unique => bad(format!("a {:?} index takes 1 to {MAX_FIELDS} fields", req.kind)),

@@ -107,6 +107,9 @@ pub const MAX_CONDITIONS: usize = 256;
 pub const MAX_IN_VALUES: usize = 1000;
 /// Deepest nesting of `$and`, `$or` and `$not`.
 pub const MAX_DEPTH: usize = 16;
+/// Most filter objects in a whole filter (the top one, and each inside `$and`, `$or` and
+/// `$not`): empty ones match everything but still cost a step per candidate document.
+pub const MAX_NODES: usize = 1024;
 
 fn too_complex(msg: String) -> ServiceError {
     ServiceError::QueryTooComplex(msg)
@@ -116,14 +119,18 @@ impl Filter {
     /// Parses a filter object. A filter over one of the limits above is refused
     /// (`query_too_complex`): planning and checking each candidate cost grows with its size.
     pub fn parse(v: &Value) -> Result<Filter> {
-        let mut conditions = 0;
-        Filter::parse_at(v, 0, &mut conditions)
+        let (mut conditions, mut nodes) = (0, 0);
+        Filter::parse_at(v, 0, &mut conditions, &mut nodes)
     }
 
-    fn parse_at(v: &Value, depth: usize, conditions: &mut usize) -> Result<Filter> {
+    fn parse_at(v: &Value, depth: usize, conditions: &mut usize, nodes: &mut usize) -> Result<Filter> {
         let Value::Object(map) = v else { return Err(invalid("a filter is a JSON object")) };
         if depth > MAX_DEPTH {
             return Err(too_complex(format!("filters nest at most {MAX_DEPTH} levels deep")));
+        }
+        *nodes += 1;
+        if *nodes > MAX_NODES {
+            return Err(too_complex(format!("a filter holds at most {MAX_NODES} filter objects")));
         }
         let mut all = Vec::with_capacity(map.len().min(MAX_CONJUNCTS));
         for (key, value) in map {
@@ -139,11 +146,13 @@ impl Filter {
                     if items.len() > max {
                         return Err(too_complex(format!("{key} takes at most {max} filters")));
                     }
-                    let parts =
-                        items.iter().map(|f| Filter::parse_at(f, depth + 1, conditions)).collect::<Result<Vec<_>>>()?;
+                    let parts = items
+                        .iter()
+                        .map(|f| Filter::parse_at(f, depth + 1, conditions, nodes))
+                        .collect::<Result<Vec<_>>>()?;
                     all.push(if key == "$and" { Filter::And(parts) } else { Filter::Or(parts) });
                 }
-                "$not" => all.push(Filter::Not(Box::new(Filter::parse_at(value, depth + 1, conditions)?))),
+                "$not" => all.push(Filter::Not(Box::new(Filter::parse_at(value, depth + 1, conditions, nodes)?))),
                 k if k.starts_with('$') => return Err(invalid(format!("unknown operator {k} at the top level"))),
                 path => {
                     if path.is_empty() || path.split('.').any(str::is_empty) {
