@@ -165,4 +165,13 @@ impl Db {
         let db = self.clone();
         self.store.write(move |tx| f(tx, &db)).await
     }
+
+    /// Runs `work` in a task of its own and waits for it. If this future is dropped (the request
+    /// timed out, the client left), the work still runs to its end: a catalog write and the
+    /// background job it starts (a backfill, a purge) are never separated.
+    async fn detached<T: Send + 'static>(
+        work: impl std::future::Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        tokio::spawn(work).await.map_err(|e| ServiceError::Internal(format!("task failed: {e}")))?
+    }
 }

@@ -149,6 +149,11 @@ impl Db {
     /// Drops a table: its definition goes at once (atomically), then every key of the table is
     /// removed in chunks; a table of the same name can be created once that is done.
     pub async fn drop_table(self: &Arc<Self>, name: String) -> Result<()> {
+        let db = self.clone();
+        Db::detached(async move { db.drop_table_now(name).await }).await
+    }
+
+    async fn drop_table_now(self: &Arc<Self>, name: String) -> Result<()> {
         let n = name.clone();
         self.write(move |tx, db| {
             if db.catalog.table(&n).is_none() {
@@ -158,7 +163,6 @@ impl Db {
             Ok(())
         })
         .await?;
-        // The purge runs in its own task: it finishes even if the client goes away.
         self.purge_table(&name).await
     }
 

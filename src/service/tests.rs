@@ -99,6 +99,56 @@ async fn an_import_chunk_prepared_before_a_column_is_added_gets_its_default() {
     }
 }
 
+/// Found in review: the backfill of a new index and the purge of a dropped table or index were
+/// started only after the request's write returned, so a request dropped in between (a 408, a
+/// client gone) left the index `building` forever or the name stuck in `dropping` until a restart.
+#[tokio::test]
+async fn a_dropped_request_still_starts_the_job_its_write_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    for t in ["t", "u"] {
+        db.create_table(CreateTable { name: t.into(), kind: Default::default(), columns: None }).await.unwrap();
+        db.put_document(t.into(), "d".into(), object(json!({"a": 1})), Preconditions::default()).await.unwrap();
+    }
+    let index = |name: &str| -> crate::service::CreateIndex {
+        serde_json::from_value(json!({"name": name, "kind": "hash", "fields": ["a"]})).unwrap()
+    };
+    db.create_index("t".into(), index("gone")).await.unwrap();
+    let settled = |db: &Arc<Db>, t: &str, name: &str| {
+        db.catalog.index(t, name).is_some_and(|d| d.is_ready()) || db.catalog.index(t, name).is_none()
+    };
+    for _ in 0..200 {
+        if settled(&db, "t", "gone") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let mut hold = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
+    start(&mut hold);
+    // each request queues its write, then is dropped as the timeout layer or a leaving client would
+    drop(Box::pin(db.create_index("t".into(), index("i"))).as_mut().poll(&mut Context::from_waker(Waker::noop())));
+    drop(Box::pin(db.drop_index("t".into(), "gone".into())).as_mut().poll(&mut Context::from_waker(Waker::noop())));
+    drop(Box::pin(db.drop_table("u".into())).as_mut().poll(&mut Context::from_waker(Waker::noop())));
+    release.send(()).unwrap();
+    hold.await.unwrap();
+
+    let mut done = false;
+    for _ in 0..500 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let ready = db.catalog.index("t", "i").is_some_and(|d| d.is_ready());
+        let index_dropped = db.catalog.index_dropping("t", "gone").is_none() && db.catalog.index("t", "gone").is_none();
+        let table_dropped = !db.catalog.is_dropping("u") && db.catalog.table("u").is_none();
+        if ready && index_dropped && table_dropped {
+            done = true;
+            break;
+        }
+    }
+    assert!(done, "index i: {:?}", db.catalog.index("t", "i"));
+    assert!(db.check().await.unwrap().ok);
+}
+
 /// A PATCH is applied outside the committer to the version it read; a write of the document in
 /// between makes it apply again to the new version, never overwrite it.
 #[tokio::test]

@@ -146,6 +146,11 @@ impl Db {
     /// every document (queries do not use it before it is `ready`).
     pub async fn create_index(self: &Arc<Self>, table: String, req: CreateIndex) -> Result<IndexDef> {
         check(&req)?;
+        let db = self.clone();
+        Db::detached(async move { db.create_index_now(table, req).await }).await
+    }
+
+    async fn create_index_now(self: &Arc<Self>, table: String, req: CreateIndex) -> Result<IndexDef> {
         let def = self
             .write(move |tx, db| {
                 db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
@@ -236,6 +241,11 @@ impl Db {
     /// mark; the name stays taken (`index_dropping`) until the entries are gone, also across a
     /// restart, which resumes the purge.
     pub async fn drop_index(self: &Arc<Self>, table: String, name: String) -> Result<()> {
+        let db = self.clone();
+        Db::detached(async move { db.drop_index_now(table, name).await }).await
+    }
+
+    async fn drop_index_now(self: &Arc<Self>, table: String, name: String) -> Result<()> {
         let (t, n) = (table.clone(), name.clone());
         let created_at = self
             .write(move |tx, db| {
