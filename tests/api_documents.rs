@@ -254,7 +254,7 @@ async fn data_survives_a_restart() {
     assert!(r.is_problem(422, "schema_violation"), "the schema survives too");
 }
 
-/// Found in review: an insert's array had no cap (a 32 MiB body of `{}` is millions of documents
+/// Found in review: a batch could patch one document 10,000 times on the committer; an insert's array had no cap (a 32 MiB body of `{}` is millions of documents
 /// in one write); a batch patch that is not an object answered 404 or 422 depending on the stored
 /// document, where PATCH refuses it first; an index on `_id` (which the document does not hold)
 /// was accepted and held only nulls.
@@ -276,6 +276,16 @@ async fn inserts_batches_and_indexes_refuse_what_cannot_be_served() {
     assert!(r.is_problem(422, "invalid_document"), "{}", r.body);
     let r = s.send(Method::POST, "/v1/batch", Some(&patch(json!({"a": 1}))), &[]).await;
     assert!(r.is_problem(404, "document_not_found"), "{}", r.body);
+    // repeated operations on one document run on the committer: at most 64 per batch
+    let ops = |n: usize| {
+        let op = json!({"op": "patch", "table": "rv", "id": "p", "document": {"n": 1}});
+        json!({"operations": std::iter::once(json!({"op": "put", "table": "rv", "id": "p", "document": {}}))
+            .chain(std::iter::repeat_n(op, n - 1)).collect::<Vec<_>>()})
+    };
+    let r = s.send(Method::POST, "/v1/batch", Some(&ops(65)), &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    assert_eq!(s.get("/v1/tables/rv/documents/p").await.0, 404, "nothing written");
+    assert_eq!(s.send(Method::POST, "/v1/batch", Some(&ops(64)), &[]).await.status, 200);
 
     for fields in [json!(["_id"]), json!(["_id.x"]), json!(["a", "_id"])] {
         let r = s

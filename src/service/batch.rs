@@ -14,6 +14,8 @@ use utoipa::ToSchema;
 
 /// Most operations one batch may hold.
 pub const MAX_BATCH_OPS: usize = 10_000;
+/// Most operations of one batch on the same document.
+pub const MAX_OPS_PER_DOCUMENT: usize = 64;
 
 /// What an operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -98,7 +100,16 @@ impl Db {
     fn plan(self: &Arc<Self>, ops: &[BatchOp], patch_outside_write: bool) -> Result<Vec<Planned>> {
         let mut touched = std::collections::HashMap::<(&str, &str), usize>::new();
         for op in ops {
-            *touched.entry((op.table.as_str(), op.id.as_str())).or_default() += 1;
+            let n = touched.entry((op.table.as_str(), op.id.as_str())).or_default();
+            *n += 1;
+            // Repeated operations on one document are applied on the committer, each one a
+            // decode, merge and encode of the whole document: bounded, so no batch pins it.
+            if *n > MAX_OPS_PER_DOCUMENT {
+                return Err(ServiceError::InvalidRequest(format!(
+                    "a batch touches one document at most {MAX_OPS_PER_DOCUMENT} times ({}/{})",
+                    op.table, op.id
+                )));
+            }
         }
         let mut planned = Vec::with_capacity(ops.len());
         for op in ops {
@@ -121,9 +132,10 @@ impl Db {
                 (Some(def), OpKind::Patch, Some(patch)) => {
                     let once = touched.get(&(op.table.as_str(), op.id.as_str())) == Some(&1);
                     match once && patch_outside_write {
-                        true => match patch_outside(self, def, &op.id, patch, |_| true)? {
-                            Some(p) => Work::Patch(p),
-                            None => Work::PatchInWrite(patch.clone()),
+                        true => match patch_outside(self, def, &op.id, patch, |_| true) {
+                            Ok(Some(p)) => Work::Patch(p),
+                            Ok(None) => Work::PatchInWrite(patch.clone()),
+                            Err(e) => Work::Invalid(e),
                         },
                         false => Work::PatchInWrite(patch.clone()),
                     }

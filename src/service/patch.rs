@@ -23,8 +23,11 @@ pub(super) struct Patched {
 }
 
 /// Applies a merge patch to the document as stored now, outside the committer. `None` leaves the
-/// patch to the committer: the document is missing, or the patch fails on this version — the
-/// committer's answer is the one that counts, on the version it sees.
+/// patch to the committer: the document is missing or a precondition does not hold on this
+/// version (the committer's answer, on the version it sees, is the one that counts). A patch
+/// whose result the table refuses is refused here, on the version read: that version was current
+/// while this request ran, so the answer is one the committer could have given, and the committer
+/// never spends a decode, merge and encode only to refuse it.
 pub(super) fn patch_outside(
     db: &Db,
     table: &TableDef,
@@ -40,14 +43,15 @@ pub(super) fn patch_outside(
     }
     let mut current = db.catalog.decode(&base)?;
     let mut patch = patch.clone();
-    if let Value::Object(p) = &mut patch
-        && take_id(p, Some(id)).is_err()
-    {
-        return Ok(None);
+    if let Value::Object(p) = &mut patch {
+        take_id(p, Some(id))?;
     }
     merge_patch(&mut current, &patch);
-    let Value::Object(doc) = current else { return Ok(None) };
-    Ok(prepare(&db.catalog, table, id.to_owned(), doc).ok().map(|prepared| Patched { base: base.to_vec(), prepared }))
+    let Value::Object(doc) = current else {
+        return Err(ServiceError::InvalidDocument("a merge patch must leave an object".into()));
+    };
+    let prepared = prepare(&db.catalog, table, id.to_owned(), doc)?;
+    Ok(Some(Patched { base: base.to_vec(), prepared }))
 }
 
 /// On the committer: whether the document is still the version a patch was applied to.
