@@ -81,3 +81,20 @@ impl IndexDef {
         self.state == IndexState::Ready
     }
 }
+
+#[cfg(test)]
+impl IndexDef {
+    /// A ready index of table `t` named `i`, for unit tests.
+    pub(crate) fn ready_for_test(kind: IndexKind, fields: &[&str]) -> IndexDef {
+        IndexDef {
+            table: "t".into(),
+            name: "i".into(),
+            kind,
+            fields: fields.iter().map(|f| (*f).to_owned()).collect(),
+            options: Default::default(),
+            state: IndexState::Ready,
+            created_at: 0,
+            multikey: false,
+        }
+    }
+}

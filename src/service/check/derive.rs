@@ -223,23 +223,13 @@ pub(super) fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::IndexState;
     use crate::entity::EncodeOptions;
     use crate::service::indexes::entries::entries;
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
     fn def(kind: IndexKind, fields: &[&str]) -> IndexDef {
-        IndexDef {
-            table: "t".into(),
-            name: "i".into(),
-            kind,
-            fields: fields.iter().map(|f| f.to_string()).collect(),
-            options: Default::default(),
-            state: IndexState::Ready,
-            created_at: 0,
-            multikey: false,
-        }
+        IndexDef::ready_for_test(kind, fields)
     }
 
     fn leaf() -> impl Strategy<Value = Value> {

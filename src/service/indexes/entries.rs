@@ -192,21 +192,11 @@ fn cartesian<'a>(per_field: &[Vec<Component<'a>>]) -> Vec<Vec<Component<'a>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::IndexState;
     use crate::entity::EncodeOptions;
     use serde_json::json;
 
     fn def(kind: IndexKind, fields: &[&str]) -> IndexDef {
-        IndexDef {
-            table: "t".into(),
-            name: "i".into(),
-            kind,
-            fields: fields.iter().map(|f| f.to_string()).collect(),
-            options: Default::default(),
-            state: IndexState::Ready,
-            created_at: 0,
-            multikey: false,
-        }
+        IndexDef::ready_for_test(kind, fields)
     }
 
     fn shown(e: &[Entry]) -> Vec<String> {

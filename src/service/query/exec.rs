@@ -225,17 +225,7 @@ pub fn candidates<'v>(
                 None => Bound::Included(prefix.clone()),
             };
             let hi = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-            Box::new(
-                Watched::new(
-                    view.scan(Space::Entity, KeyRange::Between(lo, hi), false).map(|r| r.map_err(ServiceError::from)),
-                    stop,
-                )
-                .map(|item| {
-                    let (key, blob) = item?;
-                    let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
-                    Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })
-                }),
-            )
+            entity_range(view, lo, hi, stop)
         }
         Access::Index(scan) => index_candidates(view, scan, stop),
         Access::Ids(scan) => id_candidates(view, scan, stop),
@@ -272,6 +262,16 @@ fn id_candidates<'v>(
         return Box::new(std::iter::empty());
     }
     let (lo, hi) = scan.range.clone();
+    entity_range(view, lo, hi, stop)
+}
+
+/// The documents whose entity keys lie between `lo` and `hi`, in key (`_id`) order.
+fn entity_range<'v>(
+    view: &'v ReadView,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    stop: &'v Stop,
+) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
     Box::new(
         Watched::new(
             view.scan(Space::Entity, KeyRange::Between(lo, hi), false).map(|r| r.map_err(ServiceError::from)),

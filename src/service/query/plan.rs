@@ -549,16 +549,7 @@ mod tests {
     use serde_json::json;
 
     fn unique(field: &str) -> std::sync::Arc<IndexDef> {
-        std::sync::Arc::new(IndexDef {
-            table: "t".into(),
-            name: "u".into(),
-            kind: IndexKind::Unique,
-            fields: vec![field.into()],
-            options: Default::default(),
-            state: crate::catalog::IndexState::Ready,
-            created_at: 1,
-            multikey: false,
-        })
+        std::sync::Arc::new(IndexDef::ready_for_test(IndexKind::Unique, &[field]))
     }
 
     /// A query runs inline only when the planner will serve it as one point: the same conjunct
