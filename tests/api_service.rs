@@ -94,3 +94,22 @@ async fn responses_are_compressed_when_asked() {
     assert_eq!(status, 200);
     assert_eq!(page["documents"].as_array().unwrap().len(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_stops_at_the_request_timeout() {
+    // the walk's own deadline (the request timeout, zero here: passed from the start), with the
+    // HTTP layer's timeout long: the 408 can only come from the walk giving up
+    let s = TestServer::start_with(|c| {
+        c.options.query_timeout = Some(std::time::Duration::ZERO);
+        c.limits.timeout = std::time::Duration::from_secs(600);
+    })
+    .await;
+    s.create_table("big").await;
+    let body: String = (0..1000).map(|i| format!("{}\n", json!({"_id": format!("d{i:04}"), "n": i}))).collect();
+    let r = s.raw(Method::POST, "/v1/tables/big/import", "application/x-ndjson", body).await;
+    assert_eq!(r.body["inserted"], 1000, "{}", r.body);
+    let r = s.send(Method::POST, "/v1/admin/check", Some(&json!({})), &[]).await;
+    assert!(r.is_problem(408, "request_timeout"), "{}", r.body);
+    // and the server answers the next request
+    assert_eq!(s.get("/v1/tables/big/documents/d0001").await.0, 200);
+}

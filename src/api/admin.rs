@@ -13,7 +13,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 
 /// Walks every document and index entry on one snapshot and reports inconsistencies: entries
 /// without their document or with a stale value, documents missing an entry, wrong counts,
-/// adjacency that disagrees with its edges. Changes nothing.
+/// adjacency that disagrees with its edges. Changes nothing. The walk stops at the request
+/// timeout (408) or as soon as the client goes away.
 #[utoipa::path(post, path = "/v1/admin/check", tag = "admin", responses(
     (status = 200, description = "`ok: true`, or the problems found", body = CheckReport),
 ))]

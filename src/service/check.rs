@@ -6,6 +6,7 @@
 
 mod derive;
 
+use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{IndexDef, TableDef, TableKind};
 use crate::entity::{self, FieldDict, ValueRef};
@@ -79,23 +80,29 @@ fn defs_in<T: serde::de::DeserializeOwned>(view: &ReadView, prefix: Vec<u8>) -> 
 }
 
 impl Db {
-    /// Checks every table; nothing is changed.
+    /// Checks every table; nothing is changed. The walk gives up (`Abandoned`, 408
+    /// `request_timeout`) at the request timeout (`query_timeout`; none for the offline
+    /// `mosaicdb check`), or as soon as this future is dropped (the client went away).
     pub async fn check(self: &Arc<Self>) -> Result<CheckReport> {
-        self.read(|db| {
-            let view = db.store.snapshot();
-            let mut report = CheckReport::default();
-            let tables: Vec<TableDef> = defs_in(&view, MetaKey::kind_prefix("table"))?;
-            // A snapshot taken after the view's, so it holds every name the view's blobs use;
-            // no lock is held during the walk, so writes adding names go on meanwhile.
-            let dict = db.catalog.dict();
-            for table in &tables {
-                check_table(&view, &dict, table, &mut report)?;
-            }
-            report.checked.tables = tables.len() as u64;
-            report.ok = report.problem_count == 0;
-            Ok(report)
-        })
-        .await
+        // `_abandon` drops with this future, telling the walk on the blocking pool to stop
+        let (stop, _abandon) = self.request_stop();
+        self.read(move |db| db.check_walk(&stop)).await
+    }
+
+    fn check_walk(&self, stop: &Stop) -> Result<CheckReport> {
+        let view = self.store.snapshot();
+        let mut report = CheckReport::default();
+        let tables: Vec<TableDef> = defs_in(&view, MetaKey::kind_prefix("table"))?;
+        // A snapshot taken after the view's, so it holds every name the view's blobs use;
+        // no lock is held during the walk, so writes adding names go on meanwhile.
+        let dict = self.catalog.dict();
+        for table in &tables {
+            stop.check()?;
+            check_table(&view, &dict, table, &mut report, stop)?;
+        }
+        report.checked.tables = tables.len() as u64;
+        report.ok = report.problem_count == 0;
+        Ok(report)
     }
 }
 
@@ -103,14 +110,21 @@ fn show(space: Space, key: &[u8]) -> String {
     crate::keys::display(space.name(), key)
 }
 
-fn check_table(view: &ReadView, dict: &FieldDict, table: &TableDef, report: &mut CheckReport) -> Result<()> {
+fn check_table(
+    view: &ReadView,
+    dict: &FieldDict,
+    table: &TableDef,
+    report: &mut CheckReport,
+    stop: &Stop,
+) -> Result<()> {
     let name = table.name.as_str();
     let indexes: Vec<IndexDef> =
         defs_in::<IndexDef>(view, MetaKey::indexes_of(name))?.into_iter().filter(IndexDef::is_ready).collect();
     report.checked.indexes += indexes.len() as u64;
     // documents → the entries they should have
     let mut documents = 0u64;
-    for item in view.scan(Space::Entity, KeyRange::Prefix(crate::keys::table_prefix(name)), false) {
+    let docs = view.scan(Space::Entity, KeyRange::Prefix(crate::keys::table_prefix(name)), false);
+    for item in Watched::new(docs.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, blob) = item?;
         documents += 1;
         let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
@@ -166,7 +180,8 @@ fn check_table(view: &ReadView, dict: &FieldDict, table: &TableDef, report: &mut
             crate::catalog::IndexKind::Spatial => (Space::Sidx, SidxKey::index_prefix(name, &def.name)),
             _ => (Space::Idx, IdxKey::index_prefix(name, &def.name)),
         };
-        for item in view.scan(space, KeyRange::Prefix(prefix), false) {
+        let entries = view.scan(space, KeyRange::Prefix(prefix), false);
+        for item in Watched::new(entries.map(|i| i.map_err(ServiceError::from)), stop) {
             let (key, value) = item?;
             report.checked.index_entries += 1;
             let id = match space {
@@ -200,7 +215,8 @@ fn check_table(view: &ReadView, dict: &FieldDict, table: &TableDef, report: &mut
     if table.kind == TableKind::Edge {
         let mut seen = BTreeSet::new();
         for dir in [Direction::Out, Direction::In] {
-            for item in view.scan(Space::Graph, KeyRange::Prefix(GraphKey::table_prefix(dir, name)), false) {
+            let adjacency = view.scan(Space::Graph, KeyRange::Prefix(GraphKey::table_prefix(dir, name)), false);
+            for item in Watched::new(adjacency.map(|i| i.map_err(ServiceError::from)), stop) {
                 let (key, _) = item?;
                 report.checked.graph_entries += 1;
                 let k = GraphKey::decode(&key).map_err(internal)?;
@@ -340,5 +356,25 @@ mod tests {
         assert_eq!(report.problem_count, 1, "{report:?}");
         assert!(report.problems[0].detail.contains("does not decode"), "{report:?}");
         assert_eq!(report.checked.index_entries, 10, "the 9 good entries were still checked");
+    }
+
+    /// The walk stops once its request's future is gone, or at its deadline; without either it
+    /// runs to the end.
+    #[tokio::test]
+    async fn check_stops_when_abandoned_or_past_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path()).await;
+        for i in 0..200 {
+            let doc = json!({"g": format!("v{i}")}).as_object().unwrap().clone();
+            d.put_document("t".into(), format!("d{i:03}"), doc, Preconditions::default()).await.unwrap();
+        }
+        let (stop, abandon) = Stop::new(None);
+        drop(abandon);
+        assert!(matches!(d.check_walk(&stop), Err(ServiceError::Abandoned)));
+        let (stop, _abandon) = Stop::new(Some(std::time::Instant::now()));
+        assert!(matches!(d.check_walk(&stop), Err(ServiceError::Abandoned)));
+        let (stop, _abandon) = Stop::new(None);
+        let report = d.check_walk(&stop).unwrap();
+        assert_eq!(report.checked.documents, 202, "{report:?}");
     }
 }

@@ -13,6 +13,7 @@ mod patch;
 mod purge;
 pub mod query;
 pub mod schema;
+mod stop;
 mod tables;
 #[cfg(test)]
 mod tests;
@@ -147,6 +148,12 @@ impl Db {
     /// 54% of the HTTP ceiling). Scans and anything that may read many keys use [`Db::read`].
     fn read_point<T>(&self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
         f(self)
+    }
+
+    /// The stop of a long walk run for a request: at the request timeout (`query_timeout`), or
+    /// once the returned guard — held by the request's future — is dropped.
+    fn request_stop(&self) -> (stop::Stop, stop::AbandonOnDrop) {
+        stop::Stop::new(self.query_timeout.and_then(|t| Instant::now().checked_add(t)))
     }
 
     /// Runs a read on the blocking pool: fjall calls block.

@@ -9,6 +9,7 @@ mod ids;
 pub mod plan;
 
 use super::documents::{DocumentPage, RawPage};
+use super::stop::Stop;
 use super::{Db, Result, ServiceError};
 use crate::catalog::IndexDef;
 use crate::entity::{self, FieldDict};
@@ -17,7 +18,6 @@ use crate::service::cursor::Binding;
 use crate::service::indexes::entries::field_values;
 use crate::storage::{Slice, Space};
 use cursor::{Cursor, Order, OrderKey};
-use exec::Stop;
 pub use explain::ScanExplain;
 use filter::Filter;
 use plan::{Access, Plan, SortKey};
@@ -26,7 +26,6 @@ use serde_json::{Map, Value};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
 use utoipa::ToSchema;
 
 /// Most documents one query returns.
@@ -269,8 +268,7 @@ impl Db {
         // The scan stops at the request timeout, or (on the blocking pool) as soon as this future
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
         // with it.
-        let deadline = self.query_timeout.and_then(|t| Instant::now().checked_add(t));
-        let (stop, _abandon) = Stop::new(deadline);
+        let (stop, _abandon) = self.request_stop();
         if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool (the
             // deadline still bounds it, should the plan not be the point it looks like)
