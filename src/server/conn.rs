@@ -28,6 +28,7 @@ use tokio::net::TcpStream;
 /// request under way is finished first).
 pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: tokio::sync::watch::Receiver<bool>) {
     let answering = Arc::new(AtomicUsize::new(0));
+    let tcp = Arc::new(tcp);
     let peer = Peer::of(&tcp);
     let io = hyper_util::rt::TokioIo::new(Conn { tcp, answering: answering.clone(), replacement: None });
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
@@ -69,21 +70,21 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
     }
 }
 
-/// A second handle on the connection's socket, to see the client go away while hyper does not
-/// read (it reads nothing while the body it holds is still being worked through, as with a small
-/// gzip body that inflates to a long import). Unix only; elsewhere imports stop when hyper next
-/// reads.
+/// What it takes to see the client go away while hyper does not read (it reads nothing while the
+/// body it holds is still being worked through, as with a small gzip body that inflates to a long
+/// import): the connection's socket, shared with [`Conn`] but not kept open by this handle. Only
+/// an import duplicates the socket's descriptor, for its watch; other requests cost no descriptor.
+/// Unix only; elsewhere imports stop when hyper next reads.
 struct Peer {
     #[cfg(unix)]
-    socket: Option<std::os::fd::OwnedFd>,
+    socket: std::sync::Weak<TcpStream>,
 }
 
 impl Peer {
-    fn of(tcp: &TcpStream) -> Peer {
+    fn of(tcp: &Arc<TcpStream>) -> Peer {
         #[cfg(unix)]
         {
-            use std::os::fd::AsFd;
-            Peer { socket: tcp.as_fd().try_clone_to_owned().ok() }
+            Peer { socket: Arc::downgrade(tcp) }
         }
         #[cfg(not(unix))]
         {
@@ -97,7 +98,10 @@ impl Peer {
     fn watch(&self) -> Option<ClientGone> {
         #[cfg(unix)]
         {
-            let socket = self.socket.as_ref()?.try_clone().ok()?;
+            use std::os::fd::AsFd;
+            // the watch has its own descriptor, so that the socket closes when the connection
+            // ends, whatever the watch is doing
+            let socket = self.socket.upgrade()?.as_fd().try_clone_to_owned().ok()?;
             let socket = TcpStream::from_std(std::net::TcpStream::from(socket)).ok()?;
             let (tx, rx) = tokio::sync::watch::channel(false);
             tokio::spawn(watch_peer(socket, tx));
@@ -181,9 +185,10 @@ impl hyper::body::Body for Guarded {
 }
 
 /// The TCP stream of a connection, which writes a problem document in place of hyper's own
-/// body-less error response.
+/// body-less error response. The stream is shared (by reference, through `Arc`) with the
+/// connection's [`Peer`], which holds it weakly: this is its only owner.
 struct Conn {
-    tcp: TcpStream,
+    tcp: Arc<TcpStream>,
     answering: Arc<AtomicUsize>,
     /// the problem response being written, and how much of it is out
     replacement: Option<(Vec<u8>, usize)>,
@@ -242,7 +247,7 @@ impl Conn {
     fn drive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while let Some((bytes, sent)) = &mut self.replacement {
             let Some(rest) = bytes.get(*sent..).filter(|r| !r.is_empty()) else { return Poll::Ready(Ok(())) };
-            let n = ready!(Pin::new(&mut self.tcp).poll_write(cx, rest))?;
+            let n = ready!(poll_write(&self.tcp, cx, rest))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -252,9 +257,30 @@ impl Conn {
     }
 }
 
+/// Writes `buf` through a shared reference, as `TcpStream`'s own `poll_write` does.
+fn poll_write(tcp: &TcpStream, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    loop {
+        ready!(tcp.poll_write_ready(cx))?;
+        match tcp.try_write(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            done => return Poll::Ready(done),
+        }
+    }
+}
+
 impl AsyncRead for Conn {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_read(cx, buf)
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        loop {
+            ready!(self.tcp.poll_read_ready(cx))?;
+            match self.tcp.try_read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
     }
 }
 
@@ -266,7 +292,7 @@ impl AsyncWrite for Conn {
             ready!(this.drive(cx))?;
             return Poll::Ready(Ok(buf.len()));
         }
-        Pin::new(&mut this.tcp).poll_write(cx, buf)
+        poll_write(&this.tcp, cx, buf)
     }
 
     fn poll_write_vectored(
@@ -281,7 +307,13 @@ impl AsyncWrite for Conn {
             ready!(this.drive(cx))?;
             return Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()));
         }
-        Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs)
+        loop {
+            ready!(this.tcp.poll_write_ready(cx))?;
+            match this.tcp.try_write_vectored(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return Poll::Ready(done),
+            }
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -289,13 +321,14 @@ impl AsyncWrite for Conn {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.drive(cx))?;
-        Pin::new(&mut self.tcp).poll_flush(cx)
+        // a TCP stream has nothing to flush
+        self.drive(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.drive(cx))?;
-        Pin::new(&mut self.tcp).poll_shutdown(cx)
+        // what `TcpStream`'s own `poll_shutdown` does, through a shared reference
+        Poll::Ready(socket2::SockRef::from(&*self.tcp).shutdown(std::net::Shutdown::Write))
     }
 }
 

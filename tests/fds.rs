@@ -1,0 +1,45 @@
+//! Descriptors per connection: alone in its binary, so no other test opens or closes descriptors
+//! of this process while it counts them.
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::TestServer;
+use std::io::{Read, Write};
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// An idle keep-alive connection holds the client's socket and the server's, and nothing more:
+/// the server duplicates a connection's socket only for an import's watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_costs_the_server_one_descriptor() {
+    const N: usize = 100;
+    let s = TestServer::start().await;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let before = open_fds();
+    let conns = tokio::task::spawn_blocking(move || {
+        (0..N)
+            .map(|_| {
+                let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+                // one answered request: the server has accepted and served the connection
+                write!(tcp, "GET /v1/tables HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = tcp.read(&mut buf).unwrap();
+                    assert!(n > 0, "closed early");
+                    seen.extend_from_slice(&buf[..n]);
+                }
+                assert!(seen.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+                tcp
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    let added = open_fds() - before;
+    // 2 per connection (client and server); a duplicate per connection would make it 3
+    assert!((2 * N..2 * N + N / 2).contains(&added), "{added} descriptors for {N} idle connections");
+    drop(conns);
+}
