@@ -217,3 +217,26 @@ async fn edge_tables_need_endpoints() {
     mosaicdb::tools::inspect(data.path(), "graph:", &mut out).unwrap();
     assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
 }
+
+/// A table dropped and created again at once is a new table: its `created_at` (its identity) is
+/// new even within one millisecond, and a cursor of the old table is refused.
+#[tokio::test]
+async fn a_table_created_again_at_once_is_a_new_table() {
+    let s = TestServer::start().await;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut old_cursor: Option<String> = None;
+    for _ in 0..30 {
+        let (st, def) = s.post("/v1/tables", json!({"name": "again"})).await;
+        assert_eq!(st, 201, "{def}");
+        let created_at = def["created_at"].as_i64().unwrap();
+        assert!(seen.insert(created_at), "created_at {created_at} given twice");
+        assert_eq!(s.post("/v1/tables/again/documents", json!([{"_id": "a"}, {"_id": "b"}])).await.0, 201);
+        if let Some(c) = old_cursor.take() {
+            let r = s.send(Method::GET, &format!("/v1/tables/again/documents?limit=1&cursor={c}"), None, &[]).await;
+            assert!(r.is_problem(400, "invalid_cursor"), "{}", r.body);
+        }
+        let (_, page) = s.get("/v1/tables/again/documents?limit=1").await;
+        old_cursor = Some(page["cursor"].as_str().unwrap().to_owned());
+        assert_eq!(s.delete("/v1/tables/again").await.0, 204);
+    }
+}

@@ -62,7 +62,9 @@ pub struct IndexDef {
     /// building, ready or failed
     #[serde(flatten)]
     pub state: IndexState,
-    /// creation time, milliseconds since the Unix epoch (tells a re-created index of the same name apart)
+    /// creation time, milliseconds since the Unix epoch; unique across tables and indexes (one
+    /// created within the same millisecond as the last, or with the clock set back, gets the
+    /// last value + 1), so it tells a re-created index of the same name apart
     pub created_at: i64,
     /// true once some document had several entries (an array value): range scans then
     /// deduplicate, and sorted scans start at the index's first key (as MongoDB's multikey flag)

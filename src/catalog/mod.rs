@@ -72,6 +72,30 @@ struct Fields {
 pub struct Catalog {
     defs: RwLock<Defs>,
     fields: Fields,
+    /// the largest `created_at` of the catalog at load (its table and index definitions, its
+    /// index drop marks): where [`Catalog::next_created_at`] starts in a data directory that has
+    /// no `meta:seq:created_at` yet
+    created_at_at_load: i64,
+}
+
+/// The sequence (`meta:seq:created_at`) holding the last `created_at` given out.
+const CREATED_AT_SEQ: &str = "created_at";
+
+/// A fixed wall clock for tests (0: the real one); a clock that does not move is what a drop and
+/// re-create within one millisecond, or a clock set back, looks like.
+#[cfg(test)]
+pub(crate) static FROZEN_CLOCK_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// The wall clock, in milliseconds since the Unix epoch (0 before it).
+pub(crate) fn now_ms() -> i64 {
+    #[cfg(test)]
+    {
+        let frozen = FROZEN_CLOCK_MS.load(Ordering::Relaxed);
+        if frozen != 0 {
+            return frozen;
+        }
+    }
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 fn corrupt(key: &[u8], reason: impl ToString) -> CatalogError {
@@ -124,13 +148,18 @@ impl Catalog {
                 MetaKey::Seq(_) | MetaKey::Count(_) => {}
             }
         }
+        let created_at_at_load = (defs.tables.values().map(|t| t.created_at))
+            .chain(defs.indexes.values().flat_map(|m| m.values().map(|i| i.created_at)))
+            .chain(defs.dropping_indexes.values().copied())
+            .max()
+            .unwrap_or(0);
         let dict = FieldDict::from_names(names)?;
         let fields = Fields {
             persisted: AtomicU32::new(dict.len() as u32),
             current: RwLock::new(Arc::new(dict)),
             grow: Mutex::new(()),
         };
-        Ok(Arc::new(Catalog { defs: RwLock::new(defs), fields }))
+        Ok(Arc::new(Catalog { defs: RwLock::new(defs), fields, created_at_at_load }))
     }
 
     fn defs(&self) -> std::sync::RwLockReadGuard<'_, Defs> {
@@ -299,6 +328,22 @@ impl Catalog {
         };
         tx.put(Space::Meta, key, (current + 1).to_be_bytes().to_vec());
         Ok(current + 1)
+    }
+
+    /// Takes the `created_at` of a table or index being created, in the write that creates it:
+    /// the wall clock in milliseconds, but always above every `created_at` given out before
+    /// (kept in `meta:seq:created_at`). It is the identity of that table or index incarnation
+    /// (cursor bindings, index drop marks, backfill staleness), so a drop and re-create within one
+    /// millisecond, or a clock set back, still gives the new one an identity of its own.
+    pub fn next_created_at(&self, tx: &mut WriteTx<'_>) -> Result<i64, CatalogError> {
+        let key = MetaKey::Seq(CREATED_AT_SEQ.into()).encode();
+        let last = match tx.get(Space::Meta, &key)? {
+            Some(v) => i64::from_be_bytes(v.as_slice().try_into().map_err(|_| corrupt(&key, "not an i64"))?),
+            None => self.created_at_at_load,
+        };
+        let next = now_ms().max(last.saturating_add(1));
+        tx.put(Space::Meta, key, next.to_be_bytes().to_vec());
+        Ok(next)
     }
 
     /// The current field dictionary: a snapshot to decode with for as long as needed, holding no

@@ -118,7 +118,9 @@ pub struct TableDef {
     /// declared columns; absent for a schemaless table
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<ColumnDef>>,
-    /// creation time, milliseconds since the Unix epoch
+    /// creation time, milliseconds since the Unix epoch; unique across tables and indexes (one
+    /// created within the same millisecond as the last, or with the clock set back, gets the
+    /// last value + 1), so it tells a re-created table of the same name apart
     pub created_at: i64,
 }
 

@@ -22,7 +22,7 @@
 //! | `meta`       | `meta:table:{name}`                            | table definition |
 //! | `meta`       | `meta:index:{table}:{name}`                    | index definition |
 //! | `meta`       | `meta:metric:{name}`                           | metric configuration |
-//! | `meta`       | `meta:seq:{name}`                              | sequence value |
+//! | `meta`       | `meta:seq:{name}`                              | sequence value (`meta:seq:created_at`: the last table/index `created_at`, i64 BE) |
 //! | `meta`       | `meta:field:{id}`                              | interned field name |
 //! | `meta`       | `meta:dropping:{table}`                        | table drop in progress |
 //! | `meta`       | `meta:index_dropping:{table}:{name}`           | index drop in progress: the dropped index's `created_at` (i64 BE) |

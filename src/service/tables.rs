@@ -69,10 +69,6 @@ fn check_columns(columns: &[ColumnDef]) -> Result<()> {
     Ok(())
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
 impl Db {
     fn count(&self, table: &str) -> Result<u64> {
         Ok(super::decode_count(self.store.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref()))
@@ -84,14 +80,15 @@ impl Db {
         if let Some(columns) = &req.columns {
             check_columns(columns)?;
         }
-        let def = TableDef { name: req.name, kind: req.kind, columns: req.columns, created_at: now_ms() };
         self.write(move |tx, db| {
-            if db.catalog.table(&def.name).is_some() {
-                return Err(ServiceError::TableExists(def.name));
+            if db.catalog.table(&req.name).is_some() {
+                return Err(ServiceError::TableExists(req.name));
             }
-            if db.catalog.is_dropping(&def.name) {
-                return Err(ServiceError::TableDropping(def.name));
+            if db.catalog.is_dropping(&req.name) {
+                return Err(ServiceError::TableDropping(req.name));
             }
+            let created_at = db.catalog.next_created_at(tx)?;
+            let def = TableDef { name: req.name, kind: req.kind, columns: req.columns, created_at };
             db.catalog.put_table(tx, def.clone());
             Ok(def)
         })

@@ -194,3 +194,52 @@ async fn a_dead_committer_makes_writes_unavailable() {
     // reads go on
     assert_eq!(db.list_tables().await.unwrap().len(), 1);
 }
+
+/// `created_at` is the identity of a table or index incarnation: with a clock that does not
+/// move (a drop and re-create within one millisecond, or a clock set back), a re-created table
+/// and index still get a new one, so the old table's cursor is refused on the new table, and the
+/// values go on increasing after a restart.
+#[tokio::test]
+async fn a_re_created_table_or_index_has_a_new_created_at_on_a_still_clock() {
+    use crate::catalog::FROZEN_CLOCK_MS;
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let table = || CreateTable { name: "t".into(), kind: Default::default(), columns: None };
+    let index =
+        || -> CreateIndex { serde_json::from_value(json!({"name": "i", "kind": "hash", "fields": ["a"]})).unwrap() };
+    FROZEN_CLOCK_MS.store(crate::catalog::now_ms(), Ordering::Relaxed);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut old_cursor: Option<String> = None;
+    for _ in 0..5 {
+        let def = db.create_table(table()).await.unwrap();
+        assert!(seen.insert(def.created_at), "table created_at {} given twice", def.created_at);
+        for id in ["a", "b"] {
+            db.put_document("t".into(), id.into(), object(json!({"a": 1})), Preconditions::default()).await.unwrap();
+        }
+        if let Some(c) = old_cursor.take() {
+            let r = db.list_documents("t".into(), 1, Some(c)).await;
+            assert!(
+                matches!(r, Err(ServiceError::InvalidCursor(_))),
+                "the old table's cursor: {:?}",
+                r.map(|p| p.cursor)
+            );
+        }
+        old_cursor = db.list_documents("t".into(), 1, None).await.unwrap().cursor;
+        assert!(old_cursor.is_some());
+        for _ in 0..2 {
+            let def = db.create_index("t".into(), index()).await.unwrap();
+            assert!(seen.insert(def.created_at), "index created_at {} given twice", def.created_at);
+            db.drop_index("t".into(), "i".into()).await.unwrap();
+        }
+        db.drop_table("t".into()).await.unwrap();
+    }
+    // the last value given out is kept: after a restart the next one is still above it
+    let last = *seen.last().unwrap();
+    db.close().unwrap();
+    drop(db);
+    let db = open(dir.path());
+    let def = db.create_table(table()).await.unwrap();
+    FROZEN_CLOCK_MS.store(0, Ordering::Relaxed);
+    assert!(def.created_at > last, "{} after {last}", def.created_at);
+}

@@ -131,10 +131,6 @@ fn put_entry(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, e: &Entry) -> Resul
     Ok(())
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
 enum Step {
     More(Vec<u8>),
     Done,
@@ -163,6 +159,7 @@ impl Db {
                 }
                 let docs = super::documents::count_in(tx, &table)?;
                 let state = if docs == 0 { IndexState::Ready } else { IndexState::Building { done: 0, total: docs } };
+                let created_at = db.catalog.next_created_at(tx)?;
                 let def = IndexDef {
                     table,
                     name: req.name,
@@ -170,7 +167,7 @@ impl Db {
                     fields: req.fields,
                     options: Default::default(),
                     state,
-                    created_at: now_ms(),
+                    created_at,
                     multikey: false,
                 };
                 db.catalog.put_index(tx, def.clone());
