@@ -49,7 +49,14 @@ pub struct Db {
     query_timeout: Option<std::time::Duration>,
     backfill_chunk: usize,
     purge_chunk: usize,
+    /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
+    #[cfg(test)]
+    backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
 }
+
+/// See [`Db::backfill_hook`].
+#[cfg(test)]
+type BackfillHook = Arc<dyn Fn(usize) + Send + Sync>;
 
 /// Service settings.
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +102,8 @@ impl Db {
             query_timeout: options.query_timeout,
             backfill_chunk: options.backfill_chunk,
             purge_chunk: options.purge_chunk,
+            #[cfg(test)]
+            backfill_hook: Default::default(),
         });
         if !options.background_jobs {
             return Ok(db);
@@ -162,6 +171,15 @@ impl Db {
         tokio::task::spawn_blocking(move || f(&db))
             .await
             .map_err(|e| ServiceError::Internal(format!("read task failed: {e}")))?
+    }
+
+    /// Runs the test hook for a prepared backfill chunk, if one is set.
+    #[cfg(test)]
+    fn backfill_prepared(&self, docs: usize) {
+        let hook = self.backfill_hook.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if let Some(hook) = hook {
+            hook(docs);
+        }
     }
 
     /// Runs a write on the committer.

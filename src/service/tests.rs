@@ -1,7 +1,7 @@
 //! Service tests that need to hold the committer at a chosen point, which HTTP cannot.
 
 use super::*;
-use crate::catalog::ColumnDef;
+use crate::catalog::{ColumnDef, IndexDef, IndexKind, IndexState};
 use crate::storage::{Durability, StorageError};
 use serde_json::{Map, Value, json};
 use std::future::Future;
@@ -242,4 +242,134 @@ async fn a_re_created_table_or_index_has_a_new_created_at_on_a_still_clock() {
     let def = db.create_table(table()).await.unwrap();
     FROZEN_CLOCK_MS.store(0, Ordering::Relaxed);
     assert!(def.created_at > last, "{} after {last}", def.created_at);
+}
+
+fn open_with_chunk(dir: &std::path::Path, backfill_chunk: usize) -> Arc<Db> {
+    let mut cfg = StorageConfig::new(dir);
+    cfg.durability = Durability::Buffered;
+    Db::open(cfg, DbOptions { background_jobs: false, backfill_chunk, ..DbOptions::default() }).unwrap()
+}
+
+/// Waits (yielding to the backfill) until the index is no longer building; the timeout only turns
+/// a hang into a failure.
+async fn built(db: &Arc<Db>, table: &str, index: &str) -> IndexDef {
+    let wait = async {
+        loop {
+            let def = db.get_index(table.into(), index.into()).await.unwrap();
+            if !matches!(def.state, IndexState::Building { .. }) {
+                return def;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), wait).await.expect("the backfill never finished")
+}
+
+fn ids(page: QueryResult) -> Vec<String> {
+    let QueryResult::Page(page) = page else { panic!("a page") };
+    page.documents.iter().map(|d| serde_json::from_slice::<Value>(d).unwrap()["_id"].as_str().unwrap().into()).collect()
+}
+
+fn by_n(n: i64, explain: bool) -> QueryRequest {
+    serde_json::from_value(json!({"filter": {"n": n}, "explain": explain})).unwrap()
+}
+
+/// A backfill chunk is read and its entries computed before its write is queued. A document
+/// changed or deleted after that read was already re-indexed by the write that changed it, so the
+/// chunk skips it: staging the entries of the version read would leave stale ones (here they
+/// would keep values taken in a unique index), and the entry error of a version since fixed would
+/// fail the whole index.
+#[tokio::test]
+async fn a_backfill_chunk_skips_documents_written_after_it_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_with_chunk(dir.path(), 4);
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    let none = Preconditions::default;
+    for i in 0..6 {
+        db.put_document("t".into(), format!("d{i}"), object(json!({"n": i})), none()).await.unwrap();
+    }
+    // over the cap of 1000 entries: the index cannot hold this version
+    let over: Vec<i64> = (1000..2001).collect();
+    db.put_document("t".into(), "d3".into(), object(json!({"n": over})), none()).await.unwrap();
+
+    // The first chunk's hook says it has read d0-d3, then waits until `go` is dropped.
+    let (prepared_tx, mut prepared) = tokio::sync::mpsc::unbounded_channel();
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
+        let _ = prepared_tx.send(docs);
+        let _ = wait.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
+    }));
+    let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Unique, fields: vec!["n".into()] };
+    let def = db.create_index("t".into(), req).await.unwrap();
+    assert!(matches!(def.state, IndexState::Building { done: 0, total: 6 }), "{def:?}");
+    assert_eq!(prepared.recv().await, Some(4));
+
+    // The committer is free: these commit before the chunk is even queued.
+    db.put_document("t".into(), "d1".into(), object(json!({"n": 10})), none()).await.unwrap();
+    db.delete_document("t".into(), "d2".into(), none()).await.unwrap();
+    db.put_document("t".into(), "d3".into(), object(json!({"n": 3})), none()).await.unwrap();
+    drop(go);
+
+    let def = built(&db, "t", "by_n").await;
+    assert_eq!(def.state, IndexState::Ready);
+    assert_eq!(prepared.recv().await, Some(2), "the second chunk: d4, d5");
+    let report = db.check().await.unwrap();
+    assert!(report.ok, "{report:?}");
+    for (n, want) in [(0, vec!["d0"]), (1, vec![]), (2, vec![]), (3, vec!["d3"]), (10, vec!["d1"]), (1000, vec![])] {
+        assert_eq!(ids(db.query("t".into(), by_n(n, false)).await.unwrap()), want, "n = {n}");
+    }
+    let QueryResult::Explain(explain) = db.query("t".into(), by_n(10, true)).await.unwrap() else { panic!() };
+    assert_eq!(explain.plan.strategy, "index_scan");
+    // the old values are free again
+    db.put_document("t".into(), "e1".into(), object(json!({"n": 1})), none()).await.unwrap();
+    db.put_document("t".into(), "e2".into(), object(json!({"n": 2})), none()).await.unwrap();
+    db.put_document("t".into(), "e3".into(), object(json!({"n": 1000})), none()).await.unwrap();
+    assert!(db.check().await.unwrap().ok);
+}
+
+/// The committer only stages a backfill chunk: reading it and computing its entries happen
+/// before its write is queued, on another thread. Here a write holds the committer, and the
+/// backfill still prepares its first chunk meanwhile (before, the chunk was read and computed
+/// inside its write, queued behind the held one: this waited forever).
+#[tokio::test]
+async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_with_chunk(dir.path(), 3);
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    for i in 0..5 {
+        db.put_document("t".into(), format!("d{i}"), object(json!({"n": i})), Preconditions::default()).await.unwrap();
+    }
+    let (prepared_tx, mut prepared) = tokio::sync::mpsc::unbounded_channel();
+    *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
+        let _ = prepared_tx.send((docs, std::thread::current().name().map(str::to_owned)));
+    }));
+    let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Hash, fields: vec!["n".into()] };
+    db.create_index("t".into(), req).await.unwrap();
+
+    // Queued before the backfill task first runs (this runtime has one thread, and nothing
+    // yields in between), so the chunk's write can only commit after it.
+    let (entered_tx, entered) = tokio::sync::oneshot::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let mut hold = Box::pin(db.store.write(move |_| {
+        let _ = entered_tx.send(());
+        gate.recv().map_err(|_| StorageError::Aborted)
+    }));
+    start(&mut hold);
+    entered.await.unwrap();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(60), prepared.recv()).await;
+    let (docs, thread) = first.expect("no chunk was prepared while the committer was held").unwrap();
+    assert_eq!(docs, 3);
+    assert_ne!(thread.as_deref(), Some("mosaic-committer"));
+    let def = db.get_index("t".into(), "by_n".into()).await.unwrap();
+    assert!(matches!(def.state, IndexState::Building { done: 0, total: 5 }), "nothing committed yet: {def:?}");
+
+    release.send(()).unwrap();
+    hold.await.unwrap();
+    assert_eq!(built(&db, "t", "by_n").await.state, IndexState::Ready);
+    let (docs, thread) = prepared.recv().await.unwrap();
+    assert_eq!(docs, 2);
+    assert_ne!(thread.as_deref(), Some("mosaic-committer"));
+    assert!(db.check().await.unwrap().ok);
+    assert_eq!(ids(db.query("t".into(), by_n(4, false)).await.unwrap()), vec!["d4"]);
 }

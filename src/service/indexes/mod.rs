@@ -7,7 +7,7 @@ use super::purge::Purge;
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState, TableDef};
 use crate::keys::{EntityKey, IdxKey, RidxKey, SidxKey, prefix_successor};
-use crate::storage::{KeyRange, Space, WriteTx};
+use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use entries::Entry;
 use serde::Deserialize;
 use std::ops::Bound;
@@ -190,12 +190,20 @@ impl Db {
         });
     }
 
+    /// Indexes the table's documents chunk by chunk. Each chunk is read from a snapshot and its
+    /// entries computed on the blocking pool ([`prepare_chunk`]); the committer only checks that
+    /// each document is still the version read and stages its entries ([`commit_chunk`]), so
+    /// other writes wait for no reading, decoding or entry computation.
     async fn backfill(self: &Arc<Self>, table: &str, name: &str, created_at: i64) -> Result<()> {
         let mut after: Option<Vec<u8>> = None;
         let chunk = self.backfill_chunk.max(1);
         loop {
             let (t, n, from) = (table.to_owned(), name.to_owned(), after.take());
-            let step = self.write(move |tx, db| backfill_chunk(tx, &db.catalog, &t, &n, created_at, from, chunk)).await;
+            let step = match self.read(move |db| prepare_chunk(db, &t, &n, created_at, from, chunk)).await {
+                Ok(Some(prepared)) => self.write(move |tx, db| commit_chunk(tx, &db.catalog, prepared)).await,
+                Ok(None) => Ok(Step::Stale),
+                Err(e) => Err(e),
+            };
             match step {
                 Ok(Step::More(last)) => after = Some(last),
                 Ok(Step::Done | Step::Stale) => return Ok(()),
@@ -298,51 +306,97 @@ fn failed_purge(table: &str, name: &str, created_at: i64) -> Purge {
     }
 }
 
-/// Indexes the next `chunk` documents after `after`.
-fn backfill_chunk(
-    tx: &mut WriteTx<'_>,
-    catalog: &Arc<Catalog>,
+/// One document of a backfill chunk, as read from a snapshot outside the committer.
+struct PreparedDoc {
+    key: Slice,
+    id: String,
+    blob: Slice,
+    /// its entries, or why the index cannot hold it (naming the document)
+    entries: Result<Vec<Entry>>,
+}
+
+/// A backfill chunk read and computed outside the committer, for [`commit_chunk`].
+struct PreparedChunk {
+    def: Arc<IndexDef>,
+    docs: Vec<PreparedDoc>,
+    /// the chunk size asked for: fewer documents means the end of the table
+    chunk: usize,
+}
+
+/// On the blocking pool: reads the next `chunk` documents after `after` from a snapshot and
+/// computes each one's entries. `None` when the index is no longer this building index.
+fn prepare_chunk(
+    db: &Db,
     table: &str,
     name: &str,
     created_at: i64,
     after: Option<Vec<u8>>,
     chunk: usize,
-) -> Result<Step> {
-    let Some(def) = catalog.index(table, name).filter(|d| d.created_at == created_at && !d.is_ready()) else {
-        return Ok(Step::Stale);
+) -> Result<Option<PreparedChunk>> {
+    let Some(def) = db.catalog.index(table, name).filter(|d| d.created_at == created_at && !d.is_ready()) else {
+        return Ok(None);
     };
+    let view = db.store.snapshot();
+    // Taken after the snapshot, so it holds every field name the snapshot's blobs use.
+    let dict = db.catalog.dict();
     let prefix = crate::keys::table_prefix(table);
     let lower = after.map_or(Bound::Included(prefix.clone()), Bound::Excluded);
     let upper = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    let docs = tx.scan(Space::Entity, KeyRange::Between(lower, upper)).take(chunk).collect::<Result<Vec<_>, _>>()?;
-    let mut multikey = def.multikey;
-    let dict = catalog.dict();
-    for (key, blob) in &docs {
-        let id = EntityKey::decode(key).map_err(|e| ServiceError::Internal(e.to_string()))?.id;
+    let mut docs = Vec::new();
+    for item in view.scan(Space::Entity, KeyRange::Between(lower, upper), false).take(chunk) {
+        let (key, blob) = item?;
+        let id = EntityKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned();
         // What the index fails with names the document to fix.
-        let entries = entries::entries(&def, &id, blob, &dict).map_err(|e| match e {
+        let entries = entries::entries(&def, &id, &blob, &dict).map_err(|e| match e {
             e @ ServiceError::Unavailable(_) => e,
             ServiceError::InvalidDocument(why) => ServiceError::InvalidDocument(format!("document {id:?}: {why}")),
             other => ServiceError::InvalidDocument(format!("document {id:?}: {other}")),
-        })?;
+        });
+        docs.push(PreparedDoc { key, id, blob, entries });
+    }
+    #[cfg(test)]
+    db.backfill_prepared(docs.len());
+    Ok(Some(PreparedChunk { def, docs, chunk }))
+}
+
+/// On the committer: stages a prepared chunk's entries, if the index is still the building index
+/// they were computed for. A document changed or deleted since it was read is skipped: the write
+/// that changed it already replaced its entries (writes maintain a building index), and entries
+/// of the old version would be stale. So is its entry error, if it had one: the new version is
+/// the one that counts, and its write was checked against the index.
+fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: PreparedChunk) -> Result<Step> {
+    let PreparedChunk { def: read_def, docs, chunk } = prepared;
+    let Some(def) = catalog.index(&read_def.table, &read_def.name).filter(|d| {
+        d.created_at == read_def.created_at && d.kind == read_def.kind && d.fields == read_def.fields && !d.is_ready()
+    }) else {
+        return Ok(Step::Stale);
+    };
+    let (read, last) = (docs.len(), docs.last().map(|d| d.key.to_vec()));
+    let mut multikey = def.multikey;
+    for doc in docs {
+        if tx.get(Space::Entity, &doc.key)?.as_deref() != Some(&*doc.blob) {
+            continue;
+        }
+        let entries = doc.entries?;
         multikey |= entries.len() > 1 && def.kind != IndexKind::Spatial;
-        for e in entries {
-            put_entry(tx, &def, &id, &e)?;
+        for e in &entries {
+            put_entry(tx, &def, &doc.id, e)?;
         }
     }
     let mut next = (*def).clone();
     next.multikey = multikey;
-    let finished = docs.len() < chunk;
+    // Documents deleted since the read count as done: `total` was only a count at creation.
+    let finished = read < chunk;
     next.state = match (finished, &def.state) {
         (true, _) => IndexState::Ready,
         (false, IndexState::Building { done, total }) => {
-            IndexState::Building { done: done + docs.len() as u64, total: (*total).max(done + docs.len() as u64) }
+            IndexState::Building { done: done + read as u64, total: (*total).max(done + read as u64) }
         }
         (false, other) => other.clone(),
     };
     catalog.put_index(tx, next);
-    Ok(match docs.last() {
-        Some((key, _)) if !finished => Step::More(key.to_vec()),
+    Ok(match last {
+        Some(key) if !finished => Step::More(key),
         _ => Step::Done,
     })
 }
