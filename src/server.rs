@@ -69,8 +69,8 @@ impl Server {
         let app = api::app(db.clone(), config.limits);
         let done = tokio::spawn(async move {
             accept_until(listener, app, stopped).await;
-            // In-flight requests have finished: flush and fsync everything.
-            db.close()?;
+            // In-flight requests have finished: stop the background jobs, flush and fsync.
+            db.shutdown().await?;
             Ok(())
         });
         Ok(Server { addr, stop: Some(stop), done })

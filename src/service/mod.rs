@@ -9,6 +9,7 @@ mod error;
 mod import;
 pub mod indexes;
 mod info;
+mod jobs;
 mod patch;
 mod purge;
 pub mod query;
@@ -48,6 +49,8 @@ pub struct Db {
     imports_running: std::sync::atomic::AtomicU64,
     query_timeout: Option<std::time::Duration>,
     backfill_chunk: usize,
+    /// background jobs, stopped and awaited at shutdown
+    jobs: Arc<jobs::Jobs>,
     purge_chunk: usize,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
     #[cfg(test)]
@@ -101,6 +104,7 @@ impl Db {
             imports_running: Default::default(),
             query_timeout: options.query_timeout,
             backfill_chunk: options.backfill_chunk,
+            jobs: Default::default(),
             purge_chunk: options.purge_chunk,
             #[cfg(test)]
             backfill_hook: Default::default(),
@@ -121,12 +125,12 @@ impl Db {
             drop(db.purge_dropped_index(&table, &index, created_at));
         }
         for table in db.catalog.dropping() {
-            let db = db.clone();
-            tokio::spawn(async move {
-                if let Err(e) = db.purge_table(&table).await {
+            let this = db.clone();
+            drop(db.spawn_job(async move {
+                if let Err(e) = this.purge_table(&table).await {
                     tracing::error!(table, error = %e, "resuming a table drop failed");
                 }
-            });
+            }));
         }
         Ok(db)
     }
@@ -195,8 +199,9 @@ impl Db {
     /// timed out, the client left), the work still runs to its end: a catalog write and the
     /// background job it starts (a backfill, a purge) are never separated.
     async fn detached<T: Send + 'static>(
+        &self,
         work: impl std::future::Future<Output = Result<T>> + Send + 'static,
     ) -> Result<T> {
-        tokio::spawn(work).await.map_err(|e| ServiceError::Internal(format!("task failed: {e}")))?
+        self.spawn_job(work).await.map_err(|e| ServiceError::Internal(format!("task failed: {e}")))?
     }
 }

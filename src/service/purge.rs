@@ -82,6 +82,10 @@ impl Db {
         let (purge, limit) = (Arc::new(purge), self.purge_chunk.max(1));
         let mut cursor = Cursor::default();
         loop {
+            // Closing: the drop mark stays, and the purge resumes at the next open.
+            if self.closing() {
+                return Ok(());
+            }
             let p = purge.clone();
             match self.write(move |tx, db| chunk(tx, db, &p, cursor, limit)).await? {
                 Chunk::More(next) => cursor = next,
@@ -94,7 +98,7 @@ impl Db {
     /// (a request that does and goes away leaves the purge running).
     pub(super) fn spawn_purge(self: &Arc<Self>, what: String, purge: Purge) -> tokio::task::JoinHandle<Result<()>> {
         let db = self.clone();
-        tokio::spawn(async move {
+        self.spawn_job(async move {
             let r = db.purge(purge).await;
             if let Err(e) = &r {
                 tracing::error!(what, error = %e, "purge stopped; it resumes at the next start");

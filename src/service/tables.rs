@@ -147,7 +147,7 @@ impl Db {
     /// removed in chunks; a table of the same name can be created once that is done.
     pub async fn drop_table(self: &Arc<Self>, name: String) -> Result<()> {
         let db = self.clone();
-        Db::detached(async move { db.drop_table_now(name).await }).await
+        self.detached(async move { db.drop_table_now(name).await }).await
     }
 
     async fn drop_table_now(self: &Arc<Self>, name: String) -> Result<()> {

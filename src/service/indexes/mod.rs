@@ -143,7 +143,7 @@ impl Db {
     pub async fn create_index(self: &Arc<Self>, table: String, req: CreateIndex) -> Result<IndexDef> {
         check(&req)?;
         let db = self.clone();
-        Db::detached(async move { db.create_index_now(table, req).await }).await
+        self.detached(async move { db.create_index_now(table, req).await }).await
     }
 
     async fn create_index_now(self: &Arc<Self>, table: String, req: CreateIndex) -> Result<IndexDef> {
@@ -183,11 +183,11 @@ impl Db {
     /// Starts (or restarts) the backfill of a building index in the background.
     pub(crate) fn spawn_backfill(self: &Arc<Self>, def: &IndexDef) {
         let (db, table, name, created_at) = (self.clone(), def.table.clone(), def.name.clone(), def.created_at);
-        tokio::spawn(async move {
+        drop(self.spawn_job(async move {
             if let Err(e) = db.backfill(&table, &name, created_at).await {
                 tracing::error!(table, index = name, error = %e, "index backfill failed");
             }
-        });
+        }));
     }
 
     /// Indexes the table's documents chunk by chunk. Each chunk is read from a snapshot and its
@@ -198,6 +198,10 @@ impl Db {
         let mut after: Option<Vec<u8>> = None;
         let chunk = self.backfill_chunk.max(1);
         loop {
+            // Closing: the index stays building and its build resumes at the next open.
+            if self.closing() {
+                return Ok(());
+            }
             let (t, n, from) = (table.to_owned(), name.to_owned(), after.take());
             let step = match self.read(move |db| prepare_chunk(db, &t, &n, created_at, from, chunk)).await {
                 Ok(Some(prepared)) => self.write(move |tx, db| commit_chunk(tx, &db.catalog, prepared)).await,
@@ -247,7 +251,7 @@ impl Db {
     /// restart, which resumes the purge.
     pub async fn drop_index(self: &Arc<Self>, table: String, name: String) -> Result<()> {
         let db = self.clone();
-        Db::detached(async move { db.drop_index_now(table, name).await }).await
+        self.detached(async move { db.drop_index_now(table, name).await }).await
     }
 
     async fn drop_index_now(self: &Arc<Self>, table: String, name: String) -> Result<()> {
