@@ -1,7 +1,7 @@
 //! `/v1/admin`: consistency check.
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, Problem};
 use crate::service::CheckReport;
 use axum::Json;
 use axum::extract::State;
@@ -17,6 +17,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 /// timeout (408) or as soon as the client goes away.
 #[utoipa::path(post, path = "/v1/admin/check", tag = "admin", responses(
     (status = 200, description = "`ok: true`, or the problems found", body = CheckReport),
+    (status = 408, description = "the walk passed the request timeout and stopped (`request_timeout`)", body = Problem,
+        content_type = "application/problem+json"),
 ))]
 async fn check(State(state): State<AppState>) -> Result<Json<CheckReport>, ApiError> {
     Ok(Json(state.db.check().await?))

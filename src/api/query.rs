@@ -27,6 +27,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
             example = json!({"type": "urn:mosaicdb:problem:invalid_filter", "title": "Bad Request", "status": 400,
                 "detail": "invalid filter: unknown operator $foo", "code": "invalid_filter"})),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "the scan passed the request timeout and stopped (`request_timeout`)", body = Problem,
+            content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "a body of the wrong shape (e.g. a sort entry that is not a string)", body = Problem,
