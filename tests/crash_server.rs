@@ -6,6 +6,9 @@
 //! write that was in flight at the kill left it (a batch wholly or not at all). In sync mode and
 //! in buffered mode (which promises to survive a process crash, not a power loss).
 
+mod model;
+
+use model::merge_patch;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -104,24 +107,6 @@ fn offline_check(dir: &Path) -> (bool, Value) {
     let text = std::fs::read(&out_path).unwrap();
     let _ = std::fs::remove_file(&out_path);
     (status.success(), serde_json::from_slice(&text).unwrap_or(Value::Null))
-}
-
-/// RFC 7396, written here independently of the server's.
-fn merge_patch(target: &Value, patch: &Value) -> Value {
-    let Value::Object(p) = patch else { return patch.clone() };
-    let mut out = match target {
-        Value::Object(t) => t.clone(),
-        _ => serde_json::Map::new(),
-    };
-    for (k, v) in p {
-        if v.is_null() {
-            out.remove(k);
-        } else {
-            let merged = merge_patch(out.get(k).unwrap_or(&Value::Null), v);
-            out.insert(k.clone(), merged);
-        }
-    }
-    Value::Object(out)
 }
 
 /// A full document, stamped with the write that made it.

@@ -41,7 +41,13 @@ pub(super) fn patch_outside(
     if !etag_ok(&etag(&base)) {
         return Ok(None);
     }
-    let mut current = db.catalog.decode(&base)?;
+    let prepared = apply(&db.catalog, table, id, &base, patch)?;
+    Ok(Some(Patched { base: base.to_vec(), prepared }))
+}
+
+/// The stored document `base` with `patch` merged in, checked against the table and encoded.
+fn apply(catalog: &Catalog, table: &TableDef, id: &str, base: &[u8], patch: &Value) -> Result<Prepared> {
+    let mut current = catalog.decode(base)?;
     let mut patch = patch.clone();
     if let Value::Object(p) = &mut patch {
         take_id(p, Some(id))?;
@@ -50,8 +56,7 @@ pub(super) fn patch_outside(
     let Value::Object(doc) = current else {
         return Err(ServiceError::InvalidDocument("a merge patch must leave an object".into()));
     };
-    let prepared = prepare(&db.catalog, table, id.to_owned(), doc)?;
-    Ok(Some(Patched { base: base.to_vec(), prepared }))
+    prepare(catalog, table, id.to_owned(), doc)
 }
 
 /// On the committer: whether the document is still the version a patch was applied to.
@@ -73,16 +78,7 @@ pub(crate) fn patch_in(
         return Err(ServiceError::DocumentNotFound { table: table.name.clone(), id: id.to_owned() });
     };
     pre.check(Some(&etag(&old)))?;
-    let mut current = catalog.decode(&old)?;
-    let mut patch = patch.clone();
-    if let Value::Object(p) = &mut patch {
-        take_id(p, Some(id))?;
-    }
-    merge_patch(&mut current, &patch);
-    let Value::Object(doc) = current else {
-        return Err(ServiceError::InvalidDocument("a merge patch must leave an object".into()));
-    };
-    prepare(catalog, table, id.to_owned(), doc)
+    apply(catalog, table, id, &old, patch)
 }
 
 /// RFC 7396: objects merge recursively, null removes, anything else replaces.
