@@ -22,8 +22,45 @@ fn object(v: Value) -> Map<String, Value> {
 }
 
 /// Polls a future once: far enough for a write to be prepared and queued.
-fn start<F: Future>(f: &mut Pin<Box<F>>) {
+fn start<F: Future + ?Sized>(f: &mut Pin<Box<F>>) {
     assert!(f.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+}
+
+/// Holds the committer with a write that waits until the returned sender says go: writes queued
+/// meanwhile are prepared now and commit, in queue order, once it is released.
+/// A pending operation, boxed.
+type Pending<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+fn hold_committer(db: &Db) -> (std::sync::mpsc::Sender<()>, Pending<'_, crate::storage::Result<()>>) {
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let mut hold: Pending<'_, _> = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
+    start(&mut hold);
+    (release, hold)
+}
+
+/// A typed table `t` with an int column `a`; then, behind a held committer, the addition of
+/// column `b` (default 7) is queued: writes prepared before the release see the old columns.
+async fn table_gaining_a_column(
+    db: &Arc<Db>,
+) -> (std::sync::mpsc::Sender<()>, Pending<'_, crate::storage::Result<()>>, Pending<'_, Result<crate::catalog::TableDef>>)
+{
+    let columns =
+        Some(vec![ColumnDef { name: "a".into(), ty: "int".parse().unwrap(), nullable: false, default: None }]);
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns }).await.unwrap();
+    let (release, hold) = hold_committer(db);
+    let b = ColumnDef { name: "b".into(), ty: "int".parse().unwrap(), nullable: false, default: Some(json!(7)) };
+    let mut add: Pending<'_, _> = Box::pin(db.add_columns("t".into(), vec![b]));
+    start(&mut add);
+    (release, hold, add)
+}
+
+/// Asserts that each document of `t` got column `b`'s default.
+async fn have_the_default(db: &Arc<Db>, ids: &[&str]) {
+    for id in ids {
+        let doc = db.get_document("t".into(), (*id).into()).await.unwrap();
+        let doc: Value = serde_json::from_slice(&doc.json).unwrap();
+        assert_eq!(doc["b"], 7, "{id}: {doc}");
+    }
 }
 
 /// Issue 7: a document prepared before a column was added committed without the column's
@@ -33,16 +70,7 @@ fn start<F: Future>(f: &mut Pin<Box<F>>) {
 async fn writes_prepared_before_a_column_is_added_get_its_default() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    let columns =
-        Some(vec![ColumnDef { name: "a".into(), ty: "int".parse().unwrap(), nullable: false, default: None }]);
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns }).await.unwrap();
-
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let mut hold = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
-    start(&mut hold);
-    let b = ColumnDef { name: "b".into(), ty: "int".parse().unwrap(), nullable: false, default: Some(json!(7)) };
-    let mut add = Box::pin(db.add_columns("t".into(), vec![b]));
-    start(&mut add);
+    let (release, hold, add) = table_gaining_a_column(&db).await;
     let mut put = Box::pin(db.put_document("t".into(), "p".into(), object(json!({"a": 1})), Preconditions::default()));
     start(&mut put);
     let mut insert = Box::pin(db.insert_documents("t".into(), vec![json!({"_id": "i", "a": 2})]));
@@ -57,11 +85,7 @@ async fn writes_prepared_before_a_column_is_added_get_its_default() {
     put.await.unwrap();
     insert.await.unwrap();
     batch.await.unwrap();
-    for id in ["p", "i", "b"] {
-        let doc = db.get_document("t".into(), id.into()).await.unwrap();
-        let doc: Value = serde_json::from_slice(&doc.json).unwrap();
-        assert_eq!(doc["b"], 7, "{id}: {doc}");
-    }
+    have_the_default(&db, &["p", "i", "b"]).await;
 }
 
 /// An import's chunk prepared for the old columns is prepared again when a column is added
@@ -70,16 +94,7 @@ async fn writes_prepared_before_a_column_is_added_get_its_default() {
 async fn an_import_chunk_prepared_before_a_column_is_added_gets_its_default() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    let columns =
-        Some(vec![ColumnDef { name: "a".into(), ty: "int".parse().unwrap(), nullable: false, default: None }]);
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns }).await.unwrap();
-
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let mut hold = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
-    start(&mut hold);
-    let b = ColumnDef { name: "b".into(), ty: "int".parse().unwrap(), nullable: false, default: Some(json!(7)) };
-    let mut add = Box::pin(db.add_columns("t".into(), vec![b]));
-    start(&mut add);
+    let (release, hold, add) = table_gaining_a_column(&db).await;
     // the import reads the table's definition (without b) at its first poll
     let body = b"{\"_id\": \"x\", \"a\": 1}\n{\"_id\": \"y\", \"a\": 2}\n".to_vec();
     let stream = futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(body))]);
@@ -92,11 +107,7 @@ async fn an_import_chunk_prepared_before_a_column_is_added_gets_its_default() {
     add.await.unwrap();
     let report = import.await.unwrap();
     assert_eq!((report.inserted, report.failed), (2, 0), "{report:?}");
-    for id in ["x", "y"] {
-        let doc = db.get_document("t".into(), id.into()).await.unwrap();
-        let doc: Value = serde_json::from_slice(&doc.json).unwrap();
-        assert_eq!(doc["b"], 7, "{id}: {doc}");
-    }
+    have_the_default(&db, &["x", "y"]).await;
 }
 
 /// Found in review: the backfill of a new index and the purge of a dropped table or index were
@@ -124,9 +135,7 @@ async fn a_dropped_request_still_starts_the_job_its_write_needs() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let mut hold = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
-    start(&mut hold);
+    let (release, hold) = hold_committer(&db);
     // each request queues its write, then is dropped as the timeout layer or a leaving client would
     drop(Box::pin(db.create_index("t".into(), index("i"))).as_mut().poll(&mut Context::from_waker(Waker::noop())));
     drop(Box::pin(db.drop_index("t".into(), "gone".into())).as_mut().poll(&mut Context::from_waker(Waker::noop())));
@@ -159,9 +168,7 @@ async fn a_patch_prepared_from_a_version_rewritten_meanwhile_applies_to_the_new_
     let none = Preconditions::default;
     db.put_document("t".into(), "d".into(), object(json!({"x": 1})), none()).await.unwrap();
 
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let mut hold = Box::pin(db.store.write(move |_| gate.recv().map_err(|_| StorageError::Aborted)));
-    start(&mut hold);
+    let (release, hold) = hold_committer(&db);
     let mut put = Box::pin(db.put_document("t".into(), "d".into(), object(json!({"x": 2, "y": 2})), none()));
     start(&mut put);
     let mut patch = Box::pin(db.patch_document("t".into(), "d".into(), json!({"z": 3}), none()));
