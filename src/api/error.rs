@@ -67,7 +67,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::IndexExists { .. }
         | ServiceError::IndexDropping { .. }
         | ServiceError::UniqueViolation { .. } => StatusCode::CONFLICT,
-        ServiceError::UnsupportedIndexKind(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::UnsupportedIndexKind(_) | ServiceError::NoSearchIndex(_) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::InvalidTableName { .. }
         | ServiceError::InvalidId(_)
         | ServiceError::InvalidRequest(_)
@@ -75,6 +75,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::Json(crate::entity::TextError::DuplicateKey(_) | crate::entity::TextError::InvalidNumber(..))
         | ServiceError::InvalidCursor(_)
         | ServiceError::QueryTooComplex(_)
+        | ServiceError::InvalidQuery { .. }
         | ServiceError::ScanRefused { .. } => StatusCode::BAD_REQUEST,
         ServiceError::InvalidDocument(_)
         | ServiceError::SchemaViolation { .. }

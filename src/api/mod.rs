@@ -8,6 +8,7 @@ mod error;
 mod extract;
 mod indexes;
 mod query;
+mod search;
 mod spec;
 mod system;
 mod tables;
@@ -64,8 +65,9 @@ pub struct HttpLimits {
         (name = "service", description = "liveness, readiness, server information"),
         (name = "tables", description = "schemaless, typed and edge tables"),
         (name = "documents", description = "documents by id, listing and NDJSON import"),
-        (name = "indexes", description = "hash, unique, range and spatial indexes"),
+        (name = "indexes", description = "hash, unique, range, spatial, fulltext and ngram indexes"),
         (name = "query", description = "filters, sorts and pages, planned over the indexes"),
+        (name = "search", description = "full-text search ranked by BM25"),
         (name = "batch", description = "several writes, all or nothing"),
         (name = "admin", description = "consistency check"),
     ),
@@ -80,6 +82,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(documents::router())
         .merge(indexes::router())
         .merge(query::router())
+        .merge(search::router())
         .merge(batch::router())
         .merge(admin::router())
 }

@@ -85,6 +85,83 @@ pub enum SingleFieldKind {
     Range,
     /// geohash cells of a `{"lat", "lon"}` or `[lon, lat]` point
     Spatial,
+    /// trigrams of a string, serving `$contains`
+    Ngram,
+}
+
+/// `fulltext`
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FulltextKind {
+    /// BM25 full-text search
+    Fulltext,
+}
+
+/// The analyzer languages: Snowball stemmers and NLTK stop-word lists.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum LanguageName {
+    None,
+    Arabic,
+    Danish,
+    Dutch,
+    English,
+    Finnish,
+    French,
+    German,
+    Greek,
+    Hungarian,
+    Italian,
+    Norwegian,
+    Portuguese,
+    Romanian,
+    Russian,
+    Spanish,
+    Swedish,
+    Tamil,
+    Turkish,
+}
+
+/// Stop words: the language's list (`true`), none (`false`), or these words.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum StopWordsOption {
+    /// the language's list, or none
+    Language(bool),
+    /// these words (1-128 bytes each, at most 10000)
+    Custom(Vec<String>),
+}
+
+/// A fulltext index's analyzer and ranking options.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FulltextOptionsBody {
+    /// default `english`; `none`: no stemming and no language stop words
+    pub language: Option<LanguageName>,
+    /// stem words with the language's Snowball stemmer (default true)
+    pub stemming: Option<bool>,
+    /// default false
+    pub stop_words: Option<StopWordsOption>,
+    /// field → weight (above 0, at most 1000; default 1); fields must be the index's
+    #[schema(value_type = Option<std::collections::HashMap<String, f64>>, example = json!({"title": 2.0}))]
+    pub field_weights: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// A fulltext index over 1-8 string (or array of string) fields.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FulltextIndex {
+    /// index name, unique within the table (1-256 bytes, no control characters)
+    #[schema(min_length = 1, max_length = 256, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", example = "body_ft")]
+    pub name: String,
+    /// `fulltext`
+    pub kind: FulltextKind,
+    /// 1-8 dotted field paths
+    #[schema(schema_with = composite_fields)]
+    pub fields: Vec<String>,
+    /// analyzer and ranking options
+    pub options: Option<FulltextOptionsBody>,
 }
 
 /// A hash or unique index over 1-8 fields.
@@ -115,14 +192,16 @@ pub struct SingleFieldIndex {
     pub fields: Vec<String>,
 }
 
-/// The body of `POST …/indexes`. Full-text, vector and TTL indexes are not built yet.
+/// The body of `POST …/indexes`. Vector and TTL indexes are not built yet.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum CreateIndexBody {
     /// hash or unique
     Composite(CompositeIndex),
-    /// range or spatial
+    /// range, spatial or ngram
     SingleField(SingleFieldIndex),
+    /// fulltext
+    Fulltext(FulltextIndex),
 }
 
 /// `put`
@@ -303,8 +382,12 @@ mod tests {
     fn described_bodies_have_the_fields_the_service_reads() {
         use crate::service::{BatchOp, CreateIndex, QueryRequest};
         assert_eq!(properties::<QueryBody>(), properties::<QueryRequest>());
-        assert_eq!(properties::<CompositeIndex>(), properties::<CreateIndex>());
-        assert_eq!(properties::<SingleFieldIndex>(), properties::<CreateIndex>());
+        // each kind's body names the fields of the service's type; only fulltext takes options
+        let mut shared = properties::<CreateIndex>();
+        assert_eq!(properties::<FulltextIndex>(), shared);
+        shared.remove("options");
+        assert_eq!(properties::<CompositeIndex>(), shared);
+        assert_eq!(properties::<SingleFieldIndex>(), shared);
         assert_eq!(properties::<BatchPut>(), properties::<BatchOp>());
         assert_eq!(properties::<BatchPatch>(), properties::<BatchOp>());
         assert_eq!(properties::<BatchDelete>(), properties::<BatchOp>());
@@ -323,6 +406,9 @@ mod tests {
         for index in [
             json!({"name": "i", "kind": "unique", "fields": ["a", "b.c"]}),
             json!({"name": "i", "kind": "spatial", "fields": ["loc"]}),
+            json!({"name": "i", "kind": "ngram", "fields": ["s"]}),
+            json!({"name": "i", "kind": "fulltext", "fields": ["a", "b"], "options": {"language": "german",
+                "stemming": false, "stop_words": ["der"], "field_weights": {"a": 2.5}}}),
         ] {
             serde_json::from_value::<CreateIndexBody>(index.clone()).unwrap();
             serde_json::from_value::<CreateIndex>(index).unwrap();

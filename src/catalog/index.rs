@@ -15,8 +15,10 @@ pub enum IndexKind {
     Range,
     /// geohash cells (`sidx:`)
     Spatial,
-    /// BM25 full text (`ftidx:`)
+    /// BM25 full text (`ftidx:`, `ftstat:`)
     Fulltext,
+    /// trigrams of a string field, serving `$contains` (`idx:`)
+    Ngram,
     /// nearest neighbours (`vec:`)
     Vector,
     /// expiry (`ttlidx:`)

@@ -47,7 +47,7 @@ mod dict;
 mod encode;
 mod error;
 mod text;
-mod varint;
+pub mod varint;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]

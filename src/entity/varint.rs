@@ -7,7 +7,7 @@ pub(super) const MAX_LEN: usize = 10;
 
 /// Appends `v` as LEB128.
 #[inline]
-pub(super) fn write(out: &mut Vec<u8>, mut v: u64) {
+pub fn write(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -37,7 +37,7 @@ pub(super) fn to_bytes(mut v: u64) -> ([u8; MAX_LEN], usize) {
 /// Rejects overlong forms (a final zero group) and values above u64::MAX so
 /// that every number has exactly one encoding.
 #[inline]
-pub(super) fn read(bytes: &[u8]) -> Result<(u64, usize)> {
+pub fn read(bytes: &[u8]) -> Result<(u64, usize)> {
     // Fast path: most lengths, counts and field ids fit one byte.
     match bytes.first() {
         None => return Err(Error::Truncated),

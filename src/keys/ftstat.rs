@@ -1,11 +1,14 @@
-//! `ftdlen:{table}:{index}:{id}` → document length; `ftstat:{table}:{index}` → N and total length.
-//! Both live in the `ftstat` keyspace, told apart by their first component.
+//! `ftdlen:{table}:{index}:{id}` → document length, its block and its tokens;
+//! `ftterm:{table}:{index}:{token}` → document frequency (the term dictionary);
+//! `ftstat:{table}:{index}` → N and total length. All live in the `ftstat` keyspace, told apart by
+//! their first component.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};
 use std::borrow::Cow;
 
 const DLEN: &str = "ftdlen";
 const STAT: &str = "ftstat";
+const TERM: &str = "ftterm";
 
 /// A key of the full-text statistics keyspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +21,15 @@ pub enum FtStatKey<'a> {
         index: Cow<'a, str>,
         /// document id
         id: Cow<'a, str>,
+    },
+    /// how many documents hold one token (the term dictionary, for df, prefixes and fuzzy terms)
+    Term {
+        /// table name
+        table: Cow<'a, str>,
+        /// index name
+        index: Cow<'a, str>,
+        /// the analyzed token
+        token: Cow<'a, str>,
     },
     /// document count and total length of one index (for BM25's average length)
     Stat {
@@ -34,6 +46,11 @@ impl<'a> FtStatKey<'a> {
         FtStatKey::DocLen { table: table.into(), index: index.into(), id: id.into() }
     }
 
+    /// The dictionary entry of `token`.
+    pub fn term(table: &'a str, index: &'a str, token: &'a str) -> Self {
+        FtStatKey::Term { table: table.into(), index: index.into(), token: token.into() }
+    }
+
     /// The statistics entry of one index.
     pub fn stat(table: &'a str, index: &'a str) -> Self {
         FtStatKey::Stat { table: table.into(), index: index.into() }
@@ -43,6 +60,7 @@ impl<'a> FtStatKey<'a> {
     pub fn encode(&self) -> Vec<u8> {
         match self {
             FtStatKey::DocLen { table, index, id } => KeyWriter::default().str(DLEN).str(table).str(index).str(id),
+            FtStatKey::Term { table, index, token } => KeyWriter::default().str(TERM).str(table).str(index).str(token),
             FtStatKey::Stat { table, index } => KeyWriter::default().str(STAT).str(table).str(index),
         }
         .finish()
@@ -53,16 +71,32 @@ impl<'a> FtStatKey<'a> {
         let mut r = KeyReader::new(key);
         let k = match r.next_str()?.as_ref() {
             DLEN => FtStatKey::DocLen { table: r.next_str()?, index: r.next_str()?, id: r.next_str()? },
+            TERM => FtStatKey::Term { table: r.next_str()?, index: r.next_str()?, token: r.next_str()? },
             STAT => FtStatKey::Stat { table: r.next_str()?, index: r.next_str()? },
-            _ => return Err(KeyError::UnexpectedType { expected: "ftdlen or ftstat" }),
+            _ => return Err(KeyError::UnexpectedType { expected: "ftdlen, ftterm or ftstat" }),
         };
         r.end()?;
         Ok(k)
     }
 
-    /// The prefixes of every entry of `table` (lengths, then statistics).
-    pub fn table_prefixes(table: &str) -> [Vec<u8>; 2] {
-        [KeyWriter::default().str(DLEN).str(table).finish(), KeyWriter::default().str(STAT).str(table).finish()]
+    /// The prefixes of every entry of `table` (lengths, terms, then statistics).
+    pub fn table_prefixes(table: &str) -> [Vec<u8>; 3] {
+        [DLEN, TERM, STAT].map(|tag| KeyWriter::default().str(tag).str(table).finish())
+    }
+
+    /// The prefixes of every entry of one index (lengths, terms, then statistics).
+    pub fn index_prefixes(table: &str, index: &str) -> [Vec<u8>; 3] {
+        [DLEN, TERM, STAT].map(|tag| KeyWriter::default().str(tag).str(table).str(index).finish())
+    }
+
+    /// The prefix of the length entries of one index.
+    pub fn doc_len_prefix(table: &str, index: &str) -> Vec<u8> {
+        KeyWriter::default().str(DLEN).str(table).str(index).finish()
+    }
+
+    /// The prefix of the dictionary entries of one index whose token starts with `start`.
+    pub fn term_prefix(table: &str, index: &str, start: &str) -> Vec<u8> {
+        KeyWriter::default().str(TERM).str(table).str(index).str_prefix(start).finish()
     }
 }
 
@@ -80,5 +114,10 @@ mod tests {
         let s = FtStatKey::stat("posts", "body");
         assert_eq!(FtStatKey::decode(&s.encode()).unwrap(), s);
         assert_eq!(super::super::display("ftstat", &s.encode()), "ftstat:posts:body");
+        let t = FtStatKey::term("posts", "body", "graph");
+        assert_eq!(FtStatKey::decode(&t.encode()).unwrap(), t);
+        assert_eq!(super::super::display("ftstat", &t.encode()), "ftterm:posts:body:graph");
+        assert!(t.encode().starts_with(&FtStatKey::term_prefix("posts", "body", "gra")));
+        assert!(!t.encode().starts_with(&FtStatKey::term_prefix("posts", "body", "grb")));
     }
 }

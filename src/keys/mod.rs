@@ -10,8 +10,9 @@
 //! | `idx`        | `idx:{table}:{index}:{value…}:{id}`            | empty (unique: key ends at the values, value = id) |
 //! | `ridx`       | `ridx:{table}:{index}:{value}:{id}`            | empty |
 //! | `sidx`       | `sidx:{table}:{index}:{geohash}:{id}`          | lat, lon |
-//! | `ftidx`      | `ftidx:{table}:{index}:{token}:{id}`           | term frequency + positions |
-//! | `ftstat`     | `ftdlen:{table}:{index}:{id}`                  | document length |
+//! | `ftidx`      | `ftidx:{table}:{index}:{token}:{block}:{first_id}` | a block of postings: per document id, length, per-field term frequency + positions (see [`ftidx`]) |
+//! | `ftstat`     | `ftdlen:{table}:{index}:{id}`                  | document length, block, tokens |
+//! | `ftstat`     | `ftterm:{table}:{index}:{token}`               | document frequency (u64 BE) |
 //! | `ftstat`     | `ftstat:{table}:{index}`                       | N and total length |
 //! | `graph`      | `graph:out:{edge_table}:{from}:{edge_id}`      | other endpoint (+ weight) |
 //! | `graph`      | `graph:in:{edge_table}:{to}:{edge_id}`         | other endpoint (+ weight) |
@@ -142,8 +143,10 @@ mod tests {
             ),
             display("ridx", &RidxKey::new("{table}", "{index}", Component::Str("{value}".into()), "{id}").encode()),
             display("sidx", &SidxKey::new("{table}", "{index}", "{geohash}", "{id}").encode()),
-            display("ftidx", &FtidxKey::new("{table}", "{index}", "{token}", "{id}").encode()),
+            display("ftidx", &FtidxKey::new("{table}", "{index}", "{token}", 0, "{first_id}").encode())
+                .replace(":0:", ":{block}:"),
             display("ftstat", &FtStatKey::doc_len("{table}", "{index}", "{id}").encode()),
+            display("ftstat", &FtStatKey::term("{table}", "{index}", "{token}").encode()),
             display("ftstat", &FtStatKey::stat("{table}", "{index}").encode()),
             display("graph", &GraphKey::new(Direction::Out, "{edge_table}", "{from}", "{edge_id}").encode()),
             display("graph", &GraphKey::new(Direction::In, "{edge_table}", "{to}", "{edge_id}").encode()),

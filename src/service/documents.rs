@@ -5,6 +5,7 @@
 
 use super::patch::{patch_in, patch_outside, unchanged};
 use super::schema::{self, FROM_FIELD, ID_FIELD, TO_FIELD};
+use super::search::maintain::{PreparedText, prepare_text};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::{self, EncodeOptions, ValueRef};
@@ -194,6 +195,8 @@ pub(crate) struct Prepared {
     pub blob: Vec<u8>,
     /// an edge's `(_from, _to)`
     pub edge: Option<(String, String)>,
+    /// its terms for the table's fulltext indexes
+    pub text: Vec<PreparedText>,
 }
 
 /// Checks `doc` against `table` and encodes it. `doc` must not hold `_id` any more.
@@ -211,7 +214,8 @@ pub(crate) fn prepare(
     let blob = catalog
         .encode_detached(&value, &EncodeOptions { vector_fields: &vectors })
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
-    Ok(Prepared { id, blob, edge })
+    let text = prepare_text(catalog, &table.name, &blob)?;
+    Ok(Prepared { id, blob, edge, text })
 }
 
 fn edge_endpoints(table: &TableDef, doc: &Map<String, Value>) -> Option<(String, String)> {
@@ -296,7 +300,7 @@ pub(crate) fn put_encoded(
     if let Some(edge) = &doc.edge {
         stage_edge(tx, &table.name, &doc.id, edge, true);
     }
-    super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob))?;
+    super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), &doc.text)?;
     if old.is_none() {
         bump_count(tx, &table.name, 1)?;
     }
@@ -324,7 +328,7 @@ pub(crate) fn delete_in(
     {
         stage_edge(tx, &table.name, id, &edge, false);
     }
-    super::indexes::update(tx, catalog, table, id, Some(&old), None)?;
+    super::indexes::update(tx, catalog, table, id, Some(&old), None, &[])?;
     bump_count(tx, &table.name, -1)?;
     tx.delete(Space::Entity, key);
     Ok(true)

@@ -51,8 +51,19 @@ pub enum ServiceError {
         /// index name
         index: String,
     },
+    /// A search query that does not parse; `position` counts characters from 0.
+    #[error("invalid search query at character {position}: {reason}")]
+    InvalidQuery {
+        /// where the problem starts
+        position: usize,
+        /// what is wrong
+        reason: String,
+    },
+    /// The table has no fulltext index (or several, and the request named none).
+    #[error("{0}")]
+    NoSearchIndex(String),
     /// This version does not build that kind of index yet.
-    #[error("{0:?} indexes are not supported yet (hash, unique, range and spatial are)")]
+    #[error("{0:?} indexes are not supported yet (hash, unique, range, spatial, fulltext and ngram are)")]
     UnsupportedIndexKind(crate::catalog::IndexKind),
     /// A unique index already maps the value to another document; nothing was written.
     #[error("unique index {index:?}: {detail}")]
@@ -182,6 +193,8 @@ impl ServiceError {
             ServiceError::IndexExists { .. } => "index_exists",
             ServiceError::IndexDropping { .. } => "index_dropping",
             ServiceError::UnsupportedIndexKind(_) => "unsupported_index_kind",
+            ServiceError::InvalidQuery { .. } => "invalid_query",
+            ServiceError::NoSearchIndex(_) => "no_search_index",
             ServiceError::UniqueViolation { .. } => "unique_violation",
             ServiceError::InvalidDocument(_) => "invalid_document",
             ServiceError::SchemaViolation { .. } => "schema_violation",

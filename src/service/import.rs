@@ -184,7 +184,8 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
     let blob = catalog
         .encode_simd_detached(&value, &EncodeOptions::default())
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
-    Ok(Prepared { id, blob, edge: None })
+    let text = super::search::maintain::prepare_text(catalog, &table.name, &blob)?;
+    Ok(Prepared { id, blob, edge: None, text })
 }
 
 /// Counts the imports under way while alive (also when the import's future is dropped).

@@ -14,6 +14,7 @@ mod patch;
 mod purge;
 pub mod query;
 pub mod schema;
+pub mod search;
 mod stop;
 mod tables;
 #[cfg(test)]
@@ -27,6 +28,7 @@ pub use import::{DEFAULT_MIN_IMPORT_BYTES, ImportLimits, ImportReport};
 pub use indexes::CreateIndex;
 pub use info::{Info, KeyCount};
 pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult};
+pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 pub use tables::{CreateTable, TableInfo};
 
 use crate::catalog::Catalog;
@@ -192,7 +194,14 @@ impl Db {
         f: impl FnOnce(&mut WriteTx<'_>, &Db) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let db = self.clone();
-        self.store.write(move |tx| f(tx, &db)).await
+        self.store
+            .write(move |tx| {
+                let out = f(tx, &db)?;
+                // the write's fulltext changes, merged (see `search::maintain`)
+                search::maintain::apply(tx, &db.catalog)?;
+                Ok(out)
+            })
+            .await
     }
 
     /// Runs `work` in a task of its own and waits for it. If this future is dropped (the request

@@ -307,7 +307,7 @@ async fn a_backfill_chunk_skips_documents_written_after_it_was_read() {
         let _ = prepared_tx.send(docs);
         let _ = wait.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
     }));
-    let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Unique, fields: vec!["n".into()] };
+    let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Unique, fields: vec!["n".into()], options: None };
     let def = db.create_index("t".into(), req).await.unwrap();
     assert!(matches!(def.state, IndexState::Building { done: 0, total: 6 }), "{def:?}");
     assert_eq!(prepared.recv().await, Some(4));
@@ -351,7 +351,7 @@ async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
     *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
         let _ = prepared_tx.send((docs, std::thread::current().name().map(str::to_owned)));
     }));
-    let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Hash, fields: vec!["n".into()] };
+    let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Hash, fields: vec!["n".into()], options: None };
     db.create_index("t".into(), req).await.unwrap();
 
     // Queued before the backfill task first runs (this runtime has one thread, and nothing

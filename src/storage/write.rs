@@ -9,6 +9,7 @@
 
 use super::{Durability, KeyRange, Result, Slice, Space, StorageError};
 use fjall::PersistMode;
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub struct WriteTx<'c> {
     staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
     seqs_taken: u64,
     on_commit: Vec<Box<dyn FnOnce() + Send>>,
+    deferred: Vec<Box<dyn Any + Send>>,
     /// While [`WriteTx::attempt`] runs: each staged key's previous staged state, to undo.
     undo: Option<Vec<Undo>>,
 }
@@ -61,7 +63,7 @@ impl WriteTx<'_> {
     ) -> std::result::Result<T, E> {
         let outer = self.undo.take();
         self.undo = Some(Vec::new());
-        let (seqs, hooks) = (self.seqs_taken, self.on_commit.len());
+        let (seqs, hooks, deferred) = (self.seqs_taken, self.on_commit.len(), self.deferred.len());
         let result = f(self);
         let undo = std::mem::replace(&mut self.undo, outer).unwrap_or_default();
         if result.is_err() {
@@ -73,6 +75,7 @@ impl WriteTx<'_> {
             }
             self.seqs_taken = seqs;
             self.on_commit.truncate(hooks);
+            self.deferred.truncate(deferred);
         } else if let Some(outer) = &mut self.undo {
             // A nested attempt that succeeded stays undoable by the enclosing one.
             outer.extend(undo);
@@ -111,6 +114,28 @@ impl WriteTx<'_> {
         self.on_commit.push(Box::new(hook));
     }
 
+    /// Logs an item of work that the write's owner applies at the end of the write (e.g. changes
+    /// that are cheaper merged across the many documents of one write). A failing
+    /// [`WriteTx::attempt`] drops the items it logged, as it undoes its keys.
+    pub fn defer(&mut self, item: Box<dyn Any + Send>) {
+        self.deferred.push(item);
+    }
+
+    /// Takes the logged items, in the order they were logged.
+    pub fn take_deferred(&mut self) -> Vec<Box<dyn Any + Send>> {
+        std::mem::take(&mut self.deferred)
+    }
+
+    /// The committed key-value pair with the greatest key in `lower..=upper`, if any (not this
+    /// write's staged keys).
+    pub fn last_in(&self, space: Space, lower: &[u8], upper: &[u8]) -> Result<Option<(Slice, Slice)>> {
+        let ks = &self.committer.spaces[space as usize];
+        match ks.range(lower.to_vec()..=upper.to_vec()).next_back() {
+            Some(g) => Ok(Some(g.into_inner().map(|(k, v)| (Slice(k), Slice(v)))?)),
+            None => Ok(None),
+        }
+    }
+
     /// How many keys are staged.
     pub fn staged_len(&self) -> usize {
         self.staged.len()
@@ -120,6 +145,7 @@ impl WriteTx<'_> {
         self.staged.clear();
         self.seqs_taken = 0;
         self.on_commit.clear();
+        self.deferred.clear();
     }
 }
 
@@ -166,6 +192,7 @@ impl Committer {
                     staged: BTreeMap::new(),
                     seqs_taken: 0,
                     on_commit: Vec::new(),
+                    deferred: Vec::new(),
                     undo: None,
                 };
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
@@ -174,8 +201,14 @@ impl Committer {
                 }
                 continue;
             }
-            let mut tx =
-                WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0, on_commit: Vec::new(), undo: None };
+            let mut tx = WriteTx {
+                committer: self,
+                staged: BTreeMap::new(),
+                seqs_taken: 0,
+                on_commit: Vec::new(),
+                deferred: Vec::new(),
+                undo: None,
+            };
             // A panicking write function must not take the committer down; its caller sees Aborted
             // because the completion (and with it the reply channel) is dropped.
             let Ok(completion) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx))) else {

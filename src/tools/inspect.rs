@@ -14,7 +14,7 @@ pub fn inspect(data_dir: &std::path::Path, prefix: &str, out: &mut impl Write) -
     let family = prefix.split(':').next().unwrap_or_default();
     let spaces: Vec<Space> = match family {
         "" => Space::ALL.to_vec(),
-        "ftdlen" | "ftstat" => vec![Space::Ftstat],
+        "ftdlen" | "ftterm" | "ftstat" => vec![Space::Ftstat],
         name => Space::from_name(name).into_iter().collect(),
     };
     let mut printed = 0;

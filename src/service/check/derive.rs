@@ -139,9 +139,41 @@ pub(super) fn expected(def: &IndexDef, id: &str, blob: &[u8], dict: &FieldDict) 
                 ));
             }
         }
+        IndexKind::Ngram => {
+            for g in strings(blob, dict, first_field(def))?.iter().flat_map(|s| grams(s)) {
+                let key = IdxKey::new(table, index, vec![Component::Str(Cow::Owned(g))], id).encode();
+                out.push((Space::Idx, key, Vec::new()));
+            }
+            out.sort();
+            out.dedup();
+        }
+        // fulltext postings are checked against their own derivation (`check::fulltext`)
         IndexKind::Fulltext | IndexKind::Vector | IndexKind::Ttl => {}
     }
     Ok(out)
+}
+
+/// The strings of a field: itself, or its array's string elements.
+fn strings<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result<Vec<&'a str>> {
+    Ok(match lookup(blob, dict, field)? {
+        Some(ValueRef::Str(s)) => vec![s],
+        Some(ValueRef::Array(a)) => {
+            let mut out = Vec::new();
+            for item in a.iter() {
+                if let ValueRef::Str(s) = item? {
+                    out.push(s);
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    })
+}
+
+/// Every run of three characters of `s`.
+fn grams(s: &str) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    chars.windows(3).map(|w| w.iter().collect()).collect()
 }
 
 fn first_field(def: &IndexDef) -> &str {
@@ -214,6 +246,29 @@ pub(super) fn judge(
                         None
                     }
                 }
+            }
+        }
+        IndexKind::Ngram => {
+            let k = IdxKey::decode(key, 1).map_err(internal)?;
+            let gram = match k.values.as_slice() {
+                [Component::Str(g)] => Some(g.clone()),
+                _ => None,
+            };
+            let held = match &gram {
+                Some(g) => strings(blob, dict, first_field(def))?.iter().any(|s| s.contains(g.as_ref())),
+                None => false,
+            };
+            let canonical = k.id.as_deref().map(|kid| IdxKey::new(table, index, k.values.clone(), kid).encode());
+            if canonical.as_deref() != Some(key) {
+                Some("not the canonical key of a trigram".into())
+            } else if gram.as_ref().is_none_or(|g| g.chars().count() != 3) {
+                Some("an ngram entry holds one string of three characters".into())
+            } else if !held {
+                Some(format!("document {id:?} does not contain {:?} in {}", gram.unwrap_or_default(), first_field(def)))
+            } else if !value.is_empty() {
+                Some("an ngram entry has no value".into())
+            } else {
+                None
             }
         }
         IndexKind::Fulltext | IndexKind::Vector | IndexKind::Ttl => Some("this index kind holds no entries".into()),

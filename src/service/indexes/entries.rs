@@ -31,6 +31,39 @@ pub struct Entry {
     pub value: Vec<u8>,
 }
 
+/// Most distinct trigrams one document may have in an `ngram` index (a string of about 10,000
+/// characters).
+pub const MAX_NGRAMS_PER_DOC: usize = 10_000;
+
+/// The distinct trigrams (three consecutive characters) of a field's string, or of each string
+/// element of its array: what an `ngram` index holds. A string shorter than three characters has
+/// none.
+pub fn trigrams(blob: &[u8], dict: &FieldDict, field: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut add = |s: &str| {
+        let bounds: Vec<usize> = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len())).collect();
+        for w in bounds.windows(4) {
+            if let (Some(a), Some(b)) = (w.first(), w.last()) {
+                out.push(s[*a..*b].to_owned());
+            }
+        }
+    };
+    match entity::get_path(blob, dict, &path(field))? {
+        Some(ValueRef::Str(s)) => add(s),
+        Some(ValueRef::Array(a)) => {
+            for v in a.iter() {
+                if let ValueRef::Str(s) = v? {
+                    add(s);
+                }
+            }
+        }
+        _ => {}
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 /// Splits a dotted field path.
 pub fn path(field: &str) -> Vec<&str> {
     field.split('.').collect()
@@ -166,7 +199,19 @@ fn build(def: &IndexDef, id: &str, blob: &[u8], dict: &FieldDict, capped: bool) 
                 });
             }
         }
-        // Not built by this version: no entries (index creation refuses these kinds).
+        IndexKind::Ngram => {
+            let field = def.fields.first().map(String::as_str).unwrap_or_default();
+            let grams = trigrams(blob, dict, field)?;
+            if capped && grams.len() > MAX_NGRAMS_PER_DOC {
+                return Ok(Built::OverCap(Some(grams.len())));
+            }
+            for g in grams {
+                let key = IdxKey::new(table, index, vec![Component::Str(Cow::Owned(g))], id).encode();
+                out.push(Entry { space: Space::Idx, key, value: vec![] });
+            }
+        }
+        // Fulltext postings are kept by the search module (`search::maintain`); the others are not
+        // built by this version (index creation refuses them).
         IndexKind::Fulltext | IndexKind::Vector | IndexKind::Ttl => {}
     }
     out.sort();
@@ -218,9 +263,21 @@ mod tests {
         assert_eq!(e(IndexKind::Unique, &["b"]), ["idx:t:i:x"]);
         assert!(e(IndexKind::Unique, &["c"]).is_empty(), "unique indexes skip null");
         assert_eq!(e(IndexKind::Spatial, &["loc"]).len(), 1);
+        assert_eq!(e(IndexKind::Ngram, &["b"]), Vec::<String>::new(), "shorter than a trigram");
         assert!(e(IndexKind::Spatial, &["b"]).is_empty());
         let u = entries(&def(IndexKind::Unique, &["b"]), "d1", &blob, &dict).unwrap();
         assert_eq!(u[0].value, b"d1");
+    }
+
+    #[test]
+    fn trigrams_are_characters_not_bytes() {
+        let mut dict = FieldDict::new();
+        let doc = json!({"s": "ærøæ", "a": ["abcd", 7, "abc"]});
+        let blob = entity::encode(&doc, &mut dict, &EncodeOptions::default()).unwrap();
+        assert_eq!(trigrams(&blob, &dict, "s").unwrap(), ["røæ", "ærø"]);
+        assert_eq!(trigrams(&blob, &dict, "a").unwrap(), ["abc", "bcd"]);
+        let d = def(IndexKind::Ngram, &["a"]);
+        assert_eq!(shown(&entries(&d, "d1", &blob, &dict).unwrap()), ["idx:t:i:abc:d1", "idx:t:i:bcd:d1"]);
     }
 
     #[test]

@@ -4,9 +4,12 @@ pub mod entries;
 pub mod geo;
 
 use super::purge::Purge;
+use super::search::maintain::{self, PreparedText};
+use super::search::options::FulltextOptions;
+use super::search::postings::{self, DocTerms};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState, TableDef};
-use crate::keys::{EntityKey, IdxKey, RidxKey, SidxKey, prefix_successor};
+use crate::keys::{EntityKey, FtStatKey, FtidxKey, IdxKey, RidxKey, SidxKey, prefix_successor};
 use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use entries::Entry;
 use serde::Deserialize;
@@ -26,14 +29,22 @@ pub struct CreateIndex {
     /// index name, unique within the table
     #[schema(example = "by_age")]
     pub name: String,
-    /// `hash`, `unique`, `range` or `spatial`
+    /// `hash`, `unique`, `range`, `spatial`, `fulltext` or `ngram`
     pub kind: IndexKind,
-    /// dotted field paths: 1-8 for hash and unique (composite), exactly 1 for range and spatial
+    /// dotted field paths: 1-8 for hash and unique (composite) and fulltext, exactly 1 for range,
+    /// spatial and ngram
     #[schema(example = json!(["age"]))]
     pub fields: Vec<String>,
+    /// fulltext only: `language` (`english` by default, `none`, or another Snowball language),
+    /// `stemming` (default true), `stop_words` (true: the language's list, false (default), or a
+    /// list of words), `field_weights` (`{"title": 2.0}`, default 1)
+    #[serde(default)]
+    #[schema(value_type = Option<Object>, example = json!({"language": "english", "stop_words": true}))]
+    pub options: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
-fn check(req: &CreateIndex) -> Result<()> {
+/// Checks a request; returns the options to store (a fulltext index's with its defaults filled in).
+fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>> {
     let bad = |m: String| Err(ServiceError::InvalidRequest(m));
     if req.name.is_empty() || req.name.len() > 256 || req.name.chars().any(char::is_control) {
         return bad("index name must be 1-256 bytes without control characters".into());
@@ -46,27 +57,54 @@ fn check(req: &CreateIndex) -> Result<()> {
     if req.fields.iter().any(|f| f.split('.').next() == Some(crate::service::schema::ID_FIELD)) {
         return bad("`_id` needs no index: queries on it read the documents' own keys".into());
     }
-    match req.kind {
-        IndexKind::Hash | IndexKind::Unique if (1..=MAX_FIELDS).contains(&req.fields.len()) => Ok(()),
-        IndexKind::Hash | IndexKind::Unique => bad(format!("a {:?} index takes 1 to {MAX_FIELDS} fields", req.kind)),
-        IndexKind::Range | IndexKind::Spatial if req.fields.len() == 1 => Ok(()),
-        IndexKind::Range | IndexKind::Spatial => bad("a range or spatial index takes exactly one field".into()),
-        IndexKind::Fulltext | IndexKind::Vector | IndexKind::Ttl => Err(ServiceError::UnsupportedIndexKind(req.kind)),
+    let options = req.options.clone().unwrap_or_default();
+    if req.kind != IndexKind::Fulltext && !options.is_empty() {
+        return bad(format!("a {} index takes no options", kind_name(req.kind)));
     }
+    let mut distinct = req.fields.clone();
+    distinct.sort();
+    distinct.dedup();
+    if distinct.len() != req.fields.len() {
+        return bad("a field is named twice".into());
+    }
+    match req.kind {
+        IndexKind::Hash | IndexKind::Unique | IndexKind::Fulltext if (1..=MAX_FIELDS).contains(&req.fields.len()) => {}
+        IndexKind::Hash | IndexKind::Unique | IndexKind::Fulltext => {
+            return bad(format!("a {} index takes 1 to {MAX_FIELDS} fields", kind_name(req.kind)));
+        }
+        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram if req.fields.len() == 1 => {}
+        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram => {
+            return bad(format!("a {} index takes exactly one field", kind_name(req.kind)));
+        }
+        IndexKind::Vector | IndexKind::Ttl => return Err(ServiceError::UnsupportedIndexKind(req.kind)),
+    }
+    if req.kind == IndexKind::Fulltext {
+        return Ok(FulltextOptions::parse(&options, &req.fields)?.to_json());
+    }
+    Ok(options)
+}
+
+/// The kind as the API spells it.
+fn kind_name(kind: IndexKind) -> String {
+    serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// The key prefixes of one index's entries.
 fn index_prefixes(table: &str, index: &str) -> Vec<(Space, Vec<u8>)> {
-    vec![
+    let mut out = vec![
         (Space::Idx, IdxKey::index_prefix(table, index)),
         (Space::Ridx, RidxKey::index_prefix(table, index)),
         (Space::Sidx, SidxKey::index_prefix(table, index)),
-    ]
+        (Space::Ftidx, FtidxKey::index_prefix(table, index)),
+    ];
+    out.extend(FtStatKey::index_prefixes(table, index).into_iter().map(|p| (Space::Ftstat, p)));
+    out
 }
 
 /// Replaces the index entries of document `id` (old blob → new blob) in the write, for every index
 /// that is building or ready; a unique index that already maps a new value to another document
-/// fails the write with `unique_violation`.
+/// fails the write with `unique_violation`. `text` holds the new document's fulltext terms where
+/// the write path analyzed it before the write.
 pub(crate) fn update(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
@@ -74,13 +112,16 @@ pub(crate) fn update(
     id: &str,
     old: Option<&[u8]>,
     new: Option<&[u8]>,
+    text: &[PreparedText],
 ) -> Result<()> {
     let defs = catalog.indexes(&table.name);
     if defs.is_empty() {
         return Ok(());
     }
     let dict = catalog.dict();
-    for def in defs.iter().filter(|d| d.is_maintained()) {
+    // Fulltext changes are logged last: nothing after them in this document's change can fail
+    // for a reason of the document's own (a unique violation), which would leave them logged.
+    for def in defs.iter().filter(|d| d.is_maintained() && d.kind != IndexKind::Fulltext) {
         // The old document's entries are never refused: one stored before the index existed
         // may be over the cap, and must still be patchable and deletable.
         let before = old.map(|b| entries::stored_entries(def, id, b, &dict)).transpose()?.unwrap_or_default();
@@ -92,6 +133,9 @@ pub(crate) fn update(
             put_entry(tx, def, id, e)?;
         }
         mark_multikey(tx, catalog, def, after.len());
+    }
+    for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Fulltext) {
+        maintain::update(tx, def, id, old, new, &dict, text)?;
     }
     Ok(())
 }
@@ -141,12 +185,17 @@ impl Db {
     /// Creates an index; on a non-empty table it is `building` until a background job has indexed
     /// every document (queries do not use it before it is `ready`).
     pub async fn create_index(self: &Arc<Self>, table: String, req: CreateIndex) -> Result<IndexDef> {
-        check(&req)?;
+        let options = check(&req)?;
         let db = self.clone();
-        self.detached(async move { db.create_index_now(table, req).await }).await
+        self.detached(async move { db.create_index_now(table, req, options).await }).await
     }
 
-    async fn create_index_now(self: &Arc<Self>, table: String, req: CreateIndex) -> Result<IndexDef> {
+    async fn create_index_now(
+        self: &Arc<Self>,
+        table: String,
+        req: CreateIndex,
+        options: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<IndexDef> {
         let def = self
             .write(move |tx, db| {
                 db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
@@ -165,7 +214,7 @@ impl Db {
                     name: req.name,
                     kind: req.kind,
                     fields: req.fields,
-                    options: Default::default(),
+                    options,
                     state,
                     created_at,
                     multikey: false,
@@ -317,6 +366,8 @@ struct PreparedDoc {
     blob: Slice,
     /// its entries, or why the index cannot hold it (naming the document)
     entries: Result<Vec<Entry>>,
+    /// a fulltext index's terms
+    terms: Option<DocTerms>,
 }
 
 /// A backfill chunk read and computed outside the committer, for [`commit_chunk`].
@@ -356,7 +407,12 @@ fn prepare_chunk(
             ServiceError::InvalidDocument(why) => ServiceError::InvalidDocument(format!("document {id:?}: {why}")),
             other => ServiceError::InvalidDocument(format!("document {id:?}: {other}")),
         });
-        docs.push(PreparedDoc { key, id, blob, entries });
+        let terms = if def.kind == IndexKind::Fulltext {
+            Some(postings::analyze(&def, &maintain::analyzer(&def), &blob, &dict)?)
+        } else {
+            None
+        };
+        docs.push(PreparedDoc { key, id, blob, entries, terms });
     }
     #[cfg(test)]
     db.backfill_prepared(docs.len());
@@ -379,6 +435,10 @@ fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: Prepared
     let mut multikey = def.multikey;
     for doc in docs {
         if tx.get(Space::Entity, &doc.key)?.as_deref() != Some(&*doc.blob) {
+            continue;
+        }
+        if let Some(terms) = doc.terms {
+            maintain::backfill(tx, &def, &doc.id, terms)?;
             continue;
         }
         let entries = doc.entries?;

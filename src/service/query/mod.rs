@@ -161,7 +161,7 @@ fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Resul
 
 /// The result document as JSON text: the whole document, or the requested fields (dotted paths,
 /// nested in the output); `_id` always.
-fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
+pub(crate) fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
     let Some(fields) = fields else { return crate::service::documents::json_with_id(dict, id, blob) };
     let mut out = Map::new();
     out.insert(super::schema::ID_FIELD.to_owned(), Value::String(id.to_owned()));
@@ -211,7 +211,7 @@ fn first_branch(
 /// counts as ready (and as multikey or not) only as of the snapshot. The names come from the
 /// catalog cache, the definitions from point reads of the snapshot (an index created after the
 /// cache read is simply not used by this query).
-fn ready_indexes(
+pub(crate) fn ready_indexes(
     view: &crate::storage::ReadView,
     catalog: &crate::catalog::Catalog,
     table: &str,
@@ -226,6 +226,50 @@ fn ready_indexes(
         }
     }
     Ok(out)
+}
+
+/// The ids of the documents of `table` that match `filter`, when an index scan narrows them
+/// down to about `max` candidates or fewer (as the planner estimates); `None` when only a full
+/// scan (or a larger one) would find them: checking documents one by one is then cheaper.
+pub(crate) fn indexed_matches(
+    view: &crate::storage::ReadView,
+    catalog: &crate::catalog::Catalog,
+    table: &str,
+    filter: &Filter,
+    max: u64,
+    stop: &Stop,
+) -> Result<Option<HashSet<String>>> {
+    let defs = ready_indexes(view, catalog, table)?;
+    let Plan { access, .. } = plan::choose(view, filter, &[], table, &defs, MAX_LIMIT, true)?;
+    let estimate = match &access {
+        Access::FullScan => return Ok(None),
+        Access::Index(s) => s.estimate,
+        Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
+        Access::Union(bs) => bs.iter().map(|(s, _)| s.estimate).sum(),
+        Access::Ids(s) => s.estimate,
+    };
+    if estimate > max || estimate >= plan::ESTIMATE_CAP {
+        return Ok(None);
+    }
+    let dict = catalog.dict();
+    let mut out = HashSet::new();
+    for cand in exec::candidates(view, table, &access, None, stop) {
+        let cand = cand?;
+        if out.contains(&cand.id) {
+            continue;
+        }
+        let blob = match cand.blob {
+            Some(b) => b,
+            None => match view.get(Space::Entity, &EntityKey::new(table, &cand.id).encode())? {
+                Some(b) => b,
+                None => continue,
+            },
+        };
+        if filter.matches(&cand.id, &blob, &dict)? {
+            out.insert(cand.id);
+        }
+    }
+    Ok(Some(out))
 }
 
 /// Which page of a query to produce: its order, size, and where the previous page ended.

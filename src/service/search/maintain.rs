@@ -1,0 +1,327 @@
+//! Keeping fulltext indexes exact inside every document write.
+//!
+//! A document change is logged in the write ([`WriteTx::defer`]) as an [`FtOp`]: the postings to
+//! remove (read from the document's length record, so the old document is not analyzed again)
+//! and the new document's terms (analyzed before the committer where the write path could, see
+//! [`prepare_text`]). At the end of the write, [`apply`] merges every logged change of the write:
+//! the new postings of all its documents become blocks (one per token and at most
+//! [`BLOCK_DOCS`] documents), the removed ones are cut out of their blocks, and the document
+//! frequencies, `N` and the total length change by the write's net amounts — all in the same
+//! atomic batch as the documents. An import chunk of 2000 documents writes each token's
+//! postings once, not once per document.
+
+use super::analyzer::Analyzer;
+use super::options::FulltextOptions;
+use super::postings::{self, DocTerms, LenRecord};
+use crate::catalog::{Catalog, IndexDef, IndexKind};
+use crate::entity::{self, FieldDict, ValueRef};
+use crate::keys::{FtStatKey, FtidxKey, MetaKey};
+use crate::service::{Result, ServiceError};
+use crate::storage::{Space, WriteTx};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+/// Most documents in one posting block: removing a document rewrites one block per token, so
+/// small blocks keep that cheap; large ones make reading a common token cheaper.
+pub const BLOCK_DOCS: usize = 64;
+/// The sequence numbering posting blocks (`meta:seq:ftblock`).
+const BLOCK_SEQ: &str = "ftblock";
+
+type Cache = Mutex<HashMap<(String, String, i64), Arc<Analyzer>>>;
+
+/// The analyzer of an index (built once per index and cached: stop-word sets are not free).
+pub fn analyzer(def: &IndexDef) -> Arc<Analyzer> {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (def.table.clone(), def.name.clone(), def.created_at);
+    let mut map = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(a) = map.get(&key) {
+        return a.clone();
+    }
+    if map.len() >= 1024 {
+        map.clear();
+    }
+    let a = Arc::new(Analyzer::new(&FulltextOptions::stored(&def.options, &def.fields)));
+    map.insert(key, a.clone());
+    a
+}
+
+/// A document's terms for one index, computed before the write.
+#[derive(Debug, Clone)]
+pub struct PreparedText {
+    index: String,
+    created_at: i64,
+    terms: DocTerms,
+}
+
+/// Analyzes a new document for every maintained fulltext index of `table` (outside the
+/// committer). `dict` must know every field name of the blob.
+pub fn prepare_text(catalog: &Catalog, table: &str, blob: &[u8]) -> Result<Vec<PreparedText>> {
+    let defs = catalog.indexes(table);
+    let mut out = Vec::new();
+    let mut dict = None;
+    for def in defs.iter().filter(|d| d.kind == IndexKind::Fulltext && d.is_maintained()) {
+        let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| catalog.dict());
+        let terms = postings::analyze(def, &analyzer(def), blob, dict)?;
+        out.push(PreparedText { index: def.name.clone(), created_at: def.created_at, terms });
+    }
+    Ok(out)
+}
+
+/// The indexed text of one field: its string, or its array's strings.
+fn texts<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result<Vec<&'a str>> {
+    let path: Vec<&str> = field.split('.').collect();
+    Ok(match entity::get_path(blob, dict, &path)? {
+        Some(ValueRef::Str(s)) => vec![s],
+        Some(ValueRef::Array(a)) => {
+            let mut out = Vec::new();
+            for v in a.iter() {
+                if let ValueRef::Str(s) = v? {
+                    out.push(s);
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    })
+}
+
+/// True when both versions hold the same text in every indexed field.
+fn same_text(def: &IndexDef, old: &[u8], new: &[u8], dict: &FieldDict) -> Result<bool> {
+    for f in &def.fields {
+        if texts(old, dict, f)? != texts(new, dict, f)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// One document's change of one index, logged in the write.
+struct FtOp {
+    table: String,
+    index: String,
+    created_at: i64,
+    id: String,
+    /// the postings the document had: `Some(record)` (block 0: added earlier in this write)
+    removed: Option<LenRecord>,
+    /// its new terms
+    added: Option<DocTerms>,
+}
+
+/// Changes the postings of document `id` in fulltext index `def` from `old` to `new` in the
+/// write. `prepared` holds terms computed before the write (used when they are this index's).
+pub(crate) fn update(
+    tx: &mut WriteTx<'_>,
+    def: &IndexDef,
+    id: &str,
+    old: Option<&[u8]>,
+    new: Option<&[u8]>,
+    dict: &FieldDict,
+    prepared: &[PreparedText],
+) -> Result<()> {
+    if let (Some(old), Some(new)) = (old, new)
+        && same_text(def, old, new, dict)?
+    {
+        return Ok(());
+    }
+    let added = match new {
+        None => None,
+        Some(blob) => Some(match prepared.iter().find(|p| p.index == def.name && p.created_at == def.created_at) {
+            Some(p) => p.terms.clone(),
+            None => postings::analyze(def, &analyzer(def), blob, dict)?,
+        }),
+    };
+    change(tx, def, id, added)
+}
+
+/// Logs the new terms of a document, removing what it had.
+fn change(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, added: Option<DocTerms>) -> Result<()> {
+    let added = added.filter(|t| t.len > 0);
+    let key = FtStatKey::doc_len(&def.table, &def.name, id).encode();
+    let removed = tx.get(Space::Ftstat, &key)?.map(|v| LenRecord::decode(&v)).transpose()?;
+    if removed.is_none() && added.is_none() {
+        return Ok(());
+    }
+    // Marks the document as added by this write (block 0) until `apply` numbers its block, so a
+    // later change of it in the same write finds its postings among the write's own.
+    match &added {
+        Some(t) => tx.put(Space::Ftstat, key, LenRecord { len: t.len, block: 0, tokens: Vec::new() }.encode()),
+        None => tx.delete(Space::Ftstat, key),
+    }
+    tx.defer(Box::new(FtOp {
+        table: def.table.clone(),
+        index: def.name.clone(),
+        created_at: def.created_at,
+        id: id.to_owned(),
+        removed,
+        added,
+    }));
+    Ok(())
+}
+
+/// Indexes a document for a backfill, unless a write indexed it already.
+pub(crate) fn backfill(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, terms: DocTerms) -> Result<()> {
+    if tx.get(Space::Ftstat, &FtStatKey::doc_len(&def.table, &def.name, id).encode())?.is_some() {
+        return Ok(());
+    }
+    change(tx, def, id, Some(terms))
+}
+
+/// The net change of one index in one write.
+#[derive(Default)]
+struct Net {
+    /// documents added by the write (what is left of them at its end)
+    added: BTreeMap<String, DocTerms>,
+    /// postings to cut: `(token, block) → ids`
+    cut: BTreeMap<(String, u64), Vec<String>>,
+    /// removed stored documents and their total length
+    removed_docs: u64,
+    removed_len: u64,
+    /// document-frequency changes of the stored documents removed
+    df: HashMap<String, i64>,
+}
+
+/// Applies every fulltext change the write logged (see the module doc). Runs at the end of every
+/// write, on the committer.
+pub(crate) fn apply(tx: &mut WriteTx<'_>, catalog: &Catalog) -> Result<()> {
+    let items = tx.take_deferred();
+    if items.is_empty() {
+        return Ok(());
+    }
+    let mut nets: BTreeMap<(String, String, i64), Net> = BTreeMap::new();
+    for item in items {
+        let Ok(op) = item.downcast::<FtOp>() else { continue };
+        let FtOp { table, index, created_at, id, removed, added } = *op;
+        let net = nets.entry((table, index, created_at)).or_default();
+        match removed {
+            Some(r) if r.block == 0 => {
+                net.added.remove(&id);
+            }
+            Some(r) => {
+                net.removed_docs += 1;
+                net.removed_len += r.len;
+                for token in r.tokens {
+                    *net.df.entry(token.clone()).or_default() -= 1;
+                    net.cut.entry((token, r.block)).or_default().push(id.clone());
+                }
+            }
+            None => {}
+        }
+        if let Some(terms) = added {
+            net.added.insert(id, terms);
+        }
+    }
+    for ((table, index, created_at), net) in nets {
+        // The index is gone only if this same write dropped it: its purge removes everything.
+        if catalog.index(&table, &index).is_none_or(|d| d.created_at != created_at) {
+            continue;
+        }
+        apply_net(tx, &table, &index, net)?;
+    }
+    Ok(())
+}
+
+fn corrupt(what: String) -> ServiceError {
+    ServiceError::Internal(format!("damaged full-text entry: {what}"))
+}
+
+fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, mut net: Net) -> Result<()> {
+    cut_postings(tx, table, index, &net.cut)?;
+    let (mut n, mut total) = (0u64, 0u64);
+    if !net.added.is_empty() {
+        let block = next_block(tx)?;
+        // token → (id, entry) in id order (`added` is ordered by id)
+        let mut by_token: BTreeMap<&str, Vec<(&str, Vec<u8>)>> = BTreeMap::new();
+        for (id, terms) in &net.added {
+            n += 1;
+            total += terms.len;
+            for (token, hits) in &terms.terms {
+                let mut entry = Vec::with_capacity(id.len() + 8 + hits.iter().map(|(_, p)| 2 + p.len()).sum::<usize>());
+                postings::encode_entry(&mut entry, id, terms.len, hits);
+                by_token.entry(token).or_default().push((id, entry));
+            }
+        }
+        for (token, docs) in &by_token {
+            *net.df.entry((*token).to_owned()).or_default() += docs.len() as i64;
+            for chunk in docs.chunks(BLOCK_DOCS) {
+                let first = chunk.first().map_or("", |(id, _)| id);
+                let key = FtidxKey::new(table, index, token, block, first).encode();
+                tx.put(Space::Ftidx, key, postings::encode_block(chunk.iter().map(|(_, e)| e.as_slice())));
+            }
+        }
+        for (id, terms) in &net.added {
+            let record = LenRecord { len: terms.len, block, tokens: terms.terms.keys().cloned().collect() };
+            tx.put(Space::Ftstat, FtStatKey::doc_len(table, index, id).encode(), record.encode());
+        }
+    }
+    for (token, delta) in &net.df {
+        if *delta == 0 {
+            continue;
+        }
+        let key = FtStatKey::term(table, index, token).encode();
+        let df = decode_u64(tx.get(Space::Ftstat, &key)?.as_deref());
+        match df.checked_add_signed(*delta) {
+            Some(0) => tx.delete(Space::Ftstat, key),
+            Some(next) => tx.put(Space::Ftstat, key, next.to_be_bytes().to_vec()),
+            None => return Err(corrupt(format!("ftterm:{table}:{index}:{token} would go below 0"))),
+        }
+    }
+    let key = FtStatKey::stat(table, index).encode();
+    let (old_n, old_total) = postings::decode_stat(tx.get(Space::Ftstat, &key)?.as_deref());
+    let next_n = (old_n + n).checked_sub(net.removed_docs);
+    let next_total = (old_total + total).checked_sub(net.removed_len);
+    match (next_n, next_total) {
+        (Some(0), Some(0)) => tx.delete(Space::Ftstat, key),
+        (Some(n), Some(t)) => tx.put(Space::Ftstat, key, postings::encode_stat(n, t)),
+        _ => return Err(corrupt(format!("ftstat:{table}:{index} would go below 0"))),
+    }
+    Ok(())
+}
+
+/// Cuts documents out of their blocks: a block holding `id` of write `block` is the one with the
+/// greatest first id not above `id` (see `keys::ftidx`).
+fn cut_postings(
+    tx: &mut WriteTx<'_>,
+    table: &str,
+    index: &str,
+    cut: &BTreeMap<(String, u64), Vec<String>>,
+) -> Result<()> {
+    let mut per_block: BTreeMap<Vec<u8>, Vec<&str>> = BTreeMap::new();
+    for ((token, block), ids) in cut {
+        let lower = FtidxKey::block_prefix(table, index, token, *block);
+        for id in ids {
+            let upper = FtidxKey::new(table, index, token, *block, id).encode();
+            let Some((key, _)) = tx.last_in(Space::Ftidx, &lower, &upper)? else {
+                return Err(corrupt(format!("no block of {token:?} holds document {id:?}")));
+            };
+            per_block.entry(key.to_vec()).or_default().push(id);
+        }
+    }
+    for (key, ids) in per_block {
+        let value = tx.get(Space::Ftidx, &key)?.ok_or_else(|| corrupt("a block vanished".into()))?;
+        let entries = postings::decode_block(&value)?;
+        let kept: Vec<&[u8]> = entries.iter().filter(|p| !ids.contains(&p.id)).map(|p| p.raw).collect();
+        if kept.len() + ids.len() != entries.len() {
+            return Err(corrupt(format!("{} misses a document it should hold", crate::keys::display("ftidx", &key))));
+        }
+        if kept.is_empty() {
+            tx.delete(Space::Ftidx, key);
+        } else {
+            tx.put(Space::Ftidx, key, postings::encode_block(kept.into_iter()));
+        }
+    }
+    Ok(())
+}
+
+/// A big-endian u64 value, 0 when absent or malformed.
+pub fn decode_u64(v: Option<&[u8]>) -> u64 {
+    v.and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_be_bytes)
+}
+
+/// The next block number (from 1).
+fn next_block(tx: &mut WriteTx<'_>) -> Result<u64> {
+    let key = MetaKey::Seq(BLOCK_SEQ.into()).encode();
+    let next = decode_u64(tx.get(Space::Meta, &key)?.as_deref()) + 1;
+    tx.put(Space::Meta, key, next.to_be_bytes().to_vec());
+    Ok(next)
+}

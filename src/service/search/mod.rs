@@ -1,0 +1,138 @@
+//! Full-text search: the `fulltext` index kind (analyzer, postings kept exact in every write) and
+//! `POST /v1/tables/{table}/search` (BM25 over whole-table statistics).
+
+pub mod analyzer;
+mod expand;
+mod highlight;
+pub mod maintain;
+pub mod options;
+pub mod parse;
+pub mod postings;
+mod run;
+mod score;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+/// Most hits one search returns.
+pub const MAX_LIMIT: usize = 1000;
+/// How deep `offset + limit` may page.
+pub const MAX_DEPTH: usize = 10_000;
+/// Longest highlight fragment, in characters.
+pub const MAX_FRAGMENT_CHARS: usize = 10_000;
+
+/// Whether a hit matches any or all of the query's clauses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// at least one clause (the default)
+    #[default]
+    Any,
+    /// every clause
+    All,
+}
+
+/// How hits show where they matched.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HighlightRequest {
+    /// put before each matched word (default `<em>`)
+    #[serde(default = "default_pre")]
+    pub pre: String,
+    /// put after each matched word (default `</em>`)
+    #[serde(default = "default_post")]
+    pub post: String,
+    /// fragment length in characters, 1-10000 (default 160)
+    #[serde(default = "default_fragment")]
+    pub fragment_chars: usize,
+}
+
+fn default_pre() -> String {
+    "<em>".into()
+}
+fn default_post() -> String {
+    "</em>".into()
+}
+fn default_fragment() -> usize {
+    160
+}
+
+/// The body of `POST /v1/tables/{table}/search`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// terms, `"phrases"`, `prefix*`, `-excluded`, `typo~1` / `typo~2`
+    #[schema(example = "graph \"query planner\" data* -slow")]
+    pub query: String,
+    /// the fulltext index; optional when the table has exactly one
+    pub index: Option<String>,
+    /// `any` (default) or `all` clauses must match
+    #[serde(default)]
+    pub mode: Mode,
+    /// a query filter (the query language) the hits must also match
+    #[schema(value_type = Option<Object>, example = json!({"year": {"$gte": 2020}}))]
+    pub filter: Option<Value>,
+    /// hits to return, 1-1000 (default 10)
+    pub limit: Option<usize>,
+    /// hits to skip first (default 0; `offset + limit` at most 10000)
+    pub offset: Option<usize>,
+    /// fields of each document to return (dotted paths); all when omitted
+    pub fields: Option<Vec<String>>,
+    /// mark the matched words in fragments of the indexed fields
+    pub highlight: Option<HighlightRequest>,
+}
+
+/// One hit (schema for the OpenAPI document).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchHit {
+    /// the document id
+    #[serde(rename = "_id")]
+    pub id: String,
+    /// its BM25 score
+    pub score: f64,
+    /// the document (or the requested fields)
+    #[schema(value_type = Object)]
+    pub document: Map<String, Value>,
+    /// per indexed field with a match: a fragment with the matched words marked
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub highlights: Option<Map<String, Value>>,
+}
+
+/// The answer of a search (schema for the OpenAPI document).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchResponse {
+    /// the hits, best first (ties by `_id`)
+    pub hits: Vec<SearchHit>,
+    /// every matching document, not only this page
+    pub total: u64,
+}
+
+/// The body of `POST /v1/tables/{table}/indexes/{name}/analyze`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnalyzeRequest {
+    /// the text to analyze as the index would (at most 64 KiB)
+    #[schema(example = "The Graphs of Cafés")]
+    pub text: String,
+}
+
+/// One token of an analyzed text.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AnalyzedToken {
+    /// the indexed term
+    pub token: String,
+    /// its position (stop words take positions too)
+    pub position: u32,
+    /// byte offset of the word in the text
+    pub start: usize,
+    /// byte offset after the word
+    pub end: usize,
+}
+
+/// The answer of `analyze`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AnalyzeResponse {
+    /// the tokens in text order
+    pub tokens: Vec<AnalyzedToken>,
+}

@@ -1,0 +1,321 @@
+//! What a document holds in a fulltext index, and the stored forms: posting blocks (`ftidx`
+//! values) and length records (`ftdlen` values).
+//!
+//! A block is `n` then `n` entries in `_id` order; an entry is `entry_len` then
+//! `id_len id doc_len field_count (field tf positions_len positions…)…`, all LEB128 varints,
+//! positions delta-coded. The lengths let a reader skip what it does not need: scoring reads no
+//! positions, removing a document decodes no fields. A length record is `doc_len block token_count (token_len token)…`: the document's
+//! length, the block number of the write that indexed it (0 while that write is still running),
+//! and its distinct tokens, so removing it needs no new analysis of the old document.
+
+use super::analyzer::{Analyzer, ELEMENT_GAP};
+use crate::catalog::IndexDef;
+use crate::entity::{self, FieldDict, ValueRef, varint};
+use crate::service::{Result, ServiceError};
+use std::collections::BTreeMap;
+
+/// The fields of one token in one document: `(field number, positions)`.
+pub type FieldHits = Vec<(u16, Vec<u32>)>;
+
+/// A document analyzed for one index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocTerms {
+    /// tokens over every indexed field (BM25's `len(d)`)
+    pub len: u64,
+    /// each distinct token's fields and positions
+    pub terms: BTreeMap<String, FieldHits>,
+}
+
+fn damaged(what: &str) -> ServiceError {
+    ServiceError::Internal(format!("a damaged full-text {what}"))
+}
+
+/// Analyzes the indexed fields of a stored document: strings and the string elements of arrays;
+/// anything else is skipped.
+pub fn analyze(def: &IndexDef, analyzer: &Analyzer, blob: &[u8], dict: &FieldDict) -> Result<DocTerms> {
+    let mut out = DocTerms::default();
+    for (field_no, field) in def.fields.iter().enumerate() {
+        let field_no = u16::try_from(field_no).unwrap_or(u16::MAX);
+        let path: Vec<&str> = field.split('.').collect();
+        let mut add = |text: &str, first: u32| {
+            analyzer.tokens(text, first, |t| {
+                out.len += 1;
+                let hits = out.terms.entry(t.term).or_default();
+                match hits.last_mut() {
+                    Some((f, positions)) if *f == field_no => positions.push(t.position),
+                    _ => hits.push((field_no, vec![t.position])),
+                }
+            })
+        };
+        match entity::get_path(blob, dict, &path)? {
+            Some(ValueRef::Str(s)) => {
+                add(s, 0);
+            }
+            Some(ValueRef::Array(a)) => {
+                let mut next = 0u32;
+                for v in a.iter() {
+                    if let ValueRef::Str(s) = v? {
+                        next = add(s, next).saturating_add(ELEMENT_GAP);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Appends one block entry.
+pub fn encode_entry(out: &mut Vec<u8>, id: &str, len: u64, hits: &FieldHits) {
+    let mut body = Vec::with_capacity(id.len() + 8 + hits.iter().map(|(_, p)| 3 + p.len()).sum::<usize>());
+    varint::write(&mut body, id.len() as u64);
+    body.extend_from_slice(id.as_bytes());
+    varint::write(&mut body, len);
+    varint::write(&mut body, hits.len() as u64);
+    let mut deltas = Vec::new();
+    for (field, positions) in hits {
+        varint::write(&mut body, u64::from(*field));
+        varint::write(&mut body, positions.len() as u64);
+        deltas.clear();
+        let mut last = 0u32;
+        for &p in positions {
+            varint::write(&mut deltas, u64::from(p.saturating_sub(last)));
+            last = p;
+        }
+        varint::write(&mut body, deltas.len() as u64);
+        body.extend_from_slice(&deltas);
+    }
+    varint::write(out, body.len() as u64);
+    out.extend_from_slice(&body);
+}
+
+/// A block of `entries` (already encoded, in id order).
+pub fn encode_block<'a>(entries: impl ExactSizeIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint::write(&mut out, entries.len() as u64);
+    for e in entries {
+        out.extend_from_slice(e);
+    }
+    out
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn num(&mut self) -> Result<u64> {
+        let (v, n) = varint::read(self.0).map_err(|_| damaged("posting"))?;
+        self.0 = self.0.get(n..).ok_or_else(|| damaged("posting"))?;
+        Ok(v)
+    }
+
+    fn bytes(&mut self, len: u64) -> Result<&'a [u8]> {
+        let len = usize::try_from(len).map_err(|_| damaged("posting"))?;
+        let (head, rest) = self.0.split_at_checked(len).ok_or_else(|| damaged("posting"))?;
+        self.0 = rest;
+        Ok(head)
+    }
+}
+
+/// One field of a posting.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldPosting<'a> {
+    /// the field's number in the index definition
+    pub field: u16,
+    /// term frequency in that field
+    pub tf: u32,
+    positions: &'a [u8],
+}
+
+impl FieldPosting<'_> {
+    /// The positions, ascending.
+    pub fn positions(&self) -> Result<Vec<u32>> {
+        let mut c = Cursor(self.positions);
+        let mut out = Vec::with_capacity(self.tf as usize);
+        let mut last = 0u64;
+        while !c.0.is_empty() {
+            last += c.num()?;
+            out.push(u32::try_from(last).map_err(|_| damaged("posting"))?);
+        }
+        Ok(out)
+    }
+}
+
+/// One document's entry of a block, borrowed from the block bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Posting<'a> {
+    /// the document id
+    pub id: &'a str,
+    /// the document's length
+    pub len: u64,
+    /// how many fields follow
+    field_count: u64,
+    /// the encoded fields
+    field_bytes: &'a [u8],
+    /// the entry's encoded bytes (with its length)
+    pub raw: &'a [u8],
+}
+
+impl<'a> Posting<'a> {
+    /// Calls `f` with each field of the posting.
+    pub fn fields(&self, mut f: impl FnMut(FieldPosting<'a>)) -> Result<()> {
+        let mut c = Cursor(self.field_bytes);
+        for _ in 0..self.field_count {
+            let field = u16::try_from(c.num()?).map_err(|_| damaged("posting"))?;
+            let tf = u32::try_from(c.num()?).map_err(|_| damaged("posting"))?;
+            let plen = c.num()?;
+            f(FieldPosting { field, tf, positions: c.bytes(plen)? });
+        }
+        if !c.0.is_empty() {
+            return Err(damaged("posting"));
+        }
+        Ok(())
+    }
+
+    /// The fields as a list.
+    pub fn field_list(&self) -> Result<Vec<FieldPosting<'a>>> {
+        let mut out = Vec::new();
+        self.fields(|f| out.push(f))?;
+        Ok(out)
+    }
+}
+
+/// Decodes a block (each entry's fields are read on demand, see [`Posting::fields`]).
+pub fn decode_block(bytes: &[u8]) -> Result<Vec<Posting<'_>>> {
+    let mut c = Cursor(bytes);
+    let n = c.num()?;
+    let mut out = Vec::with_capacity(usize::try_from(n.min(4096)).unwrap_or(0));
+    for _ in 0..n {
+        let start = c.0;
+        let body_len = c.num()?;
+        let mut body = Cursor(c.bytes(body_len)?);
+        let raw = &start[..start.len() - c.0.len()];
+        let id_len = body.num()?;
+        let id = std::str::from_utf8(body.bytes(id_len)?).map_err(|_| damaged("posting"))?;
+        let len = body.num()?;
+        let field_count = body.num()?;
+        out.push(Posting { id, len, field_count, field_bytes: body.0, raw });
+    }
+    if !c.0.is_empty() {
+        return Err(damaged("posting block"));
+    }
+    Ok(out)
+}
+
+/// A decoded length record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LenRecord {
+    /// the document's length
+    pub len: u64,
+    /// the block number of the write that indexed it; 0 while that write runs
+    pub block: u64,
+    /// its distinct tokens, sorted
+    pub tokens: Vec<String>,
+}
+
+impl LenRecord {
+    /// The stored form.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + self.tokens.iter().map(|t| t.len() + 1).sum::<usize>());
+        varint::write(&mut out, self.len);
+        varint::write(&mut out, self.block);
+        varint::write(&mut out, self.tokens.len() as u64);
+        for t in &self.tokens {
+            varint::write(&mut out, t.len() as u64);
+            out.extend_from_slice(t.as_bytes());
+        }
+        out
+    }
+
+    /// Parses the stored form.
+    pub fn decode(bytes: &[u8]) -> Result<LenRecord> {
+        let mut c = Cursor(bytes);
+        let (len, block, n) = (c.num()?, c.num()?, c.num()?);
+        let mut tokens = Vec::with_capacity(usize::try_from(n.min(4096)).unwrap_or(0));
+        for _ in 0..n {
+            let l = c.num()?;
+            tokens.push(String::from_utf8(c.bytes(l)?.to_vec()).map_err(|_| damaged("length record"))?);
+        }
+        if !c.0.is_empty() {
+            return Err(damaged("length record"));
+        }
+        Ok(LenRecord { len, block, tokens })
+    }
+}
+
+/// `N` and the total length of an index (`ftstat` value: two u64 BE).
+pub fn decode_stat(bytes: Option<&[u8]>) -> (u64, u64) {
+    match bytes {
+        Some(b) if b.len() == 16 => {
+            let (n, total) = b.split_at(8);
+            (
+                u64::from_be_bytes(n.try_into().unwrap_or_default()),
+                u64::from_be_bytes(total.try_into().unwrap_or_default()),
+            )
+        }
+        _ => (0, 0),
+    }
+}
+
+/// The stored form of `N` and the total length.
+pub fn encode_stat(n: u64, total: u64) -> Vec<u8> {
+    let mut out = n.to_be_bytes().to_vec();
+    out.extend_from_slice(&total.to_be_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn blocks_round_trip(docs in proptest::collection::btree_map(
+            "[a-z/:]{1,8}",
+            (0u64..10_000, proptest::collection::vec((0u16..4, proptest::collection::btree_set(0u32..100_000, 1..8)), 1..4)),
+            1..20,
+        )) {
+            let mut entries = Vec::new();
+            for (id, (len, hits)) in &docs {
+                let hits: FieldHits = hits.iter().map(|(f, p)| (*f, p.iter().copied().collect())).collect();
+                let mut e = Vec::new();
+                encode_entry(&mut e, id, *len, &hits);
+                entries.push(e);
+            }
+            let block = encode_block(entries.iter().map(Vec::as_slice));
+            let decoded = decode_block(&block).unwrap();
+            prop_assert_eq!(decoded.len(), docs.len());
+            for (p, (id, (len, hits))) in decoded.iter().zip(&docs) {
+                prop_assert_eq!(p.id, id.as_str());
+                prop_assert_eq!(p.len, *len);
+                let fields = p.field_list().unwrap();
+                prop_assert_eq!(fields.len(), hits.len());
+                for (fp, (f, positions)) in fields.iter().zip(hits) {
+                    prop_assert_eq!(fp.field, *f);
+                    prop_assert_eq!(fp.tf as usize, positions.len());
+                    prop_assert_eq!(fp.positions().unwrap(), positions.iter().copied().collect::<Vec<_>>());
+                }
+            }
+            // entries re-assembled from their raw bytes give the same block
+            let again = encode_block(decoded.iter().map(|p| p.raw));
+            prop_assert_eq!(again, block);
+        }
+
+        #[test]
+        fn damaged_blocks_are_errors_not_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(block) = decode_block(&bytes) {
+                for p in block {
+                    let _ = p.fields(|f| { let _ = f.positions(); });
+                }
+            }
+            let _ = LenRecord::decode(&bytes);
+        }
+    }
+
+    #[test]
+    fn length_records_round_trip() {
+        let r = LenRecord { len: 42, block: 7, tokens: vec!["a".into(), "graph".into()] };
+        assert_eq!(LenRecord::decode(&r.encode()).unwrap(), r);
+        assert_eq!(decode_stat(Some(&encode_stat(3, 99))), (3, 99));
+    }
+}
