@@ -5,6 +5,7 @@
 //! ([`derive`]), so an entry the write path computes wrongly is reported too.
 
 mod derive;
+mod fulltext;
 
 use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
@@ -46,13 +47,15 @@ pub struct Checked {
     pub index_entries: u64,
     /// graph adjacency entries
     pub graph_entries: u64,
+    /// fulltext postings
+    pub postings: u64,
 }
 
 /// One inconsistency.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CheckProblem {
     /// `missing_entry`, `stale_entry`, `orphan_entry`, `count_mismatch`, `undecodable_document`,
-    /// `missing_adjacency`, `stale_adjacency`
+    /// `missing_adjacency`, `stale_adjacency`, `stat_mismatch` (fulltext statistics)
     pub kind: &'static str,
     /// the key concerned, in display form
     pub key: String,
@@ -123,6 +126,7 @@ fn check_table(
     report.checked.indexes += indexes.len() as u64;
     // documents → the entries they should have
     let mut documents = 0u64;
+    let mut tallies: Vec<fulltext::Tally> = indexes.iter().map(|_| fulltext::Tally::default()).collect();
     let docs = view.scan(Space::Entity, KeyRange::Prefix(crate::keys::table_prefix(name)), false);
     for item in Watched::new(docs.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, blob) = item?;
@@ -132,7 +136,11 @@ fn check_table(
             report.problem("undecodable_document", show(Space::Entity, &key), e.to_string());
             continue;
         }
-        for def in &indexes {
+        for (def, tally) in indexes.iter().zip(&mut tallies) {
+            if def.kind == crate::catalog::IndexKind::Fulltext {
+                fulltext::check_document(view, dict, def, &id, &blob, tally, report)?;
+                continue;
+            }
             for (space, key, value) in derive::expected(def, &id, &blob, dict)? {
                 match view.get(space, &key)? {
                     None => report.problem("missing_entry", show(space, &key), format!("document {id:?} lacks it")),
@@ -174,7 +182,11 @@ fn check_table(
         );
     }
     // entries → their documents
-    for def in &indexes {
+    for (def, tally) in indexes.iter().zip(&tallies) {
+        if def.kind == crate::catalog::IndexKind::Fulltext {
+            report.checked.postings += fulltext::check_index(view, def, tally, report, stop)?;
+            continue;
+        }
         let (space, prefix) = match def.kind {
             crate::catalog::IndexKind::Range => (Space::Ridx, RidxKey::index_prefix(name, &def.name)),
             crate::catalog::IndexKind::Spatial => (Space::Sidx, SidxKey::index_prefix(name, &def.name)),
