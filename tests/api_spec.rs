@@ -107,7 +107,20 @@ async fn limits_the_server_enforces_are_in_the_schemas() {
             (resolve(&spec, &v["properties"]["kind"])["enum"].clone(), v["properties"]["fields"]["maxItems"].as_u64())
         })
         .collect();
-    assert_eq!(shapes, vec![(json!(["hash", "unique"]), Some(8)), (json!(["range", "spatial"]), Some(1))]);
+    assert_eq!(
+        shapes,
+        vec![
+            (json!(["hash", "unique"]), Some(8)),
+            (json!(["range", "spatial", "ngram"]), Some(1)),
+            (json!(["fulltext"]), Some(8))
+        ]
+    );
+
+    let search = body("post", "/v1/tables/{table}/search");
+    let p = &search["properties"];
+    assert_eq!((p["limit"]["minimum"].as_u64(), p["limit"]["maximum"].as_u64()), (Some(1), Some(1000)));
+    assert_eq!(p["offset"]["maximum"].as_u64(), Some(9999));
+    assert_eq!(p["query"]["maxLength"].as_u64(), Some(4096));
 
     // POST …/documents takes an object or an array
     let insert = body("post", "/v1/tables/{table}/documents");

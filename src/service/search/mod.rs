@@ -45,6 +45,7 @@ pub struct HighlightRequest {
     pub post: String,
     /// fragment length in characters, 1-10000 (default 160)
     #[serde(default = "default_fragment")]
+    #[schema(minimum = 1, maximum = 10000)]
     pub fragment_chars: usize,
 }
 
@@ -63,7 +64,7 @@ fn default_fragment() -> usize {
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     /// terms, `"phrases"`, `prefix*`, `-excluded`, `typo~1` / `typo~2`
-    #[schema(example = "graph \"query planner\" data* -slow")]
+    #[schema(example = "graph \"query planner\" data* -slow", max_length = 4096)]
     pub query: String,
     /// the fulltext index; optional when the table has exactly one
     pub index: Option<String>,
@@ -74,8 +75,10 @@ pub struct SearchRequest {
     #[schema(value_type = Option<Object>, example = json!({"year": {"$gte": 2020}}))]
     pub filter: Option<Value>,
     /// hits to return, 1-1000 (default 10)
+    #[schema(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
     /// hits to skip first (default 0; `offset + limit` at most 10000)
+    #[schema(maximum = 9999)]
     pub offset: Option<usize>,
     /// fields of each document to return (dotted paths); all when omitted
     pub fields: Option<Vec<String>>,
@@ -113,7 +116,7 @@ pub struct SearchResponse {
 #[serde(deny_unknown_fields)]
 pub struct AnalyzeRequest {
     /// the text to analyze as the index would (at most 64 KiB)
-    #[schema(example = "The Graphs of Cafés")]
+    #[schema(example = "The Graphs of Cafés", max_length = 65536)]
     pub text: String,
 }
 
