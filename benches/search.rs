@@ -168,7 +168,7 @@ async fn run() -> Result<(), BoxError> {
             Arc::new(move |k| format!("{} {}", mid(k), mid(k + 1)))
         }),
         ("3 terms", Arc::new(move |k| format!("{} {} {}", mid(k), mid(k + 1), mid(k + 2)))),
-        ("common term", Arc::new(move |k| common(k))),
+        ("common term", Arc::new(common)),
         ("phrase", {
             let src = phrase_source.clone();
             Arc::new(move |k| {
