@@ -380,3 +380,41 @@ async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
     assert!(db.check().await.unwrap().ok);
     assert_eq!(ids(db.query("t".into(), by_n(4, false)).await.unwrap()), vec!["d4"]);
 }
+
+/// A write that leaves a document's text as it is, while the fulltext build holds a chunk that
+/// read the document before the write: the chunk skips it (its blob changed), so the write must
+/// index it — an "unchanged text, nothing to do" shortcut would leave it out of the index.
+#[tokio::test]
+async fn a_fulltext_build_misses_no_document_rewritten_with_the_same_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_with_chunk(dir.path(), 4);
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    let none = Preconditions::default;
+    for i in 0..6 {
+        db.put_document("t".into(), format!("d{i}"), object(json!({"text": "same words", "n": i})), none())
+            .await
+            .unwrap();
+    }
+    let (prepared_tx, mut prepared) = tokio::sync::mpsc::unbounded_channel();
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
+        let _ = prepared_tx.send(docs);
+        let _ = wait.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
+    }));
+    let req: CreateIndex =
+        serde_json::from_value(json!({"name": "ft", "kind": "fulltext", "fields": ["text"]})).unwrap();
+    db.create_index("t".into(), req).await.unwrap();
+    assert_eq!(prepared.recv().await, Some(4));
+    // d0-d3 were read by the held chunk; their text stays, another field changes
+    for i in 0..4 {
+        db.patch_document("t".into(), format!("d{i}"), json!({"n": 100 + i}), none()).await.unwrap();
+    }
+    drop(go);
+    assert_eq!(built(&db, "t", "ft").await.state, IndexState::Ready);
+    let req: SearchRequest = serde_json::from_value(json!({"query": "words"})).unwrap();
+    let found: Value = serde_json::from_slice(&db.search("t".into(), req).await.unwrap()).unwrap();
+    assert_eq!(found["total"], 6, "{found}");
+    let report = db.check().await.unwrap();
+    assert!(report.ok, "{report:?}");
+}

@@ -119,8 +119,11 @@ pub(crate) fn update(
     dict: &FieldDict,
     prepared: &[PreparedText],
 ) -> Result<()> {
+    // Unchanged text needs no work — if the document is indexed: while the index builds, one the
+    // backfill has not reached yet is indexed now (the backfill skips a changed document).
     if let (Some(old), Some(new)) = (old, new)
         && same_text(def, old, new, dict)?
+        && tx.get(Space::Ftstat, &FtStatKey::doc_len(&def.table, &def.name, id).encode())?.is_some()
     {
         return Ok(());
     }
