@@ -26,7 +26,7 @@ const ZIPF_S: f64 = 1.07;
 type QueryText = Arc<dyn Fn(u64) -> String + Send + Sync>;
 
 /// Documents per import request.
-const IMPORT_CHUNK: usize = 2_000;
+const IMPORT_CHUNK: usize = 10_000;
 
 struct Rng(u64);
 impl Rng {

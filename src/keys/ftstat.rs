@@ -1,5 +1,5 @@
 //! `ftdlen:{table}:{index}:{id}` → document length, its block and its tokens;
-//! `ftterm:{table}:{index}:{token}` → document frequency (the term dictionary);
+//! `ftterm:{table}:{index}:{token}` → empty: the term dictionary (one key per term with postings);
 //! `ftstat:{table}:{index}` → N and total length. All live in the `ftstat` keyspace, told apart by
 //! their first component.
 
@@ -22,7 +22,7 @@ pub enum FtStatKey<'a> {
         /// document id
         id: Cow<'a, str>,
     },
-    /// how many documents hold one token (the term dictionary, for df, prefixes and fuzzy terms)
+    /// a token that has postings (the term dictionary, for prefixes and typo-tolerant terms)
     Term {
         /// table name
         table: Cow<'a, str>,

@@ -12,7 +12,7 @@
 //! | `sidx`       | `sidx:{table}:{index}:{geohash}:{id}`          | lat, lon |
 //! | `ftidx`      | `ftidx:{table}:{index}:{token}:{block}:{first_id}` | a block of postings: per document id, length, per-field term frequency + positions (see [`ftidx`]) |
 //! | `ftstat`     | `ftdlen:{table}:{index}:{id}`                  | document length, block, tokens |
-//! | `ftstat`     | `ftterm:{table}:{index}:{token}`               | document frequency (u64 BE) |
+//! | `ftstat`     | `ftterm:{table}:{index}:{token}`               | empty: the term dictionary (a term's df is the sum of its blocks' counts) |
 //! | `ftstat`     | `ftstat:{table}:{index}`                       | N and total length |
 //! | `graph`      | `graph:out:{edge_table}:{from}:{edge_id}`      | other endpoint (+ weight) |
 //! | `graph`      | `graph:in:{edge_table}:{to}:{edge_id}`         | other endpoint (+ weight) |

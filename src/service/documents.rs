@@ -286,7 +286,7 @@ pub(crate) fn put_encoded(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
     table: &TableDef,
-    doc: Prepared,
+    mut doc: Prepared,
     pre: &Preconditions,
 ) -> Result<PutOutcome> {
     let key = EntityKey::new(&table.name, &doc.id).encode();
@@ -300,7 +300,7 @@ pub(crate) fn put_encoded(
     if let Some(edge) = &doc.edge {
         stage_edge(tx, &table.name, &doc.id, edge, true);
     }
-    super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), &doc.text)?;
+    super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), &mut doc.text)?;
     if old.is_none() {
         bump_count(tx, &table.name, 1)?;
     }
@@ -328,7 +328,7 @@ pub(crate) fn delete_in(
     {
         stage_edge(tx, &table.name, id, &edge, false);
     }
-    super::indexes::update(tx, catalog, table, id, Some(&old), None, &[])?;
+    super::indexes::update(tx, catalog, table, id, Some(&old), None, &mut Vec::new())?;
     bump_count(tx, &table.name, -1)?;
     tx.delete(Space::Entity, key);
     Ok(true)

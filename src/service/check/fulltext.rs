@@ -12,7 +12,7 @@ use super::CheckReport;
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::{EntityKey, FtStatKey, FtidxKey};
-use crate::service::search::maintain::{self, decode_u64};
+use crate::service::search::maintain;
 use crate::service::search::postings::{self, LenRecord};
 use crate::service::stop::{Stop, Watched};
 use crate::service::{Result, ServiceError};
@@ -69,7 +69,7 @@ pub(super) fn check_document(
             return Ok(());
         }
     };
-    let tokens: Vec<&String> = terms.terms.keys().collect();
+    let tokens: Vec<&String> = terms.terms.iter().map(|(t, _)| t).collect();
     if record.len != terms.len || record.block == 0 || record.tokens.iter().collect::<Vec<_>>() != tokens {
         report.problem(
             "stale_entry",
@@ -168,26 +168,28 @@ pub(super) fn check_index(
             format!("{postings_seen} postings are stored; the documents account for {}", tally.postings),
         );
     }
-    // the dictionary: one key per term with postings, holding their count
+    // the dictionary: exactly one key per term with postings
     let scan = view.scan(Space::Ftstat, KeyRange::Prefix(FtStatKey::term_prefix(table, index, "")), false);
     let mut terms_seen = BTreeMap::new();
     for item in Watched::new(scan.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, value) = item?;
         if let Ok(FtStatKey::Term { token, .. }) = FtStatKey::decode(&key) {
-            terms_seen.insert(token.into_owned(), (decode_u64(Some(&value)), key.to_vec()));
+            if !value.is_empty() {
+                report.problem("stale_entry", show(Space::Ftstat, &key), "a dictionary entry has no value");
+            }
+            terms_seen.insert(token.into_owned(), key.to_vec());
         }
     }
     for (token, count) in &df {
-        match terms_seen.get(token) {
-            Some((stored, _)) if stored == count => {}
-            _ => report.problem(
+        if !terms_seen.contains_key(token) {
+            report.problem(
                 "stat_mismatch",
                 show(Space::Ftstat, &FtStatKey::term(table, index, token).encode()),
-                format!("{count} documents hold {token:?}"),
-            ),
+                format!("{count} documents hold {token:?}, the dictionary lacks it"),
+            );
         }
     }
-    for (token, (_, key)) in &terms_seen {
+    for (token, key) in &terms_seen {
         if !df.contains_key(token) {
             report.problem("stat_mismatch", show(Space::Ftstat, key), "no document holds this term");
         }
@@ -305,7 +307,7 @@ mod tests {
         let d = db(dir.path()).await;
         raw(&d, |tx| {
             tx.put(Space::Ftstat, FtStatKey::stat("t", "ft").encode(), postings::encode_stat(3, 6));
-            tx.put(Space::Ftstat, FtStatKey::term("t", "ft", "ghost").encode(), 1u64.to_be_bytes().to_vec());
+            tx.put(Space::Ftstat, FtStatKey::term("t", "ft", "ghost").encode(), Vec::new());
             let record = postings::LenRecord { len: 1, block: 1, tokens: vec!["ghost".into()] };
             tx.put(Space::Ftstat, FtStatKey::doc_len("t", "ft", "zz").encode(), record.encode());
         })

@@ -112,7 +112,7 @@ pub(crate) fn update(
     id: &str,
     old: Option<&[u8]>,
     new: Option<&[u8]>,
-    text: &[PreparedText],
+    text: &mut Vec<PreparedText>,
 ) -> Result<()> {
     let defs = catalog.indexes(&table.name);
     if defs.is_empty() {

@@ -8,7 +8,9 @@
 
 use super::options::{FulltextOptions, StopWords};
 use rust_stemmers::Stemmer;
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 use unicode_segmentation::UnicodeSegmentation;
@@ -31,8 +33,24 @@ pub struct Token {
     pub end: usize,
 }
 
+/// Words remembered per thread (their terms), over all analyzers, before the memory is cleared.
+const CACHED_WORDS: usize = 100_000;
+
+/// Numbers analyzers, so a thread's word cache tells them apart.
+static NEXT_ANALYZER: AtomicU64 = AtomicU64::new(1);
+
+/// Per analyzer: word → term.
+type WordCache = HashMap<u64, HashMap<Box<str>, Option<Box<str>>>>;
+
+thread_local! {
+    /// word → term (None: dropped), per analyzer: text follows a Zipf law, so most words of a
+    /// document were analyzed before, and folding and stemming them again is most of the cost.
+    static TERMS: RefCell<(usize, WordCache)> = RefCell::default();
+}
+
 /// An analyzer built from an index's options.
 pub struct Analyzer {
+    id: u64,
     stemmer: Option<Stemmer>,
     stop: HashSet<String>,
 }
@@ -67,11 +85,30 @@ impl Analyzer {
                 .unwrap_or_default(),
             StopWords::Custom(words) => words.iter().map(|w| fold(w)).collect(),
         };
-        Analyzer { stemmer, stop }
+        Analyzer { id: NEXT_ANALYZER.fetch_add(1, Ordering::Relaxed), stemmer, stop }
     }
 
-    /// The term one word becomes, or `None` for a stop word or an overlong word.
+    /// The term one word becomes, or `None` for a stop word or an overlong word (remembered per
+    /// thread).
     pub fn term(&self, word: &str) -> Option<String> {
+        TERMS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let (count, maps) = &mut *cache;
+            if let Some(t) = maps.get(&self.id).and_then(|m| m.get(word)) {
+                return t.as_deref().map(str::to_owned);
+            }
+            let t = self.analyze_word(word);
+            if *count >= CACHED_WORDS {
+                maps.clear();
+                *count = 0;
+            }
+            *count += 1;
+            maps.entry(self.id).or_default().insert(word.into(), t.as_deref().map(Into::into));
+            t
+        })
+    }
+
+    fn analyze_word(&self, word: &str) -> Option<String> {
         let folded = fold(word);
         if folded.len() > MAX_TOKEN_BYTES || self.stop.contains(&folded) {
             return None;

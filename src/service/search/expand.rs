@@ -1,7 +1,6 @@
 //! From clauses to indexed terms: prefixes and typo-tolerant terms read the index's term
 //! dictionary (`ftterm` keys, one per distinct term) of the search's snapshot.
 
-use super::maintain::decode_u64;
 use super::parse::Clause;
 use crate::keys::FtStatKey;
 use crate::service::stop::{Stop, Watched};
@@ -24,20 +23,6 @@ fn builder(distance: u8) -> &'static LevenshteinAutomatonBuilder {
     }
 }
 
-/// A term of the dictionary and its document frequency.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DictTerm {
-    /// the term
-    pub term: String,
-    /// documents holding it
-    pub df: u64,
-}
-
-/// The document frequency of `term` (0 if the index has no such term).
-pub fn df(view: &ReadView, table: &str, index: &str, term: &str) -> Result<u64> {
-    Ok(decode_u64(view.get(Space::Ftstat, &FtStatKey::term(table, index, term).encode())?.as_deref()))
-}
-
 fn too_many(clause: &Clause) -> ServiceError {
     let shown = match clause {
         Clause::Prefix(p) => format!("{p}*"),
@@ -50,13 +35,10 @@ fn too_many(clause: &Clause) -> ServiceError {
 }
 
 /// The indexed terms a prefix or fuzzy clause stands for, in term order; a plain term stands for
-/// itself if indexed. (Phrases are matched term by term elsewhere.)
-pub fn expand(view: &ReadView, table: &str, index: &str, clause: &Clause, stop: &Stop) -> Result<Vec<DictTerm>> {
+/// itself. (Phrases are matched term by term elsewhere.)
+pub fn expand(view: &ReadView, table: &str, index: &str, clause: &Clause, stop: &Stop) -> Result<Vec<String>> {
     let (start, fuzzy) = match clause {
-        Clause::Term(t) => {
-            let df = df(view, table, index, t)?;
-            return Ok(if df > 0 { vec![DictTerm { term: t.clone(), df }] } else { Vec::new() });
-        }
+        Clause::Term(t) => return Ok(vec![t.clone()]),
         Clause::Phrase(_) => return Ok(Vec::new()),
         Clause::Prefix(p) => (p.as_str(), None),
         Clause::Fuzzy(t, d) => ("", Some(builder(*d).build_dfa(t))),
@@ -65,7 +47,7 @@ pub fn expand(view: &ReadView, table: &str, index: &str, clause: &Clause, stop: 
     let mut out = Vec::new();
     let scan = view.scan(Space::Ftstat, KeyRange::Prefix(prefix), false).map(|i| i.map_err(ServiceError::from));
     for item in Watched::new(scan, stop) {
-        let (key, value) = item?;
+        let (key, _) = item?;
         let FtStatKey::Term { token, .. } =
             FtStatKey::decode(&key).map_err(|e| ServiceError::Internal(format!("a damaged term key: {e}")))?
         else {
@@ -79,7 +61,7 @@ pub fn expand(view: &ReadView, table: &str, index: &str, clause: &Clause, stop: 
         if out.len() == MAX_EXPANSIONS {
             return Err(too_many(clause));
         }
-        out.push(DictTerm { term: token.into_owned(), df: decode_u64(Some(&value)) });
+        out.push(token.into_owned());
     }
     Ok(out)
 }

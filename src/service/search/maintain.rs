@@ -5,9 +5,10 @@
 //! and the new document's terms (analyzed before the committer where the write path could, see
 //! [`prepare_text`]). At the end of the write, [`apply`] merges every logged change of the write:
 //! the new postings of all its documents become blocks (one per token and at most
-//! [`BLOCK_DOCS`] documents), the removed ones are cut out of their blocks, and the document
-//! frequencies, `N` and the total length change by the write's net amounts — all in the same
-//! atomic batch as the documents. An import chunk of 2000 documents writes each token's
+//! [`BLOCK_DOCS`] documents), the removed ones are cut out of their blocks, the term dictionary
+//! gains the new tokens and loses those left without postings, and `N` and the total length
+//! change by the write's net amounts — all in the same atomic batch as the documents. (A term's
+//! document frequency is the sum of its blocks' counts, read with its postings.) An import chunk of 2000 documents writes each token's
 //! postings once, not once per document.
 
 use super::analyzer::Analyzer;
@@ -17,7 +18,7 @@ use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{FtStatKey, FtidxKey, MetaKey};
 use crate::service::{Result, ServiceError};
-use crate::storage::{Space, WriteTx};
+use crate::storage::{KeyRange, Space, WriteTx};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -109,7 +110,7 @@ struct FtOp {
 }
 
 /// Changes the postings of document `id` in fulltext index `def` from `old` to `new` in the
-/// write. `prepared` holds terms computed before the write (used when they are this index's).
+/// write. `prepared` holds terms computed before the write (this index's are taken from it).
 pub(crate) fn update(
     tx: &mut WriteTx<'_>,
     def: &IndexDef,
@@ -117,7 +118,7 @@ pub(crate) fn update(
     old: Option<&[u8]>,
     new: Option<&[u8]>,
     dict: &FieldDict,
-    prepared: &[PreparedText],
+    prepared: &mut Vec<PreparedText>,
 ) -> Result<()> {
     // Unchanged text needs no work — if the document is indexed: while the index builds, one the
     // backfill has not reached yet is indexed now (the backfill skips a changed document).
@@ -129,8 +130,8 @@ pub(crate) fn update(
     }
     let added = match new {
         None => None,
-        Some(blob) => Some(match prepared.iter().find(|p| p.index == def.name && p.created_at == def.created_at) {
-            Some(p) => p.terms.clone(),
+        Some(blob) => Some(match prepared.iter().position(|p| p.index == def.name && p.created_at == def.created_at) {
+            Some(i) => prepared.swap_remove(i).terms,
             None => postings::analyze(def, &analyzer(def), blob, dict)?,
         }),
     };
@@ -180,8 +181,6 @@ struct Net {
     /// removed stored documents and their total length
     removed_docs: u64,
     removed_len: u64,
-    /// document-frequency changes of the stored documents removed
-    df: HashMap<String, i64>,
 }
 
 /// Applies every fulltext change the write logged (see the module doc). Runs at the end of every
@@ -204,7 +203,6 @@ pub(crate) fn apply(tx: &mut WriteTx<'_>, catalog: &Catalog) -> Result<()> {
                 net.removed_docs += 1;
                 net.removed_len += r.len;
                 for token in r.tokens {
-                    *net.df.entry(token.clone()).or_default() -= 1;
                     net.cut.entry((token, r.block)).or_default().push(id.clone());
                 }
             }
@@ -228,8 +226,8 @@ fn corrupt(what: String) -> ServiceError {
     ServiceError::Internal(format!("damaged full-text entry: {what}"))
 }
 
-fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, mut net: Net) -> Result<()> {
-    cut_postings(tx, table, index, &net.cut)?;
+fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, net: Net) -> Result<()> {
+    let emptied = cut_postings(tx, table, index, &net.cut)?;
     let (mut n, mut total) = (0u64, 0u64);
     if !net.added.is_empty() {
         let block = next_block(tx)?;
@@ -245,7 +243,8 @@ fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, mut net: Net) -> Re
             }
         }
         for (token, docs) in &by_token {
-            *net.df.entry((*token).to_owned()).or_default() += docs.len() as i64;
+            // the dictionary entry: written blindly (reading it would cost more than the put)
+            tx.put(Space::Ftstat, FtStatKey::term(table, index, token).encode(), Vec::new());
             for chunk in docs.chunks(BLOCK_DOCS) {
                 let first = chunk.first().map_or("", |(id, _)| id);
                 let key = FtidxKey::new(table, index, token, block, first).encode();
@@ -253,21 +252,13 @@ fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, mut net: Net) -> Re
             }
         }
         for (id, terms) in &net.added {
-            let record = LenRecord { len: terms.len, block, tokens: terms.terms.keys().cloned().collect() };
+            let tokens = terms.terms.iter().map(|(t, _)| t.clone()).collect();
+            let record = LenRecord { len: terms.len, block, tokens };
             tx.put(Space::Ftstat, FtStatKey::doc_len(table, index, id).encode(), record.encode());
         }
-    }
-    for (token, delta) in &net.df {
-        if *delta == 0 {
-            continue;
-        }
-        let key = FtStatKey::term(table, index, token).encode();
-        let df = decode_u64(tx.get(Space::Ftstat, &key)?.as_deref());
-        match df.checked_add_signed(*delta) {
-            Some(0) => tx.delete(Space::Ftstat, key),
-            Some(next) => tx.put(Space::Ftstat, key, next.to_be_bytes().to_vec()),
-            None => return Err(corrupt(format!("ftterm:{table}:{index}:{token} would go below 0"))),
-        }
+        drop_dead_terms(tx, table, index, &emptied, |t| by_token.contains_key(t))?;
+    } else {
+        drop_dead_terms(tx, table, index, &emptied, |_| false)?;
     }
     let key = FtStatKey::stat(table, index).encode();
     let (old_n, old_total) = postings::decode_stat(tx.get(Space::Ftstat, &key)?.as_deref());
@@ -281,14 +272,45 @@ fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, mut net: Net) -> Re
     Ok(())
 }
 
+/// Removes the dictionary entries of tokens left without postings: those whose blocks this write
+/// emptied, that it adds no posting of, and that have no other block.
+fn drop_dead_terms(
+    tx: &mut WriteTx<'_>,
+    table: &str,
+    index: &str,
+    emptied: &BTreeMap<String, Vec<Vec<u8>>>,
+    added: impl Fn(&str) -> bool,
+) -> Result<()> {
+    for (token, gone) in emptied {
+        if added(token) {
+            continue;
+        }
+        let prefix = FtidxKey::token_prefix(table, index, token);
+        let mut alive = false;
+        for item in tx.scan(Space::Ftidx, KeyRange::Prefix(prefix)) {
+            let (key, _) = item?;
+            if !gone.iter().any(|g| *g == *key) {
+                alive = true;
+                break;
+            }
+        }
+        if !alive {
+            tx.delete(Space::Ftstat, FtStatKey::term(table, index, token).encode());
+        }
+    }
+    Ok(())
+}
+
 /// Cuts documents out of their blocks: a block holding `id` of write `block` is the one with the
-/// greatest first id not above `id` (see `keys::ftidx`).
+/// greatest first id not above `id` (see `keys::ftidx`). Returns the blocks it emptied (and so
+/// deleted), by token.
 fn cut_postings(
     tx: &mut WriteTx<'_>,
     table: &str,
     index: &str,
     cut: &BTreeMap<(String, u64), Vec<String>>,
-) -> Result<()> {
+) -> Result<BTreeMap<String, Vec<Vec<u8>>>> {
+    let mut emptied: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
     let mut per_block: BTreeMap<Vec<u8>, Vec<&str>> = BTreeMap::new();
     for ((token, block), ids) in cut {
         let lower = FtidxKey::block_prefix(table, index, token, *block);
@@ -308,12 +330,14 @@ fn cut_postings(
             return Err(corrupt(format!("{} misses a document it should hold", crate::keys::display("ftidx", &key))));
         }
         if kept.is_empty() {
+            let token = FtidxKey::decode(&key).map_err(|e| corrupt(e.to_string()))?.token.into_owned();
+            emptied.entry(token).or_default().push(key.clone());
             tx.delete(Space::Ftidx, key);
         } else {
             tx.put(Space::Ftidx, key, postings::encode_block(kept.into_iter()));
         }
     }
-    Ok(())
+    Ok(emptied)
 }
 
 /// A big-endian u64 value, 0 when absent or malformed.

@@ -12,7 +12,6 @@ use super::analyzer::{Analyzer, ELEMENT_GAP};
 use crate::catalog::IndexDef;
 use crate::entity::{self, FieldDict, ValueRef, varint};
 use crate::service::{Result, ServiceError};
-use std::collections::BTreeMap;
 
 /// The fields of one token in one document: `(field number, positions)`.
 pub type FieldHits = Vec<(u16, Vec<u32>)>;
@@ -22,8 +21,8 @@ pub type FieldHits = Vec<(u16, Vec<u32>)>;
 pub struct DocTerms {
     /// tokens over every indexed field (BM25's `len(d)`)
     pub len: u64,
-    /// each distinct token's fields and positions
-    pub terms: BTreeMap<String, FieldHits>,
+    /// each distinct token's fields and positions, in token order
+    pub terms: Vec<(String, FieldHits)>,
 }
 
 fn damaged(what: &str) -> ServiceError {
@@ -33,20 +32,13 @@ fn damaged(what: &str) -> ServiceError {
 /// Analyzes the indexed fields of a stored document: strings and the string elements of arrays;
 /// anything else is skipped.
 pub fn analyze(def: &IndexDef, analyzer: &Analyzer, blob: &[u8], dict: &FieldDict) -> Result<DocTerms> {
-    let mut out = DocTerms::default();
+    // every occurrence, then sorted by token, field and position and grouped
+    let mut all: Vec<(String, u16, u32)> = Vec::new();
     for (field_no, field) in def.fields.iter().enumerate() {
         let field_no = u16::try_from(field_no).unwrap_or(u16::MAX);
         let path: Vec<&str> = field.split('.').collect();
-        let mut add = |text: &str, first: u32| {
-            analyzer.tokens(text, first, |t| {
-                out.len += 1;
-                let hits = out.terms.entry(t.term).or_default();
-                match hits.last_mut() {
-                    Some((f, positions)) if *f == field_no => positions.push(t.position),
-                    _ => hits.push((field_no, vec![t.position])),
-                }
-            })
-        };
+        let mut add =
+            |text: &str, first: u32| analyzer.tokens(text, first, |t| all.push((t.term, field_no, t.position)));
         match entity::get_path(blob, dict, &path)? {
             Some(ValueRef::Str(s)) => {
                 add(s, 0);
@@ -60,6 +52,19 @@ pub fn analyze(def: &IndexDef, analyzer: &Analyzer, blob: &[u8], dict: &FieldDic
                 }
             }
             _ => {}
+        }
+    }
+    all.sort_unstable();
+    let mut out = DocTerms { len: all.len() as u64, terms: Vec::new() };
+    for (term, field, position) in all {
+        if out.terms.last().is_none_or(|(t, _)| *t != term) {
+            out.terms.push((term, Vec::new()));
+        }
+        if let Some((_, hits)) = out.terms.last_mut() {
+            match hits.last_mut() {
+                Some((f, positions)) if *f == field => positions.push(position),
+                _ => hits.push((field, vec![position])),
+            }
         }
     }
     Ok(out)
@@ -177,6 +182,11 @@ impl<'a> Posting<'a> {
         self.fields(|f| out.push(f))?;
         Ok(out)
     }
+}
+
+/// How many documents a block holds (read from its first bytes).
+pub fn block_len(bytes: &[u8]) -> Result<u64> {
+    Cursor(bytes).num()
 }
 
 /// Decodes a block (each entry's fields are read on demand, see [`Posting::fields`]).

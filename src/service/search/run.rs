@@ -7,7 +7,7 @@
 //! positions are decoded only for phrases, and documents are read only for the returned page
 //! (and for a filter no index narrows).
 
-use super::expand::{self, DictTerm};
+use super::expand;
 use super::parse::{self, Clause, Query};
 use super::postings::{self, Posting};
 use super::score::{self, Bm25};
@@ -60,6 +60,13 @@ impl PartialOrd for Ranked<'_> {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
+}
+
+/// A term of the query with its document frequency (the sum of its blocks' counts).
+#[derive(Debug, Clone)]
+struct DictTerm {
+    term: String,
+    df: u64,
 }
 
 /// The posting blocks of one term, read from the snapshot.
@@ -285,14 +292,18 @@ impl Db {
         // every clause's terms, and all their blocks read once into one store
         let mut store: Vec<Slice> = Vec::new();
         let mut read: HashMap<String, std::ops::Range<usize>> = HashMap::new();
-        let mut load = |t: DictTerm, store: &mut Vec<Slice>| -> Result<(DictTerm, std::ops::Range<usize>)> {
-            if let Some(r) = read.get(&t.term) {
-                return Ok((t, r.clone()));
-            }
-            let start = store.len();
-            store.extend(blocks(&view, &def, &t.term, stop)?);
-            read.insert(t.term.clone(), start..store.len());
-            Ok((t, start..store.len()))
+        let mut load = |term: String, store: &mut Vec<Slice>| -> Result<(DictTerm, std::ops::Range<usize>)> {
+            let range = match read.get(&term) {
+                Some(r) => r.clone(),
+                None => {
+                    let start = store.len();
+                    store.extend(blocks(&view, &def, &term, stop)?);
+                    read.insert(term.clone(), start..store.len());
+                    start..store.len()
+                }
+            };
+            let df = store[range.clone()].iter().map(|b| postings::block_len(b)).sum::<Result<u64>>()?;
+            Ok((DictTerm { term, df }, range))
         };
         let mut plan = Vec::new();
         for clause in q.include.iter().chain(&q.exclude) {
@@ -300,8 +311,7 @@ impl Db {
                 Clause::Phrase(parts) => {
                     let mut terms = Vec::new();
                     for (t, _) in parts {
-                        let df = expand::df(&view, table, &def.name, t)?;
-                        terms.push(load(DictTerm { term: t.clone(), df }, &mut store)?);
+                        terms.push(load(t.clone(), &mut store)?);
                     }
                     ClausePlan::Phrase { terms, offsets: parts.iter().map(|(_, o)| *o).collect() }
                 }
