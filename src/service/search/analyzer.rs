@@ -7,9 +7,9 @@
 //! of an array field are [`ELEMENT_GAP`] positions apart, so no phrase spans two of them.
 
 use super::options::{FulltextOptions, StopWords};
+use foldhash::{HashMap, HashSet};
 use rust_stemmers::Stemmer;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
@@ -78,7 +78,7 @@ impl Analyzer {
         let language = options.language;
         let stemmer = language.filter(|_| options.stemming).map(|l| Stemmer::create(l.algorithm()));
         let stop = match &options.stop_words {
-            StopWords::None => HashSet::new(),
+            StopWords::None => HashSet::default(),
             StopWords::Language => language
                 .and_then(|l| stop_words::lookup(l.code()))
                 .map(|words| words.iter().map(|w| fold(w)).collect())

@@ -7,8 +7,8 @@ use super::analyzer::Analyzer;
 use crate::catalog::IndexDef;
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::service::Result;
+use foldhash::HashSet;
 use serde_json::{Map, Value};
-use std::collections::HashSet;
 
 /// Characters of context shown before the first match.
 const LEAD: usize = 20;

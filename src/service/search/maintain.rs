@@ -19,7 +19,7 @@ use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{FtStatKey, FtidxKey, MetaKey};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space, WriteTx};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// Most documents in one posting block: removing a document rewrites one block per token, so
@@ -28,7 +28,7 @@ pub const BLOCK_DOCS: usize = 64;
 /// The sequence numbering posting blocks (`meta:seq:ftblock`).
 const BLOCK_SEQ: &str = "ftblock";
 
-type Cache = Mutex<HashMap<(String, String, i64), Arc<Analyzer>>>;
+type Cache = Mutex<std::collections::HashMap<(String, String, i64), Arc<Analyzer>>>;
 
 /// The analyzer of an index (built once per index and cached: stop-word sets are not free).
 pub fn analyzer(def: &IndexDef) -> Arc<Analyzer> {
@@ -231,24 +231,29 @@ fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, net: Net) -> Result
     let (mut n, mut total) = (0u64, 0u64);
     if !net.added.is_empty() {
         let block = next_block(tx)?;
-        // token → (id, entry) in id order (`added` is ordered by id)
-        let mut by_token: BTreeMap<&str, Vec<(&str, Vec<u8>)>> = BTreeMap::new();
+        // token → its documents in id order (`added` is ordered by id); a hash map, as an
+        // import chunk has some 400 000 postings over 25 000 tokens
+        let mut by_token: foldhash::HashMap<&str, Vec<(&str, u64, &postings::FieldHits)>> = Default::default();
         for (id, terms) in &net.added {
             n += 1;
             total += terms.len;
             for (token, hits) in &terms.terms {
-                let mut entry = Vec::with_capacity(id.len() + 8 + hits.iter().map(|(_, p)| 2 + p.len()).sum::<usize>());
-                postings::encode_entry(&mut entry, id, terms.len, hits);
-                by_token.entry(token).or_default().push((id, entry));
+                by_token.entry(token).or_default().push((id, terms.len, hits));
             }
         }
+        let mut scratch = Vec::new();
         for (token, docs) in &by_token {
             // the dictionary entry: written blindly (reading it would cost more than the put)
             tx.put(Space::Ftstat, FtStatKey::term(table, index, token).encode(), Vec::new());
             for chunk in docs.chunks(BLOCK_DOCS) {
-                let first = chunk.first().map_or("", |(id, _)| id);
+                let first = chunk.first().map_or("", |(id, _, _)| id);
                 let key = FtidxKey::new(table, index, token, block, first).encode();
-                tx.put(Space::Ftidx, key, postings::encode_block(chunk.iter().map(|(_, e)| e.as_slice())));
+                let mut value = Vec::with_capacity(chunk.len() * 24);
+                postings::start_block(&mut value, chunk.len());
+                for (id, len, hits) in chunk {
+                    postings::encode_entry_with(&mut value, id, *len, hits, &mut scratch);
+                }
+                tx.put(Space::Ftidx, key, value);
             }
         }
         for (id, terms) in &net.added {

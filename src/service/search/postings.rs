@@ -72,26 +72,44 @@ pub fn analyze(def: &IndexDef, analyzer: &Analyzer, blob: &[u8], dict: &FieldDic
 
 /// Appends one block entry.
 pub fn encode_entry(out: &mut Vec<u8>, id: &str, len: u64, hits: &FieldHits) {
-    let mut body = Vec::with_capacity(id.len() + 8 + hits.iter().map(|(_, p)| 3 + p.len()).sum::<usize>());
-    varint::write(&mut body, id.len() as u64);
+    encode_entry_with(out, id, len, hits, &mut Vec::new());
+}
+
+/// Starts a block of `n` entries (appended next with [`encode_entry_with`]).
+pub fn start_block(out: &mut Vec<u8>, n: usize) {
+    varint::write(out, n as u64);
+}
+
+/// Appends one block entry, using `body` as scratch space (reused across entries).
+pub fn encode_entry_with(out: &mut Vec<u8>, id: &str, len: u64, hits: &FieldHits, body: &mut Vec<u8>) {
+    body.clear();
+    varint::write(body, id.len() as u64);
     body.extend_from_slice(id.as_bytes());
-    varint::write(&mut body, len);
-    varint::write(&mut body, hits.len() as u64);
-    let mut deltas = Vec::new();
+    varint::write(body, len);
+    varint::write(body, hits.len() as u64);
     for (field, positions) in hits {
-        varint::write(&mut body, u64::from(*field));
-        varint::write(&mut body, positions.len() as u64);
-        deltas.clear();
+        varint::write(body, u64::from(*field));
+        varint::write(body, positions.len() as u64);
+        // the positions' byte length comes first: encode them after a one-byte slot, and move
+        // them if the length needs more bytes
+        let slot = body.len();
+        body.push(0);
         let mut last = 0u32;
         for &p in positions {
-            varint::write(&mut deltas, u64::from(p.saturating_sub(last)));
+            varint::write(body, u64::from(p.saturating_sub(last)));
             last = p;
         }
-        varint::write(&mut body, deltas.len() as u64);
-        body.extend_from_slice(&deltas);
+        let plen = (body.len() - slot - 1) as u64;
+        if plen < 0x80 {
+            body[slot] = plen as u8;
+        } else {
+            let mut prefix = Vec::with_capacity(4);
+            varint::write(&mut prefix, plen);
+            body.splice(slot..=slot, prefix);
+        }
     }
     varint::write(out, body.len() as u64);
-    out.extend_from_slice(&body);
+    out.extend_from_slice(body);
 }
 
 /// A block of `entries` (already encoded, in id order).
@@ -320,6 +338,23 @@ mod tests {
             }
             let _ = LenRecord::decode(&bytes);
         }
+    }
+
+    #[test]
+    fn long_position_lists_round_trip() {
+        let positions: Vec<u32> = (0..300).map(|i| i * 1000).collect();
+        let hits: FieldHits = vec![(0, vec![3]), (1, positions.clone()), (2, vec![7, 9])];
+        let mut block = Vec::new();
+        start_block(&mut block, 2);
+        let mut scratch = Vec::new();
+        encode_entry_with(&mut block, "a", 301, &hits, &mut scratch);
+        encode_entry_with(&mut block, "b", 1, &vec![(0, vec![0])], &mut scratch);
+        let decoded = decode_block(&block).unwrap();
+        let fields = decoded[0].field_list().unwrap();
+        assert_eq!(fields[1].positions().unwrap(), positions);
+        assert_eq!(fields[2].positions().unwrap(), vec![7, 9]);
+        assert_eq!(decoded[1].id, "b");
+        assert_eq!(block_len(&block).unwrap(), 2);
     }
 
     #[test]

@@ -20,8 +20,9 @@ use crate::service::query::{self};
 use crate::service::stop::{Stop, Watched};
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Slice, Space};
+use foldhash::{HashMap, HashSet};
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// Longest text `analyze` takes, in bytes.
@@ -119,9 +120,9 @@ fn score_all<'b>(
     let options = super::options::FulltextOptions::stored(&def.options, &def.fields);
     let weights: Vec<f64> = def.fields.iter().map(|f| options.weight(f)).collect();
     let weight = |field: u16| weights.get(usize::from(field)).copied().unwrap_or(1.0);
-    let mut accs: HashMap<&'b str, Acc> = HashMap::new();
-    let mut excluded: HashSet<&'b str> = HashSet::new();
-    let mut terms = HashSet::new();
+    let mut accs: HashMap<&'b str, Acc> = HashMap::default();
+    let mut excluded: HashSet<&'b str> = HashSet::default();
+    let mut terms = HashSet::default();
     for (i, cp) in plan.iter().enumerate() {
         stop.check()?;
         // included clauses score; excluded ones only name documents to drop
@@ -191,7 +192,7 @@ fn phrase_matches<'b>(
     let Some((rarest, _)) = terms.iter().enumerate().min_by_key(|(_, (t, _))| t.df) else { return Ok(Vec::new()) };
     let mut per_term: Vec<HashMap<&'b str, Posting<'b>>> = Vec::with_capacity(terms.len());
     for (k, (_, range)) in terms.iter().enumerate() {
-        let mut map = HashMap::new();
+        let mut map = HashMap::default();
         for value in &store[range.clone()] {
             for p in postings::decode_block(value)? {
                 if k == rarest || per_term.get(rarest).is_none_or(|r| r.contains_key(p.id)) {
@@ -291,7 +292,7 @@ impl Db {
         let stats = Bm25::new(n, total_len);
         // every clause's terms, and all their blocks read once into one store
         let mut store: Vec<Slice> = Vec::new();
-        let mut read: HashMap<String, std::ops::Range<usize>> = HashMap::new();
+        let mut read: HashMap<String, std::ops::Range<usize>> = HashMap::default();
         let mut load = |term: String, store: &mut Vec<Slice>| -> Result<(DictTerm, std::ops::Range<usize>)> {
             let range = match read.get(&term) {
                 Some(r) => r.clone(),
@@ -337,7 +338,7 @@ impl Db {
             match by_index {
                 Some(ids) => accs.retain(|id, _| ids.contains(*id)),
                 None => {
-                    let mut keep = HashSet::new();
+                    let mut keep = HashSet::default();
                     for id in accs.keys() {
                         stop.check()?;
                         if let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())?
