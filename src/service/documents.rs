@@ -214,7 +214,7 @@ pub(crate) fn prepare(
     let blob = catalog
         .encode_detached(&value, &EncodeOptions { vector_fields: &vectors })
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
-    let text = prepare_text(catalog, &table.name, &blob)?;
+    let text = prepare_text(catalog, &table.name, &id, &blob)?;
     Ok(Prepared { id, blob, edge, text })
 }
 

@@ -184,7 +184,7 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
     let blob = catalog
         .encode_simd_detached(&value, &EncodeOptions::default())
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
-    let text = super::search::maintain::prepare_text(catalog, &table.name, &blob)?;
+    let text = super::search::maintain::prepare_text(catalog, &table.name, &id, &blob)?;
     Ok(Prepared { id, blob, edge: None, text })
 }
 

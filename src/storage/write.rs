@@ -24,6 +24,8 @@ pub struct WriteTx<'c> {
     seqs_taken: u64,
     on_commit: Vec<Box<dyn FnOnce() + Send>>,
     deferred: Vec<Box<dyn Any + Send>>,
+    /// keys staged with [`WriteTx::put_new`]
+    fresh: Vec<(Space, Vec<u8>, Vec<u8>)>,
     /// While [`WriteTx::attempt`] runs: each staged key's previous staged state, to undo.
     undo: Option<Vec<Undo>>,
 }
@@ -35,6 +37,14 @@ impl WriteTx<'_> {
     /// Stages `key = value`.
     pub fn put(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
         self.stage(space, key, Some(value));
+    }
+
+    /// Stages `key = value` for a key that nothing else in this write stages or reads back (a
+    /// key new by construction, e.g. numbered by the write): cheaper than [`WriteTx::put`] for the
+    /// tens of thousands of keys one bulk write may make, as it is not kept in the write's
+    /// ordered map. [`WriteTx::get`] does not see it.
+    pub fn put_new(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
+        self.fresh.push((space, key, value));
     }
 
     /// Stages the removal of `key`.
@@ -63,7 +73,8 @@ impl WriteTx<'_> {
     ) -> std::result::Result<T, E> {
         let outer = self.undo.take();
         self.undo = Some(Vec::new());
-        let (seqs, hooks, deferred) = (self.seqs_taken, self.on_commit.len(), self.deferred.len());
+        let (seqs, hooks, deferred, fresh) =
+            (self.seqs_taken, self.on_commit.len(), self.deferred.len(), self.fresh.len());
         let result = f(self);
         let undo = std::mem::replace(&mut self.undo, outer).unwrap_or_default();
         if result.is_err() {
@@ -76,6 +87,7 @@ impl WriteTx<'_> {
             self.seqs_taken = seqs;
             self.on_commit.truncate(hooks);
             self.deferred.truncate(deferred);
+            self.fresh.truncate(fresh);
         } else if let Some(outer) = &mut self.undo {
             // A nested attempt that succeeded stays undoable by the enclosing one.
             outer.extend(undo);
@@ -146,6 +158,7 @@ impl WriteTx<'_> {
         self.seqs_taken = 0;
         self.on_commit.clear();
         self.deferred.clear();
+        self.fresh.clear();
     }
 }
 
@@ -193,6 +206,7 @@ impl Committer {
                     seqs_taken: 0,
                     on_commit: Vec::new(),
                     deferred: Vec::new(),
+                    fresh: Vec::new(),
                     undo: None,
                 };
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
@@ -207,6 +221,7 @@ impl Committer {
                 seqs_taken: 0,
                 on_commit: Vec::new(),
                 deferred: Vec::new(),
+                fresh: Vec::new(),
                 undo: None,
             };
             // A panicking write function must not take the committer down; its caller sees Aborted
@@ -216,7 +231,8 @@ impl Committer {
             };
             let (staged, seqs, hooks) =
                 (std::mem::take(&mut tx.staged), tx.seqs_taken, std::mem::take(&mut tx.on_commit));
-            let result = self.commit_one(staged);
+            let fresh = std::mem::take(&mut tx.fresh);
+            let result = self.commit_one(staged, fresh);
             if result.is_ok() {
                 self.next_seq += seqs;
                 committed_any = true;
@@ -235,11 +251,18 @@ impl Committer {
         }
     }
 
-    fn commit_one(&self, staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>) -> Result<()> {
-        if staged.is_empty() {
+    fn commit_one(
+        &self,
+        staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
+        fresh: Vec<(Space, Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        if staged.is_empty() && fresh.is_empty() {
             return Ok(());
         }
         let mut batch = self.db.batch();
+        for (space, key, value) in fresh {
+            batch.insert(&self.spaces[space as usize], key, value);
+        }
         for ((space, key), value) in staged {
             let ks = &self.spaces[space as usize];
             match value {

@@ -6,7 +6,7 @@ pub mod geo;
 use super::purge::Purge;
 use super::search::maintain::{self, PreparedText};
 use super::search::options::FulltextOptions;
-use super::search::postings::{self, DocTerms};
+use super::search::postings::{self, DocPostings};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState, TableDef};
 use crate::keys::{EntityKey, FtStatKey, FtidxKey, IdxKey, RidxKey, SidxKey, prefix_successor};
@@ -367,7 +367,7 @@ struct PreparedDoc {
     /// its entries, or why the index cannot hold it (naming the document)
     entries: Result<Vec<Entry>>,
     /// a fulltext index's terms
-    terms: Option<DocTerms>,
+    terms: Option<DocPostings>,
 }
 
 /// A backfill chunk read and computed outside the committer, for [`commit_chunk`].
@@ -408,7 +408,7 @@ fn prepare_chunk(
             other => ServiceError::InvalidDocument(format!("document {id:?}: {other}")),
         });
         let terms = if def.kind == IndexKind::Fulltext {
-            Some(postings::analyze(&def, &maintain::analyzer(&def), &blob, &dict)?)
+            Some(DocPostings::encode(&id, postings::analyze(&def, &maintain::analyzer(&def), &blob, &dict)?))
         } else {
             None
         };

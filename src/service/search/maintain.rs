@@ -13,7 +13,7 @@
 
 use super::analyzer::Analyzer;
 use super::options::FulltextOptions;
-use super::postings::{self, DocTerms, LenRecord};
+use super::postings::{self, DocPostings, LenRecord};
 use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{FtStatKey, FtidxKey, MetaKey};
@@ -52,19 +52,20 @@ pub fn analyzer(def: &IndexDef) -> Arc<Analyzer> {
 pub struct PreparedText {
     index: String,
     created_at: i64,
-    terms: DocTerms,
+    postings: DocPostings,
 }
 
 /// Analyzes a new document for every maintained fulltext index of `table` (outside the
 /// committer). `dict` must know every field name of the blob.
-pub fn prepare_text(catalog: &Catalog, table: &str, blob: &[u8]) -> Result<Vec<PreparedText>> {
+pub fn prepare_text(catalog: &Catalog, table: &str, id: &str, blob: &[u8]) -> Result<Vec<PreparedText>> {
     let defs = catalog.indexes(table);
     let mut out = Vec::new();
     let mut dict = None;
     for def in defs.iter().filter(|d| d.kind == IndexKind::Fulltext && d.is_maintained()) {
         let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| catalog.dict());
         let terms = postings::analyze(def, &analyzer(def), blob, dict)?;
-        out.push(PreparedText { index: def.name.clone(), created_at: def.created_at, terms });
+        let postings = DocPostings::encode(id, terms);
+        out.push(PreparedText { index: def.name.clone(), created_at: def.created_at, postings });
     }
     Ok(out)
 }
@@ -106,7 +107,7 @@ struct FtOp {
     /// the postings the document had: `Some(record)` (block 0: added earlier in this write)
     removed: Option<LenRecord>,
     /// its new terms
-    added: Option<DocTerms>,
+    added: Option<DocPostings>,
 }
 
 /// Changes the postings of document `id` in fulltext index `def` from `old` to `new` in the
@@ -131,15 +132,15 @@ pub(crate) fn update(
     let added = match new {
         None => None,
         Some(blob) => Some(match prepared.iter().position(|p| p.index == def.name && p.created_at == def.created_at) {
-            Some(i) => prepared.swap_remove(i).terms,
-            None => postings::analyze(def, &analyzer(def), blob, dict)?,
+            Some(i) => prepared.swap_remove(i).postings,
+            None => DocPostings::encode(id, postings::analyze(def, &analyzer(def), blob, dict)?),
         }),
     };
     change(tx, def, id, added)
 }
 
 /// Logs the new terms of a document, removing what it had.
-fn change(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, added: Option<DocTerms>) -> Result<()> {
+fn change(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, added: Option<DocPostings>) -> Result<()> {
     let added = added.filter(|t| t.len > 0);
     let key = FtStatKey::doc_len(&def.table, &def.name, id).encode();
     let removed = tx.get(Space::Ftstat, &key)?.map(|v| LenRecord::decode(&v)).transpose()?;
@@ -164,7 +165,7 @@ fn change(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, added: Option<DocTerms
 }
 
 /// Indexes a document for a backfill, unless a write indexed it already.
-pub(crate) fn backfill(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, terms: DocTerms) -> Result<()> {
+pub(crate) fn backfill(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, terms: DocPostings) -> Result<()> {
     if tx.get(Space::Ftstat, &FtStatKey::doc_len(&def.table, &def.name, id).encode())?.is_some() {
         return Ok(());
     }
@@ -175,7 +176,7 @@ pub(crate) fn backfill(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, terms: Do
 #[derive(Default)]
 struct Net {
     /// documents added by the write (what is left of them at its end)
-    added: BTreeMap<String, DocTerms>,
+    added: BTreeMap<String, DocPostings>,
     /// postings to cut: `(token, block) → ids`
     cut: BTreeMap<(String, u64), Vec<String>>,
     /// removed stored documents and their total length
@@ -233,32 +234,32 @@ fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, net: Net) -> Result
         let block = next_block(tx)?;
         // token → its documents in id order (`added` is ordered by id); a hash map, as an
         // import chunk has some 400 000 postings over 25 000 tokens
-        let mut by_token: foldhash::HashMap<&str, Vec<(&str, u64, &postings::FieldHits)>> = Default::default();
-        for (id, terms) in &net.added {
+        let mut by_token: foldhash::HashMap<&str, Vec<(&str, &[u8])>> = Default::default();
+        for (id, doc) in &net.added {
             n += 1;
-            total += terms.len;
-            for (token, hits) in &terms.terms {
-                by_token.entry(token).or_default().push((id, terms.len, hits));
+            total += doc.len;
+            for (token, entry) in &doc.entries {
+                by_token.entry(token).or_default().push((id, entry));
             }
         }
-        let mut scratch = Vec::new();
         for (token, docs) in &by_token {
             // the dictionary entry: written blindly (reading it would cost more than the put)
             tx.put(Space::Ftstat, FtStatKey::term(table, index, token).encode(), Vec::new());
             for chunk in docs.chunks(BLOCK_DOCS) {
-                let first = chunk.first().map_or("", |(id, _, _)| id);
+                let first = chunk.first().map_or("", |(id, _)| id);
                 let key = FtidxKey::new(table, index, token, block, first).encode();
-                let mut value = Vec::with_capacity(chunk.len() * 24);
+                let mut value = Vec::with_capacity(4 + chunk.iter().map(|(_, e)| e.len()).sum::<usize>());
                 postings::start_block(&mut value, chunk.len());
-                for (id, len, hits) in chunk {
-                    postings::encode_entry_with(&mut value, id, *len, hits, &mut scratch);
+                for (_, entry) in chunk {
+                    value.extend_from_slice(entry);
                 }
-                tx.put(Space::Ftidx, key, value);
+                // a new block number: no other key of this write is this one
+                tx.put_new(Space::Ftidx, key, value);
             }
         }
-        for (id, terms) in &net.added {
-            let tokens = terms.terms.iter().map(|(t, _)| t.clone()).collect();
-            let record = LenRecord { len: terms.len, block, tokens };
+        for (id, doc) in &net.added {
+            let tokens = doc.entries.iter().map(|(t, _)| t.clone()).collect();
+            let record = LenRecord { len: doc.len, block, tokens };
             tx.put(Space::Ftstat, FtStatKey::doc_len(table, index, id).encode(), record.encode());
         }
         drop_dead_terms(tx, table, index, &emptied, |t| by_token.contains_key(t))?;

@@ -25,6 +25,33 @@ pub struct DocTerms {
     pub terms: Vec<(String, FieldHits)>,
 }
 
+/// A document's postings for one index, encoded (before the write where the write path can):
+/// its length and one block entry per token, in token order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocPostings {
+    /// the document's length
+    pub len: u64,
+    /// `(token, encoded entry)`
+    pub entries: Vec<(String, Vec<u8>)>,
+}
+
+impl DocPostings {
+    /// The entries of document `id` with these terms.
+    pub fn encode(id: &str, terms: DocTerms) -> DocPostings {
+        let mut scratch = Vec::new();
+        let entries = terms
+            .terms
+            .into_iter()
+            .map(|(token, hits)| {
+                let mut entry = Vec::with_capacity(id.len() + 8 + hits.iter().map(|(_, p)| 3 + p.len()).sum::<usize>());
+                encode_entry_with(&mut entry, id, terms.len, &hits, &mut scratch);
+                (token, entry)
+            })
+            .collect();
+        DocPostings { len: terms.len, entries }
+    }
+}
+
 fn damaged(what: &str) -> ServiceError {
     ServiceError::Internal(format!("a damaged full-text {what}"))
 }
