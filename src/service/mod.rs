@@ -54,6 +54,8 @@ pub struct Db {
     /// background jobs, stopped and awaited at shutdown
     jobs: Arc<jobs::Jobs>,
     purge_chunk: usize,
+    /// fulltext terms known to be in the committed dictionary (see `search::maintain`)
+    known_terms: search::maintain::KnownTerms,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
     #[cfg(test)]
     backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
@@ -108,6 +110,7 @@ impl Db {
             backfill_chunk: options.backfill_chunk,
             jobs: Default::default(),
             purge_chunk: options.purge_chunk,
+            known_terms: Default::default(),
             #[cfg(test)]
             backfill_hook: Default::default(),
         });
@@ -198,7 +201,7 @@ impl Db {
             .write(move |tx| {
                 let out = f(tx, &db)?;
                 // the write's fulltext changes, merged (see `search::maintain`)
-                search::maintain::apply(tx, &db.catalog)?;
+                search::maintain::apply(tx, &db.catalog, &db.known_terms)?;
                 Ok(out)
             })
             .await

@@ -25,6 +25,28 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 /// Most documents in one posting block: removing a document rewrites one block per token, so
 /// small blocks keep that cheap; large ones make reading a common token cheaper.
 pub const BLOCK_DOCS: usize = 64;
+/// Most terms [`KnownTerms`] remembers per index.
+const MAX_KNOWN_TERMS: usize = 2_000_000;
+
+/// The terms each fulltext index's committed dictionary is known to hold, so that a write adds
+/// the dictionary entry of a term only when it is new — a blind put of every term of every write
+/// left a version per write in the LSM tree, which each dictionary scan (prefixes, typo-tolerant
+/// terms) then walked. Only the committer reads and changes it: a term is added once the write
+/// that put it has committed, and removed when a write stages its removal, so it never claims a
+/// term the store lacks (at worst it lacks one, and a write puts that entry again). An index's
+/// terms are keyed by its creation time, so a dropped and re-created index starts afresh.
+#[derive(Default)]
+pub struct KnownTerms(Arc<Mutex<TermSets>>);
+
+/// Per index (table, name, created_at): its known terms.
+type TermSets = std::collections::HashMap<(String, String, i64), foldhash::HashSet<String>>;
+
+impl KnownTerms {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TermSets> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// The sequence numbering posting blocks (`meta:seq:ftblock`).
 const BLOCK_SEQ: &str = "ftblock";
 
@@ -186,7 +208,7 @@ struct Net {
 
 /// Applies every fulltext change the write logged (see the module doc). Runs at the end of every
 /// write, on the committer.
-pub(crate) fn apply(tx: &mut WriteTx<'_>, catalog: &Catalog) -> Result<()> {
+pub(crate) fn apply(tx: &mut WriteTx<'_>, catalog: &Catalog, known: &KnownTerms) -> Result<()> {
     let items = tx.take_deferred();
     if items.is_empty() {
         return Ok(());
@@ -218,7 +240,18 @@ pub(crate) fn apply(tx: &mut WriteTx<'_>, catalog: &Catalog) -> Result<()> {
         if catalog.index(&table, &index).is_none_or(|d| d.created_at != created_at) {
             continue;
         }
-        apply_net(tx, &table, &index, net)?;
+        let key = (table, index, created_at);
+        let new_terms = apply_net(tx, &key.0, &key.1, net, known, &key)?;
+        if !new_terms.is_empty() {
+            let known = known.0.clone();
+            tx.on_commit(move || {
+                let mut map = known.lock().unwrap_or_else(PoisonError::into_inner);
+                let set = map.entry(key).or_default();
+                if set.len() + new_terms.len() <= MAX_KNOWN_TERMS {
+                    set.extend(new_terms);
+                }
+            });
+        }
     }
     Ok(())
 }
@@ -227,7 +260,16 @@ fn corrupt(what: String) -> ServiceError {
     ServiceError::Internal(format!("damaged full-text entry: {what}"))
 }
 
-fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, net: Net) -> Result<()> {
+/// Applies one index's net change; returns the dictionary entries it put.
+fn apply_net(
+    tx: &mut WriteTx<'_>,
+    table: &str,
+    index: &str,
+    net: Net,
+    known: &KnownTerms,
+    key: &(String, String, i64),
+) -> Result<Vec<String>> {
+    let mut new_terms = Vec::new();
     let emptied = cut_postings(tx, table, index, &net.cut)?;
     let (mut n, mut total) = (0u64, 0u64);
     if !net.added.is_empty() {
@@ -242,9 +284,17 @@ fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, net: Net) -> Result
                 by_token.entry(token).or_default().push((id, entry));
             }
         }
+        {
+            let map = known.lock();
+            let have = map.get(key);
+            for token in by_token.keys() {
+                if have.is_none_or(|h| !h.contains(*token)) {
+                    tx.put(Space::Ftstat, FtStatKey::term(table, index, token).encode(), Vec::new());
+                    new_terms.push((*token).to_owned());
+                }
+            }
+        }
         for (token, docs) in &by_token {
-            // the dictionary entry: written blindly (reading it would cost more than the put)
-            tx.put(Space::Ftstat, FtStatKey::term(table, index, token).encode(), Vec::new());
             for chunk in docs.chunks(BLOCK_DOCS) {
                 let first = chunk.first().map_or("", |(id, _)| id);
                 let key = FtidxKey::new(table, index, token, block, first).encode();
@@ -262,9 +312,9 @@ fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, net: Net) -> Result
             let record = LenRecord { len: doc.len, block, tokens };
             tx.put(Space::Ftstat, FtStatKey::doc_len(table, index, id).encode(), record.encode());
         }
-        drop_dead_terms(tx, table, index, &emptied, |t| by_token.contains_key(t))?;
+        drop_dead_terms(tx, table, index, &emptied, |t| by_token.contains_key(t), known, key)?;
     } else {
-        drop_dead_terms(tx, table, index, &emptied, |_| false)?;
+        drop_dead_terms(tx, table, index, &emptied, |_| false, known, key)?;
     }
     let key = FtStatKey::stat(table, index).encode();
     let (old_n, old_total) = postings::decode_stat(tx.get(Space::Ftstat, &key)?.as_deref());
@@ -275,7 +325,7 @@ fn apply_net(tx: &mut WriteTx<'_>, table: &str, index: &str, net: Net) -> Result
         (Some(n), Some(t)) => tx.put(Space::Ftstat, key, postings::encode_stat(n, t)),
         _ => return Err(corrupt(format!("ftstat:{table}:{index} would go below 0"))),
     }
-    Ok(())
+    Ok(new_terms)
 }
 
 /// Removes the dictionary entries of tokens left without postings: those whose blocks this write
@@ -286,6 +336,8 @@ fn drop_dead_terms(
     index: &str,
     emptied: &BTreeMap<String, Vec<Vec<u8>>>,
     added: impl Fn(&str) -> bool,
+    known: &KnownTerms,
+    key: &(String, String, i64),
 ) -> Result<()> {
     for (token, gone) in emptied {
         if added(token) {
@@ -301,6 +353,10 @@ fn drop_dead_terms(
             }
         }
         if !alive {
+            // forgotten now, before the write commits: the cache may lack a term, never claim one
+            if let Some(set) = known.lock().get_mut(key) {
+                set.remove(token);
+            }
             tx.delete(Space::Ftstat, FtStatKey::term(table, index, token).encode());
         }
     }

@@ -182,42 +182,55 @@ enum ClausePlan {
 
 type PhraseMatch<'b> = (&'b str, u64, Vec<(u16, u32)>);
 
-/// The documents where a phrase occurs: id, length, and per field how often.
+/// The documents where a phrase occurs: id, length, and per field how often. The rarest term's
+/// documents are the candidates; each other term's postings are kept only for those still in
+/// the running, and positions are decoded only for documents that hold every term.
 fn phrase_matches<'b>(
     store: &'b [Slice],
     terms: &[(DictTerm, std::ops::Range<usize>)],
     offsets: &[u32],
 ) -> Result<Vec<PhraseMatch<'b>>> {
-    // the rarest term's documents are the candidates
     let Some((rarest, _)) = terms.iter().enumerate().min_by_key(|(_, (t, _))| t.df) else { return Ok(Vec::new()) };
-    let mut per_term: Vec<HashMap<&'b str, Posting<'b>>> = Vec::with_capacity(terms.len());
-    for (k, (_, range)) in terms.iter().enumerate() {
-        let mut map = HashMap::default();
-        for value in &store[range.clone()] {
-            for p in postings::decode_block(value)? {
-                if k == rarest || per_term.get(rarest).is_none_or(|r| r.contains_key(p.id)) {
-                    map.insert(p.id, p);
+    let postings_of =
+        |k: usize, keep: Option<&HashMap<&'b str, Vec<Posting<'b>>>>| -> Result<HashMap<&'b str, Posting<'b>>> {
+            let mut map = HashMap::default();
+            for value in &store[terms[k].1.clone()] {
+                for p in postings::decode_block(value)? {
+                    if keep.is_none_or(|keep| keep.contains_key(p.id)) {
+                        map.insert(p.id, p);
+                    }
                 }
             }
-        }
-        per_term.push(map);
+            Ok(map)
+        };
+    // id → each term's posting, in term order once complete
+    let mut candidates: HashMap<&'b str, Vec<Posting<'b>>> =
+        postings_of(rarest, None)?.into_iter().map(|(id, p)| (id, vec![p])).collect();
+    let mut order = vec![rarest];
+    for k in (0..terms.len()).filter(|k| *k != rarest) {
+        let found = postings_of(k, Some(&candidates))?;
+        candidates.retain(|id, ps| match found.get(id) {
+            Some(p) => {
+                ps.push(*p);
+                true
+            }
+            None => false,
+        });
+        order.push(k);
     }
     let mut out = Vec::new();
-    let Some(candidates) = per_term.get(rarest) else { return Ok(out) };
-    'doc: for (id, first) in candidates {
-        let mut fields: Vec<Vec<(u16, Vec<u32>)>> = Vec::with_capacity(terms.len());
-        for map in &per_term {
-            let Some(p) = map.get(id) else { continue 'doc };
-            let mut f = Vec::new();
-            for fp in p.field_list()? {
-                f.push((fp.field, fp.positions()?));
+    for (id, ps) in candidates {
+        // positions per term (in phrase order) per field
+        let mut by_term: Vec<Vec<(u16, Vec<u32>)>> = vec![Vec::new(); terms.len()];
+        for (p, &k) in ps.iter().zip(&order) {
+            for f in p.field_list()? {
+                by_term[k].push((f.field, f.positions()?));
             }
-            fields.push(f);
         }
         let mut per_field = Vec::new();
-        for (field, _) in fields.first().map(Vec::as_slice).unwrap_or_default() {
+        for (field, _) in by_term.first().map(Vec::as_slice).unwrap_or_default() {
             let positions: Option<Vec<Vec<u32>>> =
-                fields.iter().map(|f| f.iter().find(|(g, _)| g == field).map(|(_, p)| p.clone())).collect();
+                by_term.iter().map(|f| f.iter().find(|(g, _)| g == field).map(|(_, p)| p.clone())).collect();
             if let Some(positions) = positions {
                 let freq = score::phrase_frequency(&positions, offsets);
                 if freq > 0 {
@@ -225,8 +238,8 @@ fn phrase_matches<'b>(
                 }
             }
         }
-        if !per_field.is_empty() {
-            out.push((*id, first.len, per_field));
+        if let (false, Some(first)) = (per_field.is_empty(), ps.first()) {
+            out.push((id, first.len, per_field));
         }
     }
     out.sort_by(|a, b| a.0.cmp(b.0));
