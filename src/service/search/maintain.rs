@@ -307,10 +307,12 @@ fn apply_net(
                 tx.put_new(Space::Ftidx, key, value);
             }
         }
+        let mut tokens: Vec<&str> = Vec::new();
         for (id, doc) in &net.added {
-            let tokens = doc.entries.iter().map(|(t, _)| t.clone()).collect();
-            let record = LenRecord { len: doc.len, block, tokens };
-            tx.put(Space::Ftstat, FtStatKey::doc_len(table, index, id).encode(), record.encode());
+            tokens.clear();
+            tokens.extend(doc.entries.iter().map(|(t, _)| t.as_str()));
+            let record = LenRecord::encode_parts(doc.len, block, &tokens);
+            tx.put(Space::Ftstat, FtStatKey::doc_len(table, index, id).encode(), record);
         }
         drop_dead_terms(tx, table, index, &emptied, |t| by_token.contains_key(t), known, key)?;
     } else {

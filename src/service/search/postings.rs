@@ -179,14 +179,21 @@ pub struct FieldPosting<'a> {
 impl FieldPosting<'_> {
     /// The positions, ascending.
     pub fn positions(&self) -> Result<Vec<u32>> {
-        let mut c = Cursor(self.positions);
         let mut out = Vec::with_capacity(self.tf as usize);
+        self.positions_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// The positions, ascending, into `out` (cleared first).
+    pub fn positions_into(&self, out: &mut Vec<u32>) -> Result<()> {
+        out.clear();
+        let mut c = Cursor(self.positions);
         let mut last = 0u64;
         while !c.0.is_empty() {
             last += c.num()?;
             out.push(u32::try_from(last).map_err(|_| damaged("posting"))?);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -270,13 +277,18 @@ pub struct LenRecord {
 impl LenRecord {
     /// The stored form.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(16 + self.tokens.iter().map(|t| t.len() + 1).sum::<usize>());
-        varint::write(&mut out, self.len);
-        varint::write(&mut out, self.block);
-        varint::write(&mut out, self.tokens.len() as u64);
-        for t in &self.tokens {
-            varint::write(&mut out, t.len() as u64);
-            out.extend_from_slice(t.as_bytes());
+        Self::encode_parts(self.len, self.block, &self.tokens)
+    }
+
+    /// The stored form of a record with these parts (no record built).
+    pub fn encode_parts<T: AsRef<str>>(len: u64, block: u64, tokens: &[T]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + tokens.iter().map(|t| t.as_ref().len() + 1).sum::<usize>());
+        varint::write(&mut out, len);
+        varint::write(&mut out, block);
+        varint::write(&mut out, tokens.len() as u64);
+        for t in tokens {
+            varint::write(&mut out, t.as_ref().len() as u64);
+            out.extend_from_slice(t.as_ref().as_bytes());
         }
         out
     }

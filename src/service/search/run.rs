@@ -184,62 +184,57 @@ type PhraseMatch<'b> = (&'b str, u64, Vec<(u16, u32)>);
 
 /// The documents where a phrase occurs: id, length, and per field how often. The rarest term's
 /// documents are the candidates; each other term's postings are kept only for those still in
-/// the running, and positions are decoded only for documents that hold every term.
+/// the running, and positions are decoded (into reused buffers) only for documents that hold
+/// every term.
 fn phrase_matches<'b>(
     store: &'b [Slice],
     terms: &[(DictTerm, std::ops::Range<usize>)],
     offsets: &[u32],
 ) -> Result<Vec<PhraseMatch<'b>>> {
+    let n = terms.len();
     let Some((rarest, _)) = terms.iter().enumerate().min_by_key(|(_, (t, _))| t.df) else { return Ok(Vec::new()) };
-    let postings_of =
-        |k: usize, keep: Option<&HashMap<&'b str, Vec<Posting<'b>>>>| -> Result<HashMap<&'b str, Posting<'b>>> {
-            let mut map = HashMap::default();
-            for value in &store[terms[k].1.clone()] {
-                for p in postings::decode_block(value)? {
-                    if keep.is_none_or(|keep| keep.contains_key(p.id)) {
-                        map.insert(p.id, p);
-                    }
-                }
-            }
-            Ok(map)
-        };
-    // id → each term's posting, in term order once complete
-    let mut candidates: HashMap<&'b str, Vec<Posting<'b>>> =
-        postings_of(rarest, None)?.into_iter().map(|(id, p)| (id, vec![p])).collect();
-    let mut order = vec![rarest];
-    for k in (0..terms.len()).filter(|k| *k != rarest) {
-        let found = postings_of(k, Some(&candidates))?;
-        candidates.retain(|id, ps| match found.get(id) {
-            Some(p) => {
-                ps.push(*p);
-                true
-            }
-            None => false,
-        });
-        order.push(k);
+    // candidate i's posting of term k is slots[i * n + k]
+    let mut index: HashMap<&'b str, usize> = HashMap::default();
+    let mut slots: Vec<Option<Posting<'b>>> = Vec::new();
+    for value in &store[terms[rarest].1.clone()] {
+        for p in postings::decode_block(value)? {
+            let at = slots.len();
+            index.insert(p.id, at / n);
+            slots.extend(std::iter::repeat_n(None, n));
+            slots[at + rarest] = Some(p);
+        }
     }
-    let mut out = Vec::new();
-    for (id, ps) in candidates {
-        // positions per term (in phrase order) per field
-        let mut by_term: Vec<Vec<(u16, Vec<u32>)>> = vec![Vec::new(); terms.len()];
-        for (p, &k) in ps.iter().zip(&order) {
-            for f in p.field_list()? {
-                by_term[k].push((f.field, f.positions()?));
+    for (k, (_, range)) in terms.iter().enumerate().filter(|(k, _)| *k != rarest) {
+        for value in &store[range.clone()] {
+            for p in postings::decode_block(value)? {
+                if let Some(&i) = index.get(p.id) {
+                    slots[i * n + k] = Some(p);
+                }
             }
         }
+    }
+    let mut out = Vec::new();
+    let mut positions: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut fields: Vec<Vec<postings::FieldPosting<'b>>> = vec![Vec::new(); n];
+    for row in slots.chunks(n) {
+        let Some(ps) = row.iter().copied().collect::<Option<Vec<Posting<'b>>>>() else { continue };
+        for (k, p) in ps.iter().enumerate() {
+            fields[k].clear();
+            p.fields(|f| fields[k].push(f))?;
+        }
         let mut per_field = Vec::new();
-        for (field, _) in by_term.first().map(Vec::as_slice).unwrap_or_default() {
-            let positions: Option<Vec<Vec<u32>>> =
-                by_term.iter().map(|f| f.iter().find(|(g, _)| g == field).map(|(_, p)| p.clone())).collect();
-            if let Some(positions) = positions {
-                let freq = score::phrase_frequency(&positions, offsets);
-                if freq > 0 {
-                    per_field.push((*field, freq));
-                }
+        'field: for f in fields[0].clone() {
+            for k in 0..n {
+                let Some(fk) = fields[k].iter().find(|g| g.field == f.field) else { continue 'field };
+                fk.positions_into(&mut positions[k])?;
+            }
+            let freq = score::phrase_frequency(&positions, offsets);
+            if freq > 0 {
+                per_field.push((f.field, freq));
             }
         }
         if let (false, Some(first)) = (per_field.is_empty(), ps.first()) {
-            out.push((id, first.len, per_field));
+            out.push((first.id, first.len, per_field));
         }
     }
     out.sort_by(|a, b| a.0.cmp(b.0));
