@@ -217,23 +217,28 @@ fn phrase_matches<'b>(
     let mut positions: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut fields: Vec<Vec<postings::FieldPosting<'b>>> = vec![Vec::new(); n];
     for row in slots.chunks(n) {
-        let Some(ps) = row.iter().copied().collect::<Option<Vec<Posting<'b>>>>() else { continue };
-        for (k, p) in ps.iter().enumerate() {
+        if row.iter().any(Option::is_none) {
+            continue;
+        }
+        for (k, p) in row.iter().enumerate() {
             fields[k].clear();
-            p.fields(|f| fields[k].push(f))?;
+            if let Some(p) = p {
+                p.fields(|f| fields[k].push(f))?;
+            }
         }
         let mut per_field = Vec::new();
-        'field: for f in fields[0].clone() {
+        'field: for i in 0..fields[0].len() {
+            let field = fields[0][i].field;
             for k in 0..n {
-                let Some(fk) = fields[k].iter().find(|g| g.field == f.field) else { continue 'field };
+                let Some(fk) = fields[k].iter().find(|g| g.field == field) else { continue 'field };
                 fk.positions_into(&mut positions[k])?;
             }
             let freq = score::phrase_frequency(&positions, offsets);
             if freq > 0 {
-                per_field.push((f.field, freq));
+                per_field.push((field, freq));
             }
         }
-        if let (false, Some(first)) = (per_field.is_empty(), ps.first()) {
+        if let (false, Some(Some(first))) = (per_field.is_empty(), row.first()) {
             out.push((first.id, first.len, per_field));
         }
     }
