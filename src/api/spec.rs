@@ -97,32 +97,6 @@ pub enum FulltextKind {
     Fulltext,
 }
 
-/// The analyzer languages: Snowball stemmers and NLTK stop-word lists.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(missing_docs)]
-pub enum LanguageName {
-    None,
-    Arabic,
-    Danish,
-    Dutch,
-    English,
-    Finnish,
-    French,
-    German,
-    Greek,
-    Hungarian,
-    Italian,
-    Norwegian,
-    Portuguese,
-    Romanian,
-    Russian,
-    Spanish,
-    Swedish,
-    Tamil,
-    Turkish,
-}
-
 /// Stop words: the language's list (`true`), none (`false`), or these words.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
@@ -138,7 +112,8 @@ pub enum StopWordsOption {
 #[serde(deny_unknown_fields)]
 pub struct FulltextOptionsBody {
     /// default `english`; `none`: no stemming and no language stop words
-    pub language: Option<LanguageName>,
+    #[schema(schema_with = language_names)]
+    pub language: Option<String>,
     /// stem words with the language's Snowball stemmer (default true)
     pub stemming: Option<bool>,
     /// default false
@@ -362,6 +337,16 @@ fn single_field() -> Array {
         .min_items(Some(1))
         .max_items(Some(1))
         .examples([serde_json::json!(["age"])])
+        .build()
+}
+
+/// `none` and the Snowball languages, as the service knows them.
+fn language_names() -> Object {
+    let names = std::iter::once("none").chain(crate::service::search::options::language_names());
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names))
+        .description(Some("the analyzer's language: `none` or a Snowball language"))
         .build()
 }
 

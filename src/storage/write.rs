@@ -33,7 +33,19 @@ pub struct WriteTx<'c> {
 /// A staged key and what it was staged as before (None: not staged).
 type Undo = ((Space, Vec<u8>), Option<Option<Vec<u8>>>);
 
-impl WriteTx<'_> {
+impl<'c> WriteTx<'c> {
+    fn new(committer: &'c Committer) -> WriteTx<'c> {
+        WriteTx {
+            committer,
+            staged: BTreeMap::new(),
+            seqs_taken: 0,
+            on_commit: Vec::new(),
+            deferred: Vec::new(),
+            fresh: Vec::new(),
+            undo: None,
+        }
+    }
+
     /// Stages `key = value`.
     pub fn put(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
         self.stage(space, key, Some(value));
@@ -200,30 +212,14 @@ impl Committer {
         for job in group {
             if self.poisoned.load(Ordering::Acquire) {
                 // Run nothing more: answer the job without letting it stage anything.
-                let mut tx = WriteTx {
-                    committer: self,
-                    staged: BTreeMap::new(),
-                    seqs_taken: 0,
-                    on_commit: Vec::new(),
-                    deferred: Vec::new(),
-                    fresh: Vec::new(),
-                    undo: None,
-                };
+                let mut tx = WriteTx::new(self);
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
                 if let Ok(c) = completion {
                     done.push((c, Err(StorageError::Poisoned)));
                 }
                 continue;
             }
-            let mut tx = WriteTx {
-                committer: self,
-                staged: BTreeMap::new(),
-                seqs_taken: 0,
-                on_commit: Vec::new(),
-                deferred: Vec::new(),
-                fresh: Vec::new(),
-                undo: None,
-            };
+            let mut tx = WriteTx::new(self);
             // A panicking write function must not take the committer down; its caller sees Aborted
             // because the completion (and with it the reply channel) is dropped.
             let Ok(completion) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx))) else {

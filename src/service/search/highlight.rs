@@ -5,7 +5,7 @@
 use super::HighlightRequest;
 use super::analyzer::Analyzer;
 use crate::catalog::IndexDef;
-use crate::entity::{self, FieldDict, ValueRef};
+use crate::entity::FieldDict;
 use crate::service::Result;
 use foldhash::HashSet;
 use serde_json::{Map, Value};
@@ -24,21 +24,7 @@ pub fn highlights(
 ) -> Result<Map<String, Value>> {
     let mut out = Map::new();
     for field in &def.fields {
-        let path: Vec<&str> = field.split('.').collect();
-        let texts: Vec<&str> = match entity::get_path(blob, dict, &path)? {
-            Some(ValueRef::Str(s)) => vec![s],
-            Some(ValueRef::Array(a)) => {
-                let mut v = Vec::new();
-                for item in a.iter() {
-                    if let ValueRef::Str(s) = item? {
-                        v.push(s);
-                    }
-                }
-                v
-            }
-            _ => Vec::new(),
-        };
-        for text in texts {
+        for text in super::postings::texts(blob, dict, field)? {
             let mut matches = Vec::new();
             analyzer.tokens(text, 0, |t| {
                 if terms.contains(t.term.as_str()) {

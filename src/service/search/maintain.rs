@@ -15,7 +15,7 @@ use super::analyzer::Analyzer;
 use super::options::FulltextOptions;
 use super::postings::{self, DocPostings, LenRecord};
 use crate::catalog::{Catalog, IndexDef, IndexKind};
-use crate::entity::{self, FieldDict, ValueRef};
+use crate::entity::FieldDict;
 use crate::keys::{FtStatKey, FtidxKey, MetaKey};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space, WriteTx};
@@ -92,28 +92,10 @@ pub fn prepare_text(catalog: &Catalog, table: &str, id: &str, blob: &[u8]) -> Re
     Ok(out)
 }
 
-/// The indexed text of one field: its string, or its array's strings.
-fn texts<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result<Vec<&'a str>> {
-    let path: Vec<&str> = field.split('.').collect();
-    Ok(match entity::get_path(blob, dict, &path)? {
-        Some(ValueRef::Str(s)) => vec![s],
-        Some(ValueRef::Array(a)) => {
-            let mut out = Vec::new();
-            for v in a.iter() {
-                if let ValueRef::Str(s) = v? {
-                    out.push(s);
-                }
-            }
-            out
-        }
-        _ => Vec::new(),
-    })
-}
-
 /// True when both versions hold the same text in every indexed field.
 fn same_text(def: &IndexDef, old: &[u8], new: &[u8], dict: &FieldDict) -> Result<bool> {
     for f in &def.fields {
-        if texts(old, dict, f)? != texts(new, dict, f)? {
+        if postings::texts(old, dict, f)? != postings::texts(new, dict, f)? {
             return Ok(false);
         }
     }

@@ -56,6 +56,11 @@ const LANGUAGES: [(&str, &str, Language); 18] = [
     ("turkish", "tr", Language::Turkish),
 ];
 
+/// The language option values (`none` aside), for the OpenAPI document.
+pub fn language_names() -> impl Iterator<Item = &'static str> {
+    LANGUAGES.iter().map(|(name, _, _)| *name)
+}
+
 impl Language {
     fn entry(self) -> &'static (&'static str, &'static str, Language) {
         LANGUAGES.iter().find(|(_, _, l)| *l == self).unwrap_or(&LANGUAGES[3])

@@ -56,6 +56,25 @@ fn damaged(what: &str) -> ServiceError {
     ServiceError::Internal(format!("a damaged full-text {what}"))
 }
 
+/// The indexed text of one field of a stored document: its string, or its array's strings
+/// (anything else holds none).
+pub fn texts<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result<Vec<&'a str>> {
+    let path: Vec<&str> = field.split('.').collect();
+    Ok(match entity::get_path(blob, dict, &path)? {
+        Some(ValueRef::Str(s)) => vec![s],
+        Some(ValueRef::Array(a)) => {
+            let mut out = Vec::new();
+            for v in a.iter() {
+                if let ValueRef::Str(s) = v? {
+                    out.push(s);
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    })
+}
+
 /// Analyzes the indexed fields of a stored document: strings and the string elements of arrays;
 /// anything else is skipped.
 pub fn analyze(def: &IndexDef, analyzer: &Analyzer, blob: &[u8], dict: &FieldDict) -> Result<DocTerms> {
