@@ -39,14 +39,56 @@ const CACHED_WORDS: usize = 100_000;
 /// Numbers analyzers, so a thread's word cache tells them apart.
 static NEXT_ANALYZER: AtomicU64 = AtomicU64::new(1);
 
-/// Per analyzer: word → term.
-type WordCache = HashMap<u64, HashMap<Box<str>, Option<Box<str>>>>;
+/// One analyzer's words on one thread: word → term number (`DROPPED` for a dropped word), and
+/// the terms by number.
+#[derive(Default)]
+struct Words {
+    ids: HashMap<Box<str>, u32>,
+    /// term → its number: words that become one term (`graph`, `graphs`) share it
+    numbers: HashMap<Box<str>, u32>,
+    terms: Vec<Box<str>>,
+}
+
+/// The number of a word the analyzer drops.
+const DROPPED: u32 = u32::MAX;
+
+impl Words {
+    fn id(&mut self, analyzer: &Analyzer, word: &str) -> u32 {
+        if let Some(id) = self.ids.get(word) {
+            return *id;
+        }
+        let id = match analyzer.analyze_word(word) {
+            None => DROPPED,
+            Some(term) => match self.numbers.get(term.as_str()) {
+                Some(n) => *n,
+                None => {
+                    let n = self.terms.len() as u32;
+                    self.terms.push(term.as_str().into());
+                    self.numbers.insert(term.into(), n);
+                    n
+                }
+            },
+        };
+        self.ids.insert(word.into(), id);
+        id
+    }
+}
+
+/// Per analyzer: its words.
+type WordCache = HashMap<u64, Words>;
 
 thread_local! {
-    /// word → term (None: dropped), per analyzer: text follows a Zipf law, so most words of a
-    /// document were analyzed before, and folding and stemming them again is most of the cost.
+    /// Words analyzed before, per analyzer: text follows a Zipf law, so most words of a document
+    /// were seen before, and folding and stemming them again was most of the cost of indexing.
     static TERMS: RefCell<(usize, WordCache)> = RefCell::default();
 }
+
+/// The tokens of a document's fields: its length and each distinct term's `(field, positions)`,
+/// in term order.
+pub type DocumentTokens = (u64, Vec<(String, FieldPositions)>);
+
+/// A term's positions per field: `(field number, positions)`.
+pub type FieldPositions = Vec<(u16, Vec<u32>)>;
 
 /// An analyzer built from an index's options.
 pub struct Analyzer {
@@ -91,20 +133,65 @@ impl Analyzer {
     /// The term one word becomes, or `None` for a stop word or an overlong word (remembered per
     /// thread).
     pub fn term(&self, word: &str) -> Option<String> {
+        self.with_words(|words| {
+            let id = words.id(self, word);
+            words.terms.get(id as usize).map(|t| t.to_string())
+        })
+    }
+
+    /// Runs `f` with this analyzer's words on this thread (cleared first if the thread's cache
+    /// is full: never while `f` runs, so its term numbers hold until it returns).
+    fn with_words<R>(&self, f: impl FnOnce(&mut Words) -> R) -> R {
         TERMS.with(|cache| {
             let mut cache = cache.borrow_mut();
-            let (count, maps) = &mut *cache;
-            if let Some(t) = maps.get(&self.id).and_then(|m| m.get(word)) {
-                return t.as_deref().map(str::to_owned);
-            }
-            let t = self.analyze_word(word);
-            if *count >= CACHED_WORDS {
+            let (_, maps) = &mut *cache;
+            let total: usize = maps.values().map(|w| w.ids.len()).sum();
+            if total >= CACHED_WORDS {
                 maps.clear();
-                *count = 0;
             }
-            *count += 1;
-            maps.entry(self.id).or_default().insert(word.into(), t.as_deref().map(Into::into));
-            t
+            f(maps.entry(self.id).or_default())
+        })
+    }
+
+    /// The tokens of a document: `fields` are `(field number, its texts)`; positions start at 0
+    /// in each field, and each text after the first [`ELEMENT_GAP`] positions past the last word
+    /// of the one before. The length counts the kept tokens. Words are numbered through the
+    /// thread's cache, so the occurrences sort as integers and each term is copied once.
+    pub fn document(&self, fields: &[(u16, Vec<&str>)]) -> DocumentTokens {
+        self.with_words(|words| {
+            let mut occurrences: Vec<(u32, u16, u32)> = Vec::with_capacity(256);
+            for (field, texts) in fields {
+                let mut next = 0u32;
+                for text in texts {
+                    let mut position = next;
+                    for word in text.unicode_words() {
+                        let id = words.id(self, word);
+                        if id != DROPPED {
+                            occurrences.push((id, *field, position));
+                        }
+                        position = position.saturating_add(1);
+                    }
+                    next = position.saturating_add(ELEMENT_GAP);
+                }
+            }
+            occurrences.sort_unstable();
+            let mut out: Vec<(String, FieldPositions)> = Vec::new();
+            let mut last = DROPPED;
+            for (id, field, position) in &occurrences {
+                if *id != last {
+                    last = *id;
+                    let term = words.terms.get(*id as usize).map(|t| t.to_string()).unwrap_or_default();
+                    out.push((term, Vec::new()));
+                }
+                if let Some((_, hits)) = out.last_mut() {
+                    match hits.last_mut() {
+                        Some((f, positions)) if f == field => positions.push(*position),
+                        _ => hits.push((*field, vec![*position])),
+                    }
+                }
+            }
+            out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            (occurrences.len() as u64, out)
         })
     }
 
@@ -188,5 +275,31 @@ mod tests {
             field_weights: Default::default(),
         });
         assert_eq!(terms(&a, "uber alles"), vec![("alles".into(), 1)]);
+    }
+}
+
+#[cfg(test)]
+mod document_tests {
+    use super::super::options::{FulltextOptions, Language, StopWords};
+    use super::*;
+
+    #[test]
+    fn document_tokens_group_by_term_with_positions() {
+        let a = Analyzer::new(&FulltextOptions {
+            language: Some(Language::English),
+            stemming: true,
+            stop_words: StopWords::Language,
+            field_weights: Default::default(),
+        });
+        let (len, terms) = a.document(&[(0, vec!["Graph databases"]), (1, vec!["A graph database stores", "graph"])]);
+        assert_eq!(len, 6);
+        assert_eq!(
+            terms,
+            vec![
+                ("databas".to_owned(), vec![(0, vec![1]), (1, vec![2])]),
+                ("graph".to_owned(), vec![(0, vec![0]), (1, vec![1, 104])]),
+                ("store".to_owned(), vec![(1, vec![3])]),
+            ]
+        );
     }
 }

@@ -8,13 +8,13 @@
 //! length, the block number of the write that indexed it (0 while that write is still running),
 //! and its distinct tokens, so removing it needs no new analysis of the old document.
 
-use super::analyzer::{Analyzer, ELEMENT_GAP};
+use super::analyzer::Analyzer;
 use crate::catalog::IndexDef;
 use crate::entity::{self, FieldDict, ValueRef, varint};
 use crate::service::{Result, ServiceError};
 
 /// The fields of one token in one document: `(field number, positions)`.
-pub type FieldHits = Vec<(u16, Vec<u32>)>;
+pub type FieldHits = super::analyzer::FieldPositions;
 
 /// A document analyzed for one index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -78,42 +78,12 @@ pub fn texts<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result<Vec<&'
 /// Analyzes the indexed fields of a stored document: strings and the string elements of arrays;
 /// anything else is skipped.
 pub fn analyze(def: &IndexDef, analyzer: &Analyzer, blob: &[u8], dict: &FieldDict) -> Result<DocTerms> {
-    // every occurrence, then sorted by token, field and position and grouped
-    let mut all: Vec<(String, u16, u32)> = Vec::new();
+    let mut fields = Vec::with_capacity(def.fields.len());
     for (field_no, field) in def.fields.iter().enumerate() {
-        let field_no = u16::try_from(field_no).unwrap_or(u16::MAX);
-        let path: Vec<&str> = field.split('.').collect();
-        let mut add =
-            |text: &str, first: u32| analyzer.tokens(text, first, |t| all.push((t.term, field_no, t.position)));
-        match entity::get_path(blob, dict, &path)? {
-            Some(ValueRef::Str(s)) => {
-                add(s, 0);
-            }
-            Some(ValueRef::Array(a)) => {
-                let mut next = 0u32;
-                for v in a.iter() {
-                    if let ValueRef::Str(s) = v? {
-                        next = add(s, next).saturating_add(ELEMENT_GAP);
-                    }
-                }
-            }
-            _ => {}
-        }
+        fields.push((u16::try_from(field_no).unwrap_or(u16::MAX), texts(blob, dict, field)?));
     }
-    all.sort_unstable();
-    let mut out = DocTerms { len: all.len() as u64, terms: Vec::new() };
-    for (term, field, position) in all {
-        if out.terms.last().is_none_or(|(t, _)| *t != term) {
-            out.terms.push((term, Vec::new()));
-        }
-        if let Some((_, hits)) = out.terms.last_mut() {
-            match hits.last_mut() {
-                Some((f, positions)) if *f == field => positions.push(position),
-                _ => hits.push((field, vec![position])),
-            }
-        }
-    }
-    Ok(out)
+    let (len, terms) = analyzer.document(&fields);
+    Ok(DocTerms { len, terms })
 }
 
 /// Appends one block entry.
