@@ -34,7 +34,7 @@ pub struct Token {
 }
 
 /// Words remembered per thread (their terms), over all analyzers, before the memory is cleared.
-const CACHED_WORDS: usize = 100_000;
+const CACHED_WORDS: usize = 50_000;
 
 /// Numbers analyzers, so a thread's word cache tells them apart.
 static NEXT_ANALYZER: AtomicU64 = AtomicU64::new(1);
