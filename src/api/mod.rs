@@ -6,6 +6,7 @@ mod batch;
 mod documents;
 mod error;
 mod extract;
+mod graph;
 mod indexes;
 mod query;
 mod spec;
@@ -67,6 +68,7 @@ pub struct HttpLimits {
         (name = "indexes", description = "hash, unique, range and spatial indexes"),
         (name = "query", description = "filters, sorts and pages, planned over the indexes"),
         (name = "batch", description = "several writes, all or nothing"),
+        (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
         (name = "admin", description = "consistency check"),
     ),
     components(schemas(Problem))
@@ -81,6 +83,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(indexes::router())
         .merge(query::router())
         .merge(batch::router())
+        .merge(graph::router())
         .merge(admin::router())
 }
 

@@ -10,10 +10,9 @@ use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{IndexDef, TableDef, TableKind};
 use crate::entity::{self, FieldDict, ValueRef};
-use crate::keys::{Direction, EntityKey, GraphKey, IdxKey, MetaKey, RidxKey, SidxKey};
+use crate::keys::{AdjValue, Direction, EntityKey, GraphKey, IdxKey, MetaKey, RidxKey, SidxKey};
 use crate::storage::{KeyRange, ReadView, Space};
 use serde::Serialize;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
@@ -106,6 +105,22 @@ impl Db {
     }
 }
 
+/// An edge blob's `_from`, `_to` and (for a table with a declared weight field) weight, read here
+/// on their own rather than with the write path's helper.
+fn edge_of(table: &TableDef, blob: &[u8], dict: &FieldDict) -> Option<(String, String, Option<f64>)> {
+    let get = |f: &str| match entity::get_path(blob, dict, &[f]) {
+        Ok(Some(ValueRef::Str(s))) => Some(s.to_owned()),
+        _ => None,
+    };
+    let weight = table.weight_field.as_deref().and_then(|w| match entity::get_path(blob, dict, &[w]) {
+        Ok(Some(ValueRef::Int(i))) => Some(i as f64),
+        Ok(Some(ValueRef::UInt(u))) => Some(u as f64),
+        Ok(Some(ValueRef::Float(f))) => Some(f),
+        _ => None,
+    });
+    Some((get("_from")?, get("_to")?, weight))
+}
+
 fn show(space: Space, key: &[u8]) -> String {
     crate::keys::display(space.name(), key)
 }
@@ -143,22 +158,21 @@ fn check_table(
                 }
             }
         }
-        if table.kind == TableKind::Edge {
-            let get = |f: &str| match entity::get_path(&blob, dict, &[f]) {
-                Ok(Some(ValueRef::Str(s))) => Some(s.to_owned()),
-                _ => None,
-            };
-            if let (Some(from), Some(to)) = (get("_from"), get("_to")) {
-                for (dir, at, other) in [(Direction::Out, &from, &to), (Direction::In, &to, &from)] {
-                    let k = GraphKey::new(dir, name, at, &id).encode();
-                    match view.get(Space::Graph, &k)? {
-                        Some(v) if *v == *other.as_bytes() => {}
-                        Some(_) => {
-                            report.problem("stale_adjacency", show(Space::Graph, &k), "points at another vertex")
-                        }
-                        None => {
-                            report.problem("missing_adjacency", show(Space::Graph, &k), format!("edge {id:?} lacks it"))
-                        }
+        if table.kind == TableKind::Edge
+            && let Some((from, to, weight)) = edge_of(table, &blob, dict)
+        {
+            for (dir, at, other) in [(Direction::Out, &from, &to), (Direction::In, &to, &from)] {
+                let k = GraphKey::new(dir, name, at, &id).encode();
+                let want = AdjValue { other: other.as_str().into(), weight }.encode();
+                match view.get(Space::Graph, &k)? {
+                    Some(v) if *v == *want => {}
+                    Some(_) => report.problem(
+                        "stale_adjacency",
+                        show(Space::Graph, &k),
+                        "its value (other endpoint, weight) differs from the edge's",
+                    ),
+                    None => {
+                        report.problem("missing_adjacency", show(Space::Graph, &k), format!("edge {id:?} lacks it"))
                     }
                 }
             }
@@ -211,24 +225,45 @@ fn check_table(
             }
         }
     }
-    // adjacency → its edges
+    // adjacency → its edges: each entry is one of the two its edge document should have
     if table.kind == TableKind::Edge {
-        let mut seen = BTreeSet::new();
         for dir in [Direction::Out, Direction::In] {
             let adjacency = view.scan(Space::Graph, KeyRange::Prefix(GraphKey::table_prefix(dir, name)), false);
             for item in Watched::new(adjacency.map(|i| i.map_err(ServiceError::from)), stop) {
                 let (key, _) = item?;
                 report.checked.graph_entries += 1;
-                let k = GraphKey::decode(&key).map_err(internal)?;
+                let k = match GraphKey::decode(&key) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        report.problem(
+                            "stale_adjacency",
+                            show(Space::Graph, &key),
+                            format!("the key does not decode: {e}"),
+                        );
+                        continue;
+                    }
+                };
                 let edge = EntityKey::new(name, &k.edge_id).encode();
-                if !seen.contains(&edge) && view.get(Space::Entity, &edge)?.is_none() {
+                let Some(blob) = view.get(Space::Entity, &edge)? else {
                     report.problem(
                         "stale_adjacency",
                         show(Space::Graph, &key),
                         format!("edge {:?} does not exist", k.edge_id),
                     );
-                } else {
-                    seen.insert(edge);
+                    continue;
+                };
+                let at = edge_of(table, &blob, dict).map(|(from, to, _)| if dir == Direction::Out { from } else { to });
+                if at.as_deref() != Some(&*k.vertex) {
+                    report.problem(
+                        "stale_adjacency",
+                        show(Space::Graph, &key),
+                        format!(
+                            "edge {:?} does not have {:?} as its {}",
+                            k.edge_id,
+                            k.vertex,
+                            if dir == Direction::Out { "_from" } else { "_to" }
+                        ),
+                    );
                 }
             }
         }

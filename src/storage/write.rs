@@ -98,6 +98,43 @@ impl WriteTx<'_> {
         .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
     }
 
+    /// The key-value pairs under `prefix` as this write sees them: the committed ones with this
+    /// write's own staged puts and deletes laid over them, in key order; at most `limit`.
+    pub fn scan_current(&self, space: Space, prefix: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        use std::ops::Bound;
+        let lo = (space, prefix.to_vec());
+        let mut staged = self
+            .staged
+            .range((Bound::Included(&lo), Bound::Unbounded))
+            .take_while(|((s, k), _)| *s == space && k.starts_with(prefix))
+            .map(|((_, k), v)| (k, v))
+            .peekable();
+        let mut committed = self.scan(space, KeyRange::Prefix(prefix.to_vec()));
+        let mut head: Option<(Slice, Slice)> = committed.next().transpose()?;
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let take_staged = match (&head, staged.peek()) {
+                (None, None) => break,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some((c, _)), Some((s, _))) => s.as_slice() <= &c[..],
+            };
+            if take_staged {
+                let Some((k, v)) = staged.next() else { break };
+                if head.as_ref().is_some_and(|(c, _)| k.as_slice() == &c[..]) {
+                    head = committed.next().transpose()?;
+                }
+                if let Some(v) = v {
+                    out.push((k.clone(), v.clone()));
+                }
+            } else if let Some((k, v)) = head.take() {
+                out.push((k.to_vec(), v.to_vec()));
+                head = committed.next().transpose()?;
+            }
+        }
+        Ok(out)
+    }
+
     /// The next commit sequence number: gap-free and strictly increasing in commit order. A write
     /// that fails gives its numbers back.
     pub fn next_seq(&mut self) -> u64 {

@@ -161,7 +161,7 @@ fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Resul
 
 /// The result document as JSON text: the whole document, or the requested fields (dotted paths,
 /// nested in the output); `_id` always.
-fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
+pub(crate) fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
     let Some(fields) = fields else { return crate::service::documents::json_with_id(dict, id, blob) };
     let mut out = Map::new();
     out.insert(super::schema::ID_FIELD.to_owned(), Value::String(id.to_owned()));
