@@ -223,6 +223,20 @@ async fn deleting_a_vertex_is_refused_or_cascades_in_one_write() {
     let r = s.send(Method::POST, "/v1/batch", Some(&ops), &[]).await;
     assert!(r.is_problem(422, "invalid_document"), "{}", r.body);
     assert_eq!(s.get("/v1/tables/likes/documents/l4").await.0, 200, "the batch wrote nothing");
+    // a patch of an edge that a delete earlier in the batch cascaded away finds no document
+    let ops = json!({"operations": [
+        {"op": "put", "table": "users", "id": "cy", "document": {}},
+        {"op": "put", "table": "likes", "id": "l5", "document": {"_from": "users/cy", "_to": "posts/p2"}},
+    ]});
+    assert_eq!(s.post("/v1/batch", ops).await.0, 200);
+    let ops = json!({"operations": [
+        {"op": "delete", "table": "users", "id": "cy"},
+        {"op": "patch", "table": "likes", "id": "l5", "document": {"_from": "users/bob"}},
+    ]});
+    let r = s.send(Method::POST, "/v1/batch", Some(&ops), &[]).await;
+    assert!(r.is_problem(404, "document_not_found"), "{}", r.body);
+    assert_eq!(r.body["operation"], 1);
+    assert_eq!(s.delete("/v1/tables/users/documents/cy").await.0, 204);
     // a plain delete cascades too
     assert_eq!(s.delete("/v1/tables/posts/documents/p2").await.0, 204);
     assert_eq!(s.get("/v1/tables/likes/documents/l4").await.0, 404);

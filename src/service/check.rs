@@ -393,6 +393,41 @@ mod tests {
         assert_eq!(report.checked.index_entries, 10, "the 9 good entries were still checked");
     }
 
+    /// Adjacency is checked both ways: each edge has exactly its two entries with the right other
+    /// endpoint and weight, and each entry belongs to an edge that has it at that vertex.
+    #[tokio::test]
+    async fn check_reports_adjacency_that_disagrees_with_its_edges() {
+        use crate::keys::AdjValue;
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path()).await;
+        let edges: CreateTable =
+            serde_json::from_value(json!({"name": "e", "kind": "edge", "weight_field": "km"})).unwrap();
+        d.create_table(edges).await.unwrap();
+        let doc = json!({"_from": "t/a", "_to": "t/b", "km": 7}).as_object().unwrap().clone();
+        d.put_document("e".into(), "x".into(), doc, Preconditions::default()).await.unwrap();
+        assert!(d.check().await.unwrap().ok);
+        let out = GraphKey::new(Direction::Out, "e", "t/a", "x").encode();
+        let inn = GraphKey::new(Direction::In, "e", "t/b", "x").encode();
+        let value = |other: &str, w: f64| AdjValue { other: other.into(), weight: Some(w) }.encode();
+        // a wrong weight; an entry at a vertex the edge does not touch; an entry of no edge
+        corrupt(&d, None, (Space::Graph, out.clone(), value("t/b", 8.0))).await;
+        let stray = GraphKey::new(Direction::In, "e", "t/a", "x").encode();
+        corrupt(&d, None, (Space::Graph, stray, value("t/b", 7.0))).await;
+        let ghost = GraphKey::new(Direction::Out, "e", "t/a", "ghost").encode();
+        corrupt(&d, Some((Space::Graph, inn)), (Space::Graph, ghost, value("t/b", 1.0))).await;
+        let report = d.check().await.unwrap();
+        assert_eq!(
+            kinds(&report),
+            [
+                ("missing_adjacency", "graph:in:e:\"t/b\":x".to_owned()),
+                ("stale_adjacency", "graph:in:e:\"t/a\":x".to_owned()),
+                ("stale_adjacency", "graph:out:e:\"t/a\":ghost".to_owned()),
+                ("stale_adjacency", "graph:out:e:\"t/a\":x".to_owned()),
+            ],
+            "{report:?}"
+        );
+    }
+
     /// The walk stops once its request's future is gone, or at its deadline; without either it
     /// runs to the end.
     #[tokio::test]
