@@ -586,3 +586,41 @@ async fn answers_survive_a_restart() {
     assert_eq!(ask(&s).await, before);
     s.check_ok().await;
 }
+
+/// The README's graph walk-through answers as it says.
+#[tokio::test]
+async fn the_readme_walkthrough_answers_as_documented() {
+    let s = TestServer::start().await;
+    s.create_table("cities").await;
+    edge_table(&s, "roads", json!({"on_vertex_delete": "cascade", "weight_field": "km"})).await;
+    let cities = json!([{"_id": "oslo", "pop": 700000}, {"_id": "gol", "pop": 5000}, {"_id": "bergen", "pop": 290000}]);
+    assert_eq!(s.post("/v1/tables/cities/documents", cities).await.0, 201);
+    let roads = json!([
+        {"_id": "r1", "_from": "cities/oslo", "_to": "cities/gol", "km": 200, "toll": 0},
+        {"_id": "r2", "_from": "cities/gol", "_to": "cities/bergen", "km": 270, "toll": 40},
+        {"_id": "r3", "_from": "cities/oslo", "_to": "cities/bergen", "km": 520, "toll": 0}]);
+    assert_eq!(s.post("/v1/tables/roads/documents", roads).await.0, 201);
+    let (_, n) = s.get("/v1/graph/neighbors?vertex=cities/oslo&direction=out&edges=roads&limit=100").await;
+    assert_eq!(
+        n,
+        json!({"neighbors": [{"vertex": "cities/gol", "edge": "roads/r1", "direction": "out"},
+            {"vertex": "cities/bergen", "edge": "roads/r3", "direction": "out"}], "cursor": null})
+    );
+    let body = json!({"start": "cities/oslo", "direction": "any", "max_depth": 2,
+        "vertex_filter": {"pop": {"$gt": 10000}}, "return": "paths", "fields": ["pop"]});
+    let (_, t) = s.post("/v1/graph/traverse", body).await;
+    assert_eq!(
+        t,
+        json!({"vertices": [{"_id": "cities/bergen", "depth": 1, "document": {"_id": "bergen", "pop": 290000}}],
+            "paths": [{"vertices": ["cities/oslo", "cities/bergen"], "edges": ["roads/r3"]}]})
+    );
+    let (_, p) = s.post("/v1/graph/shortest-path", json!({"from": "cities/oslo", "to": "cities/bergen"})).await;
+    assert_eq!((p["edges"].clone(), p["cost"].clone()), (json!(["roads/r3"]), json!(1)));
+    let body = json!({"from": "cities/oslo", "to": "cities/bergen", "weight": "km", "k": 2});
+    let (_, p) = s.post("/v1/graph/shortest-path", body).await;
+    let costs: Vec<&Value> = p["paths"].as_array().unwrap().iter().map(|p| &p["cost"]).collect();
+    assert_eq!(costs, [&json!(470), &json!(520)]);
+    assert_eq!(s.delete("/v1/tables/cities/documents/gol").await.0, 204);
+    assert_eq!(s.get("/v1/tables/roads").await.1["documents"], 1);
+    s.check_ok().await;
+}
