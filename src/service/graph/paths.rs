@@ -40,12 +40,12 @@ pub struct ShortestPathRequest {
     #[schema(min_length = 1, example = "km")]
     pub weight: Option<String>,
     /// how many loop-free paths, shortest first, 1-32 (default 1)
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
     #[schema(minimum = 1, maximum = 32)]
     pub k: Option<usize>,
     /// most adjacency entries the search may read, 1-10000000 (default 100000); past it: 422
     /// `max_visited_exceeded`
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
     #[schema(minimum = 1, maximum = 10000000)]
     pub max_visited: Option<usize>,
 }

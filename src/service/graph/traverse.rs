@@ -57,11 +57,11 @@ pub struct TraverseRequest {
     #[schema(max_items = 32)]
     pub edges: Option<Vec<String>>,
     /// the smallest depth returned (default 1; 0 returns the start too)
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
     #[schema(minimum = 0, maximum = 1000)]
     pub min_depth: Option<usize>,
     /// the largest depth walked (default 1, at most 1000)
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
     #[schema(minimum = 0, maximum = 1000)]
     pub max_depth: Option<usize>,
     /// a filter (the query filter language) every vertex reached must match to be returned and
@@ -75,12 +75,12 @@ pub struct TraverseRequest {
     #[serde(default = "default_true")]
     pub unique_vertices: bool,
     /// most vertices returned, 1-10000 (default 1000); the walk stops there
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
     #[schema(minimum = 1, maximum = 10000)]
     pub limit: Option<usize>,
     /// most adjacency entries the walk may read, 1-10000000 (default 100000); past it: 422
     /// `max_visited_exceeded`
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
     #[schema(minimum = 1, maximum = 10000000)]
     pub max_visited: Option<usize>,
     /// `vertices` (default) or `paths`
