@@ -148,4 +148,19 @@ mod tests {
         assert!(AdjValue::decode(&[1, 0, 0]).is_err());
         assert!(AdjValue::decode(&[0xff]).is_err());
     }
+
+    proptest::proptest! {
+        /// Any vertex reference (a table name never starts with a control character) and weight
+        /// round-trip; any bytes decode to a value or an error, never a panic.
+        #[test]
+        fn adjacency_values_round_trip_or_fail_cleanly(
+            table in "[^\\x00-\\x1f/][^/]{0,8}", id in ".{1,12}", weight in proptest::option::of(0.0f64..1e12),
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+        ) {
+            let v = AdjValue { other: format!("{table}/{id}").into(), weight };
+            let bytes = v.encode();
+            proptest::prop_assert_eq!(AdjValue::decode(&bytes).unwrap(), v);
+            let _ = AdjValue::decode(&junk);
+        }
+    }
 }

@@ -17,14 +17,13 @@ pub const MAX_K: usize = 32;
 /// The body of `POST /v1/graph/shortest-path`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"from": "cities/oslo", "to": "cities/bergen", "direction": "any", "edges": ["roads"],
-    "weight": "km", "k": 2}))]
+#[schema(example = json!({"from": "users/alice", "to": "users/bob", "direction": "any", "edges": ["follows"], "k": 2}))]
 pub struct ShortestPathRequest {
     /// the start vertex, `"table/id"`
-    #[schema(example = "cities/oslo")]
+    #[schema(example = "users/alice", min_length = 3, pattern = "^[^/]+/.+$")]
     pub from: String,
     /// the target vertex, `"table/id"`
-    #[schema(example = "cities/bergen")]
+    #[schema(example = "users/bob", min_length = 3, pattern = "^[^/]+/.+$")]
     pub to: String,
     /// `out` (default), `in` or `any`
     #[serde(default)]

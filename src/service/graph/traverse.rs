@@ -44,10 +44,10 @@ fn default_true() -> bool {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"start": "users/alice", "direction": "out", "edges": ["follows"], "min_depth": 1,
-    "max_depth": 3, "vertex_filter": {"active": true}, "limit": 100, "return": "paths", "fields": ["name"]}))]
+    "max_depth": 3, "vertex_filter": {"age": {"$gte": 18}}, "limit": 100, "return": "paths", "fields": ["name"]}))]
 pub struct TraverseRequest {
     /// the start vertex, `"table/id"`
-    #[schema(example = "users/alice")]
+    #[schema(example = "users/alice", min_length = 3, pattern = "^[^/]+/.+$")]
     pub start: String,
     /// `out` (default), `in` or `any`
     #[serde(default)]
@@ -66,7 +66,7 @@ pub struct TraverseRequest {
     pub max_depth: Option<usize>,
     /// a filter (the query filter language) every vertex reached must match to be returned and
     /// expanded
-    #[schema(value_type = Option<Object>, example = json!({"active": true}))]
+    #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}}))]
     pub vertex_filter: Option<Value>,
     /// a filter every edge followed must match (it reads the edge documents)
     #[schema(value_type = Option<Object>, example = json!({"since": {"$gte": 2020}}))]
