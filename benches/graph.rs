@@ -115,8 +115,8 @@ fn load(rt: &tokio::runtime::Runtime) -> Loaded {
     .expect("load")
 }
 
-fn traverse(start: &str, depth: usize) -> TraverseRequest {
-    serde_json::from_value(json!({"start": start, "direction": "any", "max_depth": depth, "limit": 10000,
+fn traverse(start: &str, depth: usize, direction: &str) -> TraverseRequest {
+    serde_json::from_value(json!({"start": start, "direction": direction, "max_depth": depth, "limit": 10000,
         "max_visited": 10_000_000}))
     .expect("request")
 }
@@ -138,11 +138,19 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("neighbors_page_100", name), |b| {
             b.iter(|| rt.block_on(db.neighbors(req())).expect("neighbors"))
         });
-        for depth in [1, 3] {
-            let got = rt.block_on(db.traverse(traverse(v, depth))).expect("traverse");
-            eprintln!("{depth}-hop of the {name} vertex (any direction): {} vertices", got.vertices.len());
-            g.bench_function(BenchmarkId::new(format!("traverse_{depth}_hop"), name), |b| {
-                b.iter(|| rt.block_on(db.traverse(traverse(v, depth))).expect("traverse"))
+        for (depth, direction) in [(1, "any"), (3, "any"), (3, "out")] {
+            let got = rt.block_on(db.traverse(traverse(v, depth, direction))).expect("traverse");
+            let mut per_depth = [0usize; 4];
+            for v in &got.vertices {
+                per_depth[v.depth.min(3)] += 1;
+            }
+            eprintln!(
+                "{depth}-hop {direction} of the {name} vertex: {} vertices (limit 10000) by depth 1-3: {:?}",
+                got.vertices.len(),
+                &per_depth[1..]
+            );
+            g.bench_function(BenchmarkId::new(format!("traverse_{depth}_hop_{direction}"), name), |b| {
+                b.iter(|| rt.block_on(db.traverse(traverse(v, depth, direction))).expect("traverse"))
             });
         }
     }

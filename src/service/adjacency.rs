@@ -74,7 +74,7 @@ pub(crate) fn check_vertices(tx: &WriteTx<'_>, catalog: &Catalog, ends: &EdgeEnd
         if catalog.table(table).is_none() {
             return Err(missing(&format!("does not exist: there is no table {table:?}")));
         }
-        if tx.get(Space::Entity, &EntityKey::new(table, id).encode())?.is_none() {
+        if !tx.contains(Space::Entity, &EntityKey::new(table, id).encode())? {
             return Err(missing("does not exist"));
         }
     }

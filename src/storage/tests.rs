@@ -271,3 +271,31 @@ fn scan_current_sees_the_writes_own_staged_keys() {
         })
         .unwrap();
 }
+
+/// `contains` answers as `get` does (staged first, then committed), also for a key it looked up
+/// before the write staged it.
+#[test]
+fn contains_follows_the_writes_own_staged_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    put(&store, Space::Entity, b"a", b"1");
+    store
+        .write_blocking(|tx| {
+            assert!(tx.contains(Space::Entity, b"a").unwrap());
+            assert!(!tx.contains(Space::Entity, b"b").unwrap());
+            assert!(!tx.contains(Space::Idx, b"a").unwrap());
+            tx.delete(Space::Entity, b"a".to_vec());
+            tx.put(Space::Entity, b"b".to_vec(), b"2".to_vec());
+            assert!(!tx.contains(Space::Entity, b"a").unwrap());
+            assert!(tx.contains(Space::Entity, b"b").unwrap());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    store
+        .write_blocking(|tx| {
+            assert!(!tx.contains(Space::Entity, b"a").unwrap());
+            assert!(tx.contains(Space::Entity, b"b").unwrap());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+}

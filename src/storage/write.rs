@@ -24,6 +24,9 @@ pub struct WriteTx<'c> {
     on_commit: Vec<Box<dyn FnOnce() + Send>>,
     /// While [`WriteTx::attempt`] runs: each staged key's previous staged state, to undo.
     undo: Option<Vec<Undo>>,
+    /// Committed keys [`WriteTx::contains`] looked up, and whether they exist: the committed state
+    /// does not change while a write runs, so a batch naming one key many times reads it once.
+    present: std::cell::RefCell<std::collections::HashMap<(Space, Vec<u8>), bool>>,
 }
 
 /// A staged key and what it was staged as before (None: not staged).
@@ -86,6 +89,21 @@ impl WriteTx<'_> {
             return Ok(staged.clone());
         }
         Ok(self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec()))
+    }
+
+    /// Whether `key` exists as this write sees it (its own staged put or delete, else the committed
+    /// state), without reading the value.
+    pub fn contains(&self, space: Space, key: &[u8]) -> Result<bool> {
+        let k = (space, key.to_vec());
+        if let Some(staged) = self.staged.get(&k) {
+            return Ok(staged.is_some());
+        }
+        if let Some(&known) = self.present.borrow().get(&k) {
+            return Ok(known);
+        }
+        let found = self.committer.spaces[space as usize].contains_key(key)?;
+        self.present.borrow_mut().insert(k, found);
+        Ok(found)
     }
 
     /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
@@ -204,6 +222,7 @@ impl Committer {
                     seqs_taken: 0,
                     on_commit: Vec::new(),
                     undo: None,
+                    present: Default::default(),
                 };
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
                 if let Ok(c) = completion {
@@ -211,8 +230,14 @@ impl Committer {
                 }
                 continue;
             }
-            let mut tx =
-                WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0, on_commit: Vec::new(), undo: None };
+            let mut tx = WriteTx {
+                committer: self,
+                staged: BTreeMap::new(),
+                seqs_taken: 0,
+                on_commit: Vec::new(),
+                undo: None,
+                present: Default::default(),
+            };
             // A panicking write function must not take the committer down; its caller sees Aborted
             // because the completion (and with it the reply channel) is dropped.
             let Ok(completion) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx))) else {

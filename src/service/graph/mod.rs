@@ -121,7 +121,8 @@ pub(crate) struct StoreGraph<'a> {
     max_visited: usize,
     read: usize,
     calls: u64,
-    seen: HashMap<(String, WalkDirection), Rc<Vec<Step>>>,
+    /// each vertex's steps, per direction (out, in, any)
+    seen: [HashMap<String, Rc<Vec<Step>>>; 3],
 }
 
 impl<'a> StoreGraph<'a> {
@@ -133,7 +134,7 @@ impl<'a> StoreGraph<'a> {
         cost: Cost,
         max_visited: usize,
     ) -> Self {
-        StoreGraph { view, db, tables, stop, cost, max_visited, read: 0, calls: 0, seen: HashMap::new() }
+        StoreGraph { view, db, tables, stop, cost, max_visited, read: 0, calls: 0, seen: Default::default() }
     }
 
     fn weight(&self, table: &TableDef, edge_id: &str, adj: &AdjValue<'_>) -> Result<f64> {
@@ -160,7 +161,7 @@ impl Graph for StoreGraph<'_> {
         if self.calls.is_multiple_of(256) {
             self.stop.check()?;
         }
-        if let Some(s) = self.seen.get(&(vertex.to_owned(), dir)) {
+        if let Some(s) = self.seen[dir as usize].get(vertex) {
             return Ok(s.clone());
         }
         let mut steps = Vec::new();
@@ -189,7 +190,7 @@ impl Graph for StoreGraph<'_> {
             }
         }
         let steps = Rc::new(steps);
-        self.seen.insert((vertex.to_owned(), dir), steps.clone());
+        self.seen[dir as usize].insert(vertex.to_owned(), steps.clone());
         Ok(steps)
     }
 }

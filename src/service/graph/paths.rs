@@ -237,6 +237,117 @@ pub(crate) fn dijkstra(
     Ok(None)
 }
 
+/// One side of a bidirectional Dijkstra: tentative costs, parent links, settled vertices, queue.
+struct Side {
+    dist: HashMap<String, f64>,
+    prev: HashMap<String, (String, String, f64)>,
+    done: HashSet<String>,
+    heap: BinaryHeap<Reverse<(Ord64, u64, String)>>,
+}
+
+impl Side {
+    fn new(root: &str) -> Side {
+        Side {
+            dist: HashMap::from([(root.to_owned(), 0.0)]),
+            prev: HashMap::new(),
+            done: HashSet::new(),
+            heap: BinaryHeap::from([Reverse((Ord64(0.0), 0, root.to_owned()))]),
+        }
+    }
+
+    /// The smallest queued cost (infinite when nothing is queued).
+    fn top(&self) -> f64 {
+        self.heap.peek().map_or(f64::INFINITY, |Reverse((Ord64(d), _, _))| *d)
+    }
+
+    /// The chain from `v` back to the root: (vertex, edge, weight) steps, `v`'s first.
+    fn chain(&self, v: &str) -> Vec<(String, String, f64)> {
+        let mut out = Vec::new();
+        let mut at = v.to_owned();
+        while let Some((p, e, w)) = self.prev.get(&at) {
+            out.push((p.clone(), e.clone(), *w));
+            at = p.clone();
+        }
+        out
+    }
+}
+
+/// The cheapest path, searched from both ends at once (Dijkstra forward from `from` and backward
+/// from `to`, always advancing the side with the cheaper queue head): it stops once the two queue
+/// heads together cost at least the best meeting found, so on a graph with hubs each side settles
+/// a small ball instead of every vertex cheaper than the target.
+pub(crate) fn dijkstra_both_ways(g: &mut impl Graph, from: &str, to: &str, dir: WalkDirection) -> Result<Option<Path>> {
+    let mut sides = [Side::new(from), Side::new(to)];
+    let mut best: Option<(f64, String)> = (from == to).then(|| (0.0, from.to_owned()));
+    let mut seq = 0u64;
+    loop {
+        let (tf, tb) = (sides[0].top(), sides[1].top());
+        // A side with nothing queued has settled all it reaches: had it reached the other end,
+        // scanning that edge would have found a meeting. Otherwise stop once no meeting can be
+        // cheaper than the best one found.
+        if tf.is_infinite() || tb.is_infinite() || best.as_ref().is_some_and(|(mu, _)| tf + tb >= *mu) {
+            break;
+        }
+        let s = if tf <= tb { 0 } else { 1 };
+        let walk = if s == 0 { dir } else { dir.reverse() };
+        let Some(Reverse((Ord64(d), _, v))) = sides[s].heap.pop() else { break };
+        if !sides[s].done.insert(v.clone()) {
+            continue;
+        }
+        for step in g.steps(&v, walk)?.iter() {
+            let nd = d + step.weight;
+            if let Some(other) = sides[1 - s].dist.get(&step.vertex) {
+                let total = nd + other;
+                if best.as_ref().is_none_or(|(mu, _)| total < *mu) {
+                    best = Some((total, step.vertex.clone()));
+                }
+            }
+            if sides[s].done.contains(&step.vertex) {
+                continue;
+            }
+            if sides[s].dist.get(&step.vertex).is_none_or(|&old| nd < old) {
+                sides[s].dist.insert(step.vertex.clone(), nd);
+                sides[s].prev.insert(step.vertex.clone(), (v.clone(), step.edge.clone(), step.weight));
+                seq += 1;
+                sides[s].heap.push(Reverse((Ord64(nd), seq, step.vertex.clone())));
+            }
+        }
+    }
+    let Some((_, meet)) = best else { return Ok(None) };
+    // from → meet along the forward tree, then meet → to along the backward tree
+    let forward = sides[0].chain(&meet);
+    let mut path = Path {
+        vertices: forward.iter().rev().map(|(p, _, _)| p.clone()).collect(),
+        edges: forward.iter().rev().map(|(_, e, _)| e.clone()).collect(),
+        weights: forward.iter().rev().map(|(_, _, w)| *w).collect(),
+    };
+    path.vertices.push(meet.clone());
+    for (p, e, w) in sides[1].chain(&meet) {
+        path.vertices.push(p);
+        path.edges.push(e);
+        path.weights.push(w);
+    }
+    Ok(Some(loop_free(path)))
+}
+
+/// The path with any cycle cut out (a cheapest path may hold one of zero cost where the two
+/// searches' trees cross); weights are >= 0, so the cost does not grow.
+fn loop_free(path: Path) -> Path {
+    let mut out = Path::start(&path.vertices[0]);
+    for ((v, e), w) in path.vertices.iter().skip(1).zip(path.edges).zip(path.weights) {
+        if let Some(at) = out.vertices.iter().position(|x| x == v) {
+            out.vertices.truncate(at + 1);
+            out.edges.truncate(at);
+            out.weights.truncate(at);
+        } else {
+            out.vertices.push(v.clone());
+            out.edges.push(e);
+            out.weights.push(w);
+        }
+    }
+    out
+}
+
 /// The `k` cheapest loop-free paths from `first` (a cheapest path) on (Yen's algorithm): each
 /// next path leaves a previous one at some vertex (its spur) and avoids the edges by which the
 /// paths found so far leave that same root, and the root's other vertices. Ties go by edge ids.
@@ -294,10 +405,9 @@ impl Db {
             db.vertex_exists(&view, "to", &req.to)?;
             let cost = req.weight.clone().map_or(Cost::Hops, Cost::Field);
             let mut g = StoreGraph::new(db, &view, &tables, &stop, cost.clone(), max_visited);
-            let none = HashSet::new();
             let first = match cost {
                 Cost::Hops => bfs(&mut g, &req.from, &req.to, req.direction)?,
-                Cost::Field(_) => dijkstra(&mut g, &req.from, &req.to, req.direction, &none, &none)?,
+                Cost::Field(_) => dijkstra_both_ways(&mut g, &req.from, &req.to, req.direction)?,
             };
             let first = first.ok_or_else(|| ServiceError::NoPath { from: req.from.clone(), to: req.to.clone() })?;
             let found = if k > 1 { yen(&mut g, first, &req.to, req.direction, k)? } else { vec![first] };
@@ -378,6 +488,43 @@ mod tests {
         let banned: HashSet<String> = ["b".to_owned()].into();
         let p = dijkstra(&mut g, "a", "d", WalkDirection::Out, &banned, &none).unwrap().unwrap();
         assert_eq!(p.cost(), 4.0);
+    }
+
+    /// From both ends, the cost is the one-way search's, whatever the pair and direction; zero
+    /// weights (ties everywhere) still give a loop-free path.
+    #[test]
+    fn dijkstra_from_both_ends_agrees_with_one_way() {
+        let none = HashSet::new();
+        let mut zeros = MemGraph(graph().0.into_iter().map(|(id, f, t, w)| (id, f, t, w * 0.0)).collect());
+        for g in [&mut graph(), &mut zeros] {
+            for from in ["a", "b", "c", "d", "z"] {
+                for to in ["a", "b", "c", "d", "z"] {
+                    for dir in [WalkDirection::Out, WalkDirection::In, WalkDirection::Any] {
+                        let one = dijkstra(g, from, to, dir, &none, &none).unwrap();
+                        let both = dijkstra_both_ways(g, from, to, dir).unwrap();
+                        assert_eq!(one.as_ref().map(Path::cost), both.as_ref().map(Path::cost), "{from} {to} {dir:?}");
+                        if let Some(p) = both {
+                            let distinct: HashSet<&String> = p.vertices.iter().collect();
+                            assert_eq!(distinct.len(), p.vertices.len(), "{p:?}");
+                            assert_eq!(
+                                (p.vertices.first().unwrap(), p.vertices.last().unwrap()),
+                                (&from.to_owned(), &to.to_owned())
+                            );
+                            assert_eq!(p.edges.len() + 1, p.vertices.len());
+                        }
+                    }
+                }
+            }
+        }
+        let cut = loop_free(Path {
+            vertices: ["a", "b", "c", "b", "d"].map(String::from).to_vec(),
+            edges: ["1", "2", "3", "4"].map(String::from).to_vec(),
+            weights: vec![1.0, 0.0, 0.0, 2.0],
+        });
+        assert_eq!(
+            (cut.vertices, cut.edges, cut.weights),
+            (["a", "b", "d"].map(String::from).to_vec(), ["1", "4"].map(String::from).to_vec(), vec![1.0, 2.0])
+        );
     }
 
     #[test]
