@@ -273,7 +273,8 @@ fn scan_current_sees_the_writes_own_staged_keys() {
 }
 
 /// `contains` answers as `get` does (staged first, then committed), also for a key it looked up
-/// before the write staged it.
+/// before the write staged it, and in later writes after other writes changed it (the committer
+/// remembers what it looked up and updates it at each commit).
 #[test]
 fn contains_follows_the_writes_own_staged_keys() {
     let dir = tempfile::tempdir().unwrap();
@@ -295,6 +296,26 @@ fn contains_follows_the_writes_own_staged_keys() {
         .write_blocking(|tx| {
             assert!(!tx.contains(Space::Entity, b"a").unwrap());
             assert!(tx.contains(Space::Entity, b"b").unwrap());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    // changed by writes that never asked; a failed write changes nothing
+    put(&store, Space::Entity, b"a", b"3");
+    store
+        .write_blocking(|tx| {
+            tx.delete(Space::Entity, b"b".to_vec());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    let failed: Result<(), StorageError> = store.write_blocking(|tx| {
+        tx.delete(Space::Entity, b"a".to_vec());
+        Err(StorageError::Closed)
+    });
+    assert!(failed.is_err());
+    store
+        .write_blocking(|tx| {
+            assert!(tx.contains(Space::Entity, b"a").unwrap());
+            assert!(!tx.contains(Space::Entity, b"b").unwrap());
             Ok::<_, StorageError>(())
         })
         .unwrap();

@@ -24,9 +24,6 @@ pub struct WriteTx<'c> {
     on_commit: Vec<Box<dyn FnOnce() + Send>>,
     /// While [`WriteTx::attempt`] runs: each staged key's previous staged state, to undo.
     undo: Option<Vec<Undo>>,
-    /// Committed keys [`WriteTx::contains`] looked up, and whether they exist: the committed state
-    /// does not change while a write runs, so a batch naming one key many times reads it once.
-    present: std::cell::RefCell<std::collections::HashMap<(Space, Vec<u8>), bool>>,
 }
 
 /// A staged key and what it was staged as before (None: not staged).
@@ -98,11 +95,15 @@ impl WriteTx<'_> {
         if let Some(staged) = self.staged.get(&k) {
             return Ok(staged.is_some());
         }
-        if let Some(&known) = self.present.borrow().get(&k) {
+        if let Some(&known) = self.committer.present.borrow().get(&k) {
             return Ok(known);
         }
         let found = self.committer.spaces[space as usize].contains_key(key)?;
-        self.present.borrow_mut().insert(k, found);
+        let mut present = self.committer.present.borrow_mut();
+        if present.len() >= MAX_PRESENT {
+            present.clear();
+        }
+        present.insert(k, found);
         Ok(found)
     }
 
@@ -194,7 +195,15 @@ pub(super) struct Committer {
     pub(super) next_seq: u64,
     /// Test hook: fail the next fsync as a broken disk would.
     pub(super) fail_next_sync: Arc<AtomicBool>,
+    /// Whether keys [`WriteTx::contains`] looked up exist, as committed: only this thread writes,
+    /// and each commit updates the keys it changes here, so the answers stay exact across writes
+    /// (an edge naming a hub vertex reads it once, not once per edge). Cleared past
+    /// [`MAX_PRESENT`] keys and after a failed commit.
+    pub(super) present: std::cell::RefCell<std::collections::HashMap<(Space, Vec<u8>), bool>>,
 }
+
+/// Most keys [`Committer::present`] remembers.
+const MAX_PRESENT: usize = 1 << 20;
 
 impl Committer {
     pub(super) fn run(mut self, queue: mpsc::Receiver<Job>) {
@@ -222,7 +231,6 @@ impl Committer {
                     seqs_taken: 0,
                     on_commit: Vec::new(),
                     undo: None,
-                    present: Default::default(),
                 };
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
                 if let Ok(c) = completion {
@@ -230,14 +238,8 @@ impl Committer {
                 }
                 continue;
             }
-            let mut tx = WriteTx {
-                committer: self,
-                staged: BTreeMap::new(),
-                seqs_taken: 0,
-                on_commit: Vec::new(),
-                undo: None,
-                present: Default::default(),
-            };
+            let mut tx =
+                WriteTx { committer: self, staged: BTreeMap::new(), seqs_taken: 0, on_commit: Vec::new(), undo: None };
             // A panicking write function must not take the committer down; its caller sees Aborted
             // because the completion (and with it the reply channel) is dropped.
             let Ok(completion) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx))) else {
@@ -269,14 +271,23 @@ impl Committer {
             return Ok(());
         }
         let mut batch = self.db.batch();
-        for ((space, key), value) in staged {
+        let mut present = self.present.borrow_mut();
+        let tracking = !present.is_empty();
+        for (k, value) in staged {
+            if tracking && let Some(known) = present.get_mut(&k) {
+                *known = value.is_some();
+            }
+            let (space, key) = k;
             let ks = &self.spaces[space as usize];
             match value {
                 Some(v) => batch.insert(ks, key, v),
                 None => batch.remove(ks, key),
             }
         }
-        batch.commit().map_err(|e| self.poison(e.into()))
+        batch.commit().map_err(|e| {
+            present.clear();
+            self.poison(e.into())
+        })
     }
 
     fn sync(&self) -> Result<()> {
