@@ -10,9 +10,9 @@
 //! Edges are inserted in batches of 10 000 (`insert_documents`, one atomic write each, as
 //! `POST …/documents` with an array does), vertices likewise; durability is buffered.
 //!
-//! Loading the default graph takes about a minute in a release build; then each criterion case
-//! runs 10-20 samples (`--sample-size` changes it). `MOSAIC_BENCH_DIR` sets where the data
-//! directory goes. Run with `cargo bench --bench graph`.
+//! On 2 cores the default graph loads in 15-20 s and the whole run takes about 2.5 minutes (each
+//! criterion case 20 samples; the weighted shortest paths, about 1.5 s each, take most of it).
+//! `MOSAIC_BENCH_DIR` sets where the data directory goes. Run with `cargo bench --bench graph`.
 //!
 //! Not measured here: PostgreSQL's recursive CTE (no PostgreSQL in the bench environment).
 
