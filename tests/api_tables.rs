@@ -68,6 +68,9 @@ async fn dropping_a_table_leaves_its_neighbours_alone() {
 #[tokio::test]
 async fn a_drop_purged_in_small_chunks_removes_exactly_the_tables_keys() {
     let s = TestServer::start_with(|c| c.options.purge_chunk = 7).await;
+    s.create_table("v").await;
+    let vertices: Vec<_> = (0..=40).map(|i| json!({"_id": i.to_string()})).collect();
+    assert_eq!(s.post("/v1/tables/v/documents", json!(vertices)).await.0, 201);
     for t in ["e", "e2"] {
         let (st, _) = s.post("/v1/tables", json!({"name": t, "kind": "edge"})).await;
         assert_eq!(st, 201);
@@ -196,6 +199,8 @@ async fn typed_tables_validate_every_write() {
 async fn edge_tables_need_endpoints() {
     let s = TestServer::start().await;
     assert_eq!(s.post("/v1/tables", json!({"name": "knows", "kind": "edge"})).await.0, 201);
+    s.create_table("users").await;
+    assert_eq!(s.post("/v1/tables/users/documents", json!([{"_id": "a"}, {"_id": "b"}, {"_id": "c"}])).await.0, 201);
     let (status, _) =
         s.put("/v1/tables/knows/documents/e1", json!({"_from": "users/a", "_to": "users/b", "since": 2020})).await;
     assert_eq!(status, 201);

@@ -39,7 +39,7 @@ impl Fixture {
                 .map(|c| ColumnDef { name: c.into(), ty: "json".parse().unwrap(), nullable: true, default: None })
                 .to_vec()
         });
-        let req = CreateTable { name: name.clone(), kind: TableKind::Document, columns };
+        let req = CreateTable { name: name.clone(), kind: TableKind::Document, columns, ..Default::default() };
         self.runtime.block_on(self.db.create_table(req)).unwrap();
         name
     }

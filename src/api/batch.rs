@@ -33,7 +33,8 @@ pub struct BatchRequest {
         example = json!({"type": "urn:mosaicdb:problem:document_not_found", "title": "Not Found", "status": 404,
             "detail": "operation 1 failed, nothing was written: document \"x\" not found in table \"users\"",
             "code": "document_not_found", "operation": 1})),
-    (status = 409, description = "an operation breaks a unique index or names a table being dropped; nothing was written",
+    (status = 409, description = "an operation breaks a unique index, names a table being dropped, or deletes a vertex \
+        with edges in a `reject` edge table (`vertex_has_edges`); nothing was written",
         body = Problem, content_type = "application/problem+json"),
     (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
     (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),

@@ -76,7 +76,8 @@ fn with_etag(mut response: Response, etag: &str) -> Response {
                 "detail": "precondition failed: If-Match: the current ETag is \"5c1e0b7d1a3f2e4c\"", "code": "precondition_failed"})),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "not an object; a typed table rejects a field; an edge lacks `_from`/`_to`; `_id` differs from the path", body = Problem,
+        (status = 422, description = "not an object; a typed table rejects a field; an edge lacks `_from`/`_to`, names a vertex that does not \
+            exist, or lacks its table's weight field; `_id` differs from the path", body = Problem,
             content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:schema_violation", "title": "Unprocessable Entity", "status": 422,
                 "detail": "field \"age\": must be of type int", "code": "schema_violation"})),
@@ -131,7 +132,8 @@ async fn get_document(
         (status = 412, description = "If-Match failed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "the patch is not an object, or the result breaks the table's schema", body = Problem,
+        (status = 422, description = "the patch is not an object, or the result breaks the table's schema (an edge moved to a vertex that \
+            does not exist)", body = Problem,
             content_type = "application/problem+json"),
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -152,10 +154,17 @@ async fn patch_document(
     params(DocumentPath,
         ("If-Match" = Option<String>, Header, description = "delete only if the current ETag matches")),
     responses(
-        (status = 204, description = "deleted"),
+        (status = 204, description = "deleted, with the vertex's edges in every `cascade` edge table"),
         (status = 400, description = "invalid id, path or header", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table or document", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "the document is a vertex with edges in a `reject` edge table (`vertex_has_edges`)",
+            body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:vertex_has_edges", "title": "Conflict", "status": 409,
+                "detail": "vertex \"users/alice\" has edges in a reject edge table (e.g. \"follows/e1\"): delete them first",
+                "code": "vertex_has_edges"})),
         (status = 412, description = "If-Match failed", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "the delete would cascade to more than 10000 edges (`too_many_edges`)", body = Problem,
+            content_type = "application/problem+json"),
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_document(
@@ -183,7 +192,8 @@ async fn delete_document(
         (status = 415, description = "not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "a unique index already holds a value; nothing was written", body = Problem,
             content_type = "application/problem+json"),
-        (status = 422, description = "an item is not an object or breaks the table's schema (typed columns, edges' `_from`/`_to`); nothing was written",
+        (status = 422, description = "an item is not an object or breaks the table's schema (typed columns, edges' `_from`/`_to` and \
+            their vertices); nothing was written",
             body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -59,14 +59,16 @@ impl ApiError {
 /// The HTTP status of each service error code.
 fn status_of(e: &ServiceError) -> StatusCode {
     match e {
-        ServiceError::TableNotFound(_) | ServiceError::DocumentNotFound { .. } | ServiceError::IndexNotFound { .. } => {
-            StatusCode::NOT_FOUND
-        }
+        ServiceError::TableNotFound(_)
+        | ServiceError::DocumentNotFound { .. }
+        | ServiceError::IndexNotFound { .. }
+        | ServiceError::NoPath { .. } => StatusCode::NOT_FOUND,
         ServiceError::TableExists(_)
         | ServiceError::TableDropping(_)
         | ServiceError::IndexExists { .. }
         | ServiceError::IndexDropping { .. }
-        | ServiceError::UniqueViolation { .. } => StatusCode::CONFLICT,
+        | ServiceError::UniqueViolation { .. }
+        | ServiceError::VertexHasEdges { .. } => StatusCode::CONFLICT,
         ServiceError::UnsupportedIndexKind(_) | ServiceError::NoSearchIndex(_) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::InvalidTableName { .. }
         | ServiceError::InvalidId(_)
@@ -80,6 +82,9 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::InvalidDocument(_)
         | ServiceError::SchemaViolation { .. }
         | ServiceError::TooManyIndexEntries { .. }
+        | ServiceError::TooManyEdges { .. }
+        | ServiceError::MaxVisited(_)
+        | ServiceError::InvalidWeight(_)
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::Abandoned => StatusCode::REQUEST_TIMEOUT,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,

@@ -6,6 +6,7 @@ mod batch;
 mod documents;
 mod error;
 mod extract;
+mod graph;
 mod indexes;
 mod query;
 mod search;
@@ -69,6 +70,7 @@ pub struct HttpLimits {
         (name = "query", description = "filters, sorts and pages, planned over the indexes"),
         (name = "search", description = "full-text search ranked by BM25"),
         (name = "batch", description = "several writes, all or nothing"),
+        (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
         (name = "admin", description = "consistency check"),
     ),
     components(schemas(Problem))
@@ -84,6 +86,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(query::router())
         .merge(search::router())
         .merge(batch::router())
+        .merge(graph::router())
         .merge(admin::router())
 }
 

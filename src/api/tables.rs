@@ -42,7 +42,7 @@ pub struct PatchTable {
         ("query" = (operation_id = "query", parameters(("table" = "$response.body#/name")))),
         ("drop" = (operation_id = "drop_table", parameters(("table" = "$response.body#/name")))),
     )),
-    (status = 400, description = "invalid table name or columns (names twice, a default that does not fit its type, columns on an edge table)", body = Problem, content_type = "application/problem+json",
+    (status = 400, description = "invalid table name or columns (names twice, a default that does not fit its type), or `on_vertex_delete` / `weight_field` on a document table or an invalid weight field name", body = Problem, content_type = "application/problem+json",
         example = json!({"type": "urn:mosaicdb:problem:invalid_table_name", "title": "Bad Request", "status": 400,
             "detail": "invalid table name \"a/b\": must not contain '/'", "code": "invalid_table_name"})),
     (status = 409, description = "a table of that name exists (or is still being dropped)", body = Problem,

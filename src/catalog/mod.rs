@@ -10,7 +10,7 @@ mod table;
 
 pub use index::{IndexDef, IndexKind, IndexState};
 pub use metric::MetricConfig;
-pub use table::{ColumnDef, ColumnType, TableDef, TableKind};
+pub use table::{ColumnDef, ColumnType, OnVertexDelete, TableDef, TableKind};
 
 use crate::entity::{self, EncodeOptions, FieldDict};
 use crate::keys::{KeyError, MetaKey};

@@ -14,6 +14,17 @@ pub enum TableKind {
     Edge,
 }
 
+/// What deleting a vertex does to the edges of an edge table that touch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnVertexDelete {
+    /// the delete is refused (409 `vertex_has_edges`) while the vertex has edges in this table
+    #[default]
+    Reject,
+    /// the vertex's edges in this table are deleted in the same atomic write
+    Cascade,
+}
+
 /// The type of a declared column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
@@ -118,6 +129,13 @@ pub struct TableDef {
     /// declared columns; absent for a schemaless table
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<ColumnDef>>,
+    /// edge tables: what deleting a vertex does to its edges here (`reject` when absent)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_vertex_delete: Option<OnVertexDelete>,
+    /// edge tables: a top-level numeric field (finite, >= 0) every edge must have; its value is
+    /// kept in the adjacency entries, so weighted shortest paths never read edge documents
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_field: Option<String>,
     /// creation time, milliseconds since the Unix epoch; unique across tables and indexes (one
     /// created within the same millisecond as the last, or with the clock set back, gets the
     /// last value + 1), so it tells a re-created table of the same name apart
@@ -128,6 +146,11 @@ impl TableDef {
     /// The declared column named `name`.
     pub fn column(&self, name: &str) -> Option<&ColumnDef> {
         self.columns.as_ref()?.iter().find(|c| c.name == name)
+    }
+
+    /// What deleting a vertex does to this edge table's edges.
+    pub fn vertex_delete(&self) -> OnVertexDelete {
+        self.on_vertex_delete.unwrap_or_default()
     }
 
     /// Top-level fields stored as f32 vectors.

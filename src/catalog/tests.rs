@@ -22,6 +22,8 @@ fn table(name: &str) -> TableDef {
         name: name.into(),
         kind: TableKind::Document,
         columns: Some(vec![ColumnDef { name: "emb".into(), ty: ColumnType::Vector(3), nullable: true, default: None }]),
+        on_vertex_delete: None,
+        weight_field: None,
         created_at: 1,
     }
 }

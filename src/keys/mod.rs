@@ -47,7 +47,7 @@ pub use changefeed::ChangeKey;
 pub use entity::EntityKey;
 pub use ftidx::FtidxKey;
 pub use ftstat::FtStatKey;
-pub use graph::{Direction, GraphKey};
+pub use graph::{AdjValue, Direction, GraphKey};
 pub use idx::IdxKey;
 pub use meta::MetaKey;
 pub use ridx::RidxKey;

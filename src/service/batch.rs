@@ -75,8 +75,9 @@ fn at(index: usize) -> impl Fn(ServiceError) -> ServiceError {
 enum Work {
     /// the document, checked and encoded
     Put(Prepared),
-    /// the merge patch applied to the document as read before the write
-    Patch(Patched),
+    /// the merge patch applied to the document as read before the write (and the patch, to apply
+    /// again on the committer should an earlier operation's cascade have deleted the document)
+    Patch(Patched, Value),
     /// a patch applied on the committer (the document is touched twice in the batch, was
     /// missing when read, or kept changing)
     PatchInWrite(Value),
@@ -133,7 +134,7 @@ impl Db {
                     let once = touched.get(&(op.table.as_str(), op.id.as_str())) == Some(&1);
                     match once && patch_outside_write {
                         true => match patch_outside(self, def, &op.id, patch, |_| true) {
-                            Ok(Some(p)) => Work::Patch(p),
+                            Ok(Some(p)) => Work::Patch(p, patch.clone()),
                             Ok(None) => Work::PatchInWrite(patch.clone()),
                             Err(e) => Work::Invalid(e),
                         },
@@ -178,7 +179,7 @@ fn apply(tx: &mut WriteTx<'_>, db: &Db, planned: Vec<Planned>) -> Result<Option<
         if live.as_deref().is_some_and(|live| live.created_at == def.created_at && !same_schema(live, def)) {
             return Ok(None);
         }
-        if let Work::Patch(patched) = &p.work
+        if let Work::Patch(patched, _) = &p.work
             && !unchanged(tx, &p.table, &p.id, &patched.base)?
         {
             return Ok(None);
@@ -200,8 +201,15 @@ fn apply(tx: &mut WriteTx<'_>, db: &Db, planned: Vec<Planned>) -> Result<Option<
                     put_encoded(tx, &db.catalog, &table, prepared, &none).map_err(&fail)?;
                 Some(created)
             }
-            Work::Patch(patched) => {
-                put_encoded(tx, &db.catalog, &table, patched.prepared, &none).map_err(&fail)?;
+            Work::Patch(patched, patch) => {
+                // touched once by the batch's operations, but a vertex delete earlier in the batch
+                // may have cascaded to it
+                let prepared = if unchanged(tx, &p.table, &p.id, &patched.base).map_err(&fail)? {
+                    patched.prepared
+                } else {
+                    patch_in(tx, &db.catalog, &table, &p.id, &patch, &none).map_err(&fail)?
+                };
+                put_encoded(tx, &db.catalog, &table, prepared, &none).map_err(&fail)?;
                 None
             }
             Work::PatchInWrite(patch) => {

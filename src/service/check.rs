@@ -11,10 +11,9 @@ use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{IndexDef, TableDef, TableKind};
 use crate::entity::{self, FieldDict, ValueRef};
-use crate::keys::{Direction, EntityKey, GraphKey, IdxKey, MetaKey, RidxKey, SidxKey};
+use crate::keys::{AdjValue, Direction, EntityKey, GraphKey, IdxKey, MetaKey, RidxKey, SidxKey};
 use crate::storage::{KeyRange, ReadView, Space};
 use serde::Serialize;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
@@ -109,6 +108,22 @@ impl Db {
     }
 }
 
+/// An edge blob's `_from`, `_to` and (for a table with a declared weight field) weight, read here
+/// on their own rather than with the write path's helper.
+fn edge_of(table: &TableDef, blob: &[u8], dict: &FieldDict) -> Option<(String, String, Option<f64>)> {
+    let get = |f: &str| match entity::get_path(blob, dict, &[f]) {
+        Ok(Some(ValueRef::Str(s))) => Some(s.to_owned()),
+        _ => None,
+    };
+    let weight = table.weight_field.as_deref().and_then(|w| match entity::get_path(blob, dict, &[w]) {
+        Ok(Some(ValueRef::Int(i))) => Some(i as f64),
+        Ok(Some(ValueRef::UInt(u))) => Some(u as f64),
+        Ok(Some(ValueRef::Float(f))) => Some(f),
+        _ => None,
+    });
+    Some((get("_from")?, get("_to")?, weight))
+}
+
 fn show(space: Space, key: &[u8]) -> String {
     crate::keys::display(space.name(), key)
 }
@@ -151,22 +166,21 @@ fn check_table(
                 }
             }
         }
-        if table.kind == TableKind::Edge {
-            let get = |f: &str| match entity::get_path(&blob, dict, &[f]) {
-                Ok(Some(ValueRef::Str(s))) => Some(s.to_owned()),
-                _ => None,
-            };
-            if let (Some(from), Some(to)) = (get("_from"), get("_to")) {
-                for (dir, at, other) in [(Direction::Out, &from, &to), (Direction::In, &to, &from)] {
-                    let k = GraphKey::new(dir, name, at, &id).encode();
-                    match view.get(Space::Graph, &k)? {
-                        Some(v) if *v == *other.as_bytes() => {}
-                        Some(_) => {
-                            report.problem("stale_adjacency", show(Space::Graph, &k), "points at another vertex")
-                        }
-                        None => {
-                            report.problem("missing_adjacency", show(Space::Graph, &k), format!("edge {id:?} lacks it"))
-                        }
+        if table.kind == TableKind::Edge
+            && let Some((from, to, weight)) = edge_of(table, &blob, dict)
+        {
+            for (dir, at, other) in [(Direction::Out, &from, &to), (Direction::In, &to, &from)] {
+                let k = GraphKey::new(dir, name, at, &id).encode();
+                let want = AdjValue { other: other.as_str().into(), weight }.encode();
+                match view.get(Space::Graph, &k)? {
+                    Some(v) if *v == *want => {}
+                    Some(_) => report.problem(
+                        "stale_adjacency",
+                        show(Space::Graph, &k),
+                        "its value (other endpoint, weight) differs from the edge's",
+                    ),
+                    None => {
+                        report.problem("missing_adjacency", show(Space::Graph, &k), format!("edge {id:?} lacks it"))
                     }
                 }
             }
@@ -223,24 +237,45 @@ fn check_table(
             }
         }
     }
-    // adjacency → its edges
+    // adjacency → its edges: each entry is one of the two its edge document should have
     if table.kind == TableKind::Edge {
-        let mut seen = BTreeSet::new();
         for dir in [Direction::Out, Direction::In] {
             let adjacency = view.scan(Space::Graph, KeyRange::Prefix(GraphKey::table_prefix(dir, name)), false);
             for item in Watched::new(adjacency.map(|i| i.map_err(ServiceError::from)), stop) {
                 let (key, _) = item?;
                 report.checked.graph_entries += 1;
-                let k = GraphKey::decode(&key).map_err(internal)?;
+                let k = match GraphKey::decode(&key) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        report.problem(
+                            "stale_adjacency",
+                            show(Space::Graph, &key),
+                            format!("the key does not decode: {e}"),
+                        );
+                        continue;
+                    }
+                };
                 let edge = EntityKey::new(name, &k.edge_id).encode();
-                if !seen.contains(&edge) && view.get(Space::Entity, &edge)?.is_none() {
+                let Some(blob) = view.get(Space::Entity, &edge)? else {
                     report.problem(
                         "stale_adjacency",
                         show(Space::Graph, &key),
                         format!("edge {:?} does not exist", k.edge_id),
                     );
-                } else {
-                    seen.insert(edge);
+                    continue;
+                };
+                let at = edge_of(table, &blob, dict).map(|(from, to, _)| if dir == Direction::Out { from } else { to });
+                if at.as_deref() != Some(&*k.vertex) {
+                    report.problem(
+                        "stale_adjacency",
+                        show(Space::Graph, &key),
+                        format!(
+                            "edge {:?} does not have {:?} as its {}",
+                            k.edge_id,
+                            k.vertex,
+                            if dir == Direction::Out { "_from" } else { "_to" }
+                        ),
+                    );
                 }
             }
         }
@@ -368,6 +403,41 @@ mod tests {
         assert_eq!(report.problem_count, 1, "{report:?}");
         assert!(report.problems[0].detail.contains("does not decode"), "{report:?}");
         assert_eq!(report.checked.index_entries, 10, "the 9 good entries were still checked");
+    }
+
+    /// Adjacency is checked both ways: each edge has exactly its two entries with the right other
+    /// endpoint and weight, and each entry belongs to an edge that has it at that vertex.
+    #[tokio::test]
+    async fn check_reports_adjacency_that_disagrees_with_its_edges() {
+        use crate::keys::AdjValue;
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path()).await;
+        let edges: CreateTable =
+            serde_json::from_value(json!({"name": "e", "kind": "edge", "weight_field": "km"})).unwrap();
+        d.create_table(edges).await.unwrap();
+        let doc = json!({"_from": "t/a", "_to": "t/b", "km": 7}).as_object().unwrap().clone();
+        d.put_document("e".into(), "x".into(), doc, Preconditions::default()).await.unwrap();
+        assert!(d.check().await.unwrap().ok);
+        let out = GraphKey::new(Direction::Out, "e", "t/a", "x").encode();
+        let inn = GraphKey::new(Direction::In, "e", "t/b", "x").encode();
+        let value = |other: &str, w: f64| AdjValue { other: other.into(), weight: Some(w) }.encode();
+        // a wrong weight; an entry at a vertex the edge does not touch; an entry of no edge
+        corrupt(&d, None, (Space::Graph, out.clone(), value("t/b", 8.0))).await;
+        let stray = GraphKey::new(Direction::In, "e", "t/a", "x").encode();
+        corrupt(&d, None, (Space::Graph, stray, value("t/b", 7.0))).await;
+        let ghost = GraphKey::new(Direction::Out, "e", "t/a", "ghost").encode();
+        corrupt(&d, Some((Space::Graph, inn)), (Space::Graph, ghost, value("t/b", 1.0))).await;
+        let report = d.check().await.unwrap();
+        assert_eq!(
+            kinds(&report),
+            [
+                ("missing_adjacency", "graph:in:e:\"t/b\":x".to_owned()),
+                ("stale_adjacency", "graph:in:e:\"t/a\":x".to_owned()),
+                ("stale_adjacency", "graph:out:e:\"t/a\":ghost".to_owned()),
+                ("stale_adjacency", "graph:out:e:\"t/a\":x".to_owned()),
+            ],
+            "{report:?}"
+        );
     }
 
     /// The walk stops once its request's future is gone, or at its deadline; without either it

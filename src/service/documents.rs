@@ -3,13 +3,14 @@
 //! Every change of a document goes through [`put_encoded`] or [`delete_in`], inside one write:
 //! the entity, the table's count, and (for edges) the graph adjacency change together.
 
+use super::adjacency::{self, EdgeEnds};
 use super::patch::{patch_in, patch_outside, unchanged};
 use super::schema::{self, FROM_FIELD, ID_FIELD, TO_FIELD};
 use super::search::maintain::{PreparedText, prepare_text};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::{self, EncodeOptions, ValueRef};
-use crate::keys::{Direction, EntityKey, GraphKey, MetaKey};
+use crate::keys::{EntityKey, MetaKey};
 use crate::storage::{KeyRange, Space, WriteTx};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -193,8 +194,8 @@ pub fn take_id(doc: &mut Map<String, Value>, path_id: Option<&str>) -> Result<Op
 pub(crate) struct Prepared {
     pub id: String,
     pub blob: Vec<u8>,
-    /// an edge's `(_from, _to)`
-    pub edge: Option<(String, String)>,
+    /// an edge's endpoints and weight
+    pub edge: Option<EdgeEnds>,
     /// its terms for the table's fulltext indexes
     pub text: Vec<PreparedText>,
 }
@@ -218,12 +219,13 @@ pub(crate) fn prepare(
     Ok(Prepared { id, blob, edge, text })
 }
 
-fn edge_endpoints(table: &TableDef, doc: &Map<String, Value>) -> Option<(String, String)> {
+fn edge_endpoints(table: &TableDef, doc: &Map<String, Value>) -> Option<EdgeEnds> {
     if table.kind != TableKind::Edge {
         return None;
     }
     let get = |f: &str| doc.get(f).and_then(Value::as_str).map(str::to_owned);
-    Some((get(FROM_FIELD)?, get(TO_FIELD)?))
+    let weight = table.weight_field.as_ref().and_then(|w| doc.get(w)).and_then(adjacency::weight_of);
+    Some(EdgeEnds { from: get(FROM_FIELD)?, to: get(TO_FIELD)?, weight })
 }
 
 /// The table as the write sees it: it must exist and be the same table the document was prepared
@@ -256,31 +258,6 @@ fn bump_count(tx: &mut WriteTx<'_>, table: &str, delta: i64) -> Result<()> {
     Ok(())
 }
 
-/// The `(_from, _to)` of a stored edge blob.
-fn stored_endpoints(catalog: &Catalog, blob: &[u8]) -> Result<Option<(String, String)>> {
-    catalog.with_dict(|dict| {
-        let field = |name: &str| -> Result<Option<String>> {
-            Ok(match entity::get_path(blob, dict, &[name])? {
-                Some(ValueRef::Str(s)) => Some(s.to_owned()),
-                _ => None,
-            })
-        };
-        Ok(field(FROM_FIELD)?.zip(field(TO_FIELD)?))
-    })
-}
-
-fn stage_edge(tx: &mut WriteTx<'_>, table: &str, id: &str, (from, to): &(String, String), insert: bool) {
-    let out = GraphKey::new(Direction::Out, table, from, id).encode();
-    let inn = GraphKey::new(Direction::In, table, to, id).encode();
-    if insert {
-        tx.put(Space::Graph, out, to.as_bytes().to_vec());
-        tx.put(Space::Graph, inn, from.as_bytes().to_vec());
-    } else {
-        tx.delete(Space::Graph, out);
-        tx.delete(Space::Graph, inn);
-    }
-}
-
 /// Stores a prepared document (create or replace) in the write.
 pub(crate) fn put_encoded(
     tx: &mut WriteTx<'_>,
@@ -292,13 +269,14 @@ pub(crate) fn put_encoded(
     let key = EntityKey::new(&table.name, &doc.id).encode();
     let old = tx.get(Space::Entity, &key)?;
     pre.check(old.as_deref().map(etag).as_deref())?;
-    if table.kind == TableKind::Edge
-        && let Some(old_edge) = old.as_deref().map(|b| stored_endpoints(catalog, b)).transpose()?.flatten()
-    {
-        stage_edge(tx, &table.name, &doc.id, &old_edge, false);
+    if let Some(edge) = &doc.edge {
+        adjacency::check_vertices(tx, catalog, edge)?;
+    }
+    if let Some(old_edge) = old.as_deref().map(|b| adjacency::stored_ends(catalog, table, b)).transpose()?.flatten() {
+        adjacency::stage(tx, &table.name, &doc.id, &old_edge, false);
     }
     if let Some(edge) = &doc.edge {
-        stage_edge(tx, &table.name, &doc.id, edge, true);
+        adjacency::stage(tx, &table.name, &doc.id, edge, true);
     }
     super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), &mut doc.text)?;
     if old.is_none() {
@@ -311,7 +289,8 @@ pub(crate) fn put_encoded(
 }
 
 /// Deletes a document in the write; `Ok(false)` when it does not exist (and no precondition
-/// demanded it).
+/// demanded it). As a vertex, its edges in cascade edge tables go with it (and theirs, when an
+/// edge is itself a vertex); an edge in a reject edge table refuses the delete.
 pub(crate) fn delete_in(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
@@ -323,15 +302,37 @@ pub(crate) fn delete_in(
     let old = tx.get(Space::Entity, &key)?;
     pre.check(old.as_deref().map(etag).as_deref())?;
     let Some(old) = old else { return Ok(false) };
-    if table.kind == TableKind::Edge
-        && let Some(edge) = stored_endpoints(catalog, &old)?
-    {
-        stage_edge(tx, &table.name, id, &edge, false);
+    remove(tx, catalog, table, id, key, &old)?;
+    let mut vertices = vec![format!("{}/{id}", table.name)];
+    let mut cascaded = 0;
+    while let Some(vertex) = vertices.pop() {
+        for (edge_table, edge_id) in adjacency::incident(tx, catalog, &vertex, adjacency::MAX_CASCADE - cascaded)? {
+            let key = EntityKey::new(&edge_table.name, &edge_id).encode();
+            let Some(old) = tx.get(Space::Entity, &key)? else { continue };
+            remove(tx, catalog, &edge_table, &edge_id, key, &old)?;
+            cascaded += 1;
+            vertices.push(format!("{}/{edge_id}", edge_table.name));
+        }
     }
-    super::indexes::update(tx, catalog, table, id, Some(&old), None, &mut Vec::new())?;
+    Ok(true)
+}
+
+/// Removes a stored document: its entity, index entries, count and (for an edge) adjacency.
+fn remove(
+    tx: &mut WriteTx<'_>,
+    catalog: &Arc<Catalog>,
+    table: &TableDef,
+    id: &str,
+    key: Vec<u8>,
+    old: &[u8],
+) -> Result<()> {
+    if let Some(edge) = adjacency::stored_ends(catalog, table, old)? {
+        adjacency::stage(tx, &table.name, id, &edge, false);
+    }
+    super::indexes::update(tx, catalog, table, id, Some(old), None, &mut Vec::new())?;
     bump_count(tx, &table.name, -1)?;
     tx.delete(Space::Entity, key);
-    Ok(true)
+    Ok(())
 }
 
 /// The document as JSON text with its `_id` first, written straight from the blob.

@@ -170,6 +170,38 @@ pub enum ServiceError {
         /// documents written before it
         written: u64,
     },
+    /// The vertex has an edge in an edge table whose `on_vertex_delete` is `reject`.
+    #[error("vertex {vertex:?} has edges in a reject edge table (e.g. {edge:?}): delete them first")]
+    VertexHasEdges {
+        /// the vertex, `"table/id"`
+        vertex: String,
+        /// one of its edges, `"edge_table/id"`
+        edge: String,
+    },
+    /// Deleting the vertex would cascade to more edges than one write deletes.
+    #[error("deleting vertex {vertex:?} would cascade to more than {limit} edges: delete its edges in batches first")]
+    TooManyEdges {
+        /// the vertex, `"table/id"`
+        vertex: String,
+        /// the cascade limit
+        limit: usize,
+    },
+    /// No path joins the two vertices (along the given edge tables and direction).
+    #[error("no path from {from:?} to {to:?}")]
+    NoPath {
+        /// the start vertex
+        from: String,
+        /// the target vertex
+        to: String,
+    },
+    /// A walk reached more adjacency entries than its `max_visited`.
+    #[error(
+        "the walk read more than max_visited = {0} adjacency entries: narrow it (depth, edges, filters) or raise max_visited"
+    )]
+    MaxVisited(usize),
+    /// An edge's weight is missing, not a number, or negative.
+    #[error("invalid weight: {0}")]
+    InvalidWeight(String),
     /// The store refuses writes (poisoned after a disk failure, its committer stopped, or
     /// shutting down).
     #[error("{0}")]
@@ -212,6 +244,11 @@ impl ServiceError {
             ServiceError::PreconditionFailed(_) => "precondition_failed",
             ServiceError::BatchFailed { source, .. } => source.code(),
             ServiceError::LineTooLong { .. } => "payload_too_large",
+            ServiceError::VertexHasEdges { .. } => "vertex_has_edges",
+            ServiceError::TooManyEdges { .. } => "too_many_edges",
+            ServiceError::NoPath { .. } => "no_path",
+            ServiceError::MaxVisited(_) => "max_visited_exceeded",
+            ServiceError::InvalidWeight(_) => "invalid_weight",
             ServiceError::Unavailable(_) => "unavailable",
             ServiceError::Internal(_) => "internal",
         }

@@ -1,11 +1,13 @@
 //! The service layer: one module per model, owning the rules and the transactions. `api` calls
 //! it; it calls `catalog`, `keys`, `entity` and `storage`.
 
+mod adjacency;
 mod batch;
 mod check;
 mod cursor;
 pub(crate) mod documents;
 mod error;
+pub mod graph;
 mod import;
 pub mod indexes;
 mod info;

@@ -47,6 +47,11 @@ pub fn check_edge(doc: &Map<String, Value>) -> Result<()> {
 pub fn conform(table: &TableDef, doc: &mut Map<String, Value>) -> Result<()> {
     if table.kind == TableKind::Edge {
         check_edge(doc)?;
+        if let Some(w) = &table.weight_field
+            && doc.get(w).and_then(super::adjacency::weight_of).is_none()
+        {
+            return Err(violation(w, "is the table's weight field: every edge needs it as a number >= 0"));
+        }
     }
     let Some(columns) = &table.columns else { return Ok(()) };
     if let Some(unknown) = doc.keys().find(|k| !is_system_field(table, k) && !columns.iter().any(|c| &c.name == *k)) {

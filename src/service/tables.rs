@@ -2,7 +2,7 @@
 
 use super::purge::Purge;
 use super::{Db, Result, ServiceError};
-use crate::catalog::{ColumnDef, TableDef, TableKind};
+use crate::catalog::{ColumnDef, OnVertexDelete, TableDef, TableKind};
 use crate::keys::{Direction, FtStatKey, GraphKey, MetaKey, table_prefix};
 use crate::storage::Space;
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 pub const MAX_TABLE_NAME_LEN: usize = 256;
 
 /// The body of `POST /v1/tables`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTable {
     /// table name: 1-256 bytes of UTF-8, no `/` and no control characters
@@ -25,6 +25,15 @@ pub struct CreateTable {
     /// typed columns; omit for a schemaless table
     #[serde(default)]
     pub columns: Option<Vec<ColumnDef>>,
+    /// edge tables only: `reject` (default) refuses to delete a vertex that has edges here (409
+    /// `vertex_has_edges`), `cascade` deletes them with the vertex in the same atomic write
+    #[serde(default)]
+    pub on_vertex_delete: Option<OnVertexDelete>,
+    /// edge tables only: a top-level field every edge must hold as a finite number >= 0; its value
+    /// is kept in the adjacency entries, so a shortest path weighted by it reads no edge document
+    #[serde(default)]
+    #[schema(min_length = 1, pattern = "^[^_.][^.]*$", example = "km")]
+    pub weight_field: Option<String>,
 }
 
 /// A table definition with its document count.
@@ -80,6 +89,22 @@ impl Db {
         if let Some(columns) = &req.columns {
             check_columns(columns)?;
         }
+        let edge_only = req.on_vertex_delete.is_some() || req.weight_field.is_some();
+        if req.kind != TableKind::Edge && edge_only {
+            return Err(ServiceError::InvalidRequest("on_vertex_delete and weight_field are for edge tables".into()));
+        }
+        if let Some(w) = &req.weight_field {
+            super::schema::check_column_name(w)?;
+            if let Some(c) = req.columns.iter().flatten().find(|c| &c.name == w)
+                && !matches!(c.ty, crate::catalog::ColumnType::Int | crate::catalog::ColumnType::Float)
+            {
+                return Err(ServiceError::InvalidRequest(format!("weight field {w:?} is a column of type {}", c.ty)));
+            }
+        }
+        let on_vertex_delete = match req.kind {
+            TableKind::Edge => Some(req.on_vertex_delete.unwrap_or_default()),
+            TableKind::Document => None,
+        };
         self.write(move |tx, db| {
             if db.catalog.table(&req.name).is_some() {
                 return Err(ServiceError::TableExists(req.name));
@@ -88,7 +113,14 @@ impl Db {
                 return Err(ServiceError::TableDropping(req.name));
             }
             let created_at = db.catalog.next_created_at(tx)?;
-            let def = TableDef { name: req.name, kind: req.kind, columns: req.columns, created_at };
+            let def = TableDef {
+                name: req.name,
+                kind: req.kind,
+                columns: req.columns,
+                on_vertex_delete,
+                weight_field: req.weight_field,
+                created_at,
+            };
             db.catalog.put_table(tx, def.clone());
             Ok(def)
         })

@@ -46,7 +46,9 @@ async fn table_gaining_a_column(
 {
     let columns =
         Some(vec![ColumnDef { name: "a".into(), ty: "int".parse().unwrap(), nullable: false, default: None }]);
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns }).await.unwrap();
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns, ..Default::default() })
+        .await
+        .unwrap();
     let (release, hold) = hold_committer(db);
     let b = ColumnDef { name: "b".into(), ty: "int".parse().unwrap(), nullable: false, default: Some(json!(7)) };
     let mut add: Pending<'_, _> = Box::pin(db.add_columns("t".into(), vec![b]));
@@ -118,7 +120,9 @@ async fn a_dropped_request_still_starts_the_job_its_write_needs() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
     for t in ["t", "u"] {
-        db.create_table(CreateTable { name: t.into(), kind: Default::default(), columns: None }).await.unwrap();
+        db.create_table(CreateTable { name: t.into(), kind: Default::default(), columns: None, ..Default::default() })
+            .await
+            .unwrap();
         db.put_document(t.into(), "d".into(), object(json!({"a": 1})), Preconditions::default()).await.unwrap();
     }
     let index = |name: &str| -> crate::service::CreateIndex {
@@ -164,7 +168,9 @@ async fn a_dropped_request_still_starts_the_job_its_write_needs() {
 async fn a_patch_prepared_from_a_version_rewritten_meanwhile_applies_to_the_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
+        .await
+        .unwrap();
     let none = Preconditions::default;
     db.put_document("t".into(), "d".into(), object(json!({"x": 1})), none()).await.unwrap();
 
@@ -191,7 +197,9 @@ async fn a_patch_prepared_from_a_version_rewritten_meanwhile_applies_to_the_new_
 async fn a_dead_committer_makes_writes_unavailable() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
+        .await
+        .unwrap();
     assert!(db.is_writable());
     let store = db.store.clone();
     tokio::task::spawn_blocking(move || store.kill_committer()).await.unwrap();
@@ -212,7 +220,7 @@ async fn a_re_created_table_or_index_has_a_new_created_at_on_a_still_clock() {
     use std::sync::atomic::Ordering;
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    let table = || CreateTable { name: "t".into(), kind: Default::default(), columns: None };
+    let table = || CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() };
     let index =
         || -> CreateIndex { serde_json::from_value(json!({"name": "i", "kind": "hash", "fields": ["a"]})).unwrap() };
     FROZEN_CLOCK_MS.store(crate::catalog::now_ms(), Ordering::Relaxed);
@@ -290,7 +298,9 @@ fn by_n(n: i64, explain: bool) -> QueryRequest {
 async fn a_backfill_chunk_skips_documents_written_after_it_was_read() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_with_chunk(dir.path(), 4);
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
+        .await
+        .unwrap();
     let none = Preconditions::default;
     for i in 0..6 {
         db.put_document("t".into(), format!("d{i}"), object(json!({"n": i})), none()).await.unwrap();
@@ -343,7 +353,9 @@ async fn a_backfill_chunk_skips_documents_written_after_it_was_read() {
 async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_with_chunk(dir.path(), 3);
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
+        .await
+        .unwrap();
     for i in 0..5 {
         db.put_document("t".into(), format!("d{i}"), object(json!({"n": i})), Preconditions::default()).await.unwrap();
     }
@@ -388,7 +400,9 @@ async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
 async fn a_fulltext_build_misses_no_document_rewritten_with_the_same_text() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_with_chunk(dir.path(), 4);
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None }).await.unwrap();
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
+        .await
+        .unwrap();
     let none = Preconditions::default;
     for i in 0..6 {
         db.put_document("t".into(), format!("d{i}"), object(json!({"text": "same words", "n": i})), none())

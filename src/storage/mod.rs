@@ -144,6 +144,7 @@ impl Store {
             max_group: config.max_group.max(1),
             next_seq,
             fail_next_sync: fail_next_sync.clone(),
+            present: Default::default(),
         };
         let (tx, rx) = mpsc::channel();
         let running = Arc::new(AtomicBool::new(true));

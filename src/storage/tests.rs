@@ -234,3 +234,89 @@ fn a_write_queued_when_the_committer_dies_fails_as_committer_down() {
     assert!(matches!(r, Err(StorageError::CommitterDown)), "{r:?}");
     assert!(!store.is_running());
 }
+
+/// `scan_current` lays the write's staged puts and deletes over the committed keys under the
+/// prefix, in key order, and stops at the limit; keys outside the prefix or in another keyspace
+/// never show.
+#[test]
+fn scan_current_sees_the_writes_own_staged_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    for k in [&b"p1"[..], b"p3", b"p5", b"q1"] {
+        put(&store, Space::Graph, k, b"c");
+    }
+    put(&store, Space::Entity, b"p2", b"other space");
+    store
+        .write_blocking(|tx| {
+            let keys = |tx: &WriteTx<'_>, limit| -> Vec<(Vec<u8>, Vec<u8>)> {
+                tx.scan_current(Space::Graph, b"p", limit).unwrap()
+            };
+            let c = |k: &[u8], v: &[u8]| (k.to_vec(), v.to_vec());
+            assert_eq!(keys(tx, 10), [c(b"p1", b"c"), c(b"p3", b"c"), c(b"p5", b"c")]);
+            tx.delete(Space::Graph, b"p3".to_vec());
+            tx.put(Space::Graph, b"p4".to_vec(), b"s".to_vec());
+            tx.put(Space::Graph, b"p1".to_vec(), b"s".to_vec());
+            tx.put(Space::Graph, b"p0".to_vec(), b"s".to_vec());
+            tx.put(Space::Graph, b"q0".to_vec(), b"s".to_vec());
+            tx.delete(Space::Graph, b"p9".to_vec());
+            assert_eq!(keys(tx, 10), [c(b"p0", b"s"), c(b"p1", b"s"), c(b"p4", b"s"), c(b"p5", b"c")]);
+            assert_eq!(keys(tx, 2), [c(b"p0", b"s"), c(b"p1", b"s")]);
+            tx.delete(Space::Graph, b"p0".to_vec());
+            tx.delete(Space::Graph, b"p1".to_vec());
+            tx.delete(Space::Graph, b"p4".to_vec());
+            assert_eq!(keys(tx, 1), [c(b"p5", b"c")]);
+            tx.delete(Space::Graph, b"p5".to_vec());
+            assert!(keys(tx, 10).is_empty());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+}
+
+/// `contains` answers as `get` does (staged first, then committed), also for a key it looked up
+/// before the write staged it, and in later writes after other writes changed it (the committer
+/// remembers what it looked up and updates it at each commit).
+#[test]
+fn contains_follows_the_writes_own_staged_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    put(&store, Space::Entity, b"a", b"1");
+    store
+        .write_blocking(|tx| {
+            assert!(tx.contains(Space::Entity, b"a").unwrap());
+            assert!(!tx.contains(Space::Entity, b"b").unwrap());
+            assert!(!tx.contains(Space::Idx, b"a").unwrap());
+            tx.delete(Space::Entity, b"a".to_vec());
+            tx.put(Space::Entity, b"b".to_vec(), b"2".to_vec());
+            assert!(!tx.contains(Space::Entity, b"a").unwrap());
+            assert!(tx.contains(Space::Entity, b"b").unwrap());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    store
+        .write_blocking(|tx| {
+            assert!(!tx.contains(Space::Entity, b"a").unwrap());
+            assert!(tx.contains(Space::Entity, b"b").unwrap());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    // changed by writes that never asked; a failed write changes nothing
+    put(&store, Space::Entity, b"a", b"3");
+    store
+        .write_blocking(|tx| {
+            tx.delete(Space::Entity, b"b".to_vec());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    let failed: Result<(), StorageError> = store.write_blocking(|tx| {
+        tx.delete(Space::Entity, b"a".to_vec());
+        Err(StorageError::Closed)
+    });
+    assert!(failed.is_err());
+    store
+        .write_blocking(|tx| {
+            assert!(tx.contains(Space::Entity, b"a").unwrap());
+            assert!(!tx.contains(Space::Entity, b"b").unwrap());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+}

@@ -115,6 +115,25 @@ impl<'c> WriteTx<'c> {
         Ok(self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec()))
     }
 
+    /// Whether `key` exists as this write sees it (its own staged put or delete, else the committed
+    /// state), without reading the value.
+    pub fn contains(&self, space: Space, key: &[u8]) -> Result<bool> {
+        let k = (space, key.to_vec());
+        if let Some(staged) = self.staged.get(&k) {
+            return Ok(staged.is_some());
+        }
+        if let Some(&known) = self.committer.present.borrow().get(&k) {
+            return Ok(known);
+        }
+        let found = self.committer.spaces[space as usize].contains_key(key)?;
+        let mut present = self.committer.present.borrow_mut();
+        if present.len() >= MAX_PRESENT {
+            present.clear();
+        }
+        present.insert(k, found);
+        Ok(found)
+    }
+
     /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
     pub fn scan(&self, space: Space, range: KeyRange) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
         let ks = &self.committer.spaces[space as usize];
@@ -123,6 +142,43 @@ impl<'c> WriteTx<'c> {
             KeyRange::Between(lo, hi) => ks.range((lo, hi)),
         }
         .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
+    }
+
+    /// The key-value pairs under `prefix` as this write sees them: the committed ones with this
+    /// write's own staged puts and deletes laid over them, in key order; at most `limit`.
+    pub fn scan_current(&self, space: Space, prefix: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        use std::ops::Bound;
+        let lo = (space, prefix.to_vec());
+        let mut staged = self
+            .staged
+            .range((Bound::Included(&lo), Bound::Unbounded))
+            .take_while(|((s, k), _)| *s == space && k.starts_with(prefix))
+            .map(|((_, k), v)| (k, v))
+            .peekable();
+        let mut committed = self.scan(space, KeyRange::Prefix(prefix.to_vec()));
+        let mut head: Option<(Slice, Slice)> = committed.next().transpose()?;
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let take_staged = match (&head, staged.peek()) {
+                (None, None) => break,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some((c, _)), Some((s, _))) => s.as_slice() <= &c[..],
+            };
+            if take_staged {
+                let Some((k, v)) = staged.next() else { break };
+                if head.as_ref().is_some_and(|(c, _)| k.as_slice() == &c[..]) {
+                    head = committed.next().transpose()?;
+                }
+                if let Some(v) = v {
+                    out.push((k.clone(), v.clone()));
+                }
+            } else if let Some((k, v)) = head.take() {
+                out.push((k.to_vec(), v.to_vec()));
+                head = committed.next().transpose()?;
+            }
+        }
+        Ok(out)
     }
 
     /// The next commit sequence number: gap-free and strictly increasing in commit order. A write
@@ -190,7 +246,15 @@ pub(super) struct Committer {
     pub(super) next_seq: u64,
     /// Test hook: fail the next fsync as a broken disk would.
     pub(super) fail_next_sync: Arc<AtomicBool>,
+    /// Whether keys [`WriteTx::contains`] looked up exist, as committed: only this thread writes,
+    /// and each commit updates the keys it changes here, so the answers stay exact across writes
+    /// (an edge naming a hub vertex reads it once, not once per edge). Cleared past
+    /// [`MAX_PRESENT`] keys and after a failed commit.
+    pub(super) present: std::cell::RefCell<std::collections::HashMap<(Space, Vec<u8>), bool>>,
 }
+
+/// Most keys [`Committer::present`] remembers.
+const MAX_PRESENT: usize = 1 << 20;
 
 impl Committer {
     pub(super) fn run(mut self, queue: mpsc::Receiver<Job>) {
@@ -256,17 +320,29 @@ impl Committer {
             return Ok(());
         }
         let mut batch = self.db.batch();
+        let mut present = self.present.borrow_mut();
+        let tracking = !present.is_empty();
         for (space, key, value) in fresh {
+            if tracking && let Some(known) = present.get_mut(&(space, key.clone())) {
+                *known = true;
+            }
             batch.insert(&self.spaces[space as usize], key, value);
         }
-        for ((space, key), value) in staged {
+        for (k, value) in staged {
+            if tracking && let Some(known) = present.get_mut(&k) {
+                *known = value.is_some();
+            }
+            let (space, key) = k;
             let ks = &self.spaces[space as usize];
             match value {
                 Some(v) => batch.insert(ks, key, v),
                 None => batch.remove(ks, key),
             }
         }
-        batch.commit().map_err(|e| self.poison(e.into()))
+        batch.commit().map_err(|e| {
+            present.clear();
+            self.poison(e.into())
+        })
     }
 
     fn sync(&self) -> Result<()> {

@@ -41,6 +41,13 @@ fn render_value(catalog: &Catalog, space: Space, value: &[u8]) -> String {
         Space::Sidx => {
             sidx::decode_point(value).map_or_else(|e| format!("<{e}>"), |(lat, lon)| format!("lat={lat} lon={lon}"))
         }
+        Space::Graph => keys::AdjValue::decode(value).map_or_else(
+            |e| format!("<{e}>"),
+            |v| match v.weight {
+                Some(w) => format!("{} weight={w}", v.other),
+                None => v.other.into_owned(),
+            },
+        ),
         _ if value.is_empty() => String::new(),
         _ => match std::str::from_utf8(value) {
             Ok(text) => text.to_owned(),

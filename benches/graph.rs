@@ -1,0 +1,190 @@
+//! The graph on a power-law graph, through the service layer (no HTTP): edge insert rate, and
+//! criterion latencies of neighbours, 1-hop and 3-hop traversals of a median and a hub vertex,
+//! and shortest paths between random pairs.
+//!
+//! The graph: `MOSAIC_BENCH_VERTICES` vertices (default 100 000) and `MOSAIC_BENCH_EDGES` edges
+//! (default 1 000 000). An edge's `_from` is vertex `⌊N·u²⌋` and its `_to` vertex `⌊N·u³⌋` (u
+//! uniform in [0, 1)): a few low-numbered vertices are hubs (vertex 0: about N^(-1/2) of the
+//! `_from`s and N^(-1/3) of the `_to`s, ~3 000 out and ~21 000 in edges at the default size), most
+//! have a handful of edges. Every edge has a `km` weight, the edge table's declared weight field.
+//! Edges are inserted in batches of 10 000 (`insert_documents`, one atomic write each, as
+//! `POST …/documents` with an array does), vertices likewise; durability is buffered.
+//!
+//! On 2 cores the default graph loads in 15-20 s and the whole run takes about 2.5 minutes (each
+//! criterion case 20 samples; the weighted shortest paths, about 1.5 s each, take most of it).
+//! `MOSAIC_BENCH_DIR` sets where the data directory goes. Run with `cargo bench --bench graph`.
+//!
+//! Not measured here: PostgreSQL's recursive CTE (no PostgreSQL in the bench environment).
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use mosaicdb::service::graph::{NeighborsRequest, ShortestPathRequest, TraverseRequest, WalkDirection};
+use mosaicdb::service::{CreateTable, Db, DbOptions, ServiceError};
+use mosaicdb::storage::{Durability, StorageConfig};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Instant;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Edges (and vertices) per insert.
+const BATCH: usize = 10_000;
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// xorshift64*: deterministic.
+struct Rng(u64);
+impl Rng {
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+struct Loaded {
+    db: Arc<Db>,
+    _dir: tempfile::TempDir,
+    vertices: usize,
+    median: String,
+    hub: String,
+}
+
+fn load(rt: &tokio::runtime::Runtime) -> Loaded {
+    let (n, m) = (env_or("MOSAIC_BENCH_VERTICES", 100_000), env_or("MOSAIC_BENCH_EDGES", 1_000_000));
+    let dir = match std::env::var_os("MOSAIC_BENCH_DIR") {
+        Some(base) => tempfile::tempdir_in(base),
+        None => tempfile::tempdir(),
+    }
+    .expect("temp dir");
+    let mut cfg = StorageConfig::new(dir.path());
+    cfg.durability = Durability::Buffered;
+    let db = rt.block_on(async { Db::open(cfg, DbOptions::default()) }).expect("open");
+    rt.block_on(async {
+        let table = |v: Value| serde_json::from_value::<CreateTable>(v).expect("table");
+        db.create_table(table(json!({"name": "users"}))).await?;
+        db.create_table(table(json!({"name": "follows", "kind": "edge", "weight_field": "km"}))).await?;
+        let t0 = Instant::now();
+        for first in (0..n).step_by(BATCH) {
+            let docs = (first..(first + BATCH).min(n)).map(|i| json!({"_id": format!("u{i}"), "n": i})).collect();
+            db.insert_documents("users".into(), docs).await?;
+        }
+        eprintln!("{n} vertices in {:.1} s", t0.elapsed().as_secs_f64());
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut degree = vec![0u32; n];
+        let edges: Vec<(usize, usize)> = (0..m)
+            .map(|_| {
+                let (u, v) = (rng.unit(), rng.unit());
+                ((n as f64 * u * u) as usize, (n as f64 * v * v * v) as usize)
+            })
+            .collect();
+        for &(f, t) in &edges {
+            degree[f] += 1;
+            degree[t] += 1;
+        }
+        let t0 = Instant::now();
+        for (b, chunk) in edges.chunks(BATCH).enumerate() {
+            let docs = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, (f, t))| {
+                    json!({"_id": format!("e{}", b * BATCH + i), "_from": format!("users/u{f}"), "_to": format!("users/u{t}"),
+                        "km": (f + t) % 100})
+                })
+                .collect();
+            db.insert_documents("follows".into(), docs).await?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        eprintln!("{m} edges in {secs:.1} s: {:.0} edges/s (batches of {BATCH})", m as f64 / secs);
+        let mut by_degree: Vec<(u32, usize)> = degree.iter().enumerate().map(|(i, d)| (*d, i)).collect();
+        by_degree.sort();
+        let median = by_degree[n / 2];
+        let hub = by_degree[n - 1];
+        eprintln!("median vertex u{} ({} edges), hub u{} ({} edges)", median.1, median.0, hub.1, hub.0);
+        Ok::<_, ServiceError>(Loaded {
+            median: format!("users/u{}", median.1),
+            hub: format!("users/u{}", hub.1),
+            vertices: n,
+            db: db.clone(),
+            _dir: dir,
+        })
+    })
+    .expect("load")
+}
+
+fn traverse(start: &str, depth: usize, direction: &str) -> TraverseRequest {
+    serde_json::from_value(json!({"start": start, "direction": direction, "max_depth": depth, "limit": 10000,
+        "max_visited": 10_000_000}))
+    .expect("request")
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let l = load(&runtime);
+    let (rt, db) = (&runtime, &l.db);
+    let mut g = c.benchmark_group("graph");
+    g.sample_size(20);
+    for (name, v) in [("median", &l.median), ("hub", &l.hub)] {
+        let req = || NeighborsRequest {
+            vertex: v.clone(),
+            direction: WalkDirection::Any,
+            edges: None,
+            limit: 100,
+            cursor: None,
+        };
+        g.bench_function(BenchmarkId::new("neighbors_page_100", name), |b| {
+            b.iter(|| rt.block_on(db.neighbors(req())).expect("neighbors"))
+        });
+        for (depth, direction) in [(1, "any"), (3, "any"), (3, "out")] {
+            let got = rt.block_on(db.traverse(traverse(v, depth, direction))).expect("traverse");
+            let mut per_depth = [0usize; 4];
+            for v in &got.vertices {
+                per_depth[v.depth.min(3)] += 1;
+            }
+            eprintln!(
+                "{depth}-hop {direction} of the {name} vertex: {} vertices (limit 10000) by depth 1-3: {:?}",
+                got.vertices.len(),
+                &per_depth[1..]
+            );
+            g.bench_function(BenchmarkId::new(format!("traverse_{depth}_hop_{direction}"), name), |b| {
+                b.iter(|| rt.block_on(db.traverse(traverse(v, depth, direction))).expect("traverse"))
+            });
+        }
+    }
+    let mut rng = Rng(7);
+    let pairs: Vec<(String, String)> = (0..64)
+        .map(|_| {
+            let a = (rng.unit() * l.vertices as f64) as usize;
+            let b = (rng.unit() * l.vertices as f64) as usize;
+            (format!("users/u{a}"), format!("users/u{b}"))
+        })
+        .collect();
+    for (name, weight) in [("hops", None), ("weighted_km", Some("km"))] {
+        let mut i = 0;
+        let mut found = 0;
+        g.bench_function(BenchmarkId::new("shortest_path_random_pair", name), |b| {
+            b.iter(|| {
+                let (from, to) = &pairs[i % pairs.len()];
+                i += 1;
+                let req: ShortestPathRequest = serde_json::from_value(
+                    json!({"from": from, "to": to, "direction": "any", "weight": weight, "max_visited": 10_000_000}),
+                )
+                .expect("request");
+                match rt.block_on(db.shortest_path(req)) {
+                    Ok(_) => found += 1,
+                    Err(ServiceError::NoPath { .. }) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            })
+        });
+        eprintln!("shortest paths ({name}): {found} of {i} pairs joined");
+    }
+    g.finish();
+    db.close().expect("close");
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,138 @@
+//! The graph rules of the write path: an edge's vertices must exist, its adjacency entries
+//! (`graph:out` at `_from`, `graph:in` at `_to`) change with it, and a vertex's edges are found —
+//! to refuse its delete or to cascade it — from those entries alone. `documents` calls these from
+//! `put_encoded` / `delete_in`, so every write path (PUT, POST, PATCH, batch, import) follows them.
+
+use super::schema::{FROM_FIELD, TO_FIELD};
+use super::{Result, ServiceError};
+use crate::catalog::{Catalog, OnVertexDelete, TableDef, TableKind};
+use crate::entity::{self, ValueRef};
+use crate::keys::{AdjValue, Direction, EntityKey, GraphKey};
+use crate::storage::{Space, WriteTx};
+use std::sync::Arc;
+
+/// Most edges one vertex delete may cascade to (through every cascade edge table, and onward when
+/// a deleted edge is itself a vertex): beyond it the delete is refused (422 `too_many_edges`) —
+/// delete the edges in batches first.
+pub const MAX_CASCADE: usize = 10_000;
+
+/// An edge's endpoints (`"table/id"`) and its weight (the table's declared weight field).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EdgeEnds {
+    pub from: String,
+    pub to: String,
+    pub weight: Option<f64>,
+}
+
+/// `"table/id"` split at its first `/` (table names have none; ids may).
+pub fn split_vertex(vertex: &str) -> Option<(&str, &str)> {
+    vertex.split_once('/').filter(|(t, id)| !t.is_empty() && !id.is_empty())
+}
+
+/// A weight field's value as a weight: a finite number >= 0.
+pub(crate) fn weight_of(v: &serde_json::Value) -> Option<f64> {
+    v.as_f64().filter(|w| w.is_finite() && *w >= 0.0)
+}
+
+/// A stored field's value as a weight: a finite number >= 0.
+pub(crate) fn weight_ref(v: &ValueRef<'_>) -> Option<f64> {
+    let w = match v {
+        ValueRef::Int(i) => *i as f64,
+        ValueRef::UInt(u) => *u as f64,
+        ValueRef::Float(f) => *f,
+        _ => return None,
+    };
+    (w.is_finite() && w >= 0.0).then_some(w)
+}
+
+/// The endpoints of a stored edge blob of `table`.
+pub(crate) fn stored_ends(catalog: &Catalog, table: &TableDef, blob: &[u8]) -> Result<Option<EdgeEnds>> {
+    if table.kind != TableKind::Edge {
+        return Ok(None);
+    }
+    catalog.with_dict(|dict| {
+        let text = |name: &str| -> Result<Option<String>> {
+            Ok(match entity::get_path(blob, dict, &[name])? {
+                Some(ValueRef::Str(s)) => Some(s.to_owned()),
+                _ => None,
+            })
+        };
+        let weight = match &table.weight_field {
+            Some(w) => entity::get_path(blob, dict, &[w.as_str()])?.as_ref().and_then(weight_ref),
+            None => None,
+        };
+        Ok(text(FROM_FIELD)?.zip(text(TO_FIELD)?).map(|(from, to)| EdgeEnds { from, to, weight }))
+    })
+}
+
+/// Refuses an edge whose `_from` or `_to` names no existing document, as this write sees the
+/// store (its own staged writes included), so a concurrent delete cannot slip in between.
+pub(crate) fn check_vertices(tx: &WriteTx<'_>, catalog: &Catalog, ends: &EdgeEnds) -> Result<()> {
+    for (field, vertex) in [(FROM_FIELD, &ends.from), (TO_FIELD, &ends.to)] {
+        let missing = |why: &str| ServiceError::InvalidDocument(format!("{field}: vertex {vertex:?} {why}"));
+        let (table, id) = split_vertex(vertex).ok_or_else(|| missing("is not \"table/id\""))?;
+        if catalog.table(table).is_none() {
+            return Err(missing(&format!("does not exist: there is no table {table:?}")));
+        }
+        if !tx.contains(Space::Entity, &EntityKey::new(table, id).encode())? {
+            return Err(missing("does not exist"));
+        }
+    }
+    Ok(())
+}
+
+/// Stages (or removes) the two adjacency entries of edge `id` of `table`.
+pub(crate) fn stage(tx: &mut WriteTx<'_>, table: &str, id: &str, ends: &EdgeEnds, insert: bool) {
+    let out = GraphKey::new(Direction::Out, table, &ends.from, id).encode();
+    let inn = GraphKey::new(Direction::In, table, &ends.to, id).encode();
+    if insert {
+        let value = |other: &str| AdjValue { other: other.into(), weight: ends.weight }.encode();
+        tx.put(Space::Graph, out, value(&ends.to));
+        tx.put(Space::Graph, inn, value(&ends.from));
+    } else {
+        tx.delete(Space::Graph, out);
+        tx.delete(Space::Graph, inn);
+    }
+}
+
+/// The edges (of cascade edge tables) to delete with `vertex`, as this write sees the store; an
+/// edge of a reject edge table refuses the delete (409 `vertex_has_edges`). At most `room` edges:
+/// more is 422 `too_many_edges`.
+pub(crate) fn incident(
+    tx: &WriteTx<'_>,
+    catalog: &Catalog,
+    vertex: &str,
+    room: usize,
+) -> Result<Vec<(Arc<TableDef>, String)>> {
+    let mut found: Vec<(Arc<TableDef>, String)> = Vec::new();
+    for table in catalog.tables().into_iter().filter(|t| t.kind == TableKind::Edge) {
+        let cascade = table.vertex_delete() == OnVertexDelete::Cascade;
+        for dir in [Direction::Out, Direction::In] {
+            let prefix = GraphKey::vertex_prefix(dir, &table.name, vertex);
+            let limit = if cascade { room.saturating_sub(found.len()) + 1 } else { 1 };
+            let entries = tx.scan_current(Space::Graph, &prefix, limit)?;
+            if !cascade {
+                if let Some((key, _)) = entries.first() {
+                    let edge = GraphKey::decode(key).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                    return Err(ServiceError::VertexHasEdges {
+                        vertex: vertex.to_owned(),
+                        edge: format!("{}/{}", table.name, edge.edge_id),
+                    });
+                }
+                continue;
+            }
+            for (key, _) in entries {
+                let edge = GraphKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                let id = edge.edge_id.into_owned();
+                // a self-loop is met twice, out and in
+                if !found.iter().any(|(t, e)| t.name == table.name && *e == id) {
+                    found.push((table.clone(), id));
+                }
+            }
+            if found.len() > room {
+                return Err(ServiceError::TooManyEdges { vertex: vertex.to_owned(), limit: MAX_CASCADE });
+            }
+        }
+    }
+    Ok(found)
+}

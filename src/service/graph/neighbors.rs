@@ -1,0 +1,138 @@
+//! `GET /v1/graph/neighbors`: the edges at one vertex, a page at a time.
+//!
+//! Order: edge table (as named, or by name), then `out` before `in`, then edge id. The cursor
+//! holds the last entry's position (table, direction, edge id) and is bound to the vertex, the
+//! direction and the edge tables (with their incarnation), so a later page starts its scan right
+//! after the previous one ended.
+
+use super::{Db, Result, ServiceError, WalkDirection, dir_name};
+use crate::keys::{AdjValue, Direction, GraphKey, prefix_successor};
+use crate::service::cursor::{self, Binding};
+use crate::storage::{KeyRange, Space};
+use serde::Serialize;
+use std::ops::Bound;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Most neighbours one page holds.
+pub const MAX_NEIGHBORS_PAGE: usize = 1000;
+
+/// What to list.
+#[derive(Debug, Clone)]
+pub struct NeighborsRequest {
+    /// `"table/id"`
+    pub vertex: String,
+    /// out, in or any
+    pub direction: WalkDirection,
+    /// edge tables (none: every edge table)
+    pub edges: Option<Vec<String>>,
+    /// page size
+    pub limit: usize,
+    /// the previous page's cursor
+    pub cursor: Option<String>,
+}
+
+/// One edge at the vertex.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Neighbor {
+    /// the vertex at the edge's other end
+    #[schema(example = "users/bob")]
+    pub vertex: String,
+    /// the edge, `"edge_table/id"`
+    #[schema(example = "follows/e1")]
+    pub edge: String,
+    /// `out` (the vertex is the edge's `_from`) or `in` (its `_to`)
+    #[schema(example = "out")]
+    pub direction: &'static str,
+}
+
+/// A page of neighbours.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NeighborsPage {
+    /// the edges, in order
+    pub neighbors: Vec<Neighbor>,
+    /// pass as `cursor` for the next page; null on the last page
+    pub cursor: Option<String>,
+}
+
+fn dir_index(d: Direction) -> u8 {
+    match d {
+        Direction::Out => 0,
+        Direction::In => 1,
+    }
+}
+
+impl Db {
+    /// One page of the edges at a vertex.
+    pub async fn neighbors(self: &Arc<Self>, req: NeighborsRequest) -> Result<NeighborsPage> {
+        if !(1..=MAX_NEIGHBORS_PAGE).contains(&req.limit) {
+            return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_NEIGHBORS_PAGE}")));
+        }
+        let tables = self.edge_tables(req.edges.as_deref())?;
+        let (stop, _abandon) = self.request_stop();
+        self.read(move |db| {
+            let view = db.store.snapshot();
+            db.vertex_exists(&view, "vertex", &req.vertex)?;
+            let mut parts: Vec<Vec<u8>> = vec![b"neighbors".to_vec(), req.vertex.as_bytes().to_vec()];
+            parts.push(req.direction.tag().to_vec());
+            for t in &tables {
+                parts.push(t.name.as_bytes().to_vec());
+                parts.push(t.created_at.to_be_bytes().to_vec());
+            }
+            let binding = Binding::new(&parts.iter().map(Vec::as_slice).collect::<Vec<_>>());
+            // (table index, direction index, last edge id)
+            let after = match &req.cursor {
+                None => None,
+                Some(c) => {
+                    let payload = cursor::open(binding, c)?;
+                    let bad = || cursor::invalid("it is not one this server handed out");
+                    let (head, id) = payload.split_first_chunk::<3>().ok_or_else(bad)?;
+                    let id = String::from_utf8(id.to_vec()).map_err(|_| bad())?;
+                    Some((u16::from_be_bytes([head[0], head[1]]) as usize, head[2], id))
+                }
+            };
+            let mut neighbors = Vec::with_capacity(req.limit.min(64));
+            let mut next = None;
+            let mut last: Option<(usize, u8, String)> = None;
+            'tables: for (ti, table) in tables.iter().enumerate() {
+                for &d in req.direction.dirs() {
+                    let prefix = GraphKey::vertex_prefix(d, &table.name, &req.vertex);
+                    let lower = match &after {
+                        Some((at, _, _)) if ti < *at => continue,
+                        Some((at, di, _)) if ti == *at && dir_index(d) < *di => continue,
+                        Some((at, di, id)) if ti == *at && dir_index(d) == *di => {
+                            Bound::Excluded(GraphKey::new(d, &table.name, &req.vertex, id).encode())
+                        }
+                        _ => Bound::Included(prefix.clone()),
+                    };
+                    let upper = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+                    for (n, item) in view.scan(Space::Graph, KeyRange::Between(lower, upper), false).enumerate() {
+                        if n % 256 == 255 {
+                            stop.check()?;
+                        }
+                        let (key, value) = item?;
+                        let k = GraphKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                        if neighbors.len() == req.limit {
+                            if let Some((lt, ld, lid)) = &last {
+                                let mut payload = (*lt as u16).to_be_bytes().to_vec();
+                                payload.push(*ld);
+                                payload.extend_from_slice(lid.as_bytes());
+                                next = Some(cursor::seal(binding, &payload));
+                            }
+                            break 'tables;
+                        }
+                        let adj = AdjValue::decode(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                        neighbors.push(Neighbor {
+                            vertex: adj.other.into_owned(),
+                            edge: format!("{}/{}", table.name, k.edge_id),
+                            direction: dir_name(d),
+                        });
+                        last = Some((ti, dir_index(d), k.edge_id.into_owned()));
+                    }
+                }
+            }
+            Ok(NeighborsPage { neighbors, cursor: next })
+        })
+        .await
+    }
+}

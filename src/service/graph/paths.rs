@@ -1,0 +1,558 @@
+//! `POST /v1/graph/shortest-path`: the shortest path by hops (bidirectional breadth-first
+//! search), by a numeric edge field (Dijkstra), and the k shortest loop-free paths (Yen's
+//! algorithm over Dijkstra). Written against [`Graph`], so the unit tests run them on an
+//! in-memory graph.
+
+use super::{Cost, Db, Graph, Result, ServiceError, StoreGraph, WalkDirection, max_visited};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Most paths one request asks for.
+pub const MAX_K: usize = 32;
+
+/// The body of `POST /v1/graph/shortest-path`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"from": "users/alice", "to": "users/bob", "direction": "any", "edges": ["follows"], "k": 2}))]
+pub struct ShortestPathRequest {
+    /// the start vertex, `"table/id"`
+    #[schema(example = "users/alice", min_length = 3, pattern = "^[^/]+/.+$")]
+    pub from: String,
+    /// the target vertex, `"table/id"`
+    #[schema(example = "users/bob", min_length = 3, pattern = "^[^/]+/.+$")]
+    pub to: String,
+    /// `out` (default), `in` or `any`
+    #[serde(default)]
+    pub direction: WalkDirection,
+    /// edge tables to follow (default: every edge table)
+    #[serde(default)]
+    #[schema(max_items = 32)]
+    pub edges: Option<Vec<String>>,
+    /// a numeric edge field (each a number >= 0) to minimise the sum of; without it the cost is
+    /// the number of edges. The edge table's declared `weight_field` is read from the adjacency
+    /// entries, any other field from the edge documents
+    #[serde(default)]
+    #[schema(min_length = 1, example = "km")]
+    pub weight: Option<String>,
+    /// how many loop-free paths, shortest first, 1-32 (default 1)
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[schema(minimum = 1, maximum = 32)]
+    pub k: Option<usize>,
+    /// most adjacency entries the search may read, 1-10000000 (default 100000); past it: 422
+    /// `max_visited_exceeded`
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[schema(minimum = 1, maximum = 10000000)]
+    pub max_visited: Option<usize>,
+}
+
+/// One path with its cost.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct WeightedPath {
+    /// the vertices, `from` first and `to` last
+    #[schema(example = json!(["cities/oslo", "cities/gol", "cities/bergen"]))]
+    pub vertices: Vec<String>,
+    /// the edges followed, `"edge_table/id"`
+    #[schema(example = json!(["roads/r1", "roads/r7"]))]
+    pub edges: Vec<String>,
+    /// the number of edges, or the sum of their weights
+    #[schema(value_type = f64, example = 463)]
+    pub cost: Value,
+}
+
+/// The answer: the paths, shortest first, and the first one's fields at the top level.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ShortestPathResponse {
+    /// 1 to k paths, by cost
+    pub paths: Vec<WeightedPath>,
+    /// the shortest path's vertices
+    pub vertices: Vec<String>,
+    /// the shortest path's edges
+    pub edges: Vec<String>,
+    /// the shortest path's cost
+    #[schema(value_type = f64)]
+    pub cost: Value,
+}
+
+/// A path as the algorithms build it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Path {
+    pub vertices: Vec<String>,
+    pub edges: Vec<String>,
+    pub weights: Vec<f64>,
+}
+
+impl Path {
+    fn start(vertex: &str) -> Path {
+        Path { vertices: vec![vertex.to_owned()], edges: Vec::new(), weights: Vec::new() }
+    }
+
+    pub(crate) fn cost(&self) -> f64 {
+        self.weights.iter().sum()
+    }
+
+    fn same_route(&self, other: &Path) -> bool {
+        self.edges == other.edges && self.vertices == other.vertices
+    }
+}
+
+/// A cost as JSON: an integer when it is one.
+fn cost_json(c: f64) -> Value {
+    if c.fract() == 0.0 && c.abs() < 9_007_199_254_740_992.0 {
+        Value::from(c as i64)
+    } else {
+        serde_json::Number::from_f64(c).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// The parent links of one side of a breadth-first search: vertex → (depth, parent, edge).
+type Parents = HashMap<String, (usize, Option<(String, String)>)>;
+
+/// The chain from `v` back to the root of `side`: vertices (v first) and edges.
+fn chain(side: &Parents, v: &str) -> (Vec<String>, Vec<String>) {
+    let (mut vs, mut es) = (vec![v.to_owned()], Vec::new());
+    let mut at = v.to_owned();
+    while let Some((_, Some((parent, edge)))) = side.get(&at) {
+        vs.push(parent.clone());
+        es.push(edge.clone());
+        at = parent.clone();
+    }
+    (vs, es)
+}
+
+/// The fewest-edges path, by breadth-first search from both ends, a whole level at a time (the
+/// smaller frontier first); after the first level in which the two searches meet, the best
+/// meeting point of that level is a shortest path.
+pub(crate) fn bfs(g: &mut impl Graph, from: &str, to: &str, dir: WalkDirection) -> Result<Option<Path>> {
+    if from == to {
+        return Ok(Some(Path::start(from)));
+    }
+    let mut sides: [Parents; 2] =
+        [HashMap::from([(from.to_owned(), (0, None))]), HashMap::from([(to.to_owned(), (0, None))])];
+    let mut fronts = [vec![from.to_owned()], vec![to.to_owned()]];
+    loop {
+        if fronts[0].is_empty() || fronts[1].is_empty() {
+            return Ok(None);
+        }
+        let s = if fronts[0].len() <= fronts[1].len() { 0 } else { 1 };
+        let d = if s == 0 { dir } else { dir.reverse() };
+        let mut best: Option<(usize, String)> = None;
+        let mut next = Vec::new();
+        for v in std::mem::take(&mut fronts[s]) {
+            let depth = sides[s].get(&v).map_or(0, |e| e.0) + 1;
+            for step in g.steps(&v, d)?.iter() {
+                if sides[s].contains_key(&step.vertex) {
+                    continue;
+                }
+                sides[s].insert(step.vertex.clone(), (depth, Some((v.clone(), step.edge.clone()))));
+                if let Some((other, _)) = sides[1 - s].get(&step.vertex) {
+                    let total = depth + other;
+                    if best.as_ref().is_none_or(|(b, _)| total < *b) {
+                        best = Some((total, step.vertex.clone()));
+                    }
+                }
+                next.push(step.vertex.clone());
+            }
+        }
+        if let Some((_, meet)) = best {
+            let (mut vertices, mut edges) = chain(&sides[0], &meet);
+            vertices.reverse();
+            edges.reverse();
+            let (back_v, back_e) = chain(&sides[1], &meet);
+            vertices.extend(back_v.into_iter().skip(1));
+            edges.extend(back_e);
+            let weights = vec![1.0; edges.len()];
+            return Ok(Some(Path { vertices, edges, weights }));
+        }
+        fronts[s] = next;
+    }
+}
+
+/// A cost ordered totally (costs are finite and >= 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ord64(f64);
+impl Eq for Ord64 {}
+impl PartialOrd for Ord64 {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ord64 {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// The cheapest path avoiding `banned_vertices` and `banned_edges` (Dijkstra).
+pub(crate) fn dijkstra(
+    g: &mut impl Graph,
+    from: &str,
+    to: &str,
+    dir: WalkDirection,
+    banned_vertices: &HashSet<String>,
+    banned_edges: &HashSet<String>,
+) -> Result<Option<Path>> {
+    let mut dist: HashMap<String, f64> = HashMap::from([(from.to_owned(), 0.0)]);
+    let mut prev: HashMap<String, (String, String, f64)> = HashMap::new();
+    let mut done: HashSet<String> = HashSet::new();
+    let mut heap = BinaryHeap::from([Reverse((Ord64(0.0), 0u64, from.to_owned()))]);
+    let mut seq = 0u64;
+    while let Some(Reverse((Ord64(d), _, v))) = heap.pop() {
+        if !done.insert(v.clone()) {
+            continue;
+        }
+        if v == to {
+            let mut path = Path::start(to);
+            let mut at = v;
+            while let Some((p, e, w)) = prev.get(&at) {
+                path.vertices.push(p.clone());
+                path.edges.push(e.clone());
+                path.weights.push(*w);
+                at = p.clone();
+            }
+            path.vertices.reverse();
+            path.edges.reverse();
+            path.weights.reverse();
+            return Ok(Some(path));
+        }
+        for step in g.steps(&v, dir)?.iter() {
+            if banned_edges.contains(&step.edge)
+                || banned_vertices.contains(&step.vertex)
+                || done.contains(&step.vertex)
+            {
+                continue;
+            }
+            let nd = d + step.weight;
+            if dist.get(&step.vertex).is_none_or(|&old| nd < old) {
+                dist.insert(step.vertex.clone(), nd);
+                prev.insert(step.vertex.clone(), (v.clone(), step.edge.clone(), step.weight));
+                seq += 1;
+                heap.push(Reverse((Ord64(nd), seq, step.vertex.clone())));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// One side of a bidirectional Dijkstra: tentative costs, parent links, settled vertices, queue.
+struct Side {
+    dist: HashMap<String, f64>,
+    prev: HashMap<String, (String, String, f64)>,
+    done: HashSet<String>,
+    heap: BinaryHeap<Reverse<(Ord64, u64, String)>>,
+}
+
+impl Side {
+    fn new(root: &str) -> Side {
+        Side {
+            dist: HashMap::from([(root.to_owned(), 0.0)]),
+            prev: HashMap::new(),
+            done: HashSet::new(),
+            heap: BinaryHeap::from([Reverse((Ord64(0.0), 0, root.to_owned()))]),
+        }
+    }
+
+    /// The smallest queued cost (infinite when nothing is queued).
+    fn top(&self) -> f64 {
+        self.heap.peek().map_or(f64::INFINITY, |Reverse((Ord64(d), _, _))| *d)
+    }
+
+    /// The chain from `v` back to the root: (vertex, edge, weight) steps, `v`'s first.
+    fn chain(&self, v: &str) -> Vec<(String, String, f64)> {
+        let mut out = Vec::new();
+        let mut at = v.to_owned();
+        while let Some((p, e, w)) = self.prev.get(&at) {
+            out.push((p.clone(), e.clone(), *w));
+            at = p.clone();
+        }
+        out
+    }
+}
+
+/// The cheapest path, searched from both ends at once (Dijkstra forward from `from` and backward
+/// from `to`, always advancing the side with the cheaper queue head): it stops once the two queue
+/// heads together cost at least the best meeting found, so on a graph with hubs each side settles
+/// a small ball instead of every vertex cheaper than the target.
+pub(crate) fn dijkstra_both_ways(g: &mut impl Graph, from: &str, to: &str, dir: WalkDirection) -> Result<Option<Path>> {
+    let mut sides = [Side::new(from), Side::new(to)];
+    let mut best: Option<(f64, String)> = (from == to).then(|| (0.0, from.to_owned()));
+    let mut seq = 0u64;
+    loop {
+        let (tf, tb) = (sides[0].top(), sides[1].top());
+        // A side with nothing queued has settled all it reaches: had it reached the other end,
+        // scanning that edge would have found a meeting. Otherwise stop once no meeting can be
+        // cheaper than the best one found.
+        if tf.is_infinite() || tb.is_infinite() || best.as_ref().is_some_and(|(mu, _)| tf + tb >= *mu) {
+            break;
+        }
+        let s = if tf <= tb { 0 } else { 1 };
+        let walk = if s == 0 { dir } else { dir.reverse() };
+        let Some(Reverse((Ord64(d), _, v))) = sides[s].heap.pop() else { break };
+        if !sides[s].done.insert(v.clone()) {
+            continue;
+        }
+        for step in g.steps(&v, walk)?.iter() {
+            let nd = d + step.weight;
+            if let Some(other) = sides[1 - s].dist.get(&step.vertex) {
+                let total = nd + other;
+                if best.as_ref().is_none_or(|(mu, _)| total < *mu) {
+                    best = Some((total, step.vertex.clone()));
+                }
+            }
+            if sides[s].done.contains(&step.vertex) {
+                continue;
+            }
+            if sides[s].dist.get(&step.vertex).is_none_or(|&old| nd < old) {
+                sides[s].dist.insert(step.vertex.clone(), nd);
+                sides[s].prev.insert(step.vertex.clone(), (v.clone(), step.edge.clone(), step.weight));
+                seq += 1;
+                sides[s].heap.push(Reverse((Ord64(nd), seq, step.vertex.clone())));
+            }
+        }
+    }
+    let Some((_, meet)) = best else { return Ok(None) };
+    // from → meet along the forward tree, then meet → to along the backward tree
+    let forward = sides[0].chain(&meet);
+    let mut path = Path {
+        vertices: forward.iter().rev().map(|(p, _, _)| p.clone()).collect(),
+        edges: forward.iter().rev().map(|(_, e, _)| e.clone()).collect(),
+        weights: forward.iter().rev().map(|(_, _, w)| *w).collect(),
+    };
+    path.vertices.push(meet.clone());
+    for (p, e, w) in sides[1].chain(&meet) {
+        path.vertices.push(p);
+        path.edges.push(e);
+        path.weights.push(w);
+    }
+    Ok(Some(loop_free(path)))
+}
+
+/// The path with any cycle cut out (a cheapest path may hold one of zero cost where the two
+/// searches' trees cross); weights are >= 0, so the cost does not grow.
+fn loop_free(path: Path) -> Path {
+    let mut out = Path::start(&path.vertices[0]);
+    for ((v, e), w) in path.vertices.iter().skip(1).zip(path.edges).zip(path.weights) {
+        if let Some(at) = out.vertices.iter().position(|x| x == v) {
+            out.vertices.truncate(at + 1);
+            out.edges.truncate(at);
+            out.weights.truncate(at);
+        } else {
+            out.vertices.push(v.clone());
+            out.edges.push(e);
+            out.weights.push(w);
+        }
+    }
+    out
+}
+
+/// The `k` cheapest loop-free paths from `first` (a cheapest path) on (Yen's algorithm): each
+/// next path leaves a previous one at some vertex (its spur) and avoids the edges by which the
+/// paths found so far leave that same root, and the root's other vertices. Ties go by edge ids.
+pub(crate) fn yen(g: &mut impl Graph, first: Path, to: &str, dir: WalkDirection, k: usize) -> Result<Vec<Path>> {
+    let mut found = vec![first];
+    let mut candidates: Vec<Path> = Vec::new();
+    while found.len() < k {
+        let Some(last) = found.last().cloned() else { break };
+        for i in 0..last.edges.len() {
+            let root_v = &last.vertices[..=i];
+            let root_e = &last.edges[..i];
+            let banned_edges: HashSet<String> = found
+                .iter()
+                .filter(|p| p.edges.len() > i && p.vertices[..=i] == *root_v && p.edges[..i] == *root_e)
+                .map(|p| p.edges[i].clone())
+                .collect();
+            let banned_vertices: HashSet<String> = root_v[..i].iter().cloned().collect();
+            let Some(spur) = dijkstra(g, &root_v[i], to, dir, &banned_vertices, &banned_edges)? else { continue };
+            let mut path =
+                Path { vertices: root_v.to_vec(), edges: root_e.to_vec(), weights: last.weights[..i].to_vec() };
+            path.vertices.extend(spur.vertices.into_iter().skip(1));
+            path.edges.extend(spur.edges);
+            path.weights.extend(spur.weights);
+            if !found.iter().chain(&candidates).any(|p| p.same_route(&path)) {
+                candidates.push(path);
+            }
+        }
+        let best = candidates
+            .iter()
+            .enumerate()
+            .min_by(|(_, a), (_, b)| a.cost().total_cmp(&b.cost()).then_with(|| a.edges.cmp(&b.edges)))
+            .map(|(i, _)| i);
+        let Some(best) = best else { break };
+        found.push(candidates.swap_remove(best));
+    }
+    Ok(found)
+}
+
+impl Db {
+    /// The shortest path(s) between two vertices.
+    pub async fn shortest_path(self: &Arc<Self>, req: ShortestPathRequest) -> Result<ShortestPathResponse> {
+        let k = req.k.unwrap_or(1);
+        if !(1..=MAX_K).contains(&k) {
+            return Err(ServiceError::InvalidRequest(format!("k must be between 1 and {MAX_K}")));
+        }
+        if req.weight.as_deref().is_some_and(|w| w.is_empty() || w.split('.').any(str::is_empty)) {
+            return Err(ServiceError::InvalidRequest("weight is a non-empty field path".into()));
+        }
+        let max_visited = max_visited(req.max_visited)?;
+        let tables = self.edge_tables(req.edges.as_deref())?;
+        let (stop, _abandon) = self.request_stop();
+        self.read(move |db| {
+            let view = db.store.snapshot();
+            db.vertex_exists(&view, "from", &req.from)?;
+            db.vertex_exists(&view, "to", &req.to)?;
+            let cost = req.weight.clone().map_or(Cost::Hops, Cost::Field);
+            let mut g = StoreGraph::new(db, &view, &tables, &stop, cost.clone(), max_visited);
+            let first = match cost {
+                Cost::Hops => bfs(&mut g, &req.from, &req.to, req.direction)?,
+                Cost::Field(_) => dijkstra_both_ways(&mut g, &req.from, &req.to, req.direction)?,
+            };
+            let first = first.ok_or_else(|| ServiceError::NoPath { from: req.from.clone(), to: req.to.clone() })?;
+            let found = if k > 1 { yen(&mut g, first, &req.to, req.direction, k)? } else { vec![first] };
+            let paths: Vec<WeightedPath> = found
+                .into_iter()
+                .map(|p| WeightedPath { cost: cost_json(p.cost()), vertices: p.vertices, edges: p.edges })
+                .collect();
+            let head = paths.first().cloned().ok_or_else(|| ServiceError::Internal("no first path".into()))?;
+            Ok(ShortestPathResponse { paths, vertices: head.vertices, edges: head.edges, cost: head.cost })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::memory::MemGraph;
+    use super::*;
+
+    fn costs(paths: &[Path]) -> Vec<f64> {
+        paths.iter().map(Path::cost).collect()
+    }
+
+    /// A diamond with a shortcut and parallel edges.
+    fn graph() -> MemGraph {
+        MemGraph(vec![
+            ("e1", "a", "b", 1.0),
+            ("e2", "b", "d", 1.0),
+            ("e3", "a", "c", 2.0),
+            ("e4", "c", "d", 2.0),
+            ("e5", "a", "d", 10.0),
+            ("e6", "b", "d", 3.0),
+            ("e7", "d", "a", 1.0),
+        ])
+    }
+
+    #[test]
+    fn bfs_finds_fewest_edges_both_ways() {
+        let mut g = graph();
+        let p = bfs(&mut g, "a", "d", WalkDirection::Out).unwrap().unwrap();
+        assert_eq!(
+            (p.vertices.clone(), p.edges.clone()),
+            (vec!["a".to_owned(), "d".to_owned()], vec!["e5".to_owned()])
+        );
+        // against the edges: e4 enters d from c
+        let p = bfs(&mut g, "d", "c", WalkDirection::In).unwrap().unwrap();
+        assert_eq!(p.edges, ["e4"]);
+        let p = bfs(&mut g, "c", "b", WalkDirection::Any).unwrap().unwrap();
+        assert_eq!(p.edges.len(), 2);
+        // along the edges only through d and back to a
+        let p = bfs(&mut g, "c", "b", WalkDirection::Out).unwrap().unwrap();
+        assert_eq!(p.edges, ["e4", "e7", "e1"]);
+        assert!(bfs(&mut g, "a", "z", WalkDirection::Any).unwrap().is_none());
+        assert_eq!(bfs(&mut g, "a", "a", WalkDirection::Out).unwrap().unwrap().edges.len(), 0);
+    }
+
+    #[test]
+    fn bfs_long_chain_meets_in_the_middle() {
+        let names: Vec<&'static str> = (0..20).map(|i| &*Box::leak(format!("v{i}").into_boxed_str())).collect();
+        let ids: Vec<&'static str> = (0..19).map(|i| &*Box::leak(format!("c{i}").into_boxed_str())).collect();
+        let mut edges: Vec<_> = (0..19).map(|i| (ids[i], names[i], names[i + 1], 1.0)).collect();
+        // a detour of 3 edges around v5 → v8 is no shorter than the chain (3 edges)
+        edges.push(("x1", "v5", "w1", 1.0));
+        edges.push(("x2", "w1", "v8", 1.0));
+        let mut g = MemGraph(edges);
+        let p = bfs(&mut g, "v0", "v19", WalkDirection::Out).unwrap().unwrap();
+        assert_eq!(p.edges.len(), 18, "{p:?}");
+        assert_eq!(p.vertices.first().map(String::as_str), Some("v0"));
+        assert_eq!(p.vertices.last().map(String::as_str), Some("v19"));
+    }
+
+    #[test]
+    fn dijkstra_minimises_weight() {
+        let mut g = graph();
+        let none = HashSet::new();
+        let p = dijkstra(&mut g, "a", "d", WalkDirection::Out, &none, &none).unwrap().unwrap();
+        assert_eq!((p.edges.clone(), p.cost()), (vec!["e1".to_owned(), "e2".to_owned()], 2.0));
+        let banned: HashSet<String> = ["b".to_owned()].into();
+        let p = dijkstra(&mut g, "a", "d", WalkDirection::Out, &banned, &none).unwrap().unwrap();
+        assert_eq!(p.cost(), 4.0);
+    }
+
+    /// From both ends, the cost is the one-way search's, whatever the pair and direction; zero
+    /// weights (ties everywhere) still give a loop-free path.
+    #[test]
+    fn dijkstra_from_both_ends_agrees_with_one_way() {
+        let none = HashSet::new();
+        let mut zeros = MemGraph(graph().0.into_iter().map(|(id, f, t, w)| (id, f, t, w * 0.0)).collect());
+        for g in [&mut graph(), &mut zeros] {
+            for from in ["a", "b", "c", "d", "z"] {
+                for to in ["a", "b", "c", "d", "z"] {
+                    for dir in [WalkDirection::Out, WalkDirection::In, WalkDirection::Any] {
+                        let one = dijkstra(g, from, to, dir, &none, &none).unwrap();
+                        let both = dijkstra_both_ways(g, from, to, dir).unwrap();
+                        assert_eq!(one.as_ref().map(Path::cost), both.as_ref().map(Path::cost), "{from} {to} {dir:?}");
+                        if let Some(p) = both {
+                            let distinct: HashSet<&String> = p.vertices.iter().collect();
+                            assert_eq!(distinct.len(), p.vertices.len(), "{p:?}");
+                            assert_eq!(
+                                (p.vertices.first().unwrap(), p.vertices.last().unwrap()),
+                                (&from.to_owned(), &to.to_owned())
+                            );
+                            assert_eq!(p.edges.len() + 1, p.vertices.len());
+                        }
+                    }
+                }
+            }
+        }
+        let cut = loop_free(Path {
+            vertices: ["a", "b", "c", "b", "d"].map(String::from).to_vec(),
+            edges: ["1", "2", "3", "4"].map(String::from).to_vec(),
+            weights: vec![1.0, 0.0, 0.0, 2.0],
+        });
+        assert_eq!(
+            (cut.vertices, cut.edges, cut.weights),
+            (["a", "b", "d"].map(String::from).to_vec(), ["1", "4"].map(String::from).to_vec(), vec![1.0, 2.0])
+        );
+    }
+
+    #[test]
+    fn yen_lists_every_loop_free_path_by_cost() {
+        let mut g = graph();
+        let none = HashSet::new();
+        let first = dijkstra(&mut g, "a", "d", WalkDirection::Out, &none, &none).unwrap().unwrap();
+        let all = yen(&mut g, first.clone(), "d", WalkDirection::Out, 32).unwrap();
+        // a→b→d twice (parallel e2, e6), a→c→d, a→d
+        assert_eq!(costs(&all), [2.0, 4.0, 4.0, 10.0]);
+        let edges: Vec<Vec<String>> = all.iter().map(|p| p.edges.clone()).collect();
+        assert!(edges.contains(&vec!["e1".to_owned(), "e6".to_owned()]));
+        assert!(edges.contains(&vec!["e3".to_owned(), "e4".to_owned()]));
+        assert_eq!(yen(&mut g, first, "d", WalkDirection::Out, 2).unwrap().len(), 2);
+        // undirected: also a→(e7 reversed)→d, and longer loop-free routes through d's neighbours
+        let first = dijkstra(&mut g, "a", "d", WalkDirection::Any, &none, &none).unwrap().unwrap();
+        assert_eq!(first.cost(), 1.0);
+        let all = yen(&mut g, first, "d", WalkDirection::Any, 32).unwrap();
+        assert_eq!(costs(&all), [1.0, 2.0, 4.0, 4.0, 10.0]);
+        for p in &all {
+            let distinct: HashSet<&String> = p.vertices.iter().collect();
+            assert_eq!(distinct.len(), p.vertices.len(), "loop-free: {p:?}");
+        }
+    }
+
+    #[test]
+    fn costs_are_integers_when_whole() {
+        assert_eq!(cost_json(3.0), Value::from(3));
+        assert_eq!(cost_json(2.5), serde_json::json!(2.5));
+    }
+}
