@@ -93,7 +93,9 @@ pub(super) fn check_document(
         let found = match &block {
             Some((_, value)) => postings::decode_block(value)
                 .ok()
-                .and_then(|entries| entries.into_iter().find(|p| p.id == id).map(|p| (p.len, p.field_list())))
+                .and_then(|entries| {
+                    entries.into_iter().find(|p| p.id == id.as_bytes()).map(|p| (p.len, p.field_list()))
+                })
                 .map(|(len, fields)| -> Result<_> {
                     let mut got = Vec::new();
                     for f in fields? {
@@ -150,7 +152,8 @@ pub(super) fn check_index(
             }
         };
         let ordered = entries.windows(2).all(|w| w[0].id < w[1].id);
-        if entries.is_empty() || !ordered || entries.first().is_some_and(|p| p.id < k.first.as_ref()) {
+        let valid = entries.iter().all(|p| p.id_str().is_ok());
+        if !valid || entries.is_empty() || !ordered || entries.first().is_some_and(|p| p.id < k.first.as_bytes()) {
             report.problem(
                 "stale_entry",
                 show(Space::Ftidx, &key),
@@ -274,7 +277,7 @@ mod tests {
         let found = view
             .scan(Space::Ftidx, KeyRange::Prefix(FtidxKey::token_prefix("t", "ft", token)), false)
             .map(Result::unwrap)
-            .find(|(_, v)| postings::decode_block(v).unwrap().iter().any(|p| p.id == id));
+            .find(|(_, v)| postings::decode_block(v).unwrap().iter().any(|p| p.id == id.as_bytes()));
         let (k, v) = found.unwrap();
         (k.to_vec(), v.to_vec())
     }
@@ -297,7 +300,7 @@ mod tests {
         let mut changed = Vec::new();
         postings::encode_entry(&mut changed, "b", 2, &vec![(0, vec![0, 5])]);
         let rebuilt: Vec<&[u8]> =
-            entries.iter().map(|p| if p.id == "b" { changed.as_slice() } else { p.raw }).collect();
+            entries.iter().map(|p| if p.id == b"b" { changed.as_slice() } else { p.raw }).collect();
         let block = postings::encode_block(rebuilt.into_iter());
         raw(&d, move |tx| tx.put(Space::Ftidx, key, block)).await;
         assert_eq!(kinds(&d.check().await.unwrap()), ["stale_entry"]);

@@ -371,7 +371,8 @@ fn cut_postings(
     for (key, ids) in per_block {
         let value = tx.get(Space::Ftidx, &key)?.ok_or_else(|| corrupt("a block vanished".into()))?;
         let entries = postings::decode_block(&value)?;
-        let kept: Vec<&[u8]> = entries.iter().filter(|p| !ids.contains(&p.id)).map(|p| p.raw).collect();
+        let kept: Vec<&[u8]> =
+            entries.iter().filter(|p| !ids.iter().any(|id| id.as_bytes() == p.id)).map(|p| p.raw).collect();
         if kept.len() + ids.len() != entries.len() {
             return Err(corrupt(format!("{} misses a document it should hold", crate::keys::display("ftidx", &key))));
         }

@@ -189,8 +189,9 @@ impl FieldPosting<'_> {
 /// One document's entry of a block, borrowed from the block bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct Posting<'a> {
-    /// the document id
-    pub id: &'a str,
+    /// the document id (UTF-8: checked where it is used as text, see [`Posting::id_str`], not
+    /// for every posting scored)
+    pub id: &'a [u8],
     /// the document's length
     pub len: u64,
     /// how many fields follow
@@ -202,6 +203,11 @@ pub struct Posting<'a> {
 }
 
 impl<'a> Posting<'a> {
+    /// The document id as text.
+    pub fn id_str(&self) -> Result<&'a str> {
+        std::str::from_utf8(self.id).map_err(|_| damaged("posting"))
+    }
+
     /// Calls `f` with each field of the posting.
     pub fn fields(&self, mut f: impl FnMut(FieldPosting<'a>)) -> Result<()> {
         let mut c = Cursor(self.field_bytes);
@@ -241,7 +247,7 @@ pub fn decode_block(bytes: &[u8]) -> Result<Vec<Posting<'_>>> {
         let mut body = Cursor(c.bytes(body_len)?);
         let raw = &start[..start.len() - c.0.len()];
         let id_len = body.num()?;
-        let id = std::str::from_utf8(body.bytes(id_len)?).map_err(|_| damaged("posting"))?;
+        let id = body.bytes(id_len)?;
         let len = body.num()?;
         let field_count = body.num()?;
         out.push(Posting { id, len, field_count, field_bytes: body.0, raw });
@@ -342,7 +348,7 @@ mod tests {
             let decoded = decode_block(&block).unwrap();
             prop_assert_eq!(decoded.len(), docs.len());
             for (p, (id, (len, hits))) in decoded.iter().zip(&docs) {
-                prop_assert_eq!(p.id, id.as_str());
+                prop_assert_eq!(p.id, id.as_bytes());
                 prop_assert_eq!(p.len, *len);
                 let fields = p.field_list().unwrap();
                 prop_assert_eq!(fields.len(), hits.len());
@@ -381,7 +387,7 @@ mod tests {
         let fields = decoded[0].field_list().unwrap();
         assert_eq!(fields[1].positions().unwrap(), positions);
         assert_eq!(fields[2].positions().unwrap(), vec![7, 9]);
-        assert_eq!(decoded[1].id, "b");
+        assert_eq!(decoded[1].id, b"b");
         assert_eq!(block_len(&block).unwrap(), 2);
     }
 

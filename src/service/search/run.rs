@@ -31,6 +31,11 @@ const MAX_ANALYZE_BYTES: usize = 64 * 1024;
 /// document (when an index narrows it to fewer).
 const FILTER_BY_INDEX_ABOVE: usize = 256;
 
+/// A posting's document id as text (ids are UTF-8 when written; a damaged one is an error).
+fn text_id(id: &[u8]) -> Result<&str> {
+    std::str::from_utf8(id).map_err(|_| ServiceError::Internal("a damaged document id in a posting".into()))
+}
+
 /// A matching document's running score.
 #[derive(Debug, Clone, Copy, Default)]
 struct Acc {
@@ -43,7 +48,7 @@ struct Acc {
 #[derive(Debug)]
 struct Ranked<'a> {
     score: f64,
-    id: &'a str,
+    id: &'a [u8],
 }
 impl PartialEq for Ranked<'_> {
     fn eq(&self, o: &Self) -> bool {
@@ -102,7 +107,7 @@ fn search_index(view: &ReadView, db: &Db, table: &str, name: Option<&str>) -> Re
 
 /// What one search found: every match with its score.
 struct Scored<'b> {
-    accs: HashMap<&'b str, Acc>,
+    accs: HashMap<&'b [u8], Acc>,
     /// the terms that matched, for highlights
     terms: HashSet<String>,
 }
@@ -120,14 +125,25 @@ fn score_all<'b>(
     let options = super::options::FulltextOptions::stored(&def.options, &def.fields);
     let weights: Vec<f64> = def.fields.iter().map(|f| options.weight(f)).collect();
     let weight = |field: u16| weights.get(usize::from(field)).copied().unwrap_or(1.0);
-    let mut accs: HashMap<&'b str, Acc> = HashMap::default();
-    let mut excluded: HashSet<&'b str> = HashSet::default();
+    // sized for the largest clause's matches up front: growing it rehashed every posting
+    let largest = plan
+        .iter()
+        .take(q.include.len())
+        .map(|cp| match cp {
+            ClausePlan::Terms(list) => list.iter().map(|(t, _)| t.df).sum::<u64>(),
+            ClausePlan::Phrase { terms, .. } => terms.iter().map(|(t, _)| t.df).min().unwrap_or(0),
+        })
+        .max()
+        .unwrap_or(0);
+    let mut accs: HashMap<&'b [u8], Acc> =
+        HashMap::with_capacity_and_hasher(usize::try_from(largest.min(1 << 20)).unwrap_or(0), Default::default());
+    let mut excluded: HashSet<&'b [u8]> = HashSet::default();
     let mut terms = HashSet::default();
     for (i, cp) in plan.iter().enumerate() {
         stop.check()?;
         // included clauses score; excluded ones only name documents to drop
         let bit = if i < q.include.len() { 1u64 << i } else { 0 };
-        let mut hit = |id: &'b str, contribution: f64| {
+        let mut hit = |id: &'b [u8], contribution: f64| {
             if bit == 0 {
                 excluded.insert(id);
                 return;
@@ -180,7 +196,7 @@ enum ClausePlan {
     Phrase { terms: Vec<(DictTerm, std::ops::Range<usize>)>, offsets: Vec<u32> },
 }
 
-type PhraseMatch<'b> = (&'b str, u64, Vec<(u16, u32)>);
+type PhraseMatch<'b> = (&'b [u8], u64, Vec<(u16, u32)>);
 
 /// The documents where a phrase occurs: id, length, and per field how often. The rarest term's
 /// documents are the candidates; each other term's postings are kept only for those still in
@@ -194,7 +210,7 @@ fn phrase_matches<'b>(
     let n = terms.len();
     let Some((rarest, _)) = terms.iter().enumerate().min_by_key(|(_, (t, _))| t.df) else { return Ok(Vec::new()) };
     // candidate i's posting of term k is slots[i * n + k]
-    let mut index: HashMap<&'b str, usize> = HashMap::default();
+    let mut index: HashMap<&'b [u8], usize> = HashMap::default();
     let mut slots: Vec<Option<Posting<'b>>> = Vec::new();
     for value in &store[terms[rarest].1.clone()] {
         for p in postings::decode_block(value)? {
@@ -349,13 +365,14 @@ impl Db {
                 None
             };
             match by_index {
-                Some(ids) => accs.retain(|id, _| ids.contains(*id)),
+                Some(ids) => accs.retain(|id, _| std::str::from_utf8(id).is_ok_and(|id| ids.contains(id))),
                 None => {
                     let mut keep = HashSet::default();
                     for id in accs.keys() {
                         stop.check()?;
-                        if let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())?
-                            && filter.matches(id, &blob, &dict)?
+                        let text = text_id(id)?;
+                        if let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, text).encode())?
+                            && filter.matches(text, &blob, &dict)?
                         {
                             keep.insert(*id);
                         }
@@ -368,7 +385,12 @@ impl Db {
         let depth = offset + limit;
         let mut heap: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth + 1);
         for (id, acc) in &accs {
-            heap.push(Ranked { score: acc.score, id });
+            let hit = Ranked { score: acc.score, id };
+            // a full heap takes only hits better than its worst
+            if heap.len() == depth && heap.peek().is_some_and(|worst| hit >= *worst) {
+                continue;
+            }
+            heap.push(hit);
             if heap.len() > depth {
                 heap.pop();
             }
@@ -379,17 +401,18 @@ impl Db {
         out.extend_from_slice(b"{\"hits\":[");
         let mut first = true;
         for r in &ranked {
-            let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, r.id).encode())? else { continue };
+            let id = text_id(r.id)?;
+            let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())? else { continue };
             if !first {
                 out.push(b',');
             }
             first = false;
             out.extend_from_slice(b"{\"_id\":");
-            serde_json::to_writer(&mut out, r.id).map_err(|e| ServiceError::Internal(e.to_string()))?;
+            serde_json::to_writer(&mut out, id).map_err(|e| ServiceError::Internal(e.to_string()))?;
             out.extend_from_slice(b",\"score\":");
             serde_json::to_writer(&mut out, &r.score).map_err(|e| ServiceError::Internal(e.to_string()))?;
             out.extend_from_slice(b",\"document\":");
-            out.extend_from_slice(&query::project(&blob, &dict, r.id, req.fields.as_deref())?);
+            out.extend_from_slice(&query::project(&blob, &dict, id, req.fields.as_deref())?);
             if let Some(h) = &req.highlight {
                 let marks = highlight::highlights(&def, &analyzer, &blob, &dict, &matched, h)?;
                 out.extend_from_slice(b",\"highlights\":");
