@@ -210,8 +210,9 @@ fn phrase_matches<'b>(
     let n = terms.len();
     let Some((rarest, _)) = terms.iter().enumerate().min_by_key(|(_, (t, _))| t.df) else { return Ok(Vec::new()) };
     // candidate i's posting of term k is slots[i * n + k]
-    let mut index: HashMap<&'b [u8], usize> = HashMap::default();
-    let mut slots: Vec<Option<Posting<'b>>> = Vec::new();
+    let expected = usize::try_from(terms[rarest].0.df.min(1 << 20)).unwrap_or(0);
+    let mut index: HashMap<&'b [u8], usize> = HashMap::with_capacity_and_hasher(expected, Default::default());
+    let mut slots: Vec<Option<Posting<'b>>> = Vec::with_capacity(expected * n);
     for value in &store[terms[rarest].1.clone()] {
         for p in postings::decode_block(value)? {
             let at = slots.len();
