@@ -289,6 +289,19 @@ fn by_n(n: i64, explain: bool) -> QueryRequest {
     serde_json::from_value(json!({"filter": {"n": n}, "explain": explain})).unwrap()
 }
 
+/// Makes each backfill chunk, once read and computed, report its document count on the returned
+/// receiver and wait until the returned sender is dropped.
+fn hold_backfill(db: &Db) -> (tokio::sync::mpsc::UnboundedReceiver<usize>, std::sync::mpsc::Sender<()>) {
+    let (prepared_tx, prepared) = tokio::sync::mpsc::unbounded_channel();
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
+        let _ = prepared_tx.send(docs);
+        let _ = wait.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
+    }));
+    (prepared, go)
+}
+
 /// A backfill chunk is read and its entries computed before its write is queued. A document
 /// changed or deleted after that read was already re-indexed by the write that changed it, so the
 /// chunk skips it: staging the entries of the version read would leave stale ones (here they
@@ -310,13 +323,7 @@ async fn a_backfill_chunk_skips_documents_written_after_it_was_read() {
     db.put_document("t".into(), "d3".into(), object(json!({"n": over})), none()).await.unwrap();
 
     // The first chunk's hook says it has read d0-d3, then waits until `go` is dropped.
-    let (prepared_tx, mut prepared) = tokio::sync::mpsc::unbounded_channel();
-    let (go, wait) = std::sync::mpsc::channel::<()>();
-    let wait = std::sync::Mutex::new(wait);
-    *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
-        let _ = prepared_tx.send(docs);
-        let _ = wait.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
-    }));
+    let (mut prepared, go) = hold_backfill(&db);
     let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Unique, fields: vec!["n".into()], options: None };
     let def = db.create_index("t".into(), req).await.unwrap();
     assert!(matches!(def.state, IndexState::Building { done: 0, total: 6 }), "{def:?}");
@@ -409,13 +416,7 @@ async fn a_fulltext_build_misses_no_document_rewritten_with_the_same_text() {
             .await
             .unwrap();
     }
-    let (prepared_tx, mut prepared) = tokio::sync::mpsc::unbounded_channel();
-    let (go, wait) = std::sync::mpsc::channel::<()>();
-    let wait = std::sync::Mutex::new(wait);
-    *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
-        let _ = prepared_tx.send(docs);
-        let _ = wait.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
-    }));
+    let (mut prepared, go) = hold_backfill(&db);
     let req: CreateIndex =
         serde_json::from_value(json!({"name": "ft", "kind": "fulltext", "fields": ["text"]})).unwrap();
     db.create_index("t".into(), req).await.unwrap();
