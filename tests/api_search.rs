@@ -149,7 +149,7 @@ async fn bad_queries_and_options_are_clear_errors() {
         (json!({"query": "x", "limit": 1000, "offset": 9500}), 400, "invalid_request"),
         (json!({"query": "x", "highlight": {"fragment_chars": 0}}), 400, "invalid_request"),
         (json!({"query": "x", "filter": {"$bogus": 1}}), 400, "invalid_filter"),
-        (json!({"query": "x", "index": "nope"}), 404, "index_not_found"),
+        (json!({"query": "x", "index": "nope"}), 422, "no_search_index"),
         (json!({"query": "x", "mode": "some"}), 422, "invalid_body"),
     ] {
         let r = problem(body.clone()).await;

@@ -29,11 +29,11 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
             body = Problem, content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:invalid_query", "title": "Bad Request", "status": 400,
                 "detail": "invalid search query at character 6: this quote is never closed", "code": "invalid_query"})),
-        (status = 404, description = "no such table or index", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "the search passed the request timeout", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "no ready fulltext index to search (`no_search_index`), or a body of the wrong shape",
+        (status = 422, description = "no ready fulltext index to search, or `index` names none (`no_search_index`); or a body of the wrong shape",
             body = Problem, content_type = "application/problem+json"),
     ))]
 async fn search(

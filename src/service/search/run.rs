@@ -93,7 +93,8 @@ fn search_index(view: &ReadView, db: &Db, table: &str, name: Option<&str>) -> Re
             None if db.catalog().index(table, n).is_some() => {
                 Err(ServiceError::NoSearchIndex(format!("index {n:?} is still building; its state shows progress")))
             }
-            None => Err(ServiceError::IndexNotFound { table: table.to_owned(), index: n.to_owned() }),
+            // the index is named in the body, not the path: the table (the resource) exists
+            None => Err(ServiceError::NoSearchIndex(format!("table {table:?} has no index {n:?}"))),
         },
         None => match fulltext.as_slice() {
             [one] => Ok((*one).clone()),
