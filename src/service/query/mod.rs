@@ -6,6 +6,7 @@ mod exec;
 mod explain;
 pub mod filter;
 mod ids;
+mod ngram;
 pub mod plan;
 
 use super::documents::{DocumentPage, RawPage};

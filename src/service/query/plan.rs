@@ -368,7 +368,12 @@ fn candidates(filter: &Filter, table: &str, defs: &[IndexDef]) -> Vec<IndexScan>
                 let field = &def.fields[0];
                 for op in on(field) {
                     if let Op::Contains(Value::String(pattern)) = op {
-                        out.extend(ngram_scans(def, field, pattern));
+                        out.extend(super::ngram::trigrams(pattern).into_iter().map(|g| {
+                            let value = [Component::Str(g.into())];
+                            let range = prefix_range(IdxKey::values_prefix(&def.table, &def.name, &value));
+                            let condition = format!("{field} contains {pattern:?} (trigram {g:?})");
+                            scan(def, vec![range], condition, None, true)
+                        }));
                     }
                 }
             }
@@ -376,34 +381,6 @@ fn candidates(filter: &Filter, table: &str, defs: &[IndexDef]) -> Vec<IndexScan>
         }
     }
     out
-}
-
-/// Most trigrams of one `$contains` pattern scanned (the planner intersects the cheapest few).
-const MAX_PATTERN_TRIGRAMS: usize = 16;
-
-/// One id-ordered scan per distinct trigram of a `$contains` pattern (none under three
-/// characters): every document containing the pattern holds each of them, so any one, or their
-/// intersection, yields a superset that the filter then checks.
-fn ngram_scans(def: &IndexDef, field: &str, pattern: &str) -> Vec<IndexScan> {
-    let bounds: Vec<usize> = pattern.char_indices().map(|(i, _)| i).chain(std::iter::once(pattern.len())).collect();
-    let mut grams: Vec<&str> = bounds.windows(4).filter_map(|w| Some(&pattern[*w.first()?..*w.last()?])).collect();
-    grams.sort_unstable();
-    grams.dedup();
-    // spread over the pattern rather than its first characters
-    let step = grams.len().div_ceil(MAX_PATTERN_TRIGRAMS).max(1);
-    grams
-        .iter()
-        .step_by(step)
-        .map(|g| IndexScan {
-            def: def.clone(),
-            ranges: vec![prefix_range(IdxKey::values_prefix(&def.table, &def.name, &[Component::Str((*g).into())]))],
-            reverse: false,
-            condition: format!("{field} contains {pattern:?} (trigram {g:?})"),
-            shape: None,
-            estimate: 0,
-            equality: true,
-        })
-        .collect()
 }
 
 /// The scan of a whole range index in sort order (restricted to the filter's bounds on the sort
