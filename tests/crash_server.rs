@@ -113,6 +113,7 @@ fn offline_check(dir: &Path) -> (bool, Value) {
 fn document(w: usize, stamp: u64) -> Value {
     json!({
         "w": w, "stamp": stamp, "g": stamp % 5, "u": format!("u{w}-{stamp}"), "n": stamp,
+        "text": format!("writer {w} wrote stamp s{stamp} with words w{} and common ones", stamp % 11),
         "tags": [stamp % 3, 10 + stamp % 4], "sub": {"x": stamp, "keep": true},
         "loc": {"lat": (stamp % 170) as f64 - 85.0 + 0.25, "lon": (stamp % 350) as f64 - 175.0 + 0.5},
     })
@@ -121,7 +122,7 @@ fn document(w: usize, stamp: u64) -> Value {
 /// A merge patch: changes indexed fields, deletes one (`tags`) and one nested member.
 fn patch(stamp: u64) -> Value {
     json!({"stamp": stamp, "n": -(stamp as i64), "g": format!("p{}", stamp % 3), "tags": null,
-           "sub": {"x": null, "y": stamp}})
+           "sub": {"x": null, "y": stamp}, "text": format!("patched w{} words", stamp % 7)})
 }
 
 fn key(w: usize, k: usize) -> String {
@@ -279,6 +280,7 @@ async fn crash_rounds(durability: &str, seed: u64) {
         ("by_tags", "range", "tags"),
         ("by_sub", "hash", "sub.x"),
         ("by_loc", "spatial", "loc"),
+        ("by_text", "fulltext", "text"),
     ] {
         let r = post(&format!("/v1/tables/{TABLE}/indexes"), json!({"name": name, "kind": kind, "fields": [field]}));
         assert_eq!(r.await.unwrap().status(), 201, "{name}");
