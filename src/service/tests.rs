@@ -299,6 +299,18 @@ fn by_n(n: i64, explain: bool) -> QueryRequest {
     serde_json::from_value(json!({"filter": {"n": n}, "explain": explain})).unwrap()
 }
 
+/// A database with backfill chunks of 4 and table `t` holding `d0`-`d5`, document `i` being `doc(i)`.
+async fn six_documents(dir: &std::path::Path, doc: impl Fn(usize) -> Value) -> Arc<Db> {
+    let db = open_with_chunk(dir, 4);
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
+        .await
+        .unwrap();
+    for i in 0..6 {
+        db.put_document("t".into(), format!("d{i}"), object(doc(i)), Preconditions::default()).await.unwrap();
+    }
+    db
+}
+
 /// Makes each backfill chunk, once read and computed, report its document count on the returned
 /// receiver and wait until the returned sender is dropped.
 fn hold_backfill(db: &Db) -> (tokio::sync::mpsc::UnboundedReceiver<usize>, std::sync::mpsc::Sender<()>) {
@@ -320,14 +332,8 @@ fn hold_backfill(db: &Db) -> (tokio::sync::mpsc::UnboundedReceiver<usize>, std::
 #[tokio::test]
 async fn a_backfill_chunk_skips_documents_written_after_it_was_read() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open_with_chunk(dir.path(), 4);
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
-        .await
-        .unwrap();
+    let db = six_documents(dir.path(), |i| json!({"n": i})).await;
     let none = Preconditions::default;
-    for i in 0..6 {
-        db.put_document("t".into(), format!("d{i}"), object(json!({"n": i})), none()).await.unwrap();
-    }
     // over the cap of 1000 entries: the index cannot hold this version
     let over: Vec<i64> = (1000..2001).collect();
     db.put_document("t".into(), "d3".into(), object(json!({"n": over})), none()).await.unwrap();
@@ -416,16 +422,8 @@ async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
 #[tokio::test]
 async fn a_fulltext_build_misses_no_document_rewritten_with_the_same_text() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open_with_chunk(dir.path(), 4);
-    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
-        .await
-        .unwrap();
+    let db = six_documents(dir.path(), |i| json!({"text": "same words", "n": i})).await;
     let none = Preconditions::default;
-    for i in 0..6 {
-        db.put_document("t".into(), format!("d{i}"), object(json!({"text": "same words", "n": i})), none())
-            .await
-            .unwrap();
-    }
     let (mut prepared, go) = hold_backfill(&db);
     let req: CreateIndex =
         serde_json::from_value(json!({"name": "ft", "kind": "fulltext", "fields": ["text"]})).unwrap();
