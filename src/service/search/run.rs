@@ -115,7 +115,6 @@ struct Scored<'b> {
 
 /// Scores every document matching an included clause; removes those matching an excluded one.
 fn score_all<'b>(
-    view: &ReadView,
     def: &IndexDef,
     q: &Query,
     stats: Bm25,
@@ -186,7 +185,6 @@ fn score_all<'b>(
             }
         }
     }
-    let _ = view;
     accs.retain(|id, _| !excluded.contains(id));
     Ok(Scored { accs, terms })
 }
@@ -356,7 +354,7 @@ impl Db {
                 }
             });
         }
-        let Scored { mut accs, terms } = score_all(&view, &def, &q, stats, &store, &plan, stop)?;
+        let Scored { mut accs, terms } = score_all(&def, &q, stats, &store, &plan, stop)?;
         let all = if q.include.len() >= 64 { u64::MAX } else { (1u64 << q.include.len()) - 1 };
         accs.retain(|_, a| if req.mode == Mode::All { a.matched == all } else { a.matched != 0 });
         let dict = self.catalog.dict();
