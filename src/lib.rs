@@ -13,6 +13,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod api;
+pub mod background;
 pub mod catalog;
 pub mod entity;
 pub mod keys;

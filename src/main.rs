@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use mosaicdb::api::HttpLimits;
+use mosaicdb::background::TaskConfig;
 use mosaicdb::server::{self, ServerConfig};
 use mosaicdb::service::DbOptions;
 use mosaicdb::storage::{Durability, StorageConfig};
@@ -74,6 +75,12 @@ struct ServeArgs {
     /// a query with `allow_scan: false` refuses a full scan of a table with more documents than this
     #[arg(long, env = "MOSAIC_SCAN_THRESHOLD", default_value_t = 1000)]
     scan_threshold: u64,
+    /// pause between TTL sweeps (`ms s m h d w`, at least 1s)
+    #[arg(long, env = "MOSAIC_TTL_INTERVAL", default_value = "60s", value_parser = interval)]
+    ttl_interval: Duration,
+    /// pause between time-series retention runs (`ms s m h d w`, at least 1s)
+    #[arg(long, env = "MOSAIC_RETENTION_INTERVAL", default_value = "60s", value_parser = interval)]
+    retention_interval: Duration,
     /// log filter (tracing EnvFilter syntax), e.g. `info` or `mosaicdb=debug,tower_http=debug`
     #[arg(long, env = "MOSAIC_LOG", default_value = "info")]
     log: String,
@@ -94,8 +101,20 @@ impl ServeArgs {
                 min_import_bytes: self.import_min_bytes.max(1),
             },
             options: DbOptions { scan_threshold: self.scan_threshold, ..DbOptions::default() },
+            tasks: TaskConfig { ttl_interval: self.ttl_interval, retention_interval: self.retention_interval },
         }
     }
+}
+
+/// A task interval: a duration such as `90s` or `5m`, at least one second.
+fn interval(text: &str) -> Result<Duration, String> {
+    let ms = mosaicdb::service::timeseries::time::parse_duration_ms(text)
+        .ok_or_else(|| format!("{text:?} is not a duration such as 30s, 5m or 1h"))?;
+    let d = Duration::from_millis(u64::try_from(ms).map_err(|_| "out of range".to_owned())?);
+    if d < mosaicdb::background::MIN_INTERVAL {
+        return Err("an interval must be at least 1s".into());
+    }
+    Ok(d)
 }
 
 fn main() -> ExitCode {

@@ -3,6 +3,7 @@
 mod conn;
 
 use crate::api::{self, HttpLimits};
+use crate::background::{Scheduler, TaskConfig};
 use crate::service::{Db, DbOptions, ServiceError};
 use crate::storage::StorageConfig;
 use std::net::SocketAddr;
@@ -20,6 +21,8 @@ pub struct ServerConfig {
     pub limits: HttpLimits,
     /// service settings
     pub options: DbOptions,
+    /// intervals of the periodic background tasks
+    pub tasks: TaskConfig,
 }
 
 impl ServerConfig {
@@ -34,6 +37,7 @@ impl ServerConfig {
                 min_import_bytes: crate::service::DEFAULT_MIN_IMPORT_BYTES,
             },
             options: DbOptions::default(),
+            tasks: TaskConfig::default(),
         }
     }
 }
@@ -67,9 +71,12 @@ impl Server {
             DbOptions { query_timeout: config.options.query_timeout.or(Some(config.limits.timeout)), ..config.options };
         let db = Db::open(config.storage, options)?;
         let app = api::app(db.clone(), config.limits);
+        let scheduler = Scheduler::start(db.clone(), config.tasks);
         let done = tokio::spawn(async move {
             accept_until(listener, app, stopped).await;
-            // In-flight requests have finished: stop the background jobs, flush and fsync.
+            // In-flight requests have finished: stop the periodic tasks (each at its next step)
+            // and the background jobs, flush and fsync.
+            scheduler.stop().await;
             db.shutdown().await?;
             Ok(())
         });

@@ -1,14 +1,14 @@
-//! `/v1/admin`: consistency check.
+//! `/v1/admin`: consistency check, background tasks.
 
 use super::AppState;
 use super::error::{ApiError, Problem};
-use crate::service::CheckReport;
+use crate::service::{CheckReport, TaskList};
 use axum::Json;
 use axum::extract::State;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(check))
+    OpenApiRouter::new().routes(routes!(check)).routes(routes!(tasks))
 }
 
 /// Walks every document and index entry on one snapshot and reports inconsistencies: entries
@@ -22,4 +22,17 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 ))]
 async fn check(State(state): State<AppState>) -> Result<Json<CheckReport>, ApiError> {
     Ok(Json(state.db.check().await?))
+}
+
+/// The periodic background tasks (TTL sweep, time-series retention): interval, whether a run is
+/// under way, when the last run started and how long it took, what it removed, in total, and its
+/// error if it failed.
+#[utoipa::path(get, path = "/v1/admin/tasks", tag = "admin", responses(
+    (status = 200, description = "every periodic task", body = TaskList,
+        example = json!({"tasks": [{"name": "retention", "description": "removes time-series points older than their metric's max_age",
+            "interval_ms": 60000, "running": false, "runs": 12, "last_started_at": "2026-11-22T10:00:00Z", "last_duration_ms": 3,
+            "last_removed": 120, "removed_total": 1440, "last_error": null}]})),
+))]
+async fn tasks(State(state): State<AppState>) -> Json<TaskList> {
+    Json(state.db.tasks())
 }

@@ -26,6 +26,9 @@ pub struct Problem {
     /// for a failed batch: the 0-based index of the operation that failed
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operation: Option<usize>,
+    /// for refused line protocol: every bad line with its number
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Vec<crate::service::timeseries::LineError>>,
 }
 
 /// An error on its way to the client.
@@ -35,12 +38,13 @@ pub struct ApiError {
     code: &'static str,
     detail: String,
     operation: Option<usize>,
+    lines: Option<Vec<crate::service::timeseries::LineError>>,
 }
 
 impl ApiError {
     /// An error with an explicit status and code.
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        ApiError { status, code, detail: detail.into(), operation: None }
+        ApiError { status, code, detail: detail.into(), operation: None, lines: None }
     }
 
     /// The problem document of this error.
@@ -52,6 +56,7 @@ impl ApiError {
             detail: self.detail.clone(),
             code: self.code.to_owned(),
             operation: self.operation,
+            lines: self.lines.clone(),
         }
     }
 }
@@ -62,13 +67,15 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::TableNotFound(_)
         | ServiceError::DocumentNotFound { .. }
         | ServiceError::IndexNotFound { .. }
-        | ServiceError::NoPath { .. } => StatusCode::NOT_FOUND,
+        | ServiceError::NoPath { .. }
+        | ServiceError::MetricNotFound(_) => StatusCode::NOT_FOUND,
         ServiceError::TableExists(_)
         | ServiceError::TableDropping(_)
         | ServiceError::IndexExists { .. }
         | ServiceError::IndexDropping { .. }
         | ServiceError::UniqueViolation { .. }
-        | ServiceError::VertexHasEdges { .. } => StatusCode::CONFLICT,
+        | ServiceError::VertexHasEdges { .. }
+        | ServiceError::MetricDropping(_) => StatusCode::CONFLICT,
         ServiceError::UnsupportedIndexKind(_) | ServiceError::NoSearchIndex(_) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::InvalidTableName { .. }
         | ServiceError::InvalidId(_)
@@ -78,6 +85,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::InvalidCursor(_)
         | ServiceError::QueryTooComplex(_)
         | ServiceError::InvalidQuery { .. }
+        | ServiceError::InvalidLines(_)
         | ServiceError::ScanRefused { .. } => StatusCode::BAD_REQUEST,
         ServiceError::InvalidDocument(_)
         | ServiceError::SchemaViolation { .. }
@@ -85,6 +93,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::TooManyEdges { .. }
         | ServiceError::MaxVisited(_)
         | ServiceError::InvalidWeight(_)
+        | ServiceError::TooManyBuckets(_)
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::Abandoned => StatusCode::REQUEST_TIMEOUT,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
@@ -110,7 +119,11 @@ impl From<ServiceError> for ApiError {
         } else {
             e.to_string()
         };
-        ApiError { status, code: e.code(), detail, operation }
+        let lines = match &e {
+            ServiceError::InvalidLines(lines) => Some(lines.clone()),
+            _ => None,
+        };
+        ApiError { status, code: e.code(), detail, operation, lines }
     }
 }
 

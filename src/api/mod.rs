@@ -13,6 +13,7 @@ mod search;
 mod spec;
 mod system;
 mod tables;
+mod timeseries;
 
 pub use error::{ApiError, Problem};
 pub use extract::ClientGone;
@@ -71,7 +72,8 @@ pub struct HttpLimits {
         (name = "search", description = "full-text search ranked by BM25"),
         (name = "batch", description = "several writes, all or nothing"),
         (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
-        (name = "admin", description = "consistency check"),
+        (name = "timeseries", description = "points as JSON or InfluxDB line protocol, bucket aggregation, retention"),
+        (name = "admin", description = "consistency check, background tasks"),
     ),
     components(schemas(Problem))
 )]
@@ -87,6 +89,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(search::router())
         .merge(batch::router())
         .merge(graph::router())
+        .merge(timeseries::router())
         .merge(admin::router())
 }
 

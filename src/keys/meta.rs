@@ -1,7 +1,8 @@
 //! `meta:table:{name}`, `meta:index:{table}:{name}`, `meta:metric:{name}`, `meta:seq:{name}`,
 //! `meta:field:{id}`, `meta:dropping:{table}`, `meta:index_dropping:{table}:{name}` (value: the dropped
 //! index's `created_at`),
-//! `meta:count:{table}` → catalog entries.
+//! `meta:count:{table}`, `meta:series:{metric}:{entity}` (value: the series' point count, first
+//! and last time) → catalog entries.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};
 use std::borrow::Cow;
@@ -25,6 +26,8 @@ pub enum MetaKey<'a> {
     IndexDropping(Cow<'a, str>, Cow<'a, str>),
     /// a table's document count
     Count(Cow<'a, str>),
+    /// a time series' statistics: metric, entity
+    Series(Cow<'a, str>, Cow<'a, str>),
 }
 
 impl<'a> MetaKey<'a> {
@@ -38,6 +41,7 @@ impl<'a> MetaKey<'a> {
             MetaKey::Dropping(_) => "dropping",
             MetaKey::IndexDropping(..) => "index_dropping",
             MetaKey::Count(_) => "count",
+            MetaKey::Series(..) => "series",
         }
     }
 
@@ -48,7 +52,7 @@ impl<'a> MetaKey<'a> {
             MetaKey::Table(n) | MetaKey::Metric(n) | MetaKey::Seq(n) | MetaKey::Dropping(n) | MetaKey::Count(n) => {
                 w.str(n)
             }
-            MetaKey::Index(t, n) | MetaKey::IndexDropping(t, n) => w.str(t).str(n),
+            MetaKey::Index(t, n) | MetaKey::IndexDropping(t, n) | MetaKey::Series(t, n) => w.str(t).str(n),
             MetaKey::Field(id) => w.num(i64::from(*id)),
         }
         .finish()
@@ -68,6 +72,7 @@ impl<'a> MetaKey<'a> {
             "dropping" => MetaKey::Dropping(r.next_str()?),
             "index_dropping" => MetaKey::IndexDropping(r.next_str()?, r.next_str()?),
             "count" => MetaKey::Count(r.next_str()?),
+            "series" => MetaKey::Series(r.next_str()?, r.next_str()?),
             _ => return Err(KeyError::UnexpectedType { expected: "catalog kind" }),
         };
         r.end()?;
@@ -75,7 +80,7 @@ impl<'a> MetaKey<'a> {
     }
 
     /// The prefix of every catalog key of one kind: `"table"`, `"index"`, `"metric"`, `"seq"`,
-    /// `"field"`, `"dropping"`, `"index_dropping"` or `"count"`.
+    /// `"field"`, `"dropping"`, `"index_dropping"`, `"count"` or `"series"`.
     pub fn kind_prefix(kind: &str) -> Vec<u8> {
         KeyWriter::default().str(kind).finish()
     }
@@ -83,6 +88,11 @@ impl<'a> MetaKey<'a> {
     /// The prefix of every index definition of `table`.
     pub fn indexes_of(table: &str) -> Vec<u8> {
         KeyWriter::default().str("index").str(table).finish()
+    }
+
+    /// The prefix of the statistics of every series of `metric`.
+    pub fn series_of(metric: &str) -> Vec<u8> {
+        KeyWriter::default().str("series").str(metric).finish()
     }
 }
 
@@ -103,6 +113,7 @@ mod tests {
             MetaKey::Dropping("old".into()),
             MetaKey::Count("users".into()),
             MetaKey::IndexDropping("users".into(), "by_age".into()),
+            MetaKey::Series("cpu".into(), "host=h1".into()),
         ];
         for k in &all {
             assert_eq!(&MetaKey::decode(&k.encode()).unwrap(), k);
@@ -112,6 +123,9 @@ mod tests {
         assert_eq!(super::super::display("meta", &all[7].encode()), "meta:index_dropping:users:by_age");
         assert_eq!(all[7].encode(), b"\x07index_dropping\x00\x01\x07users\x00\x01\x07by_age\x00\x01");
         assert!(all[1].encode().starts_with(&MetaKey::indexes_of("users")));
+        assert_eq!(super::super::display("meta", &all[8].encode()), "meta:series:cpu:\"host=h1\"");
+        assert!(all[8].encode().starts_with(&MetaKey::series_of("cpu")));
+        assert!(!MetaKey::Series("cpu2".into(), "h".into()).encode().starts_with(&MetaKey::series_of("cpu")));
         assert!(!MetaKey::Index("users2".into(), "x".into()).encode().starts_with(&MetaKey::indexes_of("users")));
     }
 }

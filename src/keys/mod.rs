@@ -17,7 +17,7 @@
 //! | `graph`      | `graph:out:{edge_table}:{from}:{edge_id}`      | other endpoint (+ weight) |
 //! | `graph`      | `graph:in:{edge_table}:{to}:{edge_id}`         | other endpoint (+ weight) |
 //! | `vec`        | `vec:{table}:{index}:…`                        | vector index data |
-//! | `ts`         | `ts:{metric}:{entity}:{timestamp}`             | point value (+ tags) |
+//! | `ts`         | `ts:{metric}:{entity}:{timestamp}`             | f64 value (BE), then the tags as JSON if any; timestamp in ns |
 //! | `ttlidx`     | `ttlidx:{table}:{expire_at}:{id}`              | empty |
 //! | `changefeed` | `changefeed:{seqno}`                           | change event |
 //! | `meta`       | `meta:table:{name}`                            | table definition |
@@ -28,6 +28,7 @@
 //! | `meta`       | `meta:dropping:{table}`                        | table drop in progress |
 //! | `meta`       | `meta:index_dropping:{table}:{name}`           | index drop in progress: the dropped index's `created_at` (i64 BE) |
 //! | `meta`       | `meta:count:{table}`                           | document count (u64 BE) |
+//! | `meta`       | `meta:series:{metric}:{entity}`                | point count (u64 BE), first and last timestamp (i64 BE each) |
 
 pub mod changefeed;
 pub mod entity;

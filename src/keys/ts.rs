@@ -1,4 +1,5 @@
-//! `ts:{metric}:{entity}:{timestamp}` → the point's value (and tags).
+//! `ts:{metric}:{entity}:{timestamp}` → the point's value (and tags). Timestamps are nanoseconds
+//! since the Unix epoch (negative before it), so the points of one series are in time order.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};
 use std::borrow::Cow;
@@ -10,7 +11,7 @@ pub struct TsKey<'a> {
     pub metric: Cow<'a, str>,
     /// the measured entity (host, sensor, …)
     pub entity: Cow<'a, str>,
-    /// timestamp (milliseconds since the Unix epoch, may be negative)
+    /// timestamp (nanoseconds since the Unix epoch, may be negative)
     pub ts: i64,
 }
 
@@ -43,6 +44,15 @@ impl<'a> TsKey<'a> {
         Self::series_prefix_writer(metric, entity).finish()
     }
 
+    /// The timestamp of a key of the series whose prefix (see [`TsKey::series_prefix`]) is
+    /// `prefix_len` bytes long: reads only the last component.
+    pub fn ts_after_prefix(key: &[u8], prefix_len: usize) -> Result<i64, KeyError> {
+        let mut r = KeyReader::new(key.get(prefix_len..).ok_or(KeyError::Truncated)?);
+        let ts = r.next_i64()?;
+        r.end()?;
+        Ok(ts)
+    }
+
     fn series_prefix_writer(metric: &str, entity: &str) -> KeyWriter {
         KeyWriter::with_capacity(metric.len() + entity.len() + 17).str(metric).str(entity)
     }
@@ -55,12 +65,14 @@ mod tests {
     #[test]
     fn golden_and_time_order() {
         let k = TsKey::new("cpu", "host1", 1_700_000_000_000);
+        let prefix = TsKey::series_prefix("cpu", "host1");
         let bytes = k.encode();
         let mut want = b"\x07cpu\x00\x01\x07host1\x00\x01".to_vec();
         // 1.7e12 = 1.546...·2^40: exponent 40 + 1100 = 0x0474
         want.extend_from_slice(&[0x06, 0x04, 0x74, 0xc5, 0xe7, 0xf2, 0xb4, 0x00, 0x00, 0x00, 0x00]);
         assert_eq!(bytes, want);
         assert_eq!(TsKey::decode(&bytes).unwrap(), k);
+        assert_eq!(TsKey::ts_after_prefix(&bytes, prefix.len()).unwrap(), 1_700_000_000_000);
         assert_eq!(super::super::display("ts", &bytes), "ts:cpu:host1:1700000000000");
         assert!(TsKey::new("cpu", "h", -5).encode() < TsKey::new("cpu", "h", 3).encode());
     }

@@ -51,6 +51,18 @@ pub enum ServiceError {
         /// index name
         index: String,
     },
+    /// No metric of that name: write a point (or set a retention) first.
+    #[error("metric {0:?} does not exist")]
+    MetricNotFound(String),
+    /// The metric is being deleted: retry once the delete has finished.
+    #[error("metric {0:?} is being deleted; retry shortly")]
+    MetricDropping(String),
+    /// Line protocol that does not parse: every bad line with its number; nothing was written.
+    #[error("{}", describe_lines(.0))]
+    InvalidLines(Vec<crate::service::timeseries::LineError>),
+    /// An aggregation would answer with more buckets than allowed: widen `step` or narrow the window.
+    #[error("the aggregation would return more than {0} buckets: widen step or narrow from/to")]
+    TooManyBuckets(usize),
     /// A search query that does not parse; `position` counts characters from 0.
     #[error("invalid search query at character {position}: {reason}")]
     InvalidQuery {
@@ -226,6 +238,10 @@ impl ServiceError {
             ServiceError::IndexDropping { .. } => "index_dropping",
             ServiceError::UnsupportedIndexKind(_) => "unsupported_index_kind",
             ServiceError::InvalidQuery { .. } => "invalid_query",
+            ServiceError::MetricNotFound(_) => "metric_not_found",
+            ServiceError::MetricDropping(_) => "metric_dropping",
+            ServiceError::InvalidLines(_) => "invalid_line_protocol",
+            ServiceError::TooManyBuckets(_) => "too_many_buckets",
             ServiceError::NoSearchIndex(_) => "no_search_index",
             ServiceError::UniqueViolation { .. } => "unique_violation",
             ServiceError::InvalidDocument(_) => "invalid_document",
@@ -253,6 +269,15 @@ impl ServiceError {
             ServiceError::Internal(_) => "internal",
         }
     }
+}
+
+/// The detail of [`ServiceError::InvalidLines`]: the first bad lines (all of them are in the
+/// problem's `lines`).
+fn describe_lines(lines: &[crate::service::timeseries::LineError]) -> String {
+    let shown: Vec<String> = lines.iter().take(10).map(|l| format!("line {}: {}", l.line, l.error)).collect();
+    let more = lines.len().saturating_sub(shown.len());
+    let tail = if more > 0 { format!("; and {more} more") } else { String::new() };
+    format!("{} bad line(s), nothing written: {}{tail}", lines.len(), shown.join("; "))
 }
 
 impl From<crate::entity::TextError> for ServiceError {

@@ -19,8 +19,10 @@ pub mod schema;
 pub mod search;
 mod stop;
 mod tables;
+mod tasks;
 #[cfg(test)]
 mod tests;
+pub mod timeseries;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
@@ -32,6 +34,7 @@ pub use info::{Info, KeyCount};
 pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult};
 pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 pub use tables::{CreateTable, TableInfo};
+pub use tasks::{TaskInfo, TaskList};
 
 use crate::catalog::Catalog;
 use crate::storage::{StorageConfig, Store, WriteTx};
@@ -58,6 +61,10 @@ pub struct Db {
     purge_chunk: usize,
     /// fulltext terms known to be in the committed dictionary (see `search::maintain`)
     known_terms: search::maintain::KnownTerms,
+    /// the time-series model's in-memory state (metrics being deleted)
+    timeseries: timeseries::State,
+    /// what the periodic background tasks did (see `background`)
+    tasks: tasks::Tasks,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
     #[cfg(test)]
     backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
@@ -113,6 +120,8 @@ impl Db {
             jobs: Default::default(),
             purge_chunk: options.purge_chunk,
             known_terms: Default::default(),
+            timeseries: Default::default(),
+            tasks: Default::default(),
             #[cfg(test)]
             backfill_hook: Default::default(),
         });

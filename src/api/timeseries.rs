@@ -1,0 +1,359 @@
+//! `/v1/timeseries`: points as JSON or InfluxDB line protocol (also at `/write` and
+//! `/api/v2/write`, where Influx clients and Telegraf send them), page reads, bucket
+//! aggregation, retention, listing and deletes.
+
+use super::AppState;
+use super::error::{ApiError, Problem, too_large};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::service::timeseries::{
+    AggregateFn, AggregateRequest, AggregateResponse, MetricList, Order, PointsPage, PointsRequest, Precision,
+    Retention, WritePoints, WriteReport,
+};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_metrics))
+        .routes(routes!(write_points, read_points))
+        .routes(routes!(aggregate))
+        .routes(routes!(get_retention, put_retention))
+        .routes(routes!(delete_metric))
+        .routes(routes!(write_lines))
+        .routes(routes!(write_influx_v1))
+        .routes(routes!(write_influx_v2))
+        .routes(routes!(ping))
+}
+
+/// `/v1/timeseries/{metric}`
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct MetricPath {
+    /// the metric (1-256 bytes, no control characters), percent-encoded
+    #[param(min_length = 1, max_length = 256, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", example = "cpu")]
+    pub metric: String,
+}
+
+/// The precision of integer timestamps in a write.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct JsonWriteQuery {
+    /// the unit of integer `ts` values: `ns`, `us`, `ms` (default), `s`
+    #[param(inline)]
+    pub precision: Option<Precision>,
+}
+
+/// The query of the line-protocol writes. Influx's `db`, `rp`, `bucket` and `org` parameters are
+/// accepted and ignored: measurements are metrics.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LineWriteQuery {
+    /// the unit of the line timestamps: `ns` (default, as InfluxDB), `us`, `ms`, `s` (and the
+    /// Influx 1.x spellings `n`, `u`, `m`, `h`)
+    #[param(inline)]
+    pub precision: Option<Precision>,
+}
+
+/// The query of `GET /v1/timeseries/{metric}/points`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PointsQuery {
+    /// one entity (default: every entity of the metric, by name)
+    pub entity: Option<String>,
+    /// inclusive start: ms since the epoch or RFC 3339
+    #[param(example = "2026-11-21T00:00:00Z")]
+    pub from: Option<String>,
+    /// exclusive end: ms since the epoch or RFC 3339
+    pub to: Option<String>,
+    /// page size, 1-100000 (default 10000)
+    #[param(minimum = 1, maximum = 100000)]
+    pub limit: Option<usize>,
+    /// `asc` (default) or `desc`
+    #[param(inline)]
+    pub order: Option<Order>,
+    /// the `cursor` of the previous page (same metric, entity, window and order)
+    pub cursor: Option<String>,
+    /// the unit of the `ts` returned: `ms` (default), `ns`, `us`, `s`
+    #[param(inline)]
+    pub precision: Option<Precision>,
+}
+
+/// The query of `GET /v1/timeseries/{metric}/aggregate`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AggregateQuery {
+    /// one entity (default: every entity together)
+    pub entity: Option<String>,
+    /// inclusive start: ms since the epoch or RFC 3339
+    pub from: Option<String>,
+    /// exclusive end: ms since the epoch or RFC 3339
+    pub to: Option<String>,
+    /// bucket width (`ms s m h d w`), buckets aligned to multiples of it since the epoch
+    #[param(example = "1m")]
+    pub step: String,
+    /// `avg` (default), `min`, `max`, `sum`, `count`, `first`, `last`
+    #[serde(rename = "fn")]
+    #[param(rename = "fn", inline)]
+    pub func: Option<AggregateFn>,
+    /// `entity`: one list of buckets per entity
+    #[param(inline)]
+    pub group_by: Option<GroupBy>,
+}
+
+/// What to group aggregation buckets by.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    /// one list of buckets per entity
+    Entity,
+}
+
+/// The query of `DELETE /v1/timeseries/{metric}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteQuery {
+    /// only this entity's series (default: the whole metric and its retention)
+    pub entity: Option<String>,
+}
+
+/// What a delete removed.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DeleteReport {
+    /// points removed
+    pub points: u64,
+}
+
+fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::new(r.status(), "invalid_body", r.body_text())
+        }
+    })
+}
+
+/// Every metric with its point and series counts, first and last time, and retention.
+#[utoipa::path(get, path = "/v1/timeseries", tag = "timeseries", responses(
+    (status = 200, description = "the metrics", body = MetricList,
+        example = json!({"metrics": [{"name": "cpu", "points": 1440, "series": 2, "first": 1763683200000i64,
+            "last": 1763769540000i64, "retention": {"max_age": "7d"}}]})),
+))]
+async fn list_metrics(State(state): State<AppState>) -> Result<Json<MetricList>, ApiError> {
+    Ok(Json(state.db.list_metrics().await?))
+}
+
+/// Writes points of one metric, all or none. The same entity and time overwrites; the metric is
+/// created by its first point.
+#[utoipa::path(post, path = "/v1/timeseries/{metric}/points", tag = "timeseries", params(MetricPath, JsonWriteQuery),
+    request_body(content = WritePoints, example = json!({"points": [
+        {"entity": "server1", "ts": 1763719200000i64, "value": 0.5},
+        {"entity": "server1", "ts": "2025-11-21T10:01:00Z", "value": 0.7, "tags": {"dc": "eu"}}]})),
+    responses(
+        (status = 200, description = "written", body = WriteReport, example = json!({"points": 2, "skipped_string_fields": 0})),
+        (status = 400, description = "a bad metric name, entity, time or value (every bad point is named)", body = Problem,
+            content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:invalid_request", "title": "Bad Request", "status": 400,
+                "detail": "points[1]: \"noon\" is not an RFC 3339 time such as 2026-11-21T10:00:00Z", "code": "invalid_request"})),
+        (status = 409, description = "the metric is being deleted (`metric_dropping`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "a body of the wrong shape", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn write_points(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<MetricPath>,
+    ApiQuery(q): ApiQuery<JsonWriteQuery>,
+    ApiJson(body): ApiJson<WritePoints>,
+) -> Result<Json<WriteReport>, ApiError> {
+    Ok(Json(state.db.write_json_points(path.metric, body, q.precision.unwrap_or_default()).await?))
+}
+
+/// A page of points, by entity then time.
+#[utoipa::path(get, path = "/v1/timeseries/{metric}/points", tag = "timeseries", params(MetricPath, PointsQuery),
+    responses(
+        (status = 200, description = "a page of points", body = PointsPage,
+            example = json!({"points": [{"entity": "server1", "ts": 1763719200000i64, "value": 0.5}], "cursor": null})),
+        (status = 400, description = "invalid from, to, limit, order, precision or cursor", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "no such metric (`metric_not_found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "the read passed the request timeout", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn read_points(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<MetricPath>,
+    ApiQuery(q): ApiQuery<PointsQuery>,
+) -> Result<Json<PointsPage>, ApiError> {
+    let req = PointsRequest {
+        entity: q.entity,
+        from: q.from,
+        to: q.to,
+        limit: q.limit,
+        order: q.order.unwrap_or_default(),
+        cursor: q.cursor,
+        precision: q.precision.unwrap_or_default(),
+    };
+    Ok(Json(state.db.read_points(path.metric, req).await?))
+}
+
+/// Aggregates points into buckets of `step` aligned to multiples of it since the epoch; empty
+/// buckets are omitted. Without `entity`, every entity together; with `group_by=entity`, one
+/// list per entity.
+#[utoipa::path(get, path = "/v1/timeseries/{metric}/aggregate", tag = "timeseries", params(MetricPath, AggregateQuery),
+    responses(
+        (status = 200, description = "the buckets (or, with group_by=entity, the series)", body = AggregateResponse,
+            example = json!({"buckets": [{"ts": 1763719200000i64, "value": 0.6}, {"ts": 1763719260000i64, "value": 0.4}]})),
+        (status = 400, description = "invalid step, fn, from, to or group_by", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such metric (`metric_not_found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "the aggregation passed the request timeout", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "more than 100000 buckets (`too_many_buckets`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn aggregate(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<MetricPath>,
+    ApiQuery(q): ApiQuery<AggregateQuery>,
+) -> Result<Json<AggregateResponse>, ApiError> {
+    let req = AggregateRequest {
+        entity: q.entity,
+        from: q.from,
+        to: q.to,
+        step: q.step,
+        func: q.func.unwrap_or_default(),
+        group_by_entity: q.group_by.is_some(),
+    };
+    Ok(Json(state.db.aggregate(path.metric, req).await?))
+}
+
+/// A metric's retention.
+#[utoipa::path(get, path = "/v1/timeseries/{metric}/retention", tag = "timeseries", params(MetricPath),
+    responses(
+        (status = 200, description = "the retention (null: points are kept forever)", body = Retention, example = json!({"max_age": "24h"})),
+        (status = 404, description = "no such metric (`metric_not_found`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_retention(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<MetricPath>,
+) -> Result<Json<Retention>, ApiError> {
+    Ok(Json(state.db.retention(&path.metric)?))
+}
+
+/// Sets a metric's retention (creating the metric if needed): the retention task removes points
+/// older than `max_age` at every `--retention-interval`. `{"max_age": null}` keeps them forever.
+#[utoipa::path(put, path = "/v1/timeseries/{metric}/retention", tag = "timeseries", params(MetricPath),
+    request_body(content = Retention, example = json!({"max_age": "24h"})),
+    responses(
+        (status = 200, description = "the retention now in force", body = Retention, example = json!({"max_age": "1d"})),
+        (status = 400, description = "an invalid metric name or duration", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:invalid_request", "title": "Bad Request", "status": 400,
+                "detail": "max_age: \"1y\" is not a duration such as 500ms, 90s, 5m, 24h, 7d or 2w (a positive integer and a unit)",
+                "code": "invalid_request"})),
+        (status = 409, description = "the metric is being deleted (`metric_dropping`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "a body of the wrong shape", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn put_retention(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<MetricPath>,
+    ApiJson(body): ApiJson<Retention>,
+) -> Result<Json<Retention>, ApiError> {
+    Ok(Json(state.db.set_retention(path.metric, body).await?))
+}
+
+/// Deletes one series (`?entity=`) or the whole metric with its retention, in bounded writes.
+#[utoipa::path(delete, path = "/v1/timeseries/{metric}", tag = "timeseries", params(MetricPath, DeleteQuery),
+    responses(
+        (status = 200, description = "deleted", body = DeleteReport, example = json!({"points": 1440})),
+        (status = 404, description = "no such metric (`metric_not_found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "the metric is being deleted already (`metric_dropping`)", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn delete_metric(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<MetricPath>,
+    ApiQuery(q): ApiQuery<DeleteQuery>,
+) -> Result<Json<DeleteReport>, ApiError> {
+    Ok(Json(DeleteReport { points: state.db.delete_timeseries(path.metric, q.entity).await? }))
+}
+
+/// Writes InfluxDB line protocol, all lines or none: the measurement is the metric, the tag set
+/// (sorted, `k=v,k=v`) the entity, a field `value` the metric itself and any other field `f` the
+/// metric `{measurement}.{f}`; string fields are skipped and counted; a line without a time gets
+/// the server's time.
+#[utoipa::path(post, path = "/v1/timeseries/write", tag = "timeseries", params(LineWriteQuery),
+    request_body(content = String, content_type = "text/plain",
+        example = "cpu,host=h1,region=eu value=0.5,idle=97i 1763719200000000000\n"),
+    responses(
+        (status = 200, description = "written", body = WriteReport, example = json!({"points": 2, "skipped_string_fields": 0})),
+        (status = 400, description = "bad lines (`invalid_line_protocol`, each with its number in `lines`), or a body that is not UTF-8",
+            body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:invalid_line_protocol", "title": "Bad Request", "status": 400,
+                "detail": "1 bad line(s), nothing written: line 2: No fields were provided", "code": "invalid_line_protocol",
+                "lines": [{"line": 2, "error": "No fields were provided"}]})),
+        (status = 409, description = "a metric is being deleted (`metric_dropping`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn write_lines(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<LineWriteQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<WriteReport>, ApiError> {
+    let precision = q.precision.unwrap_or(Precision::Nanoseconds);
+    Ok(Json(state.db.write_line_protocol(body_of(body)?, precision).await?))
+}
+
+/// The InfluxDB 1.x write endpoint (`/write?db=…&precision=…`), for Influx clients and Telegraf:
+/// the same write as `POST /v1/timeseries/write`, answering 204 as InfluxDB does.
+#[utoipa::path(post, path = "/write", tag = "timeseries", params(LineWriteQuery),
+    request_body(content = String, content_type = "text/plain"),
+    responses(
+        (status = 204, description = "written"),
+        (status = 400, description = "bad lines (`invalid_line_protocol`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "a metric is being deleted", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn write_influx_v1(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<LineWriteQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, ApiError> {
+    let precision = q.precision.unwrap_or(Precision::Nanoseconds);
+    state.db.write_line_protocol(body_of(body)?, precision).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The InfluxDB 2.x write endpoint (`/api/v2/write?bucket=…&org=…&precision=…`), for Influx
+/// clients and Telegraf: the same write as `POST /v1/timeseries/write`, answering 204.
+#[utoipa::path(post, path = "/api/v2/write", tag = "timeseries", params(LineWriteQuery),
+    request_body(content = String, content_type = "text/plain"),
+    responses(
+        (status = 204, description = "written"),
+        (status = 400, description = "bad lines (`invalid_line_protocol`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "a metric is being deleted", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn write_influx_v2(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<LineWriteQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, ApiError> {
+    write_influx_v1(State(state), ApiQuery(q), body).await
+}
+
+/// The InfluxDB liveness probe that Influx clients and Telegraf call before writing.
+#[utoipa::path(get, path = "/ping", tag = "timeseries", responses((status = 204, description = "alive")))]
+async fn ping() -> StatusCode {
+    StatusCode::NO_CONTENT
+}

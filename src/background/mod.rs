@@ -1,0 +1,111 @@
+//! The scheduler of the periodic background tasks: the TTL sweep and time-series retention.
+//! Each task runs on its own tokio task: a run, then a pause of its interval, and so on; its
+//! record (`GET /v1/admin/tasks`) says what each run did. Stopping waits for the run under way
+//! (each stops at its next bounded step), never for an interval.
+
+use crate::service::Db;
+use crate::service::timeseries::time::now_nanos;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Shortest interval a task may have.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The intervals of the periodic tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskConfig {
+    /// pause between TTL sweeps
+    pub ttl_interval: Duration,
+    /// pause between retention runs
+    pub retention_interval: Duration,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        TaskConfig { ttl_interval: Duration::from_secs(60), retention_interval: Duration::from_secs(60) }
+    }
+}
+
+/// Tells a run to stop at its next step.
+#[derive(Clone)]
+pub struct StopSignal(watch::Receiver<bool>);
+
+impl StopSignal {
+    /// True once the scheduler is stopping.
+    pub fn is_set(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+type Run = fn(Arc<Db>, StopSignal) -> Pin<Box<dyn Future<Output = crate::service::Result<u64>> + Send>>;
+
+/// A periodic task.
+struct Task {
+    name: &'static str,
+    description: &'static str,
+    interval: Duration,
+    run: Run,
+}
+
+/// The running scheduler.
+pub struct Scheduler {
+    stop: watch::Sender<bool>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Scheduler {
+    /// Starts every periodic task (call from within a tokio runtime); each runs once at once,
+    /// then after each interval.
+    pub fn start(db: Arc<Db>, config: TaskConfig) -> Scheduler {
+        let (stop, stopped) = watch::channel(false);
+        let tasks = [Task {
+            name: "retention",
+            description: "removes time-series points older than their metric's max_age",
+            interval: config.retention_interval.max(MIN_INTERVAL),
+            run: |db, stop| Box::pin(async move { db.apply_retention(now_nanos(), &|| stop.is_set()).await }),
+        }];
+        let handles = tasks
+            .into_iter()
+            .map(|task| {
+                db.register_task(task.name, task.description, task.interval);
+                tokio::spawn(run_periodically(db.clone(), task, StopSignal(stopped.clone())))
+            })
+            .collect();
+        Scheduler { stop, handles }
+    }
+
+    /// Stops every task: a run under way ends at its next step; waits for them.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for handle in self.handles {
+            if let Err(e) = handle.await {
+                tracing::error!(error = %e, "a background task ended abnormally");
+            }
+        }
+    }
+}
+
+async fn run_periodically(db: Arc<Db>, task: Task, mut stop: StopSignal) {
+    loop {
+        if stop.is_set() {
+            return;
+        }
+        db.task_started(task.name);
+        let outcome = (task.run)(db.clone(), stop.clone()).await;
+        match outcome {
+            Ok(removed) => db.task_finished(task.name, removed, None),
+            Err(e) => {
+                tracing::warn!(task = task.name, error = %e, "background task failed");
+                db.task_finished(task.name, 0, Some(e.to_string()));
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(task.interval) => {}
+            _ = stop.0.changed() => return,
+        }
+    }
+}

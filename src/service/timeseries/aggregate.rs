@@ -1,0 +1,222 @@
+//! Aggregation into time buckets aligned to multiples of `step` since the epoch. One series is
+//! scanned in time order, so its buckets close one after another; several series (no entity
+//! given) are merged bucket by bucket. Empty buckets are omitted.
+
+use super::read::{Window, decode_value, entities, ms_of};
+use super::stats::corrupt;
+use super::time::{NS_PER_MS, bucket_start, duration_param};
+use crate::keys::TsKey;
+use crate::service::stop::Watched;
+use crate::service::{Db, Result, ServiceError};
+use crate::storage::{KeyRange, Space};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Most buckets one answer may hold (over all series).
+pub const MAX_BUCKETS: usize = 100_000;
+
+/// The aggregate of each bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AggregateFn {
+    /// mean
+    #[default]
+    Avg,
+    /// smallest value
+    Min,
+    /// largest value
+    Max,
+    /// sum
+    Sum,
+    /// number of points
+    Count,
+    /// the value of the earliest point (of the first entity by name on a tie)
+    First,
+    /// the value of the latest point (of the last entity by name on a tie)
+    Last,
+}
+
+/// What `GET /v1/timeseries/{metric}/aggregate` asks.
+#[derive(Debug, Clone, Default)]
+pub struct AggregateRequest {
+    /// one series, else every series of the metric together (or each, with `group_by_entity`)
+    pub entity: Option<String>,
+    /// inclusive start: ms since the epoch or RFC 3339
+    pub from: Option<String>,
+    /// exclusive end: ms since the epoch or RFC 3339
+    pub to: Option<String>,
+    /// bucket width, e.g. `1m`
+    pub step: String,
+    /// the aggregate
+    pub func: AggregateFn,
+    /// one list of buckets per entity
+    pub group_by_entity: bool,
+}
+
+/// One bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Bucket {
+    /// the bucket's start, ms since the epoch (a multiple of `step`)
+    pub ts: i64,
+    /// the aggregate of the bucket's points
+    pub value: f64,
+}
+
+/// The buckets of one entity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SeriesBuckets {
+    /// the entity
+    pub entity: String,
+    /// its non-empty buckets in time order
+    pub buckets: Vec<Bucket>,
+}
+
+/// The answer: one list of buckets, or one per entity (`group_by=entity`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum AggregateResponse {
+    /// every entity together (or the one asked for)
+    Buckets {
+        /// the non-empty buckets in time order
+        buckets: Vec<Bucket>,
+    },
+    /// one list per entity, entities in name order
+    Series {
+        /// the entities that have points in the window
+        series: Vec<SeriesBuckets>,
+    },
+}
+
+/// The running aggregate of one bucket.
+#[derive(Debug, Clone, Copy)]
+struct Acc {
+    count: u64,
+    sum: f64,
+    min: f64,
+    max: f64,
+    first: (i64, f64),
+    last: (i64, f64),
+}
+
+impl Acc {
+    fn new(ts: i64, v: f64) -> Acc {
+        Acc { count: 1, sum: v, min: v, max: v, first: (ts, v), last: (ts, v) }
+    }
+
+    /// Adds a point; points of one series come in time order, and later series win ties for
+    /// `last` and lose them for `first`.
+    fn add(&mut self, ts: i64, v: f64) {
+        self.count += 1;
+        self.sum += v;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        if ts < self.first.0 {
+            self.first = (ts, v);
+        }
+        if ts >= self.last.0 {
+            self.last = (ts, v);
+        }
+    }
+
+    fn value(&self, func: AggregateFn) -> f64 {
+        match func {
+            AggregateFn::Avg => self.sum / self.count as f64,
+            AggregateFn::Min => self.min,
+            AggregateFn::Max => self.max,
+            AggregateFn::Sum => self.sum,
+            AggregateFn::Count => self.count as f64,
+            AggregateFn::First => self.first.1,
+            AggregateFn::Last => self.last.1,
+        }
+    }
+}
+
+fn too_many() -> ServiceError {
+    ServiceError::TooManyBuckets(MAX_BUCKETS)
+}
+
+impl Db {
+    /// Buckets of one metric.
+    pub async fn aggregate(self: &Arc<Self>, metric: String, req: AggregateRequest) -> Result<AggregateResponse> {
+        self.metric_or_404(&metric)?;
+        let step_ns = duration_param("step", &req.step)?
+            .checked_mul(NS_PER_MS)
+            .ok_or_else(|| ServiceError::InvalidRequest("step is too long".into()))?;
+        let window = Window::parse(req.from.as_deref(), req.to.as_deref())?;
+        let (stop, _abandon) = self.request_stop();
+        self.read(move |db| {
+            let view = db.store.snapshot();
+            let entities = entities(&view, &metric, req.entity.as_deref(), &stop)?;
+            let mut merged: BTreeMap<i64, Acc> = BTreeMap::new();
+            let mut series = Vec::new();
+            // buckets of the series answered so far (group_by=entity)
+            let mut total = 0usize;
+            for entity in &entities {
+                if window.is_empty() {
+                    break;
+                }
+                let prefix = TsKey::series_prefix(&metric, entity);
+                let (lower, upper) = window.range(&metric, entity, &prefix);
+                // this series' buckets, closed in time order
+                let mut own: Vec<(i64, Acc)> = Vec::new();
+                for item in Watched::new(
+                    view.scan(Space::Ts, KeyRange::Between(lower, upper), false).map(|r| r.map_err(ServiceError::from)),
+                    &stop,
+                ) {
+                    let (key, value) = item?;
+                    let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(corrupt)?;
+                    let (v, _) = decode_value(&value)?;
+                    let start = bucket_start(ts, step_ns);
+                    match own.last_mut() {
+                        Some((s, acc)) if *s == start => acc.add(ts, v),
+                        _ => {
+                            if own.len() + total == MAX_BUCKETS {
+                                return Err(too_many());
+                            }
+                            own.push((start, Acc::new(ts, v)));
+                        }
+                    }
+                }
+                if req.group_by_entity {
+                    total += own.len();
+                    if !own.is_empty() {
+                        let buckets =
+                            own.iter().map(|(s, a)| Bucket { ts: ms_of(*s), value: a.value(req.func) }).collect();
+                        series.push(SeriesBuckets { entity: entity.clone(), buckets });
+                    }
+                } else if entities.len() == 1 {
+                    merged.extend(own);
+                } else {
+                    for (start, acc) in own {
+                        merged
+                            .entry(start)
+                            .and_modify(|m| {
+                                m.count += acc.count;
+                                m.sum += acc.sum;
+                                m.min = m.min.min(acc.min);
+                                m.max = m.max.max(acc.max);
+                                if acc.first.0 < m.first.0 {
+                                    m.first = acc.first;
+                                }
+                                if acc.last.0 >= m.last.0 {
+                                    m.last = acc.last;
+                                }
+                            })
+                            .or_insert(acc);
+                        if merged.len() > MAX_BUCKETS {
+                            return Err(too_many());
+                        }
+                    }
+                }
+            }
+            if req.group_by_entity {
+                return Ok(AggregateResponse::Series { series });
+            }
+            let buckets = merged.into_iter().map(|(s, a)| Bucket { ts: ms_of(s), value: a.value(req.func) }).collect();
+            Ok(AggregateResponse::Buckets { buckets })
+        })
+        .await
+    }
+}

@@ -1,0 +1,165 @@
+//! InfluxDB line protocol, parsed by influxdata's own parser (`influxdb-line-protocol`), mapped
+//! onto metrics and entities: the measurement is the metric; the tag set, sorted by key and
+//! joined `k=v,k=v`, is the entity; a field named `value` is the metric itself and any other
+//! field `f` the metric `{measurement}.{f}`. Integer, unsigned, float and boolean fields are
+//! stored as numbers; string fields are skipped and counted.
+
+use super::time::Precision;
+use super::write::{Point, check_entity, check_metric};
+use crate::service::{Result, ServiceError};
+use influxdb_line_protocol::{FieldValue, ParsedLine};
+
+/// One refused line: its 1-based number and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct LineError {
+    /// the line's number, counting from 1
+    pub line: usize,
+    /// why it was refused
+    pub error: String,
+}
+
+/// The points of a line-protocol body, or every bad line.
+pub(crate) struct Parsed {
+    pub points: Vec<Point>,
+    pub skipped_string_fields: usize,
+}
+
+/// Parses `body`; a point without a timestamp gets `now` (ns). All lines or none: any bad line
+/// fails the whole body, listing every bad line.
+pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed> {
+    let mut points = Vec::with_capacity(body.len() / 48);
+    let mut skipped = 0;
+    let mut errors = Vec::new();
+    for (n, text) in influxdb_line_protocol::split_lines(body).enumerate() {
+        let Some(parsed) = influxdb_line_protocol::parse_lines(text).next() else { continue };
+        let outcome = parsed.map_err(|e| e.to_string()).and_then(|line| add(&line, precision, now, &mut points));
+        match outcome {
+            Ok(strings) => skipped += strings,
+            Err(error) => errors.push(LineError { line: n + 1, error }),
+        }
+        if points.len() > super::write::MAX_POINTS_PER_WRITE {
+            return Err(ServiceError::InvalidRequest(format!(
+                "at most {} points per request",
+                super::write::MAX_POINTS_PER_WRITE
+            )));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ServiceError::InvalidLines(errors));
+    }
+    Ok(Parsed { points, skipped_string_fields: skipped })
+}
+
+/// Adds the points of one line; returns its string fields' count.
+fn add(
+    line: &ParsedLine<'_>,
+    precision: Precision,
+    now: i64,
+    points: &mut Vec<Point>,
+) -> std::result::Result<usize, String> {
+    let measurement = line.series.measurement.as_str();
+    check_metric(measurement)?;
+    let entity = entity_of(line);
+    check_entity(&entity)?;
+    let ts = match line.timestamp {
+        Some(t) => {
+            precision.to_nanos(t).ok_or_else(|| format!("timestamp {t} is out of range (years 1678 to 2262)"))?
+        }
+        None => now,
+    };
+    let mut strings = 0;
+    let first = points.len();
+    for (field, value) in &line.field_set {
+        let value = match value {
+            FieldValue::I64(v) => *v as f64,
+            FieldValue::U64(v) => *v as f64,
+            FieldValue::F64(v) if v.is_finite() => *v,
+            FieldValue::F64(v) => {
+                points.truncate(first);
+                return Err(format!("field {:?}: {v} is not a finite number", field.as_str()));
+            }
+            FieldValue::Boolean(b) => f64::from(u8::from(*b)),
+            FieldValue::String(_) => {
+                strings += 1;
+                continue;
+            }
+        };
+        let metric = if field.as_str() == "value" {
+            measurement.to_owned()
+        } else {
+            format!("{measurement}.{}", field.as_str())
+        };
+        if let Err(why) = check_metric(&metric) {
+            points.truncate(first);
+            return Err(why);
+        }
+        points.push(Point { metric, entity: entity.clone(), ts, value, tags: None });
+    }
+    Ok(strings)
+}
+
+/// `k=v,k=v` of the tag set, sorted by key.
+fn entity_of(line: &ParsedLine<'_>) -> String {
+    let Some(tags) = &line.series.tag_set else { return String::new() };
+    let mut pairs: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    pairs.sort_unstable();
+    let mut out = String::with_capacity(pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
+    for (i, (k, v)) in pairs.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push('=');
+        out.push_str(v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn points(body: &str, precision: Precision) -> Vec<(String, String, i64, f64)> {
+        let parsed = parse(body, precision, 42).unwrap_or_else(|e| panic!("{e:?}"));
+        parsed.points.into_iter().map(|p| (p.metric, p.entity, p.ts, p.value)).collect()
+    }
+
+    #[test]
+    fn tags_sorted_into_the_entity_fields_into_metrics() {
+        let got = points("cpu,region=eu,host=h1 value=0.5,idle=3i,up=true,name=\"x\" 10\n", Precision::Nanoseconds);
+        assert_eq!(
+            got,
+            [
+                ("cpu".to_owned(), "host=h1,region=eu".to_owned(), 10, 0.5),
+                ("cpu.idle".to_owned(), "host=h1,region=eu".to_owned(), 10, 3.0),
+                ("cpu.up".to_owned(), "host=h1,region=eu".to_owned(), 10, 1.0),
+            ]
+        );
+        let parsed = parse("cpu name=\"x\",value=1 1", Precision::Seconds, 0).unwrap();
+        assert_eq!(parsed.skipped_string_fields, 1);
+        assert_eq!(parsed.points[0].ts, 1_000_000_000);
+    }
+
+    #[test]
+    fn escapes_per_the_spec() {
+        let got = points("disk\\ io,path=C:\\,x=a\\ b\\=c value=1 5", Precision::Milliseconds);
+        assert_eq!(got, [("disk io".to_owned(), "path=C:,x=a b=c".to_owned(), 5_000_000, 1.0)]);
+        let got = points("m,k=v\\,w f\\ g=2u", Precision::Nanoseconds);
+        assert_eq!(got, [("m.f g".to_owned(), "k=v,w".to_owned(), 42, 2.0)]);
+    }
+
+    #[test]
+    fn every_bad_line_with_its_number() {
+        let body = "ok value=1 1\nbad\n\nm value=notanumber 2\n# a comment\nm value=1 99999999999999999999\n";
+        match parse(body, Precision::Nanoseconds, 0) {
+            Err(ServiceError::InvalidLines(errors)) => {
+                assert_eq!(errors.iter().map(|e| e.line).collect::<Vec<_>>(), [2, 4, 6]);
+            }
+            other => panic!("{:?}", other.map(|p| p.points)),
+        }
+        match parse("m value=1 9223372036854775807", Precision::Seconds, 0) {
+            Err(ServiceError::InvalidLines(errors)) => assert!(errors[0].error.contains("out of range")),
+            other => panic!("{:?}", other.map(|p| p.points)),
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Time series: points under `ts:{metric}:{entity}:{timestamp}` (nanoseconds), written as JSON or
+//! InfluxDB line protocol, read as pages or aggregated into time buckets, removed by per-metric
+//! retention. Metrics live in the catalog (`meta:metric:`), each series' point count and time
+//! span in `meta:series:` (see [`stats`]).
+
+mod aggregate;
+mod line;
+mod read;
+mod retention;
+pub(crate) mod stats;
+pub mod time;
+mod write;
+
+pub use aggregate::{AggregateFn, AggregateRequest, AggregateResponse, Bucket, MAX_BUCKETS, SeriesBuckets};
+pub use line::LineError;
+pub use read::{MAX_POINTS_LIMIT, Order, PointOut, PointsPage, PointsRequest};
+pub use retention::REMOVE_CHUNK;
+pub use time::Precision;
+pub use write::{PointIn, WritePoints, WriteReport};
+
+use crate::catalog::MetricConfig;
+use crate::keys::MetaKey;
+use crate::service::{Db, Result, ServiceError};
+use crate::storage::{KeyRange, Space};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use utoipa::ToSchema;
+
+/// In-memory state of the time-series model: the metrics being deleted (writes to them wait
+/// for the delete to finish: 409).
+#[derive(Default)]
+pub(crate) struct State {
+    dropping: Mutex<HashSet<String>>,
+}
+
+impl State {
+    fn start_dropping(&self, metric: &str) -> bool {
+        self.dropping.lock().unwrap_or_else(PoisonError::into_inner).insert(metric.to_owned())
+    }
+
+    fn stop_dropping(&self, metric: &str) {
+        self.dropping.lock().unwrap_or_else(PoisonError::into_inner).remove(metric);
+    }
+
+    pub(crate) fn is_dropping(&self, metric: &str) -> bool {
+        let dropping = self.dropping.lock().unwrap_or_else(PoisonError::into_inner);
+        !dropping.is_empty() && dropping.contains(metric)
+    }
+}
+
+/// A metric's retention.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Retention {
+    /// points older than this are removed by the retention task (`ms s m h d w`); null keeps
+    /// them forever
+    #[schema(example = "24h")]
+    pub max_age: Option<String>,
+}
+
+impl Retention {
+    fn of(config: &MetricConfig) -> Retention {
+        Retention { max_age: config.retention_ms.map(time::format_duration_ms) }
+    }
+}
+
+/// A metric as listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MetricInfo {
+    /// the metric's name
+    pub name: String,
+    /// points stored
+    pub points: u64,
+    /// series (entities) with points
+    pub series: u64,
+    /// the earliest point's time, ms since the epoch (null without points)
+    pub first: Option<i64>,
+    /// the latest point's time, ms since the epoch (null without points)
+    pub last: Option<i64>,
+    /// the retention
+    pub retention: Retention,
+}
+
+/// `GET /v1/timeseries`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MetricList {
+    /// every metric, by name
+    pub metrics: Vec<MetricInfo>,
+}
+
+impl Db {
+    /// Every metric with its point count, time span and retention.
+    pub async fn list_metrics(self: &Arc<Self>) -> Result<MetricList> {
+        let (stop, _abandon) = self.request_stop();
+        self.read(move |db| {
+            let view = db.store.snapshot();
+            let mut metrics = Vec::new();
+            for config in db.catalog.metrics() {
+                let mut info = MetricInfo {
+                    name: config.name.clone(),
+                    points: 0,
+                    series: 0,
+                    first: None,
+                    last: None,
+                    retention: Retention::of(&config),
+                };
+                let prefix = MetaKey::series_of(&config.name);
+                for item in crate::service::stop::Watched::new(
+                    view.scan(Space::Meta, KeyRange::Prefix(prefix), false).map(|r| r.map_err(ServiceError::from)),
+                    &stop,
+                ) {
+                    let s = stats::SeriesStats::decode(&item?.1)?;
+                    info.points += s.count;
+                    info.series += 1;
+                    info.first = Some(info.first.map_or(s.first, |f| f.min(s.first)));
+                    info.last = Some(info.last.map_or(s.last, |l| l.max(s.last)));
+                }
+                info.first = info.first.map(read::ms_of);
+                info.last = info.last.map(read::ms_of);
+                metrics.push(info);
+            }
+            metrics.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(MetricList { metrics })
+        })
+        .await
+    }
+
+    /// A metric's retention.
+    pub fn retention(&self, metric: &str) -> Result<Retention> {
+        Ok(Retention::of(&*self.metric_or_404(metric)?))
+    }
+
+    /// Sets a metric's retention, creating the metric if it does not exist yet (so a retention
+    /// can be set before the first point arrives).
+    pub async fn set_retention(self: &Arc<Self>, metric: String, retention: Retention) -> Result<Retention> {
+        write::check_metric(&metric).map_err(ServiceError::InvalidRequest)?;
+        let retention_ms = retention.max_age.as_deref().map(|a| time::duration_param("max_age", a)).transpose()?;
+        self.write(move |tx, db| {
+            if db.timeseries.is_dropping(&metric) {
+                return Err(ServiceError::MetricDropping(metric));
+            }
+            let config = MetricConfig { name: metric, retention_ms };
+            let out = Retention::of(&config);
+            db.catalog.put_metric(tx, config);
+            Ok(out)
+        })
+        .await
+    }
+}

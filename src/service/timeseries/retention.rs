@@ -1,0 +1,123 @@
+//! Removing points: the retention task (every point older than its metric's `max_age`) and the
+//! deletes of a series or a whole metric. Each removes at most [`REMOVE_CHUNK`] points per write,
+//! so no write grows without bound and other writes interleave; each write also brings the
+//! series' record up to date, so the statistics stay exact after every commit.
+
+use super::stats;
+use super::time::NS_PER_MS;
+use crate::keys::{MetaKey, TsKey, prefix_successor};
+use crate::service::{Db, Result, ServiceError};
+use crate::storage::{KeyRange, Space, WriteTx};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Points removed per write.
+pub const REMOVE_CHUNK: usize = 10_000;
+
+/// Removes up to `REMOVE_CHUNK` points of one series with times before `cutoff` (all of them
+/// without a cutoff); returns how many.
+fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option<i64>) -> Result<usize> {
+    let prefix = TsKey::series_prefix(metric, entity);
+    let upper = match cutoff {
+        Some(c) => Bound::Excluded(TsKey::new(metric, entity, c).encode()),
+        None => prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
+    };
+    let range = KeyRange::Between(Bound::Included(prefix.clone()), upper);
+    let mut removed = Vec::new();
+    for item in tx.scan(Space::Ts, range).take(REMOVE_CHUNK) {
+        removed.push(item?.0.to_vec());
+    }
+    if removed.is_empty() {
+        return Ok(0);
+    }
+    let before = stats::read(tx, metric, entity)?;
+    let after = stats::span_after_removal(tx, &prefix, &removed, before)?;
+    let n = removed.len();
+    for key in removed {
+        tx.delete(Space::Ts, key);
+    }
+    stats::stage(tx, metric, entity, after);
+    Ok(n)
+}
+
+impl Db {
+    /// Removes the points of one series (before `cutoff`, or all), a chunk per write; returns
+    /// how many.
+    async fn remove_series_points(
+        self: &Arc<Self>,
+        metric: &str,
+        entity: &str,
+        cutoff: Option<i64>,
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Result<u64> {
+        let mut total = 0;
+        loop {
+            let (m, e) = (metric.to_owned(), entity.to_owned());
+            let n = self.write(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
+            total += n as u64;
+            if n < REMOVE_CHUNK || stop() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// The entities of a metric, as committed now.
+    async fn series_of(self: &Arc<Self>, metric: &str) -> Result<Vec<String>> {
+        let metric = metric.to_owned();
+        let stop = crate::service::stop::Stop::default();
+        self.read(move |db| super::read::entities(&db.store.snapshot(), &metric, None, &stop)).await
+    }
+
+    /// One run of the retention task at `now_ns`: removes every point older than its metric's
+    /// `max_age`; returns how many. Stops between two series once `stop()` says so.
+    pub async fn apply_retention(self: &Arc<Self>, now_ns: i64, stop: &(dyn Fn() -> bool + Sync)) -> Result<u64> {
+        let mut removed = 0;
+        for metric in self.catalog.metrics() {
+            let Some(max_age) = metric.retention_ms else { continue };
+            let cutoff = now_ns.saturating_sub(max_age.saturating_mul(NS_PER_MS));
+            for entity in self.series_of(&metric.name).await? {
+                if stop() || self.closing() {
+                    return Ok(removed);
+                }
+                removed += self.remove_series_points(&metric.name, &entity, Some(cutoff), stop).await?;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// `DELETE /v1/timeseries/{metric}[?entity=]`: removes one series, or the whole metric and
+    /// its configuration. While a metric is being deleted, writes to it answer 409
+    /// `metric_dropping`. Returns the points removed.
+    pub async fn delete_timeseries(self: &Arc<Self>, metric: String, entity: Option<String>) -> Result<u64> {
+        self.metric_or_404(&metric)?;
+        if let Some(entity) = entity {
+            return self.remove_series_points(&metric, &entity, None, &|| false).await;
+        }
+        if !self.timeseries.start_dropping(&metric) {
+            return Err(ServiceError::MetricDropping(metric));
+        }
+        let this = self.clone();
+        let work = async move {
+            let mut removed = 0;
+            let outcome = async {
+                for entity in this.series_of(&metric).await? {
+                    removed += this.remove_series_points(&metric, &entity, None, &|| false).await?;
+                }
+                let name = metric.clone();
+                this.write(move |tx, db| {
+                    let left = tx.scan(Space::Meta, KeyRange::Prefix(MetaKey::series_of(&name))).next().is_some();
+                    if !left {
+                        db.catalog.remove_metric(tx, &name);
+                    }
+                    Ok(())
+                })
+                .await
+            }
+            .await;
+            this.timeseries.stop_dropping(&metric);
+            outcome.map(|()| removed)
+        };
+        // finished even if the client goes away, so the metric never stays marked
+        self.detached(work).await
+    }
+}

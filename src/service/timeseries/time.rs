@@ -1,0 +1,171 @@
+//! Times and durations as the time-series routes take them: integer timestamps in a stated
+//! precision or RFC 3339 strings (stored as nanoseconds since the epoch), and durations such as
+//! `90s`, `1h`, `7d`.
+
+use crate::service::{Result, ServiceError};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+/// Nanoseconds in one millisecond.
+pub const NS_PER_MS: i64 = 1_000_000;
+
+/// The unit of an integer timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
+pub enum Precision {
+    /// nanoseconds (`ns`, or Influx 1.x `n`)
+    #[serde(rename = "ns", alias = "n")]
+    Nanoseconds,
+    /// microseconds (`us`, or Influx 1.x `u`)
+    #[serde(rename = "us", alias = "u")]
+    Microseconds,
+    /// milliseconds
+    #[default]
+    #[serde(rename = "ms")]
+    Milliseconds,
+    /// seconds
+    #[serde(rename = "s")]
+    Seconds,
+    /// minutes (Influx 1.x)
+    #[serde(rename = "m")]
+    Minutes,
+    /// hours (Influx 1.x)
+    #[serde(rename = "h")]
+    Hours,
+}
+
+impl Precision {
+    /// Nanoseconds per unit.
+    pub fn nanos(self) -> i64 {
+        match self {
+            Precision::Nanoseconds => 1,
+            Precision::Microseconds => 1_000,
+            Precision::Milliseconds => NS_PER_MS,
+            Precision::Seconds => 1_000_000_000,
+            Precision::Minutes => 60_000_000_000,
+            Precision::Hours => 3_600_000_000_000,
+        }
+    }
+
+    /// `value` units in nanoseconds, if that fits in an i64 (about the years 1678 to 2262).
+    pub fn to_nanos(self, value: i64) -> Option<i64> {
+        value.checked_mul(self.nanos())
+    }
+}
+
+/// A point's time as given: an integer in the request's precision, or an RFC 3339 string.
+pub fn parse_ts(value: &serde_json::Value, precision: Precision) -> std::result::Result<i64, String> {
+    match value {
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => precision.to_nanos(i).ok_or_else(|| format!("{i} is out of range (years 1678 to 2262)")),
+            None => Err(format!("{n} is not an integer timestamp")),
+        },
+        serde_json::Value::String(s) => rfc3339_nanos(s),
+        other => Err(format!("expected an integer or an RFC 3339 string, not {other}")),
+    }
+}
+
+/// A time bound of a read (`from`, `to`): integer milliseconds or RFC 3339.
+pub fn parse_bound(name: &str, text: &str) -> Result<i64> {
+    let parsed = match text.parse::<i64>() {
+        Ok(ms) => ms.checked_mul(NS_PER_MS).ok_or_else(|| format!("{ms} is out of range")),
+        Err(_) => rfc3339_nanos(text),
+    };
+    parsed.map_err(|why| ServiceError::InvalidRequest(format!("{name}: {why}")))
+}
+
+fn rfc3339_nanos(s: &str) -> std::result::Result<i64, String> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| format!("{s:?} is not an RFC 3339 time such as 2026-11-21T10:00:00Z"))?;
+    i64::try_from(t.unix_timestamp_nanos()).map_err(|_| format!("{s:?} is out of range (years 1678 to 2262)"))
+}
+
+/// Milliseconds of a duration such as `500ms`, `90s`, `5m`, `24h`, `7d`, `2w` (a positive
+/// integer and one unit).
+pub fn parse_duration_ms(text: &str) -> Option<i64> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let n: i64 = number.parse().ok()?;
+    let per = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 604_800_000,
+        _ => return None,
+    };
+    n.checked_mul(per).filter(|ms| *ms > 0)
+}
+
+/// The duration in the largest unit that divides it: 86400000 → `1d`.
+pub fn format_duration_ms(ms: i64) -> String {
+    let units = [(604_800_000, "w"), (86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")];
+    for (per, unit) in units {
+        if ms % per == 0 {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// A duration parameter, or 400 naming it.
+pub fn duration_param(name: &str, text: &str) -> Result<i64> {
+    parse_duration_ms(text).ok_or_else(|| {
+        ServiceError::InvalidRequest(format!(
+            "{name}: {text:?} is not a duration such as 500ms, 90s, 5m, 24h, 7d or 2w (a positive integer and a unit)"
+        ))
+    })
+}
+
+/// The start of the `step`-wide bucket holding `t`, buckets aligned to multiples of `step` since
+/// the epoch (times before it included: floor division).
+pub fn bucket_start(t: i64, step: i64) -> i64 {
+    t.div_euclid(step) * step
+}
+
+/// Now, in nanoseconds since the epoch.
+pub fn now_nanos() -> i64 {
+    i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn timestamps_in_every_precision_and_rfc3339() {
+        assert_eq!(parse_ts(&json!(1_730_000_000_000i64), Precision::Milliseconds), Ok(1_730_000_000_000_000_000));
+        assert_eq!(parse_ts(&json!(1_730_000_000), Precision::Seconds), Ok(1_730_000_000_000_000_000));
+        assert_eq!(parse_ts(&json!(-5), Precision::Nanoseconds), Ok(-5));
+        assert_eq!(parse_ts(&json!("1970-01-01T00:00:01.5Z"), Precision::Seconds), Ok(1_500_000_000));
+        assert_eq!(parse_ts(&json!("1969-12-31T23:59:59Z"), Precision::Seconds), Ok(-1_000_000_000));
+        assert!(parse_ts(&json!(i64::MAX), Precision::Milliseconds).is_err());
+        assert!(parse_ts(&json!(1.5), Precision::Milliseconds).is_err());
+        assert!(parse_ts(&json!("yesterday"), Precision::Milliseconds).is_err());
+        assert_eq!(parse_bound("from", "1000").ok(), Some(1_000_000_000));
+        assert_eq!(parse_bound("from", "1970-01-01T00:00:01Z").ok(), Some(1_000_000_000));
+        assert!(parse_bound("from", "soon").is_err());
+    }
+
+    #[test]
+    fn durations_round_trip() {
+        for (text, ms) in [("500ms", 500), ("90s", 90_000), ("5m", 300_000), ("24h", 86_400_000), ("2w", 1_209_600_000)]
+        {
+            assert_eq!(parse_duration_ms(text), Some(ms), "{text}");
+        }
+        for bad in ["", "h", "0s", "-1h", "1.5h", "1y", "1 h", "99999999999999999w"] {
+            assert_eq!(parse_duration_ms(bad), None, "{bad}");
+        }
+        assert_eq!(format_duration_ms(86_400_000), "1d");
+        assert_eq!(format_duration_ms(90_000), "90s");
+        assert_eq!(format_duration_ms(1_500), "1500ms");
+    }
+
+    #[test]
+    fn buckets_floor_before_the_epoch() {
+        assert_eq!(bucket_start(59_999, 60_000), 0);
+        assert_eq!(bucket_start(60_000, 60_000), 60_000);
+        assert_eq!(bucket_start(-1, 60_000), -60_000);
+    }
+}

@@ -1,0 +1,290 @@
+//! Writing points: checked, encoded, sorted and deduplicated before the committer; on it, one
+//! write stages every point of the request with its series' statistics (and the metric's
+//! configuration when the metric is new), so a request's points land all together or not at all.
+
+use super::stats;
+use super::time::Precision;
+use crate::catalog::MetricConfig;
+use crate::keys::{MetaKey, TsKey};
+use crate::service::{Db, Result, ServiceError};
+use crate::storage::{Space, WriteTx};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Longest metric name, in bytes.
+pub const MAX_METRIC_BYTES: usize = 256;
+/// Longest entity, in bytes.
+pub const MAX_ENTITY_BYTES: usize = 1024;
+/// Most points one request may write.
+pub const MAX_POINTS_PER_WRITE: usize = 1_000_000;
+/// Requests with more points than this are prepared on the blocking pool.
+const PREPARE_INLINE_MAX: usize = 512;
+
+/// One point to write.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Point {
+    pub metric: String,
+    pub entity: String,
+    /// nanoseconds since the epoch
+    pub ts: i64,
+    pub value: f64,
+    /// the tags as JSON text, if any
+    pub tags: Option<Vec<u8>>,
+}
+
+/// A point of `POST /v1/timeseries/{metric}/points`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PointIn {
+    /// the measured entity (host, sensor, …), at most 1024 bytes
+    #[schema(example = "server1")]
+    pub entity: String,
+    /// milliseconds since the epoch (or the unit of `?precision=`), or an RFC 3339 time
+    #[schema(value_type = Object, example = 1730000000000i64)]
+    pub ts: serde_json::Value,
+    /// the value (a finite number)
+    pub value: f64,
+    /// tags stored with the point and returned with it
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub tags: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The body of `POST /v1/timeseries/{metric}/points`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WritePoints {
+    /// the points, at most 1,000,000; a later point with the same entity and time as an earlier
+    /// one wins
+    pub points: Vec<PointIn>,
+}
+
+/// What a write stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WriteReport {
+    /// points written (a point given twice in one request counts once)
+    pub points: usize,
+    /// line protocol only: string fields skipped (mosaicdb stores numbers)
+    #[serde(default)]
+    pub skipped_string_fields: usize,
+}
+
+/// A metric name must be 1-256 bytes without control characters.
+pub(crate) fn check_metric(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.len() > MAX_METRIC_BYTES {
+        return Err(format!("a metric name must be 1 to {MAX_METRIC_BYTES} bytes"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("a metric name may not hold control characters".into());
+    }
+    Ok(())
+}
+
+/// An entity must be at most 1024 bytes without control characters (the empty entity is the
+/// series of a metric written without tags).
+pub(crate) fn check_entity(entity: &str) -> std::result::Result<(), String> {
+    if entity.len() > MAX_ENTITY_BYTES {
+        return Err(format!("an entity must be at most {MAX_ENTITY_BYTES} bytes"));
+    }
+    if entity.chars().any(char::is_control) {
+        return Err("an entity may not hold control characters".into());
+    }
+    Ok(())
+}
+
+/// The JSON points of one metric, checked: every problem is reported with the point's index.
+pub(crate) fn from_json(metric: &str, body: WritePoints, precision: Precision) -> Result<Vec<Point>> {
+    check_metric(metric).map_err(ServiceError::InvalidRequest)?;
+    if body.points.len() > MAX_POINTS_PER_WRITE {
+        return Err(ServiceError::InvalidRequest(format!("at most {MAX_POINTS_PER_WRITE} points per request")));
+    }
+    let mut points = Vec::with_capacity(body.points.len());
+    let mut errors = Vec::new();
+    for (i, p) in body.points.into_iter().enumerate() {
+        let checked = check_entity(&p.entity)
+            .and_then(|()| super::time::parse_ts(&p.ts, precision))
+            .and_then(|ts| if p.value.is_finite() { Ok(ts) } else { Err("the value must be finite".into()) })
+            .and_then(|ts| {
+                let tags = match p.tags {
+                    Some(t) if !t.is_empty() => Some(serde_json::to_vec(&t).map_err(|e| format!("tags: {e}"))?),
+                    _ => None,
+                };
+                Ok((ts, tags))
+            });
+        match checked {
+            Ok((ts, tags)) => {
+                points.push(Point { metric: metric.to_owned(), entity: p.entity, ts, value: p.value, tags })
+            }
+            Err(why) => errors.push(format!("points[{i}]: {why}")),
+        }
+    }
+    if !errors.is_empty() {
+        let more = errors.len().saturating_sub(20);
+        let mut detail = errors.into_iter().take(20).collect::<Vec<_>>().join("; ");
+        if more > 0 {
+            detail.push_str(&format!("; and {more} more"));
+        }
+        return Err(ServiceError::InvalidRequest(detail));
+    }
+    Ok(points)
+}
+
+/// The stored value of a point: the f64 (big-endian), then the tags' JSON if any.
+pub(crate) fn encode_value(value: f64, tags: Option<&[u8]>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + tags.map_or(0, <[u8]>::len));
+    out.extend_from_slice(&value.to_be_bytes());
+    if let Some(t) = tags {
+        out.extend_from_slice(t);
+    }
+    out
+}
+
+/// Bodies up to this size are parsed on the runtime thread.
+fn body_is_small(body: &[u8]) -> bool {
+    body.len() <= 16 << 10
+}
+
+/// The points of one series, in time order, each time once.
+struct SeriesRun {
+    metric: String,
+    entity: String,
+    /// (ts, key, value)
+    points: Vec<(i64, Vec<u8>, Vec<u8>)>,
+}
+
+/// Points ready for the committer.
+struct Prepared {
+    metrics: Vec<String>,
+    runs: Vec<SeriesRun>,
+    points: usize,
+}
+
+fn prepare(mut points: Vec<Point>) -> Prepared {
+    // Stable: among points with the same key the last given stays last, and wins below.
+    points.sort_by(|a, b| (&a.metric, &a.entity, a.ts).cmp(&(&b.metric, &b.entity, b.ts)));
+    let mut metrics: Vec<String> = Vec::new();
+    let mut runs: Vec<SeriesRun> = Vec::new();
+    let mut total = 0;
+    let mut iter = points.into_iter().peekable();
+    while let Some(p) = iter.next() {
+        if iter.peek().is_some_and(|n| n.metric == p.metric && n.entity == p.entity && n.ts == p.ts) {
+            continue;
+        }
+        let key = TsKey::new(&p.metric, &p.entity, p.ts).encode();
+        let value = encode_value(p.value, p.tags.as_deref());
+        total += 1;
+        match runs.last_mut() {
+            Some(run) if run.metric == p.metric && run.entity == p.entity => run.points.push((p.ts, key, value)),
+            _ => {
+                if metrics.last() != Some(&p.metric) {
+                    metrics.push(p.metric.clone());
+                }
+                runs.push(SeriesRun { metric: p.metric, entity: p.entity, points: vec![(p.ts, key, value)] });
+            }
+        }
+    }
+    Prepared { metrics, runs, points: total }
+}
+
+fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
+    for metric in &prepared.metrics {
+        if db.timeseries.is_dropping(metric) {
+            return Err(ServiceError::MetricDropping(metric.clone()));
+        }
+        if tx.get(Space::Meta, &MetaKey::Metric(metric.as_str().into()).encode())?.is_none() {
+            db.catalog.put_metric(tx, MetricConfig { name: metric.clone(), retention_ms: None });
+        }
+    }
+    for run in prepared.runs {
+        let mut series = stats::read(tx, &run.metric, &run.entity)?;
+        for (ts, key, value) in run.points {
+            if series.surely_new(ts) || !tx.contains(Space::Ts, &key)? {
+                series.include(ts);
+                series.count += 1;
+            }
+            tx.put_new(Space::Ts, key, value);
+        }
+        stats::stage(tx, &run.metric, &run.entity, series);
+    }
+    Ok(prepared.points)
+}
+
+impl Db {
+    /// Writes points, all or none; returns how many (duplicates within the request counted once).
+    pub(crate) async fn write_points(self: &Arc<Self>, points: Vec<Point>) -> Result<usize> {
+        if points.is_empty() {
+            return Ok(0);
+        }
+        let prepared = if points.len() <= PREPARE_INLINE_MAX {
+            prepare(points)
+        } else {
+            tokio::task::spawn_blocking(move || prepare(points))
+                .await
+                .map_err(|e| ServiceError::Internal(format!("preparing points failed: {e}")))?
+        };
+        self.write(move |tx, db| stage(tx, db, prepared)).await
+    }
+
+    /// `POST /v1/timeseries/{metric}/points`.
+    pub async fn write_json_points(
+        self: &Arc<Self>,
+        metric: String,
+        body: WritePoints,
+        precision: Precision,
+    ) -> Result<WriteReport> {
+        let points = from_json(&metric, body, precision)?;
+        let points = self.write_points(points).await?;
+        Ok(WriteReport { points, skipped_string_fields: 0 })
+    }
+
+    /// The InfluxDB line-protocol write: all lines or none.
+    pub async fn write_line_protocol(
+        self: &Arc<Self>,
+        body: bytes::Bytes,
+        precision: Precision,
+    ) -> Result<WriteReport> {
+        let now = super::time::now_nanos();
+        let small = body_is_small(&body);
+        let parse = move || {
+            let text = std::str::from_utf8(&body)
+                .map_err(|e| ServiceError::InvalidRequest(format!("the body is not UTF-8 text: {e}")))?;
+            super::line::parse(text, precision, now)
+        };
+        let parsed = if small {
+            parse()?
+        } else {
+            tokio::task::spawn_blocking(parse)
+                .await
+                .map_err(|e| ServiceError::Internal(format!("parsing line protocol failed: {e}")))??
+        };
+        let points = self.write_points(parsed.points).await?;
+        Ok(WriteReport { points, skipped_string_fields: parsed.skipped_string_fields })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(entity: &str, ts: i64, value: f64) -> Point {
+        Point { metric: "m".into(), entity: entity.into(), ts, value, tags: None }
+    }
+
+    #[test]
+    fn prepare_sorts_by_series_and_time_and_keeps_the_last_duplicate() {
+        let p = prepare(vec![point("b", 2, 1.0), point("a", 5, 2.0), point("b", 2, 3.0), point("a", -1, 4.0)]);
+        assert_eq!(p.points, 3);
+        assert_eq!(p.metrics, ["m"]);
+        let runs: Vec<(String, Vec<(i64, f64)>)> = p
+            .runs
+            .iter()
+            .map(|r| {
+                let pts =
+                    r.points.iter().map(|(ts, _, v)| (*ts, f64::from_be_bytes(v[..8].try_into().unwrap()))).collect();
+                (r.entity.clone(), pts)
+            })
+            .collect();
+        assert_eq!(runs, [("a".to_owned(), vec![(-1, 4.0), (5, 2.0)]), ("b".to_owned(), vec![(2, 3.0)])]);
+    }
+}
