@@ -1,11 +1,13 @@
 //! `POST /v1/admin/check`: walks every document and every index entry of every table on one
 //! snapshot and reports any entry without its document or with a stale value, any document
-//! missing an entry, a wrong document count, and graph adjacency that disagrees with its edges.
+//! missing an entry, a wrong document count, graph adjacency that disagrees with its edges, and
+//! time-series statistics that disagree with the points (see [`timeseries`]).
 //! Which entries a document should have is derived here independently of the write path
 //! ([`derive`]), so an entry the write path computes wrongly is reported too.
 
 mod derive;
 mod fulltext;
+mod timeseries;
 
 use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
@@ -48,13 +50,16 @@ pub struct Checked {
     pub graph_entries: u64,
     /// fulltext postings
     pub postings: u64,
+    /// time-series points
+    pub points: u64,
 }
 
 /// One inconsistency.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CheckProblem {
     /// `missing_entry`, `stale_entry`, `orphan_entry`, `count_mismatch`, `undecodable_document`,
-    /// `missing_adjacency`, `stale_adjacency`, `stat_mismatch` (fulltext statistics)
+    /// `missing_adjacency`, `stale_adjacency`, `stat_mismatch` (fulltext or series statistics),
+    /// `undecodable_point`
     pub kind: &'static str,
     /// the key concerned, in display form
     pub key: String,
@@ -103,6 +108,7 @@ impl Db {
             check_table(&view, &dict, table, &mut report, stop)?;
         }
         report.checked.tables = tables.len() as u64;
+        timeseries::check_points(&view, &mut report, stop)?;
         report.ok = report.problem_count == 0;
         Ok(report)
     }

@@ -121,3 +121,54 @@ impl Db {
         self.detached(work).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::timeseries::write::Point;
+    use crate::storage::{Durability, StorageConfig};
+
+    fn point(metric: &str, entity: &str, ts: i64) -> Point {
+        Point { metric: metric.into(), entity: entity.into(), ts, value: ts as f64, tags: None }
+    }
+
+    #[tokio::test]
+    async fn retention_removes_exactly_the_points_older_than_max_age_in_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StorageConfig::new(dir.path());
+        config.durability = Durability::Buffered;
+        let db = Db::open(config, crate::service::DbOptions::default()).unwrap();
+        let hour = 3_600_000 * NS_PER_MS;
+        let now = 100 * hour;
+        let cutoff = now - hour;
+        // more points than one chunk before the cutoff in one series, a few in another
+        let mut points: Vec<Point> = (0..REMOVE_CHUNK as i64 + 5).map(|i| point("cpu", "a", cutoff - 1 - i)).collect();
+        points.extend([point("cpu", "a", cutoff), point("cpu", "a", now), point("cpu", "b", cutoff - 1)]);
+        points.extend([point("cpu", "b", cutoff + 1), point("mem", "a", 0)]);
+        db.write_points(points).await.unwrap();
+        db.set_retention("cpu".into(), super::super::Retention { max_age: Some("1h".into()) }).await.unwrap();
+
+        let removed = db.apply_retention(now, &|| false).await.unwrap();
+        assert_eq!(removed, REMOVE_CHUNK as u64 + 6);
+        let left = |entity: &str| {
+            let req = super::super::PointsRequest {
+                entity: Some(entity.into()),
+                precision: super::super::Precision::Nanoseconds,
+                ..Default::default()
+            };
+            let db = db.clone();
+            async move { db.read_points("cpu".into(), req).await.unwrap().points.iter().map(|p| p.ts).collect::<Vec<_>>() }
+        };
+        assert_eq!(left("a").await, [cutoff, now]);
+        assert_eq!(left("b").await, [cutoff + 1]);
+        // a metric without retention keeps everything; the statistics follow the removals
+        let list = db.list_metrics().await.unwrap();
+        let by_name = |n: &str| list.metrics.iter().find(|m| m.name == n).unwrap().clone();
+        assert_eq!(by_name("mem").points, 1);
+        assert_eq!((by_name("cpu").points, by_name("cpu").first), (3, Some(cutoff / NS_PER_MS)));
+        assert!(db.check().await.unwrap().ok);
+        // nothing more to remove; a stop asked for before the run removes nothing more either
+        assert_eq!(db.apply_retention(now, &|| false).await.unwrap(), 0);
+        assert_eq!(db.apply_retention(now + 2 * hour, &|| true).await.unwrap(), 0);
+    }
+}
