@@ -134,6 +134,18 @@ impl<'c> WriteTx<'c> {
         Ok(found)
     }
 
+    /// Whether `key` exists as this write sees it, like [`WriteTx::contains`] but without
+    /// remembering the answer: for keys unlikely to be asked about again (time-series points),
+    /// which would only crowd out the ones that are.
+    pub fn probe(&self, space: Space, key: &[u8]) -> Result<bool> {
+        if !self.staged.is_empty()
+            && let Some(staged) = self.staged.get(&(space, key.to_vec()))
+        {
+            return Ok(staged.is_some());
+        }
+        Ok(self.committer.spaces[space as usize].contains_key(key)?)
+    }
+
     /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
     pub fn scan(&self, space: Space, range: KeyRange) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
         let ks = &self.committer.spaces[space as usize];

@@ -199,7 +199,7 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
     for run in prepared.runs {
         let mut series = stats::read(tx, &run.metric, &run.entity)?;
         for (ts, key, value) in run.points {
-            if series.surely_new(ts) || !tx.contains(Space::Ts, &key)? {
+            if series.surely_new(ts) || !tx.probe(Space::Ts, &key)? {
                 series.include(ts);
                 series.count += 1;
             }
