@@ -6,6 +6,7 @@ mod batch;
 mod check;
 mod cursor;
 pub(crate) mod documents;
+pub mod duration;
 mod error;
 pub mod graph;
 mod import;
@@ -21,6 +22,7 @@ mod stop;
 mod tables;
 #[cfg(test)]
 mod tests;
+pub mod ttl;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
@@ -32,6 +34,7 @@ pub use info::{Info, KeyCount};
 pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult};
 pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 pub use tables::{CreateTable, TableInfo};
+pub use ttl::SweepOutcome;
 
 use crate::catalog::Catalog;
 use crate::storage::{StorageConfig, Store, WriteTx};
