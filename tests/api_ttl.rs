@@ -170,6 +170,12 @@ async fn a_ttl_index_backfills_and_writes_treat_expired_documents_as_gone() {
     let ops = json!({"operations": [{"op": "put", "table": "sessions", "id": "b2", "document": {"_expires_at": {}}}]});
     let r = s.send(reqwest::Method::POST, "/v1/batch", Some(&ops), &[]).await;
     assert!(r.is_problem(422, "invalid_expiry"), "{}", r.body);
+    // an import fails the bad lines only, on the fast path of a schemaless table too
+    let lines = "{\"_id\": \"i1\", \"_expires_at\": \"never\"}\n{\"_id\": \"i2\", \"_expires_at\": 1.5}\n{\"_id\": \"i3\", \"_expires_at\": 18446744073709551615}\n";
+    let r = s.raw(reqwest::Method::POST, "/v1/tables/sessions/import", "application/x-ndjson", lines).await;
+    assert_eq!((r.status.as_u16(), &r.body["inserted"]), (200, &json!(0)), "{}", r.body);
+    let codes: Vec<&Value> = r.body["failures"].as_array().unwrap().iter().map(|f| &f["code"]).collect();
+    assert_eq!(codes, [&json!("invalid_expiry"); 3], "{}", r.body);
     assert_eq!(ids(&s, "sessions").await, ["new", "none", "old"]);
     for options in
         [json!({"expire_after": "1y"}), json!({}), json!({"expire_after": "1h", "x": 1}), json!({"expire_after": 60})]

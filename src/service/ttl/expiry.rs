@@ -31,6 +31,23 @@ pub fn check_document(doc: &Map<String, Value>) -> Result<()> {
     }
 }
 
+/// [`check_document`] on an encoded blob (the import's fast path encodes without a `Map`).
+pub fn check_blob(blob: &[u8], dict: &FieldDict) -> Result<()> {
+    if dict.id_of(EXPIRES_FIELD).is_none() {
+        return Ok(());
+    }
+    match entity::get_path(blob, dict, &[EXPIRES_FIELD])? {
+        None => Ok(()),
+        Some(v @ (ValueRef::Int(_) | ValueRef::UInt(_) | ValueRef::Str(_))) if time_of(&v).is_some() => Ok(()),
+        Some(ValueRef::Str(s)) => {
+            Err(ServiceError::InvalidExpiry(format!("{EXPIRES_FIELD} {s:?} is not an RFC 3339 timestamp")))
+        }
+        Some(_) => Err(ServiceError::InvalidExpiry(format!(
+            "{EXPIRES_FIELD} must be an RFC 3339 string or integer milliseconds since the Unix epoch"
+        ))),
+    }
+}
+
 /// A stored value as a time in epoch milliseconds: an integer, or an RFC 3339 string.
 pub fn time_of(v: &ValueRef<'_>) -> Option<i64> {
     match v {
