@@ -108,7 +108,7 @@ impl ServeArgs {
 
 /// A task interval: a duration such as `90s` or `5m`, at least one second.
 fn interval(text: &str) -> Result<Duration, String> {
-    let ms = mosaicdb::service::timeseries::time::parse_duration_ms(text)
+    let ms = mosaicdb::service::duration::parse_duration_ms(text)
         .ok_or_else(|| format!("{text:?} is not a duration such as 30s, 5m or 1h"))?;
     let d = Duration::from_millis(u64::try_from(ms).map_err(|_| "out of range".to_owned())?);
     if d < mosaicdb::background::MIN_INTERVAL {

@@ -1,12 +1,12 @@
 //! Time series over HTTP: JSON and line-protocol writes (escapes, every precision, bad lines with
 //! their numbers and nothing written), the Influx-compatible paths, reads, aggregation edges,
-//! retention, deletes, the errors, and the periodic tasks running by themselves.
+//! retention, deletes and the errors. The retention task running by itself: `api_tasks.rs`.
 
 mod common;
 use common::TestServer;
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 async fn lines(s: &TestServer, path: &str, body: &str) -> common::Reply {
     s.raw(Method::POST, path, "text/plain; charset=utf-8", body.to_owned()).await
@@ -330,46 +330,4 @@ async fn retention_and_deletes() {
     assert!(r.is_problem(404, "metric_not_found"), "{}", r.body);
     assert_eq!(s.get("/v1/timeseries").await.1, json!({"metrics": []}));
     s.check_ok().await;
-}
-
-#[tokio::test]
-async fn a_started_server_runs_its_periodic_tasks_by_itself() {
-    let s = TestServer::start_with(|c| {
-        c.tasks.retention_interval = Duration::from_secs(1);
-        c.tasks.ttl_interval = Duration::from_secs(1);
-    })
-    .await;
-    let now = now_ms();
-    let body = json!({"points": [
-        {"entity": "a", "ts": now - 3_600_000 - 60_000, "value": 1},
-        {"entity": "a", "ts": now - 3_600_000 + 60_000, "value": 2},
-        {"entity": "a", "ts": now, "value": 3}]});
-    s.post("/v1/timeseries/old/points", body).await;
-    s.put("/v1/timeseries/old/retention", json!({"max_age": "1h"})).await;
-    let mut tasks = Value::Null;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        tasks = s.get("/v1/admin/tasks").await.1;
-        let retention = tasks["tasks"].as_array().unwrap().iter().find(|t| t["name"] == "retention").unwrap().clone();
-        if retention["runs"].as_u64().unwrap() >= 3 && retention["removed_total"] == 1 {
-            break;
-        }
-    }
-    let names: Vec<&str> = tasks["tasks"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"retention"), "{tasks}");
-    for task in tasks["tasks"].as_array().unwrap() {
-        assert_eq!(task["interval_ms"], 1000, "{task}");
-        assert!(task["runs"].as_u64().unwrap() >= 2, "{task}");
-        assert!(task["last_started_at"].is_string() && task["last_duration_ms"].is_u64(), "{task}");
-        assert_eq!(task["last_error"], Value::Null, "{task}");
-    }
-    let retention = tasks["tasks"].as_array().unwrap().iter().find(|t| t["name"] == "retention").unwrap();
-    assert_eq!(retention["removed_total"], 1, "{tasks}");
-    let kept: Vec<f64> = points(&s, "old/points").await.into_iter().map(|p| p.2).collect();
-    assert_eq!(kept, [2.0, 3.0]);
-    s.check_ok().await;
-    // shutting down waits for no interval
-    let started = std::time::Instant::now();
-    s.stop().await;
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
 }

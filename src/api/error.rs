@@ -89,6 +89,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::ScanRefused { .. } => StatusCode::BAD_REQUEST,
         ServiceError::InvalidDocument(_)
         | ServiceError::SchemaViolation { .. }
+        | ServiceError::InvalidExpiry(_)
         | ServiceError::TooManyIndexEntries { .. }
         | ServiceError::TooManyEdges { .. }
         | ServiceError::MaxVisited(_)

@@ -1,4 +1,5 @@
-//! The scheduler of the periodic background tasks: the TTL sweep and time-series retention.
+//! The scheduler of the periodic background tasks: the TTL sweep (`service::ttl`) and time-series
+//! retention (`service::timeseries`).
 //! Each task runs on its own tokio task: a run, then a pause of its interval, and so on; its
 //! record (`GET /v1/admin/tasks`) says what each run did. Stopping waits for the run under way
 //! (each stops at its next bounded step), never for an interval.
@@ -62,12 +63,20 @@ impl Scheduler {
     /// then after each interval.
     pub fn start(db: Arc<Db>, config: TaskConfig) -> Scheduler {
         let (stop, stopped) = watch::channel(false);
-        let tasks = [Task {
-            name: "retention",
-            description: "removes time-series points older than their metric's max_age",
-            interval: config.retention_interval.max(MIN_INTERVAL),
-            run: |db, stop| Box::pin(async move { db.apply_retention(now_nanos(), &|| stop.is_set()).await }),
-        }];
+        let tasks = [
+            Task {
+                name: "ttl_sweep",
+                description: "deletes documents whose expiry has passed, with all their entries",
+                interval: config.ttl_interval.max(MIN_INTERVAL),
+                run: |db, stop| Box::pin(async move { sweep(&db, &stop).await }),
+            },
+            Task {
+                name: "retention",
+                description: "removes time-series points older than their metric's max_age",
+                interval: config.retention_interval.max(MIN_INTERVAL),
+                run: |db, stop| Box::pin(async move { db.apply_retention(now_nanos(), &|| stop.is_set()).await }),
+            },
+        ];
         let handles = tasks
             .into_iter()
             .map(|task| {
@@ -85,6 +94,23 @@ impl Scheduler {
             if let Err(e) = handle.await {
                 tracing::error!(error = %e, "a background task ended abnormally");
             }
+        }
+    }
+}
+
+/// Expiry entries one sweep call examines; a run calls again while more are due.
+const SWEEP_BUDGET: usize = 10_000;
+
+/// One run of the TTL sweep: everything due now, a budget at a time, until nothing due is left
+/// or the scheduler stops.
+async fn sweep(db: &Arc<Db>, stop: &StopSignal) -> crate::service::Result<u64> {
+    let now = crate::service::ttl::now_ms();
+    let mut removed = 0;
+    loop {
+        let outcome = db.sweep_expired(now, SWEEP_BUDGET).await?;
+        removed += outcome.removed;
+        if !outcome.more || stop.is_set() {
+            return Ok(removed);
         }
     }
 }

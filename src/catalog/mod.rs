@@ -195,6 +195,14 @@ impl Catalog {
         self.defs().indexes.get(table).map(|m| m.values().cloned().collect()).unwrap_or_default()
     }
 
+    /// The TTL indexes of `table` that writes maintain (building or ready); no allocation when
+    /// there are none, as on every read of a table without TTL.
+    pub fn ttl_indexes(&self, table: &str) -> Vec<Arc<IndexDef>> {
+        let defs = self.defs();
+        let Some(m) = defs.indexes.get(table) else { return Vec::new() };
+        m.values().filter(|d| d.kind == IndexKind::Ttl && d.is_maintained()).cloned().collect()
+    }
+
     /// One index of `table`.
     pub fn index(&self, table: &str, name: &str) -> Option<Arc<IndexDef>> {
         self.defs().indexes.get(table)?.get(name).cloned()

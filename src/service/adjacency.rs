@@ -4,6 +4,7 @@
 //! `put_encoded` / `delete_in`, so every write path (PUT, POST, PATCH, batch, import) follows them.
 
 use super::schema::{FROM_FIELD, TO_FIELD};
+use super::ttl::expiry::{Expiry, now_ms};
 use super::{Result, ServiceError};
 use crate::catalog::{Catalog, OnVertexDelete, TableDef, TableKind};
 use crate::entity::{self, ValueRef};
@@ -74,7 +75,17 @@ pub(crate) fn check_vertices(tx: &WriteTx<'_>, catalog: &Catalog, ends: &EdgeEnd
         if catalog.table(table).is_none() {
             return Err(missing(&format!("does not exist: there is no table {table:?}")));
         }
-        if !tx.contains(Space::Entity, &EntityKey::new(table, id).encode())? {
+        let key = EntityKey::new(table, id).encode();
+        let dict = catalog.dict();
+        // an expired vertex not yet swept is gone: an edge to it would outlive it
+        let exists = match Expiry::of(catalog, &dict, table) {
+            None => tx.contains(Space::Entity, &key)?,
+            Some(rules) => match tx.get(Space::Entity, &key)? {
+                Some(blob) => !rules.expired(&blob, &dict, now_ms())?,
+                None => false,
+            },
+        };
+        if !exists {
             return Err(missing("does not exist"));
         }
     }

@@ -1,13 +1,15 @@
 //! `POST /v1/admin/check`: walks every document and every index entry of every table on one
 //! snapshot and reports any entry without its document or with a stale value, any document
 //! missing an entry, a wrong document count, graph adjacency that disagrees with its edges, and
-//! time-series statistics that disagree with the points (see [`timeseries`]).
+//! time-series statistics that disagree with the points (see [`timeseries`]), and expiry entries
+//! that are not exactly one per expiring document at its expiry.
 //! Which entries a document should have is derived here independently of the write path
 //! ([`derive`]), so an entry the write path computes wrongly is reported too.
 
 mod derive;
 mod fulltext;
 mod timeseries;
+mod ttl;
 
 use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
@@ -52,6 +54,8 @@ pub struct Checked {
     pub postings: u64,
     /// time-series points
     pub points: u64,
+    /// expiry entries (`ttlidx:`)
+    pub ttl_entries: u64,
 }
 
 /// One inconsistency.
@@ -142,8 +146,9 @@ fn check_table(
     stop: &Stop,
 ) -> Result<()> {
     let name = table.name.as_str();
-    let indexes: Vec<IndexDef> =
-        defs_in::<IndexDef>(view, MetaKey::indexes_of(name))?.into_iter().filter(IndexDef::is_ready).collect();
+    let defs: Vec<IndexDef> = defs_in::<IndexDef>(view, MetaKey::indexes_of(name))?;
+    let expiry = ttl::Rules::of(&defs);
+    let indexes: Vec<IndexDef> = defs.into_iter().filter(IndexDef::is_ready).collect();
     report.checked.indexes += indexes.len() as u64;
     // documents → the entries they should have
     let mut documents = 0u64;
@@ -156,6 +161,9 @@ fn check_table(
         if let Err(e) = entity::decode(&blob, dict) {
             report.problem("undecodable_document", show(Space::Entity, &key), e.to_string());
             continue;
+        }
+        if let Some(rules) = &expiry {
+            rules.check_document(view, dict, name, &id, &blob, report)?;
         }
         for (def, tally) in indexes.iter().zip(&mut tallies) {
             if def.kind == crate::catalog::IndexKind::Fulltext {
@@ -242,6 +250,10 @@ fn check_table(
                 Err(e) => report.problem("stale_entry", show(space, &key), format!("cannot judge it: {e}")),
             }
         }
+    }
+    // expiry entries → their documents
+    if let Some(rules) = &expiry {
+        rules.check_entries(view, dict, name, report, stop)?;
     }
     // adjacency → its edges: each entry is one of the two its edge document should have
     if table.kind == TableKind::Edge {

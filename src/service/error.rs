@@ -106,6 +106,9 @@ pub enum ServiceError {
         /// how many it would have
         entries: String,
     },
+    /// A document's `_expires_at` is not a time (RFC 3339 string or integer epoch milliseconds).
+    #[error("invalid expiry: {0}")]
+    InvalidExpiry(String),
     /// A cursor that this query (table, filter and sort) did not hand out.
     #[error("invalid cursor: {0}")]
     InvalidCursor(String),
@@ -251,6 +254,7 @@ impl ServiceError {
             ServiceError::Json(crate::entity::TextError::TooDeep(_)) => "invalid_document",
             ServiceError::ImportStalled { .. } => "request_timeout",
             ServiceError::TooManyIndexEntries { .. } => "too_many_index_entries",
+            ServiceError::InvalidExpiry(_) => "invalid_expiry",
             ServiceError::InvalidCursor(_) => "invalid_cursor",
             ServiceError::QueryTooComplex(_) => "query_too_complex",
             ServiceError::Abandoned => "request_timeout",

@@ -184,6 +184,7 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
     let blob = catalog
         .encode_simd_detached(&value, &EncodeOptions::default())
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
+    super::ttl::expiry::check_blob(&blob, &catalog.dict())?;
     let text = super::search::maintain::prepare_text(catalog, &table.name, &id, &blob)?;
     Ok(Prepared { id, blob, edge: None, text })
 }
@@ -204,6 +205,7 @@ fn fails_the_line_only(e: &ServiceError) -> bool {
         ServiceError::UniqueViolation { .. }
             | ServiceError::TooManyIndexEntries { .. }
             | ServiceError::InvalidDocument(_)
+            | ServiceError::InvalidExpiry(_)
             | ServiceError::SchemaViolation { .. }
     )
 }

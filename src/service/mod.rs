@@ -6,6 +6,7 @@ mod batch;
 mod check;
 mod cursor;
 pub(crate) mod documents;
+pub mod duration;
 mod error;
 pub mod graph;
 mod import;
@@ -23,6 +24,7 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 pub mod timeseries;
+pub mod ttl;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
@@ -35,6 +37,7 @@ pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult};
 pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 pub use tables::{CreateTable, TableInfo};
 pub use tasks::{TaskInfo, TaskList};
+pub use ttl::SweepOutcome;
 
 use crate::catalog::Catalog;
 use crate::storage::{StorageConfig, Store, WriteTx};

@@ -2,7 +2,7 @@
 //! read, patched, checked against its table and encoded before the write is queued, and the write
 //! only checks that the document is still the version patched (else the caller patches again).
 
-use super::documents::{Preconditions, Prepared, etag, prepare, take_id};
+use super::documents::{Preconditions, Prepared, etag, expired, prepare, take_id};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef};
 use crate::keys::EntityKey;
@@ -38,7 +38,7 @@ pub(super) fn patch_outside(
     let Some(base) = db.store.get(Space::Entity, &EntityKey::new(&table.name, id).encode())? else {
         return Ok(None);
     };
-    if !etag_ok(&etag(&base)) {
+    if !etag_ok(&etag(&base)) || expired(&db.catalog, &table.name, &base)? {
         return Ok(None);
     }
     let prepared = apply(&db.catalog, table, id, &base, patch)?;
@@ -74,7 +74,9 @@ pub(crate) fn patch_in(
     pre: &Preconditions,
 ) -> Result<Prepared> {
     let key = EntityKey::new(&table.name, id).encode();
-    let Some(old) = tx.get(Space::Entity, &key)? else {
+    // an expired document not yet swept is gone for its clients
+    let old = tx.get(Space::Entity, &key)?.map(|b| expired(catalog, &table.name, &b).map(|gone| (!gone).then_some(b)));
+    let Some(old) = old.transpose()?.flatten() else {
         return Err(ServiceError::DocumentNotFound { table: table.name.clone(), id: id.to_owned() });
     };
     pre.check(Some(&etag(&old)))?;

@@ -5,12 +5,14 @@ use super::{Result, ServiceError};
 use crate::catalog::{ColumnDef, ColumnType, TableDef, TableKind};
 use serde_json::{Map, Value};
 
-/// Fields the system owns: the id, and an edge's endpoints.
+/// Fields the system owns: the id, the expiry, and an edge's endpoints.
 pub const ID_FIELD: &str = "_id";
 /// An edge's source vertex, `"table/id"`.
 pub const FROM_FIELD: &str = "_from";
 /// An edge's target vertex, `"table/id"`.
 pub const TO_FIELD: &str = "_to";
+/// When the document expires (RFC 3339 or epoch milliseconds; see `service::ttl`), on any table.
+pub const EXPIRES_FIELD: &str = "_expires_at";
 
 /// Checks a column name: non-empty, not starting with `_` (reserved for system fields), and
 /// without `.`: filters, sorts and indexes address nested fields by dotted paths, so a column
@@ -75,7 +77,9 @@ pub fn conform(table: &TableDef, doc: &mut Map<String, Value>) -> Result<()> {
 }
 
 fn is_system_field(table: &TableDef, name: &str) -> bool {
-    name == ID_FIELD || (table.kind == TableKind::Edge && (name == FROM_FIELD || name == TO_FIELD))
+    name == ID_FIELD
+        || name == EXPIRES_FIELD
+        || (table.kind == TableKind::Edge && (name == FROM_FIELD || name == TO_FIELD))
 }
 
 /// Checks one value against its column (and normalizes timestamps in place).

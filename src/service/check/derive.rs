@@ -30,7 +30,7 @@ fn internal(e: impl std::fmt::Display) -> ServiceError {
 
 /// The value at a dotted path, one object step at a time; `None` when a step is missing or
 /// not an object.
-fn lookup<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result<Option<ValueRef<'a>>> {
+pub(super) fn lookup<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result<Option<ValueRef<'a>>> {
     let mut at = entity::root(blob)?;
     for step in field.split('.') {
         match at {

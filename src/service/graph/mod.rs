@@ -15,6 +15,7 @@ pub use traverse::{ReturnKind, TraversePath, TraverseRequest, TraverseResponse, 
 
 use super::adjacency::{split_vertex, weight_ref};
 use super::stop::Stop;
+use super::ttl::{Expired, now_ms};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{TableDef, TableKind};
 use crate::entity;
@@ -123,6 +124,8 @@ pub(crate) struct StoreGraph<'a> {
     calls: u64,
     /// each vertex's steps, per direction (out, in, any)
     seen: [HashMap<String, Rc<Vec<Step>>>; 3],
+    /// expired edges and vertices, not yet swept: never stepped along or onto
+    expired: Expired<'a>,
 }
 
 impl<'a> StoreGraph<'a> {
@@ -134,7 +137,8 @@ impl<'a> StoreGraph<'a> {
         cost: Cost,
         max_visited: usize,
     ) -> Self {
-        StoreGraph { view, db, tables, stop, cost, max_visited, read: 0, calls: 0, seen: Default::default() }
+        let expired = Expired::new(view, &db.catalog);
+        StoreGraph { view, db, tables, stop, cost, max_visited, read: 0, calls: 0, seen: Default::default(), expired }
     }
 
     fn weight(&self, table: &TableDef, edge_id: &str, adj: &AdjValue<'_>) -> Result<f64> {
@@ -179,6 +183,11 @@ impl Graph for StoreGraph<'_> {
                     }
                     let k = GraphKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?;
                     let adj = AdjValue::decode(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                    if self.expired.contains(&table.name, &k.edge_id, self.stop)?
+                        || self.expired.vertex(&adj.other, self.stop)?
+                    {
+                        continue;
+                    }
                     let weight = self.weight(table, &k.edge_id, &adj)?;
                     steps.push(Step {
                         edge: format!("{}/{}", table.name, k.edge_id),
@@ -249,8 +258,10 @@ impl Db {
         if self.catalog.table(table).is_none() {
             return Err(ServiceError::TableNotFound(table.to_owned()));
         }
-        if view.get(Space::Entity, &EntityKey::new(table, id).encode())?.is_none() {
-            return Err(ServiceError::DocumentNotFound { table: table.to_owned(), id: id.to_owned() });
+        let gone = || ServiceError::DocumentNotFound { table: table.to_owned(), id: id.to_owned() };
+        let blob = view.get(Space::Entity, &EntityKey::new(table, id).encode())?.ok_or_else(gone)?;
+        if crate::service::ttl::expiry::is_expired(&self.catalog, &self.catalog.dict(), table, &blob, now_ms())? {
+            return Err(gone());
         }
         Ok(())
     }

@@ -8,6 +8,7 @@
 use super::{Db, Result, ServiceError, WalkDirection, dir_name};
 use crate::keys::{AdjValue, Direction, GraphKey, prefix_successor};
 use crate::service::cursor::{self, Binding};
+use crate::service::ttl::Expired;
 use crate::storage::{KeyRange, Space};
 use serde::Serialize;
 use std::ops::Bound;
@@ -91,6 +92,7 @@ impl Db {
                     Some((u16::from_be_bytes([head[0], head[1]]) as usize, head[2], id))
                 }
             };
+            let mut expired = Expired::new(&view, &db.catalog);
             let mut neighbors = Vec::with_capacity(req.limit.min(64));
             let mut next = None;
             let mut last: Option<(usize, u8, String)> = None;
@@ -122,6 +124,9 @@ impl Db {
                             break 'tables;
                         }
                         let adj = AdjValue::decode(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                        if expired.contains(&table.name, &k.edge_id, &stop)? || expired.vertex(&adj.other, &stop)? {
+                            continue;
+                        }
                         neighbors.push(Neighbor {
                             vertex: adj.other.into_owned(),
                             edge: format!("{}/{}", table.name, k.edge_id),

@@ -29,15 +29,17 @@ pub struct CreateIndex {
     /// index name, unique within the table
     #[schema(example = "by_age")]
     pub name: String,
-    /// `hash`, `unique`, `range`, `spatial`, `fulltext` or `ngram`
+    /// `hash`, `unique`, `range`, `spatial`, `fulltext`, `ngram` or `ttl`
     pub kind: IndexKind,
     /// dotted field paths: 1-8 for hash and unique (composite) and fulltext, exactly 1 for range,
-    /// spatial and ngram
+    /// spatial, ngram and ttl (a time: RFC 3339 string or epoch milliseconds)
     #[schema(example = json!(["age"]))]
     pub fields: Vec<String>,
     /// fulltext only: `language` (`english` by default, `none`, or another Snowball language),
     /// `stemming` (default true), `stop_words` (true: the language's list, false (default), or a
-    /// list of words), `field_weights` (`{"title": 2.0}`, default 1)
+    /// list of words), `field_weights` (`{"title": 2.0}`, default 1); ttl only: `expire_after`
+    /// (required; a duration `90s`, `1h`, `7d`, units `ms s m h d w`): a document expires that
+    /// long after the indexed time
     #[serde(default)]
     #[schema(value_type = Option<Object>, example = json!({"language": "english", "stop_words": true}))]
     pub options: Option<serde_json::Map<String, serde_json::Value>>,
@@ -58,7 +60,7 @@ fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>
         return bad("`_id` needs no index: queries on it read the documents' own keys".into());
     }
     let options = req.options.clone().unwrap_or_default();
-    if req.kind != IndexKind::Fulltext && !options.is_empty() {
+    if !matches!(req.kind, IndexKind::Fulltext | IndexKind::Ttl) && !options.is_empty() {
         return bad(format!("a {} index takes no options", kind_name(req.kind)));
     }
     let mut distinct = req.fields.clone();
@@ -72,16 +74,33 @@ fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>
         IndexKind::Hash | IndexKind::Unique | IndexKind::Fulltext => {
             return bad(format!("a {} index takes 1 to {MAX_FIELDS} fields", kind_name(req.kind)));
         }
-        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram if req.fields.len() == 1 => {}
-        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram => {
+        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram | IndexKind::Ttl if req.fields.len() == 1 => {}
+        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram | IndexKind::Ttl => {
             return bad(format!("a {} index takes exactly one field", kind_name(req.kind)));
         }
-        IndexKind::Vector | IndexKind::Ttl => return Err(ServiceError::UnsupportedIndexKind(req.kind)),
+        IndexKind::Vector => return Err(ServiceError::UnsupportedIndexKind(req.kind)),
+    }
+    if req.kind == IndexKind::Ttl {
+        return ttl_options(&options);
     }
     if req.kind == IndexKind::Fulltext {
         return Ok(FulltextOptions::parse(&options, &req.fields)?.to_json());
     }
     Ok(options)
+}
+
+/// A TTL index's options: exactly `expire_after`, a duration (`90s`, `1h`, `7d`).
+fn ttl_options(
+    options: &serde_json::Map<String, serde_json::Value>,
+) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let after = options.get("expire_after").and_then(serde_json::Value::as_str);
+    if options.len() != 1 || after.and_then(super::duration::parse_duration_ms).is_none() {
+        return Err(ServiceError::InvalidRequest(
+            "a ttl index takes one option, `expire_after`: a duration such as \"90s\", \"1h\" or \"7d\" (units ms, s, m, h, d, w)"
+                .into(),
+        ));
+    }
+    Ok(options.clone())
 }
 
 /// The kind as the API spells it.
@@ -102,7 +121,7 @@ fn index_prefixes(table: &str, index: &str) -> Vec<(Space, Vec<u8>)> {
 }
 
 /// Replaces the index entries of document `id` (old blob → new blob) in the write, for every index
-/// that is building or ready; a unique index that already maps a new value to another document
+/// that is building or ready, and moves its expiry entry (`ttl::stage`); a unique index that already maps a new value to another document
 /// fails the write with `unique_violation`. `text` holds the new document's fulltext terms where
 /// the write path analyzed it before the write.
 pub(crate) fn update(
@@ -114,6 +133,7 @@ pub(crate) fn update(
     new: Option<&[u8]>,
     text: &mut Vec<PreparedText>,
 ) -> Result<()> {
+    super::ttl::stage(tx, catalog, &table.name, id, old, new)?;
     let defs = catalog.indexes(&table.name);
     if defs.is_empty() {
         return Ok(());
@@ -326,6 +346,7 @@ impl Db {
         created_at: i64,
     ) -> tokio::task::JoinHandle<Result<()>> {
         let (lt, ln, ft, fname) = (table.to_owned(), name.to_owned(), table.to_owned(), name.to_owned());
+        let (db, rt, rn) = (self.clone(), table.to_owned(), name.to_owned());
         let purge = Purge {
             prefixes: index_prefixes(table, name),
             // Only while the mark is this drop's: a table drop ends the index drop (its purge
@@ -336,7 +357,23 @@ impl Db {
                 Ok(())
             }),
         };
-        self.spawn_purge(format!("index {name:?} of table {table:?}"), purge)
+        // A TTL index leaves no keys of its own, but expiry entries at times it computed: they
+        // move first, before the mark goes (so a drop resumed at open moves them again). For
+        // other kinds this is one scan of the table's expiry entries (none, or all still right).
+        self.spawn_job(async move {
+            let repaired = match db.catalog.table(&rt) {
+                Some(_) if db.catalog.index_dropping(&rt, &rn) == Some(created_at) => db.repair_ttl(&rt).await,
+                _ => Ok(()),
+            };
+            let r = match repaired {
+                Ok(()) => db.purge(purge).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = &r {
+                tracing::error!(table = rt, index = rn, error = %e, "index drop stopped; it resumes at the next start");
+            }
+            r
+        })
     }
 
     /// Removes the entries a failed build left (resumed at open).
@@ -439,6 +476,11 @@ fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: Prepared
         }
         if let Some(terms) = doc.terms {
             maintain::backfill(tx, &def, &doc.id, terms)?;
+            continue;
+        }
+        // the document's one expiry entry moves to the earliest time, this index's included
+        if def.kind == IndexKind::Ttl {
+            super::ttl::stage(tx, catalog, &def.table, &doc.id, Some(&doc.blob), Some(&doc.blob))?;
             continue;
         }
         let entries = doc.entries?;

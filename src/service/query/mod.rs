@@ -17,6 +17,7 @@ use crate::entity::{self, FieldDict};
 use crate::keys::{Component, EntityKey, MetaKey};
 use crate::service::cursor::Binding;
 use crate::service::indexes::entries::field_values;
+use crate::service::ttl::expiry::{Expiry, now_ms};
 use crate::storage::{Slice, Space};
 use cursor::{Cursor, Order, OrderKey};
 pub use explain::ScanExplain;
@@ -253,6 +254,7 @@ pub(crate) fn indexed_matches(
         return Ok(None);
     }
     let dict = catalog.dict();
+    let (rules, now) = (Expiry::of(catalog, &dict, table), now_ms());
     let mut out = HashSet::new();
     for cand in exec::candidates(view, table, &access, None, stop) {
         let cand = cand?;
@@ -266,6 +268,9 @@ pub(crate) fn indexed_matches(
                 None => continue,
             },
         };
+        if rules.as_ref().map(|r| r.expired(&blob, &dict, now)).transpose()? == Some(true) {
+            continue;
+        }
         if filter.matches(&cand.id, &blob, &dict)? {
             out.insert(cand.id);
         }
@@ -399,6 +404,8 @@ impl Db {
         // (value, then `_id` in the same direction): stop as soon as the page is full.
         let exact_order = id_ordered || (sort_by_index && sort.len() == 1);
         self.catalog.with_dict(|dict| -> Result<()> {
+            // expired documents not yet swept are skipped like deleted ones
+            let (rules, now) = (Expiry::of(&self.catalog, dict, table), now_ms());
             for cand in exec::candidates(&view, table, &access, after_id, stop) {
                 let cand = cand?;
                 if heap.len() >= capacity && exact_order {
@@ -448,6 +455,9 @@ impl Db {
                         None => continue, // an entry without its document: `check` reports it
                     },
                 };
+                if rules.as_ref().map(|r| r.expired(&blob, dict, now)).transpose()? == Some(true) {
+                    continue;
+                }
                 if let (Some(scan), Some(key)) = (index_scan(cand.branch), &cand.key)
                     && !exec::first_meeting(scan, key, &cand.id, &blob, dict)?
                 {

@@ -18,6 +18,7 @@ use crate::keys::{EntityKey, FtStatKey, FtidxKey};
 use crate::service::query::filter::Filter;
 use crate::service::query::{self};
 use crate::service::stop::{Stop, Watched};
+use crate::service::ttl::expiry::{Expiry, now_ms};
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Slice, Space};
 use foldhash::{HashMap, HashSet};
@@ -381,6 +382,16 @@ impl Db {
                 }
             }
         }
+        // Expired documents not yet swept are no hits, and not in `total`: their expiry entries
+        // name them (one range scan, empty once the sweep has run).
+        let rules = Expiry::of(&self.catalog, &dict, table);
+        let now = now_ms();
+        if rules.is_some() {
+            let gone = crate::service::ttl::expired_ids(&view, table, now, stop)?;
+            if !gone.is_empty() {
+                accs.retain(|id, _| std::str::from_utf8(id).is_ok_and(|id| !gone.contains(id)));
+            }
+        }
         let total = accs.len() as u64;
         let depth = offset + limit;
         let mut heap: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth + 1);
@@ -403,6 +414,10 @@ impl Db {
         for r in &ranked {
             let id = text_id(r.id)?;
             let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())? else { continue };
+            // one whose entry a building TTL index has not moved yet
+            if rules.as_ref().map(|r| r.expired(&blob, &dict, now)).transpose()? == Some(true) {
+                continue;
+            }
             if !first {
                 out.push(b',');
             }

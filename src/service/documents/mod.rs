@@ -7,6 +7,7 @@ use super::adjacency::{self, EdgeEnds};
 use super::patch::{patch_in, patch_outside, unchanged};
 use super::schema::{self, FROM_FIELD, ID_FIELD, TO_FIELD};
 use super::search::maintain::{PreparedText, prepare_text};
+use super::ttl::expiry::{self, Expiry, now_ms};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::{self, EncodeOptions, ValueRef};
@@ -17,6 +18,10 @@ use serde_json::{Map, Value};
 use std::ops::Bound;
 use std::sync::Arc;
 use utoipa::ToSchema;
+
+mod conditions;
+
+pub use conditions::{EtagMatch, Preconditions, etag};
 
 /// Longest document id, in bytes.
 pub const MAX_ID_LEN: usize = 1024;
@@ -96,70 +101,6 @@ impl RawPage {
     }
 }
 
-/// A set of entity tags from `If-Match` / `If-None-Match`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EtagMatch {
-    /// `*`: any current version
-    Any,
-    /// a list of tags (quotes and `W/` removed)
-    Tags(Vec<String>),
-}
-
-impl EtagMatch {
-    /// Parses a header value: `*` or a comma-separated list of (weak or strong) tags.
-    pub fn parse(header: &str) -> EtagMatch {
-        if header.trim() == "*" {
-            return EtagMatch::Any;
-        }
-        EtagMatch::Tags(header.split(',').map(|t| bare_tag(t.trim()).to_owned()).filter(|t| !t.is_empty()).collect())
-    }
-
-    fn matches(&self, current: &str) -> bool {
-        match self {
-            EtagMatch::Any => true,
-            EtagMatch::Tags(tags) => tags.iter().any(|t| t == bare_tag(current)),
-        }
-    }
-}
-
-fn bare_tag(t: &str) -> &str {
-    t.trim_start_matches("W/").trim_matches('"')
-}
-
-/// Conditions a write checks against the document's current version.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Preconditions {
-    /// `If-Match`: the document must exist with one of these tags
-    pub if_match: Option<EtagMatch>,
-    /// `If-None-Match`: the document must not exist (`*`) or not have one of these tags
-    pub if_none_match: Option<EtagMatch>,
-}
-
-impl Preconditions {
-    pub(crate) fn check(&self, current: Option<&str>) -> Result<()> {
-        if let Some(m) = &self.if_match {
-            match current {
-                None => return Err(ServiceError::PreconditionFailed("If-Match: the document does not exist".into())),
-                Some(tag) if !m.matches(tag) => {
-                    return Err(ServiceError::PreconditionFailed(format!("If-Match: the current ETag is {tag}")));
-                }
-                Some(_) => {}
-            }
-        }
-        if let (Some(m), Some(tag)) = (&self.if_none_match, current)
-            && m.matches(tag)
-        {
-            return Err(ServiceError::PreconditionFailed(format!("If-None-Match: the current ETag is {tag}")));
-        }
-        Ok(())
-    }
-}
-
-/// The strong content tag of a stored blob.
-pub fn etag(blob: &[u8]) -> String {
-    format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(blob))
-}
-
 /// Checks a document id.
 pub fn check_id(id: &str) -> Result<()> {
     if id.is_empty() {
@@ -208,6 +149,7 @@ pub(crate) fn prepare(
     mut doc: Map<String, Value>,
 ) -> Result<Prepared> {
     check_id(&id)?;
+    expiry::check_document(&doc)?;
     schema::conform(table, &mut doc)?;
     let edge = edge_endpoints(table, &doc);
     let vectors = table.vector_fields();
@@ -268,7 +210,12 @@ pub(crate) fn put_encoded(
 ) -> Result<PutOutcome> {
     let key = EntityKey::new(&table.name, &doc.id).encode();
     let old = tx.get(Space::Entity, &key)?;
-    pre.check(old.as_deref().map(etag).as_deref())?;
+    // An expired document not yet swept is replaced as if it were gone (its entries still go).
+    let live = match &old {
+        Some(b) if !expired(catalog, &table.name, b)? => Some(etag(b)),
+        _ => None,
+    };
+    pre.check(live.as_deref())?;
     if let Some(edge) = &doc.edge {
         adjacency::check_vertices(tx, catalog, edge)?;
     }
@@ -285,12 +232,16 @@ pub(crate) fn put_encoded(
     catalog.stage_fields(tx);
     let tag = etag(&doc.blob);
     tx.put(Space::Entity, key, doc.blob);
-    Ok(PutOutcome { id: doc.id, created: old.is_none(), etag: tag })
+    Ok(PutOutcome { id: doc.id, created: live.is_none(), etag: tag })
 }
 
-/// Deletes a document in the write; `Ok(false)` when it does not exist (and no precondition
-/// demanded it). As a vertex, its edges in cascade edge tables go with it (and theirs, when an
-/// edge is itself a vertex); an edge in a reject edge table refuses the delete.
+/// True when a stored document of `table` has expired: the write path treats it as gone.
+pub(crate) fn expired(catalog: &Catalog, table: &str, blob: &[u8]) -> Result<bool> {
+    expiry::is_expired(catalog, &catalog.dict(), table, blob, now_ms())
+}
+
+/// Deletes a document in the write; `Ok(false)` when it does not exist or has expired (and no
+/// precondition demanded it). See [`delete_stored`].
 pub(crate) fn delete_in(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
@@ -299,10 +250,31 @@ pub(crate) fn delete_in(
     pre: &Preconditions,
 ) -> Result<bool> {
     let key = EntityKey::new(&table.name, id).encode();
-    let old = tx.get(Space::Entity, &key)?;
+    let mut old = tx.get(Space::Entity, &key)?;
+    // an expired document is gone for its clients; the sweep deletes it
+    if let Some(b) = &old
+        && expired(catalog, &table.name, b)?
+    {
+        old = None;
+    }
     pre.check(old.as_deref().map(etag).as_deref())?;
     let Some(old) = old else { return Ok(false) };
-    remove(tx, catalog, table, id, key, &old)?;
+    delete_stored(tx, catalog, table, id, key, &old)?;
+    Ok(true)
+}
+
+/// Deletes stored document `id` (stored as `old` under `key`) in the write: the user delete's
+/// and the TTL sweep's one path. As a vertex, its edges in cascade edge tables go with it (and
+/// theirs, when an edge is itself a vertex); an edge in a reject edge table refuses the delete.
+pub(crate) fn delete_stored(
+    tx: &mut WriteTx<'_>,
+    catalog: &Arc<Catalog>,
+    table: &TableDef,
+    id: &str,
+    key: Vec<u8>,
+    old: &[u8],
+) -> Result<()> {
+    remove(tx, catalog, table, id, key, old)?;
     let mut vertices = vec![format!("{}/{id}", table.name)];
     let mut cascaded = 0;
     while let Some(vertex) = vertices.pop() {
@@ -314,7 +286,7 @@ pub(crate) fn delete_in(
             vertices.push(format!("{}/{edge_id}", edge_table.name));
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Removes a stored document: its entity, index entries, count and (for an edge) adjacency.
@@ -380,11 +352,15 @@ impl Db {
         self.read_point(move |db| {
             db.table_or_404(&table)?;
             let key = EntityKey::new(&table, &id).encode();
-            let blob = db
-                .store
-                .get(Space::Entity, &key)?
-                .ok_or_else(|| ServiceError::DocumentNotFound { table: table.clone(), id: id.clone() })?;
-            Ok(Document { json: db.catalog.with_dict(|dict| json_with_id(dict, &id, &blob))?, etag: etag(&blob) })
+            let gone = || ServiceError::DocumentNotFound { table: table.clone(), id: id.clone() };
+            let blob = db.store.get(Space::Entity, &key)?.ok_or_else(gone)?;
+            let json = db.catalog.with_dict(|dict| {
+                if expiry::is_expired(&db.catalog, dict, &table, &blob, now_ms())? {
+                    return Err(gone());
+                }
+                json_with_id(dict, &id, &blob)
+            })?;
+            Ok(Document { json, etag: etag(&blob) })
         })
     }
 
@@ -556,8 +532,12 @@ impl Db {
             let mut last_id = None;
             let mut cursor = None;
             db.catalog.with_dict(|dict| -> Result<()> {
+                let (rules, now) = (Expiry::of(&db.catalog, dict, &table), now_ms());
                 for item in view.scan(Space::Entity, KeyRange::Between(lower, upper), false) {
                     let (key, blob) = item?;
+                    if rules.as_ref().map(|r| r.expired(&blob, dict, now)).transpose()? == Some(true) {
+                        continue;
+                    }
                     if documents.len() == limit {
                         cursor = last_id.as_deref().map(|id| encode_cursor(&def, id));
                         break;
@@ -572,26 +552,5 @@ impl Db {
             Ok(RawPage { documents, cursor })
         })
         .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn preconditions() {
-        let tag = "\"00000000000000ab\"";
-        let pre = |m: Option<&str>, n: Option<&str>| Preconditions {
-            if_match: m.map(EtagMatch::parse),
-            if_none_match: n.map(EtagMatch::parse),
-        };
-        assert!(pre(Some(tag), None).check(Some(tag)).is_ok());
-        assert!(pre(Some("W/\"00000000000000ab\", \"x\""), None).check(Some(tag)).is_ok());
-        assert!(pre(Some("\"other\""), None).check(Some(tag)).is_err());
-        assert!(pre(Some("*"), None).check(None).is_err());
-        assert!(pre(None, Some("*")).check(Some(tag)).is_err());
-        assert!(pre(None, Some("*")).check(None).is_ok());
-        assert!(pre(None, None).check(None).is_ok());
     }
 }
