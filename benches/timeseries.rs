@@ -74,14 +74,15 @@ async fn ingest(
     clients: usize,
 ) -> Result<f64, BoxError> {
     let http = client(false)?;
-    let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
+    // in time order, as a collector sends them
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from(bodies)));
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
             let (http, queue, url) = (http.clone(), queue.clone(), url.clone());
             tokio::spawn(async move {
                 loop {
-                    let next = queue.lock().map_err(|_| "queue poisoned")?.pop();
+                    let next = queue.lock().map_err(|_| "queue poisoned")?.pop_front();
                     let Some((body, content_type)) = next else { return Ok::<_, BoxError>(()) };
                     let resp = http.post(&url).header("content-type", content_type).body(body).send().await?;
                     if !resp.status().is_success() {

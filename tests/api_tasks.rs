@@ -31,7 +31,8 @@ async fn a_started_server_runs_its_periodic_tasks_by_itself() {
             s.post("/v1/tables/sessions/indexes", json!({"name": name, "kind": kind, "fields": [field]})).await;
         assert_eq!(status, 201, "{body}");
     }
-    let (status, _) = s.put("/v1/tables/sessions/documents/s1", json!({"user": "ada", "age": 36, "_expires_at": now + 1200})).await;
+    let (status, _) =
+        s.put("/v1/tables/sessions/documents/s1", json!({"user": "ada", "age": 36, "_expires_at": now + 1200})).await;
     assert_eq!(status, 201);
     s.put("/v1/tables/sessions/documents/s2", json!({"user": "bob", "age": 40, "_expires_at": now + 3_600_000})).await;
     assert_eq!(s.get("/v1/tables/sessions/documents/s1").await.0, 200);

@@ -44,6 +44,12 @@ impl<'a> TsKey<'a> {
         Self::series_prefix_writer(metric, entity).finish()
     }
 
+    /// The key of the point at `ts` of the series whose prefix (see [`TsKey::series_prefix`]) is
+    /// `prefix`: the prefix is encoded once for the many points of a series.
+    pub fn in_series(prefix: &[u8], ts: i64) -> Vec<u8> {
+        KeyWriter::after(prefix, 11).num(ts).finish()
+    }
+
     /// The timestamp of a key of the series whose prefix (see [`TsKey::series_prefix`]) is
     /// `prefix_len` bytes long: reads only the last component.
     pub fn ts_after_prefix(key: &[u8], prefix_len: usize) -> Result<i64, KeyError> {
@@ -73,6 +79,7 @@ mod tests {
         assert_eq!(bytes, want);
         assert_eq!(TsKey::decode(&bytes).unwrap(), k);
         assert_eq!(TsKey::ts_after_prefix(&bytes, prefix.len()).unwrap(), 1_700_000_000_000);
+        assert_eq!(TsKey::in_series(&prefix, 1_700_000_000_000), bytes);
         assert_eq!(super::super::display("ts", &bytes), "ts:cpu:host1:1700000000000");
         assert!(TsKey::new("cpu", "h", -5).encode() < TsKey::new("cpu", "h", 3).encode());
     }

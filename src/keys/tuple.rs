@@ -353,6 +353,13 @@ impl KeyWriter {
     pub fn with_capacity(capacity: usize) -> Self {
         KeyWriter { buf: Vec::with_capacity(capacity) }
     }
+    /// A key that starts with `prefix`, the bytes of components encoded before (e.g. a series
+    /// prefix shared by many keys), with room for `extra` more bytes.
+    pub fn after(prefix: &[u8], extra: usize) -> Self {
+        let mut buf = Vec::with_capacity(prefix.len() + extra);
+        buf.extend_from_slice(prefix);
+        KeyWriter { buf }
+    }
     /// Appends a string component.
     pub fn str(mut self, s: &str) -> Self {
         encode_escaped(TAG_STR, s.as_bytes(), &mut self.buf);

@@ -3,12 +3,14 @@
 //! given) are merged bucket by bucket. Empty buckets are omitted.
 
 use super::read::{Window, decode_value, entities, ms_of};
+use super::stats::SeriesStats;
 use super::stats::corrupt;
 use super::time::{NS_PER_MS, bucket_start, duration_param};
+use crate::keys::MetaKey;
 use crate::keys::TsKey;
-use crate::service::stop::Watched;
+use crate::service::stop::Stop;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, Space};
+use crate::storage::{KeyRange, ReadView, Space};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -133,6 +135,63 @@ impl Acc {
     }
 }
 
+/// Series with fewer points than this in the window are scanned on one thread.
+const PARALLEL_MIN_POINTS: u64 = 100_000;
+
+/// Where to split a long series' window in two for a parallel scan: a bucket boundary near the
+/// middle of the points' span within the window (None for a short series, or no boundary inside).
+fn split_point(view: &ReadView, metric: &str, entity: &str, window: Window, step: i64) -> Result<Option<i64>> {
+    let Some(stats) = view.get(Space::Meta, &MetaKey::Series(metric.into(), entity.into()).encode())? else {
+        return Ok(None);
+    };
+    let stats = SeriesStats::decode(&stats)?;
+    if stats.count < PARALLEL_MIN_POINTS {
+        return Ok(None);
+    }
+    let lo = window.from.map_or(stats.first, |f| f.max(stats.first));
+    let hi = window.to.map_or(stats.last, |t| t.min(stats.last));
+    if hi <= lo {
+        return Ok(None);
+    }
+    let mid = bucket_start(lo + (hi - lo) / 2, step);
+    Ok((mid > lo && mid < hi).then_some(mid))
+}
+
+/// The buckets of one series within `window`, closed in time order (at most `limit`).
+#[allow(clippy::too_many_arguments)]
+fn buckets_of(
+    view: &ReadView,
+    metric: &str,
+    entity: &str,
+    prefix: &[u8],
+    window: Window,
+    step: i64,
+    limit: usize,
+    stop: &Stop,
+) -> Result<Vec<(i64, Acc)>> {
+    let (lower, upper) = window.range(metric, entity, prefix);
+    let mut own: Vec<(i64, Acc)> = Vec::new();
+    for (n, item) in view.scan(Space::Ts, KeyRange::Between(lower, upper), false).enumerate() {
+        if n % 4096 == 4095 {
+            stop.check()?;
+        }
+        let (key, value) = item?;
+        let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(corrupt)?;
+        let (v, _) = decode_value(&value)?;
+        let start = bucket_start(ts, step);
+        match own.last_mut() {
+            Some((s, acc)) if *s == start => acc.add(ts, v),
+            _ => {
+                if own.len() == limit {
+                    return Err(too_many());
+                }
+                own.push((start, Acc::new(ts, v)));
+            }
+        }
+    }
+    Ok(own)
+}
+
 fn too_many() -> ServiceError {
     ServiceError::TooManyBuckets(MAX_BUCKETS)
 }
@@ -158,27 +217,27 @@ impl Db {
                     break;
                 }
                 let prefix = TsKey::series_prefix(&metric, entity);
-                let (lower, upper) = window.range(&metric, entity, &prefix);
-                // this series' buckets, closed in time order
-                let mut own: Vec<(i64, Acc)> = Vec::new();
-                for item in Watched::new(
-                    view.scan(Space::Ts, KeyRange::Between(lower, upper), false).map(|r| r.map_err(ServiceError::from)),
-                    &stop,
-                ) {
-                    let (key, value) = item?;
-                    let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(corrupt)?;
-                    let (v, _) = decode_value(&value)?;
-                    let start = bucket_start(ts, step_ns);
-                    match own.last_mut() {
-                        Some((s, acc)) if *s == start => acc.add(ts, v),
-                        _ => {
-                            if own.len() + total == MAX_BUCKETS {
-                                return Err(too_many());
-                            }
-                            own.push((start, Acc::new(ts, v)));
+                let limit = MAX_BUCKETS - total;
+                let own = match split_point(&view, &metric, entity, window, step_ns)? {
+                    // two halves of a long series on two threads; no bucket straddles the split
+                    Some(mid) => {
+                        let (early, late) = (Window { to: Some(mid), ..window }, Window { from: Some(mid), ..window });
+                        let (view, metric, prefix, stop) = (&view, &metric, &prefix, &stop);
+                        let (a, b) = std::thread::scope(|scope| {
+                            let second = scope
+                                .spawn(move || buckets_of(view, metric, entity, prefix, late, step_ns, limit, stop));
+                            let first = buckets_of(view, metric, entity, prefix, early, step_ns, limit, stop);
+                            (first, second.join())
+                        });
+                        let mut own = a?;
+                        own.extend(b.map_err(|_| ServiceError::Internal("an aggregation thread panicked".into()))??);
+                        if own.len() > limit {
+                            return Err(too_many());
                         }
+                        own
                     }
-                }
+                    None => buckets_of(&view, &metric, entity, &prefix, window, step_ns, limit, &stop)?,
+                };
                 if req.group_by_entity {
                     total += own.len();
                     if !own.is_empty() {

@@ -5,7 +5,7 @@
 //! stored as numbers; string fields are skipped and counted.
 
 use super::time::Precision;
-use super::write::{Point, check_entity, check_metric};
+use super::write::Batch;
 use crate::service::{Result, ServiceError};
 use influxdb_line_protocol::{FieldValue, ParsedLine};
 
@@ -20,24 +20,24 @@ pub struct LineError {
 
 /// The points of a line-protocol body, or every bad line.
 pub(crate) struct Parsed {
-    pub points: Vec<Point>,
+    pub batch: Batch,
     pub skipped_string_fields: usize,
 }
 
 /// Parses `body`; a point without a timestamp gets `now` (ns). All lines or none: any bad line
 /// fails the whole body, listing every bad line.
 pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed> {
-    let mut points = Vec::with_capacity(body.len() / 48);
+    let mut batch = Batch::default();
     let mut skipped = 0;
     let mut errors = Vec::new();
     for (n, text) in influxdb_line_protocol::split_lines(body).enumerate() {
         let Some(parsed) = influxdb_line_protocol::parse_lines(text).next() else { continue };
-        let outcome = parsed.map_err(|e| e.to_string()).and_then(|line| add(&line, precision, now, &mut points));
+        let outcome = parsed.map_err(|e| e.to_string()).and_then(|line| add(&line, precision, now, &mut batch));
         match outcome {
             Ok(strings) => skipped += strings,
             Err(error) => errors.push(LineError { line: n + 1, error }),
         }
-        if points.len() > super::write::MAX_POINTS_PER_WRITE {
+        if batch.len() > super::write::MAX_POINTS_PER_WRITE {
             return Err(ServiceError::InvalidRequest(format!(
                 "at most {} points per request",
                 super::write::MAX_POINTS_PER_WRITE
@@ -47,20 +47,13 @@ pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed
     if !errors.is_empty() {
         return Err(ServiceError::InvalidLines(errors));
     }
-    Ok(Parsed { points, skipped_string_fields: skipped })
+    Ok(Parsed { batch, skipped_string_fields: skipped })
 }
 
-/// Adds the points of one line; returns its string fields' count.
-fn add(
-    line: &ParsedLine<'_>,
-    precision: Precision,
-    now: i64,
-    points: &mut Vec<Point>,
-) -> std::result::Result<usize, String> {
+/// Adds the points of one line (all or, on an error, none); returns its string fields' count.
+fn add(line: &ParsedLine<'_>, precision: Precision, now: i64, batch: &mut Batch) -> std::result::Result<usize, String> {
     let measurement = line.series.measurement.as_str();
-    check_metric(measurement)?;
     let entity = entity_of(line);
-    check_entity(&entity)?;
     let ts = match line.timestamp {
         Some(t) => {
             precision.to_nanos(t).ok_or_else(|| format!("timestamp {t} is out of range (years 1678 to 2262)"))?
@@ -68,32 +61,37 @@ fn add(
         None => now,
     };
     let mut strings = 0;
-    let first = points.len();
+    let mut numbers = Vec::with_capacity(line.field_set.len());
     for (field, value) in &line.field_set {
         let value = match value {
             FieldValue::I64(v) => *v as f64,
             FieldValue::U64(v) => *v as f64,
             FieldValue::F64(v) if v.is_finite() => *v,
-            FieldValue::F64(v) => {
-                points.truncate(first);
-                return Err(format!("field {:?}: {v} is not a finite number", field.as_str()));
-            }
+            FieldValue::F64(v) => return Err(format!("field {:?}: {v} is not a finite number", field.as_str())),
             FieldValue::Boolean(b) => f64::from(u8::from(*b)),
             FieldValue::String(_) => {
                 strings += 1;
                 continue;
             }
         };
-        let metric = if field.as_str() == "value" {
-            measurement.to_owned()
+        numbers.push((field.as_str(), value));
+    }
+    let mut name = String::new();
+    let mut series = Vec::with_capacity(numbers.len());
+    for (field, value) in numbers {
+        let metric = if field == "value" {
+            measurement
         } else {
-            format!("{measurement}.{}", field.as_str())
+            name.clear();
+            name.push_str(measurement);
+            name.push('.');
+            name.push_str(field);
+            &name
         };
-        if let Err(why) = check_metric(&metric) {
-            points.truncate(first);
-            return Err(why);
-        }
-        points.push(Point { metric, entity: entity.clone(), ts, value, tags: None });
+        series.push((batch.series(metric, &entity)?, value));
+    }
+    for (s, value) in series {
+        batch.push(s, ts, value, None);
     }
     Ok(strings)
 }
@@ -121,7 +119,7 @@ mod tests {
 
     fn points(body: &str, precision: Precision) -> Vec<(String, String, i64, f64)> {
         let parsed = parse(body, precision, 42).unwrap_or_else(|e| panic!("{e:?}"));
-        parsed.points.into_iter().map(|p| (p.metric, p.entity, p.ts, p.value)).collect()
+        parsed.batch.flatten()
     }
 
     #[test]
@@ -137,7 +135,7 @@ mod tests {
         );
         let parsed = parse("cpu name=\"x\",value=1 1", Precision::Seconds, 0).unwrap();
         assert_eq!(parsed.skipped_string_fields, 1);
-        assert_eq!(parsed.points[0].ts, 1_000_000_000);
+        assert_eq!(parsed.batch.flatten()[0].2, 1_000_000_000);
     }
 
     #[test]
@@ -155,11 +153,11 @@ mod tests {
             Err(ServiceError::InvalidLines(errors)) => {
                 assert_eq!(errors.iter().map(|e| e.line).collect::<Vec<_>>(), [2, 4, 6]);
             }
-            other => panic!("{:?}", other.map(|p| p.points)),
+            other => panic!("{:?}", other.map(|p| p.batch.flatten())),
         }
         match parse("m value=1 9223372036854775807", Precision::Seconds, 0) {
             Err(ServiceError::InvalidLines(errors)) => assert!(errors[0].error.contains("out of range")),
-            other => panic!("{:?}", other.map(|p| p.points)),
+            other => panic!("{:?}", other.map(|p| p.batch.flatten())),
         }
     }
 }

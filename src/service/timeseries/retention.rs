@@ -125,12 +125,8 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::timeseries::write::Point;
+    use crate::service::timeseries::write::Batch;
     use crate::storage::{Durability, StorageConfig};
-
-    fn point(metric: &str, entity: &str, ts: i64) -> Point {
-        Point { metric: metric.into(), entity: entity.into(), ts, value: ts as f64, tags: None }
-    }
 
     #[tokio::test]
     async fn retention_removes_exactly_the_points_older_than_max_age_in_chunks() {
@@ -142,9 +138,15 @@ mod tests {
         let now = 100 * hour;
         let cutoff = now - hour;
         // more points than one chunk before the cutoff in one series, a few in another
-        let mut points: Vec<Point> = (0..REMOVE_CHUNK as i64 + 5).map(|i| point("cpu", "a", cutoff - 1 - i)).collect();
-        points.extend([point("cpu", "a", cutoff), point("cpu", "a", now), point("cpu", "b", cutoff - 1)]);
-        points.extend([point("cpu", "b", cutoff + 1), point("mem", "a", 0)]);
+        let mut points = Batch::default();
+        for i in 0..REMOVE_CHUNK as i64 + 5 {
+            points.add("cpu", "a", cutoff - 1 - i, 1.0);
+        }
+        for (metric, entity, ts) in [("cpu", "a", cutoff), ("cpu", "a", now), ("cpu", "b", cutoff - 1)] {
+            points.add(metric, entity, ts, 1.0);
+        }
+        points.add("cpu", "b", cutoff + 1, 1.0);
+        points.add("mem", "a", 0, 1.0);
         db.write_points(points).await.unwrap();
         db.set_retention("cpu".into(), super::super::Retention { max_age: Some("1h".into()) }).await.unwrap();
 

@@ -21,16 +21,71 @@ pub const MAX_POINTS_PER_WRITE: usize = 1_000_000;
 /// Requests with more points than this are prepared on the blocking pool.
 const PREPARE_INLINE_MAX: usize = 512;
 
-/// One point to write.
+/// The points of one request, their series interned: most requests write many points to few
+/// series, so each metric and entity is stored, checked and encoded once.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// (metric, entity), in the order first seen
+    series: Vec<(String, String)>,
+    /// hash of (metric, entity) → indexes into `series`
+    index: std::collections::HashMap<u64, Vec<u32>>,
+    points: Vec<Pt>,
+}
+
+/// One point of a [`Batch`].
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Point {
-    pub metric: String,
-    pub entity: String,
+struct Pt {
+    series: u32,
     /// nanoseconds since the epoch
-    pub ts: i64,
-    pub value: f64,
+    ts: i64,
+    value: f64,
     /// the tags as JSON text, if any
-    pub tags: Option<Vec<u8>>,
+    tags: Option<Vec<u8>>,
+}
+
+impl Batch {
+    /// Points in the batch.
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    /// The series of `metric` and `entity`, checked and added the first time it is seen.
+    pub fn series(&mut self, metric: &str, entity: &str) -> std::result::Result<u32, String> {
+        use std::hash::BuildHasher;
+        let hash = foldhash::fast::FixedState::with_seed(0).hash_one((metric, entity));
+        let candidates = self.index.entry(hash).or_default();
+        if let Some(&i) = candidates.iter().find(|&&i| {
+            let (m, e) = &self.series[i as usize];
+            m == metric && e == entity
+        }) {
+            return Ok(i);
+        }
+        check_metric(metric)?;
+        check_entity(entity)?;
+        let i = u32::try_from(self.series.len()).map_err(|_| "too many series in one request".to_owned())?;
+        self.series.push((metric.to_owned(), entity.to_owned()));
+        candidates.push(i);
+        Ok(i)
+    }
+
+    /// Adds a point of a series [`Batch::series`] returned.
+    pub fn push(&mut self, series: u32, ts: i64, value: f64, tags: Option<Vec<u8>>) {
+        self.points.push(Pt { series, ts, value, tags });
+    }
+
+    /// Every point as (metric, entity, ts, value), in the order given.
+    #[cfg(test)]
+    pub fn flatten(&self) -> Vec<(String, String, i64, f64)> {
+        let name = |p: &Pt| self.series[p.series as usize].clone();
+        self.points.iter().map(|p| (name(p).0, name(p).1, p.ts, p.value)).collect()
+    }
+
+    /// Adds a point, checking its series.
+    #[cfg(test)]
+    pub fn add(&mut self, metric: &str, entity: &str, ts: i64, value: f64) {
+        let series = self.series(metric, entity).expect("a valid series");
+        self.push(series, ts, value, None);
+    }
 }
 
 /// A point of `POST /v1/timeseries/{metric}/points`.
@@ -94,28 +149,28 @@ pub(crate) fn check_entity(entity: &str) -> std::result::Result<(), String> {
 }
 
 /// The JSON points of one metric, checked: every problem is reported with the point's index.
-pub(crate) fn from_json(metric: &str, body: WritePoints, precision: Precision) -> Result<Vec<Point>> {
+pub(crate) fn from_json(metric: &str, body: WritePoints, precision: Precision) -> Result<Batch> {
     check_metric(metric).map_err(ServiceError::InvalidRequest)?;
     if body.points.len() > MAX_POINTS_PER_WRITE {
         return Err(ServiceError::InvalidRequest(format!("at most {MAX_POINTS_PER_WRITE} points per request")));
     }
-    let mut points = Vec::with_capacity(body.points.len());
+    let mut batch = Batch::default();
+    batch.points.reserve(body.points.len());
     let mut errors = Vec::new();
     for (i, p) in body.points.into_iter().enumerate() {
-        let checked = check_entity(&p.entity)
-            .and_then(|()| super::time::parse_ts(&p.ts, precision))
-            .and_then(|ts| if p.value.is_finite() { Ok(ts) } else { Err("the value must be finite".into()) })
-            .and_then(|ts| {
+        let checked = batch
+            .series(metric, &p.entity)
+            .and_then(|series| Ok((series, super::time::parse_ts(&p.ts, precision)?)))
+            .and_then(|st| if p.value.is_finite() { Ok(st) } else { Err("the value must be finite".into()) })
+            .and_then(|(series, ts)| {
                 let tags = match p.tags {
                     Some(t) if !t.is_empty() => Some(serde_json::to_vec(&t).map_err(|e| format!("tags: {e}"))?),
                     _ => None,
                 };
-                Ok((ts, tags))
+                Ok((series, ts, tags))
             });
         match checked {
-            Ok((ts, tags)) => {
-                points.push(Point { metric: metric.to_owned(), entity: p.entity, ts, value: p.value, tags })
-            }
+            Ok((series, ts, tags)) => batch.push(series, ts, p.value, tags),
             Err(why) => errors.push(format!("points[{i}]: {why}")),
         }
     }
@@ -127,7 +182,7 @@ pub(crate) fn from_json(metric: &str, body: WritePoints, precision: Precision) -
         }
         return Err(ServiceError::InvalidRequest(detail));
     }
-    Ok(points)
+    Ok(batch)
 }
 
 /// The stored value of a point: the f64 (big-endian), then the tags' JSON if any.
@@ -147,6 +202,7 @@ fn body_is_small(body: &[u8]) -> bool {
 
 /// The points of one series, in time order, each time once.
 struct SeriesRun {
+    series: u32,
     metric: String,
     entity: String,
     /// (ts, key, value)
@@ -160,28 +216,40 @@ struct Prepared {
     points: usize,
 }
 
-fn prepare(mut points: Vec<Point>) -> Prepared {
-    // Stable: among points with the same key the last given stays last, and wins below.
-    points.sort_by(|a, b| (&a.metric, &a.entity, a.ts).cmp(&(&b.metric, &b.entity, b.ts)));
+fn prepare(batch: Batch) -> Prepared {
+    let Batch { series, mut points, .. } = batch;
+    // series in key order: rank[i] is series i's place
+    let mut order: Vec<u32> = (0..series.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| series[a as usize].cmp(&series[b as usize]));
+    let mut rank = vec![0u32; series.len()];
+    for (place, &i) in order.iter().enumerate() {
+        rank[i as usize] = place as u32;
+    }
+    // Stable: among points with the same series and time the last given stays last, and wins.
+    points.sort_by_key(|p| (rank[p.series as usize], p.ts));
+    let mut series: Vec<Option<(String, String)>> = series.into_iter().map(Some).collect();
     let mut metrics: Vec<String> = Vec::new();
     let mut runs: Vec<SeriesRun> = Vec::new();
+    let mut prefix = Vec::new();
     let mut total = 0;
     let mut iter = points.into_iter().peekable();
     while let Some(p) = iter.next() {
-        if iter.peek().is_some_and(|n| n.metric == p.metric && n.entity == p.entity && n.ts == p.ts) {
+        if iter.peek().is_some_and(|n| n.series == p.series && n.ts == p.ts) {
             continue;
         }
-        let key = TsKey::new(&p.metric, &p.entity, p.ts).encode();
+        if runs.last().is_none_or(|run| run.series != p.series) {
+            let Some((metric, entity)) = series[p.series as usize].take() else { continue };
+            prefix = TsKey::series_prefix(&metric, &entity);
+            if metrics.last() != Some(&metric) {
+                metrics.push(metric.clone());
+            }
+            runs.push(SeriesRun { series: p.series, metric, entity, points: Vec::new() });
+        }
+        let key = TsKey::in_series(&prefix, p.ts);
         let value = encode_value(p.value, p.tags.as_deref());
         total += 1;
-        match runs.last_mut() {
-            Some(run) if run.metric == p.metric && run.entity == p.entity => run.points.push((p.ts, key, value)),
-            _ => {
-                if metrics.last() != Some(&p.metric) {
-                    metrics.push(p.metric.clone());
-                }
-                runs.push(SeriesRun { metric: p.metric, entity: p.entity, points: vec![(p.ts, key, value)] });
-            }
+        if let Some(run) = runs.last_mut() {
+            run.points.push((p.ts, key, value));
         }
     }
     Prepared { metrics, runs, points: total }
@@ -212,14 +280,14 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
 
 impl Db {
     /// Writes points, all or none; returns how many (duplicates within the request counted once).
-    pub(crate) async fn write_points(self: &Arc<Self>, points: Vec<Point>) -> Result<usize> {
-        if points.is_empty() {
+    pub(crate) async fn write_points(self: &Arc<Self>, batch: Batch) -> Result<usize> {
+        if batch.len() == 0 {
             return Ok(0);
         }
-        let prepared = if points.len() <= PREPARE_INLINE_MAX {
-            prepare(points)
+        let prepared = if batch.len() <= PREPARE_INLINE_MAX {
+            prepare(batch)
         } else {
-            tokio::task::spawn_blocking(move || prepare(points))
+            tokio::task::spawn_blocking(move || prepare(batch))
                 .await
                 .map_err(|e| ServiceError::Internal(format!("preparing points failed: {e}")))?
         };
@@ -258,7 +326,7 @@ impl Db {
                 .await
                 .map_err(|e| ServiceError::Internal(format!("parsing line protocol failed: {e}")))??
         };
-        let points = self.write_points(parsed.points).await?;
+        let points = self.write_points(parsed.batch).await?;
         Ok(WriteReport { points, skipped_string_fields: parsed.skipped_string_fields })
     }
 }
@@ -267,13 +335,13 @@ impl Db {
 mod tests {
     use super::*;
 
-    fn point(entity: &str, ts: i64, value: f64) -> Point {
-        Point { metric: "m".into(), entity: entity.into(), ts, value, tags: None }
-    }
-
     #[test]
     fn prepare_sorts_by_series_and_time_and_keeps_the_last_duplicate() {
-        let p = prepare(vec![point("b", 2, 1.0), point("a", 5, 2.0), point("b", 2, 3.0), point("a", -1, 4.0)]);
+        let mut batch = Batch::default();
+        for (entity, ts, value) in [("b", 2, 1.0), ("a", 5, 2.0), ("b", 2, 3.0), ("a", -1, 4.0)] {
+            batch.add("m", entity, ts, value);
+        }
+        let p = prepare(batch);
         assert_eq!(p.points, 3);
         assert_eq!(p.metrics, ["m"]);
         let runs: Vec<(String, Vec<(i64, f64)>)> = p
