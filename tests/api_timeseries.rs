@@ -66,12 +66,16 @@ async fn a_bad_point_writes_nothing_and_names_the_point() {
     let body = json!({"points": [
         {"entity": "a", "ts": 1, "value": 1},
         {"entity": "a", "ts": "noon", "value": 1},
-        {"entity": "a", "ts": 1.5, "value": 1},
+        {"entity": "a\u{1}", "ts": 1, "value": 1},
     ]});
     let r = s.send(Method::POST, "/v1/timeseries/m/points", Some(&body), &[]).await;
     assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
     let detail = r.body["detail"].as_str().unwrap();
     assert!(detail.contains("points[1]") && detail.contains("points[2]"), "{detail}");
+    // a time that is neither an integer nor a string does not fit the body's shape
+    let body = json!({"points": [{"entity": "a", "ts": 1.5, "value": 1}]});
+    let r = s.send(Method::POST, "/v1/timeseries/m/points", Some(&body), &[]).await;
+    assert!(r.is_problem(422, "invalid_body"), "{}", r.body);
     let r = s.send(Method::GET, "/v1/timeseries/m/points", None, &[]).await;
     assert!(r.is_problem(404, "metric_not_found"), "{}", r.body);
     let r = s
@@ -168,6 +172,10 @@ async fn bad_lines_are_all_reported_by_number_and_nothing_is_written() {
     assert!(r.is_problem(404, "metric_not_found"), "nothing of the body was written: {}", r.body);
     let r = s.raw(Method::POST, "/v1/timeseries/write", "text/plain", vec![0xff, 0xfe]).await;
     assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    for empty in ["", "\n\n", "# only a comment\n"] {
+        let r = lines(&s, "/write", empty).await;
+        assert!(r.is_problem(400, "invalid_request"), "{empty:?}: {}", r.body);
+    }
 }
 
 #[tokio::test]
@@ -289,6 +297,17 @@ async fn aggregation_edges_empty_buckets_and_errors() {
             assert!(r.is_problem(status, code), "{query}: {}", r.body);
         }
     }
+    // the ends of the time range: buckets whose start does not fit an i64 in ns still answer
+    let body =
+        json!({"points": [{"entity": "x", "ts": i64::MIN, "value": 1}, {"entity": "x", "ts": i64::MAX, "value": 2}]});
+    assert_eq!(s.post("/v1/timeseries/edge/points?precision=ns", body).await.0, 200);
+    for step in ["10000w", "7ms", "1ms"] {
+        let (status, got) = s.get(&format!("/v1/timeseries/edge/aggregate?step={step}&fn=sum")).await;
+        assert_eq!(status, 200, "{step}: {got}");
+        assert_eq!(got["buckets"].as_array().unwrap().len(), 2, "{step}: {got}");
+    }
+    let (_, got) = s.get("/v1/timeseries/edge/aggregate?step=1ms&fn=sum").await;
+    assert_eq!(got["buckets"][0]["ts"], i64::MIN.div_euclid(1_000_000), "{got}");
     let r = s.send(Method::GET, "/v1/timeseries/nope/aggregate?step=1m", None, &[]).await;
     assert!(r.is_problem(404, "metric_not_found"), "{}", r.body);
 }

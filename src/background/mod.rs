@@ -109,7 +109,10 @@ async fn sweep(db: &Arc<Db>, stop: &StopSignal) -> crate::service::Result<u64> {
     loop {
         let outcome = db.sweep_expired(now, SWEEP_BUDGET).await?;
         removed += outcome.removed;
-        if !outcome.more || stop.is_set() {
+        // no progress: what is due is refused (a vertex with edges in a reject table); the next
+        // run tries again rather than this one spinning on it
+        let progress = outcome.removed + outcome.repaired > 0;
+        if !outcome.more || !progress || stop.is_set() {
             return Ok(removed);
         }
     }

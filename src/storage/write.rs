@@ -315,10 +315,12 @@ impl Committer {
             let (staged, seqs, hooks) =
                 (std::mem::take(&mut tx.staged), tx.seqs_taken, std::mem::take(&mut tx.on_commit));
             let fresh = std::mem::take(&mut tx.fresh);
+            // a write that staged nothing needs no fsync
+            let wrote = !staged.is_empty() || !fresh.is_empty();
             let result = self.commit_one(staged, fresh);
             if result.is_ok() {
                 self.next_seq += seqs;
-                committed_any = true;
+                committed_any |= wrote;
                 for hook in hooks {
                     hook();
                 }

@@ -2,10 +2,10 @@
 //! scanned in time order, so its buckets close one after another; several series (no entity
 //! given) are merged bucket by bucket. Empty buckets are omitted.
 
-use super::read::{Window, decode_value, entities, ms_of};
+use super::read::{Window, decode_value, entities};
 use super::stats::SeriesStats;
 use super::stats::corrupt;
-use super::time::{NS_PER_MS, bucket_start, duration_param};
+use super::time::{NS_PER_MS, bucket_of, duration_param};
 use crate::keys::MetaKey;
 use crate::keys::TsKey;
 use crate::service::stop::Stop;
@@ -153,11 +153,12 @@ fn split_point(view: &ReadView, metric: &str, entity: &str, window: Window, step
     if hi <= lo {
         return Ok(None);
     }
-    let mid = bucket_start(lo + (hi - lo) / 2, step);
-    Ok((mid > lo && mid < hi).then_some(mid))
+    let middle = (i128::from(lo) + i128::from(hi)) / 2;
+    let mid = middle.div_euclid(i128::from(step)) * i128::from(step);
+    Ok(i64::try_from(mid).ok().filter(|m| *m > lo && *m < hi))
 }
 
-/// The buckets of one series within `window`, closed in time order (at most `limit`).
+/// The buckets of one series within `window` by number, closed in time order (at most `limit`).
 #[allow(clippy::too_many_arguments)]
 fn buckets_of(
     view: &ReadView,
@@ -178,7 +179,7 @@ fn buckets_of(
         let (key, value) = item?;
         let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(corrupt)?;
         let (v, _) = decode_value(&value)?;
-        let start = bucket_start(ts, step);
+        let start = bucket_of(ts, step);
         match own.last_mut() {
             Some((s, acc)) if *s == start => acc.add(ts, v),
             _ => {
@@ -200,9 +201,9 @@ impl Db {
     /// Buckets of one metric.
     pub async fn aggregate(self: &Arc<Self>, metric: String, req: AggregateRequest) -> Result<AggregateResponse> {
         self.metric_or_404(&metric)?;
-        let step_ns = duration_param("step", &req.step)?
-            .checked_mul(NS_PER_MS)
-            .ok_or_else(|| ServiceError::InvalidRequest("step is too long".into()))?;
+        let step_ms = duration_param("step", &req.step)?;
+        let step_ns =
+            step_ms.checked_mul(NS_PER_MS).ok_or_else(|| ServiceError::InvalidRequest("step is too long".into()))?;
         let window = Window::parse(req.from.as_deref(), req.to.as_deref())?;
         let (stop, _abandon) = self.request_stop();
         self.read(move |db| {
@@ -241,8 +242,10 @@ impl Db {
                 if req.group_by_entity {
                     total += own.len();
                     if !own.is_empty() {
-                        let buckets =
-                            own.iter().map(|(s, a)| Bucket { ts: ms_of(*s), value: a.value(req.func) }).collect();
+                        let buckets = own
+                            .iter()
+                            .map(|(n, a)| Bucket { ts: n.saturating_mul(step_ms), value: a.value(req.func) })
+                            .collect();
                         series.push(SeriesBuckets { entity: entity.clone(), buckets });
                     }
                 } else if entities.len() == 1 {
@@ -273,7 +276,10 @@ impl Db {
             if req.group_by_entity {
                 return Ok(AggregateResponse::Series { series });
             }
-            let buckets = merged.into_iter().map(|(s, a)| Bucket { ts: ms_of(s), value: a.value(req.func) }).collect();
+            let buckets = merged
+                .into_iter()
+                .map(|(n, a)| Bucket { ts: n.saturating_mul(step_ms), value: a.value(req.func) })
+                .collect();
             Ok(AggregateResponse::Buckets { buckets })
         })
         .await

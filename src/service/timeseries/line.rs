@@ -30,12 +30,20 @@ pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed
     let mut batch = Batch::default();
     let mut skipped = 0;
     let mut errors = Vec::new();
-    for (n, text) in influxdb_line_protocol::split_lines(body).enumerate() {
+    // lines that are not blank or comments
+    let mut lines = 0;
+    // the 1-based number of the line `text` starts on (a quoted string field may hold newlines)
+    let (mut number, mut counted) = (1, 0);
+    for text in influxdb_line_protocol::split_lines(body) {
+        let start = (text.as_ptr() as usize).saturating_sub(body.as_ptr() as usize).min(body.len());
+        number += body.as_bytes()[counted..start.max(counted)].iter().filter(|b| **b == b'\n').count();
+        counted = start.max(counted);
         let Some(parsed) = influxdb_line_protocol::parse_lines(text).next() else { continue };
+        lines += 1;
         let outcome = parsed.map_err(|e| e.to_string()).and_then(|line| add(&line, precision, now, &mut batch));
         match outcome {
             Ok(strings) => skipped += strings,
-            Err(error) => errors.push(LineError { line: n + 1, error }),
+            Err(error) => errors.push(LineError { line: number, error }),
         }
         if batch.len() > super::write::MAX_POINTS_PER_WRITE {
             return Err(ServiceError::InvalidRequest(format!(
@@ -46,6 +54,9 @@ pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed
     }
     if !errors.is_empty() {
         return Err(ServiceError::InvalidLines(errors));
+    }
+    if lines == 0 {
+        return Err(ServiceError::InvalidRequest("the body holds no lines of line protocol".into()));
     }
     Ok(Parsed { batch, skipped_string_fields: skipped })
 }
@@ -144,6 +155,17 @@ mod tests {
         assert_eq!(got, [("disk io".to_owned(), "path=C:,x=a b=c".to_owned(), 5_000_000, 1.0)]);
         let got = points("m,k=v\\,w f\\ g=2u", Precision::Nanoseconds);
         assert_eq!(got, [("m.f g".to_owned(), "k=v,w".to_owned(), 42, 2.0)]);
+    }
+
+    #[test]
+    fn line_numbers_count_newlines_inside_quoted_strings() {
+        let body = "m note=\"two\nlines\",value=1 1\nbad\n";
+        match parse(body, Precision::Nanoseconds, 0) {
+            Err(ServiceError::InvalidLines(errors)) => {
+                assert_eq!(errors.iter().map(|e| e.line).collect::<Vec<_>>(), [3])
+            }
+            other => panic!("{:?}", other.map(|p| p.batch.flatten())),
+        }
     }
 
     #[test]

@@ -35,11 +35,11 @@ pub(crate) struct State {
 }
 
 impl State {
-    fn start_dropping(&self, metric: &str) -> bool {
+    pub(crate) fn start_dropping(&self, metric: &str) -> bool {
         self.dropping.lock().unwrap_or_else(PoisonError::into_inner).insert(metric.to_owned())
     }
 
-    fn stop_dropping(&self, metric: &str) {
+    pub(crate) fn stop_dropping(&self, metric: &str) {
         self.dropping.lock().unwrap_or_else(PoisonError::into_inner).remove(metric);
     }
 
@@ -51,6 +51,7 @@ impl State {
 
 /// A metric's retention.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Retention {
     /// points older than this are removed by the retention task (`ms s m h d w`); null keeps
     /// them forever

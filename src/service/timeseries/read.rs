@@ -156,7 +156,18 @@ impl Db {
             // the last key handed out
             let after = req.cursor.as_deref().map(|c| cursor::open(binding, c)).transpose()?;
             let after_entity = match &after {
-                Some(key) => Some(TsKey::decode(key).map_err(|_| cursor::invalid("it does not name a point"))?.entity),
+                Some(key) => {
+                    let point = TsKey::decode(key).map_err(|_| cursor::invalid("it does not name a point"))?;
+                    // a cursor names a point this read could have returned, nothing else
+                    let fits = point.metric == metric.as_str()
+                        && req.entity.as_ref().is_none_or(|e| point.entity == e.as_str())
+                        && window.from.is_none_or(|f| point.ts >= f)
+                        && window.to.is_none_or(|t| point.ts < t);
+                    if !fits {
+                        return Err(cursor::invalid("it does not name a point of this read"));
+                    }
+                    Some(point.entity)
+                }
                 None => None,
             };
             let view = db.store.snapshot();

@@ -3,7 +3,7 @@
 //! so no write grows without bound and other writes interleave; each write also brings the
 //! series' record up to date, so the statistics stay exact after every commit.
 
-use super::stats;
+use super::stats::{self, SeriesStats};
 use super::time::NS_PER_MS;
 use crate::keys::{MetaKey, TsKey, prefix_successor};
 use crate::service::{Db, Result, ServiceError};
@@ -40,6 +40,25 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
     Ok(n)
 }
 
+/// A metric's delete under way: writes to it are refused until this is dropped, however the
+/// delete ends.
+struct DroppingMark {
+    db: Arc<Db>,
+    metric: String,
+}
+
+impl DroppingMark {
+    fn set(db: &Arc<Db>, metric: &str) -> Option<DroppingMark> {
+        db.timeseries.start_dropping(metric).then(|| DroppingMark { db: db.clone(), metric: metric.to_owned() })
+    }
+}
+
+impl Drop for DroppingMark {
+    fn drop(&mut self) {
+        self.db.timeseries.stop_dropping(&self.metric);
+    }
+}
+
 impl Db {
     /// Removes the points of one series (before `cutoff`, or all), a chunk per write; returns
     /// how many.
@@ -61,11 +80,21 @@ impl Db {
         }
     }
 
-    /// The entities of a metric, as committed now.
-    async fn series_of(self: &Arc<Self>, metric: &str) -> Result<Vec<String>> {
-        let metric = metric.to_owned();
-        let stop = crate::service::stop::Stop::default();
-        self.read(move |db| super::read::entities(&db.store.snapshot(), &metric, None, &stop)).await
+    /// The series of a metric with their records, as committed now.
+    async fn series_of(self: &Arc<Self>, metric: &str) -> Result<Vec<(String, SeriesStats)>> {
+        let prefix = MetaKey::series_of(metric);
+        self.read(move |db| {
+            let mut out = Vec::new();
+            for item in db.store.snapshot().scan(Space::Meta, KeyRange::Prefix(prefix), false) {
+                let (key, value) = item?;
+                let Ok(MetaKey::Series(_, entity)) = MetaKey::decode(&key) else {
+                    return Err(ServiceError::Internal("a series record key does not decode".into()));
+                };
+                out.push((entity.into_owned(), SeriesStats::decode(&value)?));
+            }
+            Ok(out)
+        })
+        .await
     }
 
     /// One run of the retention task at `now_ns`: removes every point older than its metric's
@@ -75,9 +104,13 @@ impl Db {
         for metric in self.catalog.metrics() {
             let Some(max_age) = metric.retention_ms else { continue };
             let cutoff = now_ns.saturating_sub(max_age.saturating_mul(NS_PER_MS));
-            for entity in self.series_of(&metric.name).await? {
+            for (entity, stats) in self.series_of(&metric.name).await? {
                 if stop() || self.closing() {
                     return Ok(removed);
+                }
+                if stats.first >= cutoff {
+                    // nothing old enough: no write
+                    continue;
                 }
                 removed += self.remove_series_points(&metric.name, &entity, Some(cutoff), stop).await?;
             }
@@ -90,34 +123,45 @@ impl Db {
     /// `metric_dropping`. Returns the points removed.
     pub async fn delete_timeseries(self: &Arc<Self>, metric: String, entity: Option<String>) -> Result<u64> {
         self.metric_or_404(&metric)?;
-        if let Some(entity) = entity {
-            return self.remove_series_points(&metric, &entity, None, &|| false).await;
-        }
-        if !self.timeseries.start_dropping(&metric) {
-            return Err(ServiceError::MetricDropping(metric));
-        }
         let this = self.clone();
-        let work = async move {
-            let mut removed = 0;
-            let outcome = async {
-                for entity in this.series_of(&metric).await? {
-                    removed += this.remove_series_points(&metric, &entity, None, &|| false).await?;
-                }
-                let name = metric.clone();
-                this.write(move |tx, db| {
-                    let left = tx.scan(Space::Meta, KeyRange::Prefix(MetaKey::series_of(&name))).next().is_some();
-                    if !left {
-                        db.catalog.remove_metric(tx, &name);
-                    }
-                    Ok(())
-                })
-                .await
-            }
-            .await;
-            this.timeseries.stop_dropping(&metric);
-            outcome.map(|()| removed)
+        // Runs to its end even if the request times out or the client goes away (a delete cut
+        // short is consistent, but the client would not learn how far it got); stops at shutdown.
+        if let Some(entity) = entity {
+            let work = async move {
+                let closing = || this.closing();
+                this.remove_series_points(&metric, &entity, None, &closing).await
+            };
+            return self.detached(work).await;
+        }
+        let Some(mark) = DroppingMark::set(self, &metric) else {
+            return Err(ServiceError::MetricDropping(metric));
         };
-        // finished even if the client goes away, so the metric never stays marked
+        let work = async move {
+            let _mark = mark;
+            let mut removed = 0;
+            let closing = || this.closing();
+            // Writes committed while the mark was being set may have added series: list again
+            // until none is left (writes to the metric are refused meanwhile).
+            loop {
+                let series = this.series_of(&metric).await?;
+                if series.is_empty() {
+                    break;
+                }
+                for (entity, _) in series {
+                    if this.closing() {
+                        return Err(ServiceError::Unavailable(crate::storage::StorageError::Closed));
+                    }
+                    removed += this.remove_series_points(&metric, &entity, None, &closing).await?;
+                }
+            }
+            let name = metric.clone();
+            this.write(move |tx, db| {
+                db.catalog.remove_metric(tx, &name);
+                Ok(())
+            })
+            .await?;
+            Ok(removed)
+        };
         self.detached(work).await
     }
 }

@@ -52,15 +52,21 @@ impl Precision {
     }
 }
 
-/// A point's time as given: an integer in the request's precision, or an RFC 3339 string.
-pub fn parse_ts(value: &serde_json::Value, precision: Precision) -> std::result::Result<i64, String> {
+/// A point's time as a JSON body gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum TsIn {
+    /// an integer in the request's precision (milliseconds by default)
+    Int(i64),
+    /// an RFC 3339 time, e.g. `2026-11-21T10:00:00Z`
+    Text(String),
+}
+
+/// A point's time as given, in nanoseconds.
+pub fn parse_ts(value: &TsIn, precision: Precision) -> std::result::Result<i64, String> {
     match value {
-        serde_json::Value::Number(n) => match n.as_i64() {
-            Some(i) => precision.to_nanos(i).ok_or_else(|| format!("{i} is out of range (years 1678 to 2262)")),
-            None => Err(format!("{n} is not an integer timestamp")),
-        },
-        serde_json::Value::String(s) => rfc3339_nanos(s),
-        other => Err(format!("expected an integer or an RFC 3339 string, not {other}")),
+        TsIn::Int(i) => precision.to_nanos(*i).ok_or_else(|| format!("{i} is out of range (years 1678 to 2262)")),
+        TsIn::Text(s) => rfc3339_nanos(s),
     }
 }
 
@@ -99,10 +105,11 @@ pub fn duration_param(name: &str, text: &str) -> Result<i64> {
     })
 }
 
-/// The start of the `step`-wide bucket holding `t`, buckets aligned to multiples of `step` since
-/// the epoch (times before it included: floor division).
-pub fn bucket_start(t: i64, step: i64) -> i64 {
-    t.div_euclid(step) * step
+/// The number of the `step`-wide bucket holding `t`, buckets aligned to multiples of `step` since
+/// the epoch (times before it included: floor division). Buckets are numbered rather than given
+/// by their start, which for a time near the ends of the i64 range may not fit one.
+pub fn bucket_of(t: i64, step: i64) -> i64 {
+    t.div_euclid(step)
 }
 
 /// Now, in nanoseconds since the epoch.
@@ -117,14 +124,15 @@ mod tests {
 
     #[test]
     fn timestamps_in_every_precision_and_rfc3339() {
-        assert_eq!(parse_ts(&json!(1_730_000_000_000i64), Precision::Milliseconds), Ok(1_730_000_000_000_000_000));
-        assert_eq!(parse_ts(&json!(1_730_000_000), Precision::Seconds), Ok(1_730_000_000_000_000_000));
-        assert_eq!(parse_ts(&json!(-5), Precision::Nanoseconds), Ok(-5));
-        assert_eq!(parse_ts(&json!("1970-01-01T00:00:01.5Z"), Precision::Seconds), Ok(1_500_000_000));
-        assert_eq!(parse_ts(&json!("1969-12-31T23:59:59Z"), Precision::Seconds), Ok(-1_000_000_000));
-        assert!(parse_ts(&json!(i64::MAX), Precision::Milliseconds).is_err());
-        assert!(parse_ts(&json!(1.5), Precision::Milliseconds).is_err());
-        assert!(parse_ts(&json!("yesterday"), Precision::Milliseconds).is_err());
+        let ts = |v: serde_json::Value| serde_json::from_value::<TsIn>(v).unwrap();
+        assert_eq!(parse_ts(&ts(json!(1_730_000_000_000i64)), Precision::Milliseconds), Ok(1_730_000_000_000_000_000));
+        assert_eq!(parse_ts(&ts(json!(1_730_000_000)), Precision::Seconds), Ok(1_730_000_000_000_000_000));
+        assert_eq!(parse_ts(&ts(json!(-5)), Precision::Nanoseconds), Ok(-5));
+        assert_eq!(parse_ts(&ts(json!("1970-01-01T00:00:01.5Z")), Precision::Seconds), Ok(1_500_000_000));
+        assert_eq!(parse_ts(&ts(json!("1969-12-31T23:59:59Z")), Precision::Seconds), Ok(-1_000_000_000));
+        assert!(parse_ts(&ts(json!(i64::MAX)), Precision::Milliseconds).is_err());
+        assert!(serde_json::from_value::<TsIn>(json!(1.5)).is_err());
+        assert!(parse_ts(&ts(json!("yesterday")), Precision::Milliseconds).is_err());
         assert_eq!(parse_bound("from", "1000").ok(), Some(1_000_000_000));
         assert_eq!(parse_bound("from", "1970-01-01T00:00:01Z").ok(), Some(1_000_000_000));
         assert!(parse_bound("from", "soon").is_err());
@@ -139,8 +147,9 @@ mod tests {
 
     #[test]
     fn buckets_floor_before_the_epoch() {
-        assert_eq!(bucket_start(59_999, 60_000), 0);
-        assert_eq!(bucket_start(60_000, 60_000), 60_000);
-        assert_eq!(bucket_start(-1, 60_000), -60_000);
+        assert_eq!(bucket_of(59_999, 60_000), 0);
+        assert_eq!(bucket_of(60_000, 60_000), 1);
+        assert_eq!(bucket_of(-1, 60_000), -1);
+        assert_eq!(bucket_of(i64::MIN, 7), i64::MIN.div_euclid(7));
     }
 }

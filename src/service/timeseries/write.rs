@@ -96,8 +96,8 @@ pub struct PointIn {
     #[schema(example = "server1")]
     pub entity: String,
     /// milliseconds since the epoch (or the unit of `?precision=`), or an RFC 3339 time
-    #[schema(value_type = Object, example = 1730000000000i64)]
-    pub ts: serde_json::Value,
+    #[schema(example = 1730000000000i64)]
+    pub ts: super::time::TsIn,
     /// the value (a finite number)
     pub value: f64,
     /// tags stored with the point and returned with it
