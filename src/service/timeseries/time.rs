@@ -54,12 +54,31 @@ impl Precision {
 
 /// A point's time as a JSON body gives it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(untagged)]
+#[serde(untagged, try_from = "serde_json::Value")]
 pub enum TsIn {
     /// an integer in the request's precision (milliseconds by default)
     Int(i64),
     /// an RFC 3339 time, e.g. `2026-11-21T10:00:00Z`
     Text(String),
+}
+
+impl TryFrom<serde_json::Value> for TsIn {
+    type Error = String;
+
+    /// An integer as JSON Schema counts one: `1588868820.0` is the integer 1588868820.
+    fn try_from(value: serde_json::Value) -> std::result::Result<TsIn, String> {
+        match value {
+            serde_json::Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => Ok(TsIn::Int(i)),
+                (None, Some(f)) if f.fract() == 0.0 && f >= -(2f64.powi(63)) && f < 2f64.powi(63) => {
+                    Ok(TsIn::Int(f as i64))
+                }
+                _ => Err(format!("ts {n} is not an integer within i64")),
+            },
+            serde_json::Value::String(s) => Ok(TsIn::Text(s)),
+            other => Err(format!("ts must be an integer or an RFC 3339 string, not {other}")),
+        }
+    }
 }
 
 /// A point's time as given, in nanoseconds.
@@ -132,6 +151,8 @@ mod tests {
         assert_eq!(parse_ts(&ts(json!("1969-12-31T23:59:59Z")), Precision::Seconds), Ok(-1_000_000_000));
         assert!(parse_ts(&ts(json!(i64::MAX)), Precision::Milliseconds).is_err());
         assert!(serde_json::from_value::<TsIn>(json!(1.5)).is_err());
+        assert_eq!(ts(json!(1588868820.0)), TsIn::Int(1588868820));
+        assert!(serde_json::from_value::<TsIn>(json!(1e300)).is_err());
         assert!(parse_ts(&ts(json!("yesterday")), Precision::Milliseconds).is_err());
         assert_eq!(parse_bound("from", "1000").ok(), Some(1_000_000_000));
         assert_eq!(parse_bound("from", "1970-01-01T00:00:01Z").ok(), Some(1_000_000_000));
