@@ -18,7 +18,7 @@ use support::{BoxError, client, percentile, start_server};
 
 const BODY_POINTS: usize = 5_000;
 const HOSTS: usize = 100;
-/// 2026-11-21T00:00:00Z in ms
+/// 2025-11-21T00:00:00Z in ms
 const DAY_START_MS: i64 = 1_763_683_200_000;
 
 fn env_or(name: &str, default: usize) -> usize {
