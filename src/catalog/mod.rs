@@ -117,7 +117,13 @@ impl Catalog {
         let view = store.snapshot();
         let mut defs = Defs::default();
         let mut names = Vec::new();
-        for item in view.scan(Space::Meta, KeyRange::Prefix(Vec::new()), false) {
+        // Only the kinds the catalog holds: the per-table counts and the per-series records of time
+        // series (one key per series, possibly millions) are read where they are needed.
+        let kinds = ["dropping", "field", "index", "index_dropping", "metric", "table"];
+        let items = kinds
+            .into_iter()
+            .flat_map(|kind| view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix(kind)), false));
+        for item in items {
             let (key, value) = item?;
             match MetaKey::decode(&key).map_err(|e| corrupt(&key, e))? {
                 MetaKey::Table(name) => {

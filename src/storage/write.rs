@@ -156,17 +156,6 @@ impl<'c> WriteTx<'c> {
         .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
     }
 
-    /// Committed key-value pairs in `range`, in reverse key order (not this write's staged keys).
-    pub fn scan_rev(&self, space: Space, range: KeyRange) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
-        let ks = &self.committer.spaces[space as usize];
-        match range {
-            KeyRange::Prefix(p) => ks.prefix(p),
-            KeyRange::Between(lo, hi) => ks.range((lo, hi)),
-        }
-        .rev()
-        .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
-    }
-
     /// The key-value pairs under `prefix` as this write sees them: the committed ones with this
     /// write's own staged puts and deletes laid over them, in key order; at most `limit`.
     pub fn scan_current(&self, space: Space, prefix: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

@@ -2,11 +2,10 @@
 //! scanned in time order, so its buckets close one after another; several series (no entity
 //! given) are merged bucket by bucket. Empty buckets are omitted.
 
-use super::read::{Window, decode_value, entities};
-use super::stats::SeriesStats;
+use super::read::{Window, decode_value};
 use super::stats::corrupt;
+use super::stats::{self, SeriesStats};
 use super::time::{NS_PER_MS, bucket_of, duration_param};
-use crate::keys::MetaKey;
 use crate::keys::TsKey;
 use crate::service::stop::Stop;
 use crate::service::{Db, Result, ServiceError};
@@ -122,6 +121,21 @@ impl Acc {
         }
     }
 
+    /// Adds another series' aggregate of the same bucket, with the tie rules of [`Acc::add`]
+    /// (`other` is of a later series).
+    fn merge(&mut self, other: Acc) {
+        self.count += other.count;
+        self.sum += other.sum;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        if other.first.0 < self.first.0 {
+            self.first = other.first;
+        }
+        if other.last.0 >= self.last.0 {
+            self.last = other.last;
+        }
+    }
+
     fn value(&self, func: AggregateFn) -> f64 {
         match func {
             AggregateFn::Avg => self.sum / self.count as f64,
@@ -140,22 +154,18 @@ const PARALLEL_MIN_POINTS: u64 = 100_000;
 
 /// Where to split a long series' window in two for a parallel scan: a bucket boundary near the
 /// middle of the points' span within the window (None for a short series, or no boundary inside).
-fn split_point(view: &ReadView, metric: &str, entity: &str, window: Window, step: i64) -> Result<Option<i64>> {
-    let Some(stats) = view.get(Space::Meta, &MetaKey::Series(metric.into(), entity.into()).encode())? else {
-        return Ok(None);
-    };
-    let stats = SeriesStats::decode(&stats)?;
+fn split_point(stats: &SeriesStats, window: Window, step: i64) -> Option<i64> {
     if stats.count < PARALLEL_MIN_POINTS {
-        return Ok(None);
+        return None;
     }
     let lo = window.from.map_or(stats.first, |f| f.max(stats.first));
     let hi = window.to.map_or(stats.last, |t| t.min(stats.last));
     if hi <= lo {
-        return Ok(None);
+        return None;
     }
     let middle = (i128::from(lo) + i128::from(hi)) / 2;
     let mid = middle.div_euclid(i128::from(step)) * i128::from(step);
-    Ok(i64::try_from(mid).ok().filter(|m| *m > lo && *m < hi))
+    i64::try_from(mid).ok().filter(|m| *m > lo && *m < hi)
 }
 
 /// The buckets of one series within `window` by number, closed in time order (at most `limit`).
@@ -208,18 +218,19 @@ impl Db {
         let (stop, _abandon) = self.request_stop();
         self.read(move |db| {
             let view = db.store.snapshot();
-            let entities = entities(&view, &metric, req.entity.as_deref(), &stop)?;
+            let bucket = |n: i64, a: &Acc| Bucket { ts: n.saturating_mul(step_ms), value: a.value(req.func) };
+            let entities = stats::records(&view, &metric, req.entity.as_deref(), &stop)?;
             let mut merged: BTreeMap<i64, Acc> = BTreeMap::new();
             let mut series = Vec::new();
             // buckets of the series answered so far (group_by=entity)
             let mut total = 0usize;
-            for entity in &entities {
+            for (entity, record) in &entities {
                 if window.is_empty() {
                     break;
                 }
                 let prefix = TsKey::series_prefix(&metric, entity);
                 let limit = MAX_BUCKETS - total;
-                let own = match split_point(&view, &metric, entity, window, step_ns)? {
+                let own = match split_point(record, window, step_ns) {
                     // two halves of a long series on two threads; no bucket straddles the split
                     Some(mid) => {
                         let (early, late) = (Window { to: Some(mid), ..window }, Window { from: Some(mid), ..window });
@@ -242,44 +253,22 @@ impl Db {
                 if req.group_by_entity {
                     total += own.len();
                     if !own.is_empty() {
-                        let buckets = own
-                            .iter()
-                            .map(|(n, a)| Bucket { ts: n.saturating_mul(step_ms), value: a.value(req.func) })
-                            .collect();
+                        let buckets = own.iter().map(|(n, a)| bucket(*n, a)).collect();
                         series.push(SeriesBuckets { entity: entity.clone(), buckets });
                     }
-                } else if entities.len() == 1 {
-                    merged.extend(own);
                 } else {
-                    for (start, acc) in own {
-                        merged
-                            .entry(start)
-                            .and_modify(|m| {
-                                m.count += acc.count;
-                                m.sum += acc.sum;
-                                m.min = m.min.min(acc.min);
-                                m.max = m.max.max(acc.max);
-                                if acc.first.0 < m.first.0 {
-                                    m.first = acc.first;
-                                }
-                                if acc.last.0 >= m.last.0 {
-                                    m.last = acc.last;
-                                }
-                            })
-                            .or_insert(acc);
-                        if merged.len() > MAX_BUCKETS {
-                            return Err(too_many());
-                        }
+                    for (n, acc) in own {
+                        merged.entry(n).and_modify(|m| m.merge(acc)).or_insert(acc);
+                    }
+                    if merged.len() > MAX_BUCKETS {
+                        return Err(too_many());
                     }
                 }
             }
             if req.group_by_entity {
                 return Ok(AggregateResponse::Series { series });
             }
-            let buckets = merged
-                .into_iter()
-                .map(|(n, a)| Bucket { ts: n.saturating_mul(step_ms), value: a.value(req.func) })
-                .collect();
+            let buckets = merged.iter().map(|(n, a)| bucket(*n, a)).collect();
             Ok(AggregateResponse::Buckets { buckets })
         })
         .await

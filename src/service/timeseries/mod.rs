@@ -19,9 +19,7 @@ pub use time::Precision;
 pub use write::{PointIn, WritePoints, WriteReport};
 
 use crate::catalog::MetricConfig;
-use crate::keys::MetaKey;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, Space};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -97,28 +95,15 @@ impl Db {
             let view = db.store.snapshot();
             let mut metrics = Vec::new();
             for config in db.catalog.metrics() {
-                let mut info = MetricInfo {
+                let series = stats::records(&view, &config.name, None, &stop)?;
+                metrics.push(MetricInfo {
                     name: config.name.clone(),
-                    points: 0,
-                    series: 0,
-                    first: None,
-                    last: None,
+                    points: series.iter().map(|(_, s)| s.count).sum(),
+                    series: series.len() as u64,
+                    first: series.iter().map(|(_, s)| s.first).min().map(read::ms_of),
+                    last: series.iter().map(|(_, s)| s.last).max().map(read::ms_of),
                     retention: Retention::of(&config),
-                };
-                let prefix = MetaKey::series_of(&config.name);
-                for item in crate::service::stop::Watched::new(
-                    view.scan(Space::Meta, KeyRange::Prefix(prefix), false).map(|r| r.map_err(ServiceError::from)),
-                    &stop,
-                ) {
-                    let s = stats::SeriesStats::decode(&item?.1)?;
-                    info.points += s.count;
-                    info.series += 1;
-                    info.first = Some(info.first.map_or(s.first, |f| f.min(s.first)));
-                    info.last = Some(info.last.map_or(s.last, |l| l.max(s.last)));
-                }
-                info.first = info.first.map(read::ms_of);
-                info.last = info.last.map(read::ms_of);
-                metrics.push(info);
+                });
             }
             metrics.sort_by(|a, b| a.name.cmp(&b.name));
             Ok(MetricList { metrics })

@@ -1,13 +1,13 @@
 //! Reading points: series by series (one entity, or every entity of the metric in name order),
 //! each a key-range scan of `[from, to)`, a page at a time with a cursor.
 
-use super::stats::corrupt;
+use super::stats::{self, corrupt};
 use super::time::{NS_PER_MS, Precision, parse_bound};
-use crate::keys::{MetaKey, TsKey, prefix_successor};
+use crate::keys::{TsKey, prefix_successor};
 use crate::service::cursor::{self, Binding};
-use crate::service::stop::{Stop, Watched};
+use crate::service::stop::Watched;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, ReadView, Space};
+use crate::storage::{KeyRange, Space};
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -104,23 +104,6 @@ impl Window {
     }
 }
 
-/// The entities of `metric` (or just `entity`), in name order.
-pub(crate) fn entities(view: &ReadView, metric: &str, entity: Option<&str>, stop: &Stop) -> Result<Vec<String>> {
-    if let Some(e) = entity {
-        return Ok(vec![e.to_owned()]);
-    }
-    let mut out = Vec::new();
-    let scan = view.scan(Space::Meta, KeyRange::Prefix(MetaKey::series_of(metric)), false);
-    for item in Watched::new(scan.map(|r| r.map_err(ServiceError::from)), stop) {
-        let (key, _) = item?;
-        match MetaKey::decode(&key) {
-            Ok(MetaKey::Series(_, e)) => out.push(e.into_owned()),
-            _ => return Err(ServiceError::Internal("a series record key does not decode".into())),
-        }
-    }
-    Ok(out)
-}
-
 /// The value and tags of a stored point.
 pub(crate) fn decode_value(value: &[u8]) -> Result<(f64, &[u8])> {
     let (head, tags) =
@@ -171,7 +154,8 @@ impl Db {
                 None => None,
             };
             let view = db.store.snapshot();
-            let mut entities = entities(&view, &metric, req.entity.as_deref(), &stop)?;
+            let mut entities: Vec<String> =
+                stats::records(&view, &metric, req.entity.as_deref(), &stop)?.into_iter().map(|(e, _)| e).collect();
             let desc = req.order == Order::Desc;
             if desc {
                 entities.reverse();

@@ -5,7 +5,8 @@
 
 use super::stats::{self, SeriesStats};
 use super::time::NS_PER_MS;
-use crate::keys::{MetaKey, TsKey, prefix_successor};
+use crate::keys::{TsKey, prefix_successor};
+use crate::service::stop::Stop;
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, Space, WriteTx};
 use std::ops::Bound;
@@ -31,8 +32,9 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
         return Ok(0);
     }
     let before = stats::read(tx, metric, entity)?;
-    let after = stats::span_after_removal(tx, &prefix, &removed, before)?;
     let n = removed.len();
+    let last_removed = removed.last().map_or(&[][..], Vec::as_slice);
+    let after = stats::after_removing_head(tx, &prefix, last_removed, n, before)?;
     for key in removed {
         tx.delete(Space::Ts, key);
     }
@@ -82,19 +84,8 @@ impl Db {
 
     /// The series of a metric with their records, as committed now.
     async fn series_of(self: &Arc<Self>, metric: &str) -> Result<Vec<(String, SeriesStats)>> {
-        let prefix = MetaKey::series_of(metric);
-        self.read(move |db| {
-            let mut out = Vec::new();
-            for item in db.store.snapshot().scan(Space::Meta, KeyRange::Prefix(prefix), false) {
-                let (key, value) = item?;
-                let Ok(MetaKey::Series(_, entity)) = MetaKey::decode(&key) else {
-                    return Err(ServiceError::Internal("a series record key does not decode".into()));
-                };
-                out.push((entity.into_owned(), SeriesStats::decode(&value)?));
-            }
-            Ok(out)
-        })
-        .await
+        let metric = metric.to_owned();
+        self.read(move |db| stats::records(&db.store.snapshot(), &metric, None, &Stop::default())).await
     }
 
     /// One run of the retention task at `now_ns`: removes every point older than its metric's

@@ -4,8 +4,9 @@
 //! (the usual append) knows they are new without looking them up.
 
 use crate::keys::{MetaKey, TsKey};
+use crate::service::stop::{Stop, Watched};
 use crate::service::{Result, ServiceError};
-use crate::storage::{KeyRange, Space, WriteTx};
+use crate::storage::{KeyRange, ReadView, Space, WriteTx};
 use std::ops::Bound;
 
 /// Count, first and last timestamp (ns) of one series; count 0 means no record.
@@ -72,41 +73,53 @@ pub(crate) fn stage(tx: &mut WriteTx<'_>, metric: &str, entity: &str, stats: Ser
     }
 }
 
-/// After points of a series were removed (committed state plus nothing staged in `ts:` for it):
-/// first and last read back from the remaining points.
-pub(crate) fn span_after_removal(
+/// The record after the write removes the series' first `removed` points, the last of them
+/// `last_removed` (removal always takes a series from its start): the count drops, the last time
+/// stays, and the first is the time of the next committed point.
+pub(crate) fn after_removing_head(
     tx: &WriteTx<'_>,
     prefix: &[u8],
-    removed: &[Vec<u8>],
-    mut stats: SeriesStats,
+    last_removed: &[u8],
+    removed: usize,
+    stats: SeriesStats,
 ) -> Result<SeriesStats> {
-    stats.count = stats.count.saturating_sub(removed.len() as u64);
-    if stats.count == 0 {
+    let count = stats.count.saturating_sub(removed as u64);
+    if count == 0 {
         return Ok(SeriesStats::default());
     }
-    let gone = |k: &[u8]| removed.binary_search_by(|r| r.as_slice().cmp(k)).is_ok();
     let upper = crate::keys::prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    let range = KeyRange::Between(Bound::Included(prefix.to_vec()), upper);
-    let mut keys = tx.scan(Space::Ts, range.clone());
-    let first = loop {
-        match keys.next().transpose()? {
-            Some((k, _)) if gone(&k) => continue,
-            Some((k, _)) => break Some(TsKey::ts_after_prefix(&k, prefix.len()).map_err(corrupt)?),
-            None => break None,
+    let next = tx.scan(Space::Ts, KeyRange::Between(Bound::Excluded(last_removed.to_vec()), upper)).next();
+    match next.transpose()? {
+        Some((k, _)) => {
+            let first = TsKey::ts_after_prefix(&k, prefix.len()).map_err(corrupt)?;
+            Ok(SeriesStats { count, first, last: stats.last })
         }
-    };
-    let mut back = tx.scan_rev(Space::Ts, range);
-    let last = loop {
-        match back.next().transpose()? {
-            Some((k, _)) if gone(&k) => continue,
-            Some((k, _)) => break Some(TsKey::ts_after_prefix(&k, prefix.len()).map_err(corrupt)?),
-            None => break None,
-        }
-    };
-    match (first, last) {
-        (Some(first), Some(last)) => Ok(SeriesStats { count: stats.count, first, last }),
-        _ => Ok(SeriesStats::default()),
+        None => Ok(SeriesStats::default()),
     }
+}
+
+/// The series of `metric` with their records, in entity name order (or just `entity`'s, if it
+/// has one).
+pub(crate) fn records(
+    view: &ReadView,
+    metric: &str,
+    entity: Option<&str>,
+    stop: &Stop,
+) -> Result<Vec<(String, SeriesStats)>> {
+    if let Some(e) = entity {
+        let record = view.get(Space::Meta, &MetaKey::Series(metric.into(), e.into()).encode())?;
+        return record.map(|r| Ok(vec![(e.to_owned(), SeriesStats::decode(&r)?)])).unwrap_or(Ok(Vec::new()));
+    }
+    let mut out = Vec::new();
+    let scan = view.scan(Space::Meta, KeyRange::Prefix(MetaKey::series_of(metric)), false);
+    for item in Watched::new(scan.map(|r| r.map_err(ServiceError::from)), stop) {
+        let (key, value) = item?;
+        match MetaKey::decode(&key) {
+            Ok(MetaKey::Series(_, e)) => out.push((e.into_owned(), SeriesStats::decode(&value)?)),
+            _ => return Err(ServiceError::Internal("a series record key does not decode".into())),
+        }
+    }
+    Ok(out)
 }
 
 /// A stored `ts:` key that does not decode.
