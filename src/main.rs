@@ -1,4 +1,4 @@
-//! The `mosaicdb` binary: serve (default), openapi, inspect.
+//! The `mosaicdb` binary: serve (default), health, openapi, check, inspect.
 
 use clap::{Args, Parser, Subcommand};
 use mosaicdb::api::HttpLimits;
@@ -29,6 +29,16 @@ struct Cli {
 enum Command {
     /// Serve the HTTP API (the default).
     Serve(ServeArgs),
+    /// Ask a running server whether it is alive: exit 0 when `GET /health` answers 200 within
+    /// --timeout-secs, 1 otherwise (a container health check that needs no shell tools).
+    Health {
+        /// the server's address; an unspecified one (0.0.0.0, [::]) means this machine
+        #[arg(long, env = "MOSAIC_ADDR", default_value = "127.0.0.1:8080")]
+        addr: SocketAddr,
+        /// seconds to wait for the answer
+        #[arg(long, default_value_t = 3)]
+        timeout_secs: u64,
+    },
     /// Print the OpenAPI document.
     Openapi,
     /// Check index and document consistency of a data directory (the server must not be running).
@@ -135,6 +145,7 @@ fn main() -> ExitCode {
             }
         }
         Some(Command::Check { data_dir }) => check(data_dir),
+        Some(Command::Health { addr, timeout_secs }) => health(addr, Duration::from_secs(timeout_secs.max(1))),
         Some(Command::Serve(args)) => serve(&args),
         None => serve(&cli.serve),
     }
@@ -170,6 +181,29 @@ fn check(data_dir: PathBuf) -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
             if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
         }
+        Err(e) => fail(e),
+    }
+}
+
+fn health(mut addr: SocketAddr, timeout: Duration) -> ExitCode {
+    if addr.ip().is_unspecified() {
+        addr.set_ip(if addr.is_ipv4() { [127, 0, 0, 1].into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    let url = format!("http://{addr}/health");
+    let answer = runtime.block_on(mosaicdb::tools::client::send(
+        axum::http::Method::GET,
+        &url,
+        None,
+        Default::default(),
+        timeout,
+    ));
+    match answer {
+        Ok(response) if response.status().is_success() => ExitCode::SUCCESS,
+        Ok(response) => fail(format!("{url} answered {}", response.status())),
         Err(e) => fail(e),
     }
 }

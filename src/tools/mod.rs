@@ -1,4 +1,7 @@
-//! Command-line tools that work on a data directory directly (the server must not be running).
+//! Command-line tools: those that work on a data directory directly (the server must not be
+//! running) and the client of those that talk to a running server.
+
+pub mod client;
 
 mod inspect;
 
