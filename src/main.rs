@@ -153,7 +153,9 @@ fn main() -> ExitCode {
 
 fn serve(args: &ServeArgs) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    // colours only on a terminal: a container's log collector gets plain text
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return fail(e),

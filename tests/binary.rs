@@ -1,5 +1,5 @@
 //! The `mosaicdb` binary end to end: flags and env vars, SIGTERM shutdown with exit 0, the
-//! `openapi`, `inspect` and `check` commands.
+//! `health`, `openapi`, `inspect` and `check` commands.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -37,6 +37,9 @@ async fn serves_until_sigterm_then_exits_cleanly() {
     let r =
         client.put(format!("{base}/v1/tables/t/documents/a")).json(&serde_json::json!({"x": 1})).send().await.unwrap();
     assert_eq!(r.status(), 201);
+    // the container health check: an unspecified address means this machine
+    let health = Command::new(BIN).arg("health").env("MOSAIC_ADDR", format!("0.0.0.0:{port}")).output().unwrap();
+    assert!(health.status.success(), "{}", String::from_utf8_lossy(&health.stderr));
 
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
@@ -51,6 +54,10 @@ async fn serves_until_sigterm_then_exits_cleanly() {
     assert!(exit.success(), "exit status {exit:?}");
     let logs: Vec<String> = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok).collect();
     assert!(logs.iter().any(|l| l.contains("shutting down")), "{logs:?}");
+    assert!(!logs.iter().any(|l| l.contains('\u{1b}')), "no colour codes when stdout is not a terminal");
+    let health = Command::new(BIN).args(["health", "--addr", &format!("127.0.0.1:{port}")]).output().unwrap();
+    assert_eq!(health.status.code(), Some(1), "a stopped server is not healthy");
+    assert!(String::from_utf8_lossy(&health.stderr).contains("cannot reach"));
 
     let out = Command::new(BIN).args(["inspect", dir.path().to_str().unwrap(), "entity:t"]).output().unwrap();
     assert!(out.status.success());
