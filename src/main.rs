@@ -1,7 +1,9 @@
 //! The `mosaicdb` binary: serve (default), health, openapi, check, inspect.
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Args, Parser, Subcommand};
 use mosaicdb::api::HttpLimits;
+use mosaicdb::api::auth::{Access, ENV_KEYS, KeySet};
 use mosaicdb::background::TaskConfig;
 use mosaicdb::server::{self, ServerConfig};
 use mosaicdb::service::DbOptions;
@@ -94,15 +96,33 @@ struct ServeArgs {
     /// log filter (tracing EnvFilter syntax), e.g. `info` or `mosaicdb=debug,tower_http=debug`
     #[arg(long, env = "MOSAIC_LOG", default_value = "info")]
     log: String,
+    /// API keys: a TOML or JSON file of `keys` entries with `name`, `role` (read, write, admin) and
+    /// `key` or its `sha256`; combined with MOSAIC_API_KEYS (`name:role:key,...`, env only)
+    #[arg(long, env = "MOSAIC_API_KEYS_FILE")]
+    api_keys_file: Option<PathBuf>,
+    /// serve on an address other than loopback although no API keys are configured
+    #[arg(long, env = "MOSAIC_ALLOW_UNAUTHENTICATED", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    allow_unauthenticated: bool,
+    /// GET /metrics answers without an API key (by default it needs the read role)
+    #[arg(long, env = "MOSAIC_METRICS_PUBLIC", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    metrics_public: bool,
 }
 
 impl ServeArgs {
-    fn config(&self) -> ServerConfig {
+    /// The server's configuration; fails on keys that cannot be used (reported before serving).
+    fn config(&self) -> Result<ServerConfig, String> {
+        // MOSAIC_API_KEYS has no flag: a key on a command line shows in `ps`.
+        let env_keys = match std::env::var(ENV_KEYS) {
+            Ok(value) => Some(value),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => return Err(format!("{ENV_KEYS} is not valid UTF-8")),
+        };
+        let keys = KeySet::load(self.api_keys_file.as_deref(), env_keys.as_deref()).map_err(|e| e.to_string())?;
         let mut storage = StorageConfig::new(&self.data_dir);
         storage.durability = self.durability;
         storage.cache_bytes = self.cache_mb << 20;
         storage.memtable_bytes = self.memtable_mb.max(1) << 20;
-        ServerConfig {
+        Ok(ServerConfig {
             addr: self.addr,
             storage,
             limits: HttpLimits {
@@ -112,7 +132,12 @@ impl ServeArgs {
             },
             options: DbOptions { scan_threshold: self.scan_threshold, ..DbOptions::default() },
             tasks: TaskConfig { ttl_interval: self.ttl_interval, retention_interval: self.retention_interval },
-        }
+            access: Access {
+                keys,
+                metrics_public: self.metrics_public,
+                allow_unauthenticated: self.allow_unauthenticated,
+            },
+        })
     }
 }
 
@@ -160,7 +185,11 @@ fn serve(args: &ServeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
-    match runtime.block_on(server::run(args.config())) {
+    let config = match args.config() {
+        Ok(config) => config,
+        Err(e) => return fail(e),
+    };
+    match runtime.block_on(server::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
     }

@@ -2,6 +2,7 @@
 
 mod conn;
 
+use crate::api::auth::Access;
 use crate::api::{self, HttpLimits};
 use crate::background::{Scheduler, TaskConfig};
 use crate::service::{Db, DbOptions, ServiceError};
@@ -23,6 +24,8 @@ pub struct ServerConfig {
     pub options: DbOptions,
     /// intervals of the periodic background tasks
     pub tasks: TaskConfig,
+    /// API keys and the rules around them (default: no keys, loopback only)
+    pub access: Access,
 }
 
 impl ServerConfig {
@@ -38,6 +41,7 @@ impl ServerConfig {
             },
             options: DbOptions::default(),
             tasks: TaskConfig::default(),
+            access: Access::default(),
         }
     }
 }
@@ -51,6 +55,9 @@ pub enum ServerError {
     /// the address could not be bound, or serving failed
     #[error("network error: {0}")]
     Io(#[from] std::io::Error),
+    /// a non-loopback address with no API keys, not explicitly allowed
+    #[error("{0}")]
+    Unprotected(String),
 }
 
 /// A running server (tests and benches start it in-process).
@@ -63,6 +70,7 @@ pub struct Server {
 impl Server {
     /// Opens the store and starts serving; returns once the socket listens.
     pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
+        config.access.check_exposure(config.addr).map_err(ServerError::Unprotected)?;
         let (stop, stopped) = oneshot::channel::<()>();
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
@@ -70,7 +78,8 @@ impl Server {
         let options =
             DbOptions { query_timeout: config.options.query_timeout.or(Some(config.limits.timeout)), ..config.options };
         let db = Db::open(config.storage, options)?;
-        let app = api::app(db.clone(), config.limits);
+        let app = api::app(db.clone(), config.limits, &config.access);
+        tracing::info!("{}", config.access.describe());
         let scheduler = Scheduler::start(db.clone(), config.tasks);
         let done = tokio::spawn(async move {
             accept_until(listener, app, stopped).await;

@@ -1,5 +1,6 @@
 //! The `mosaicdb` binary end to end: flags and env vars, SIGTERM shutdown with exit 0, the
-//! `health`, `openapi`, `inspect` and `check` commands.
+//! `health`, `openapi`, `inspect` and `check` commands, and the refusal to serve a public address
+//! without API keys.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -78,4 +79,97 @@ fn prints_the_openapi_document_and_rejects_bad_flags() {
     let out = Command::new(BIN).args(["--durability", "sometimes"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("durability must be sync or buffered"));
+}
+
+/// Serving on an address other than loopback needs API keys, or `--allow-unauthenticated`.
+#[test]
+fn refuses_to_serve_a_public_address_without_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("db");
+    let out = Command::new(BIN)
+        .args(["--addr", &format!("0.0.0.0:{}", free_port()), "--data-dir", data.to_str().unwrap()])
+        .env_remove("MOSAIC_API_KEYS")
+        .env_remove("MOSAIC_API_KEYS_FILE")
+        .env_remove("MOSAIC_ALLOW_UNAUTHENTICATED")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in ["without authentication", "--allow-unauthenticated", "MOSAIC_API_KEYS", "--api-keys-file"] {
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    }
+    assert!(!data.exists(), "the data directory was opened before the refusal");
+
+    // a weak key is refused by name, never shown
+    let out = Command::new(BIN)
+        .args(["--data-dir", data.to_str().unwrap()])
+        .env("MOSAIC_API_KEYS", "ci:admin:tooshort123")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("weak key") && stderr.contains("\"ci\""), "{stderr}");
+    assert!(!stderr.contains("tooshort123"), "{stderr}");
+}
+
+/// Starts the binary on 0.0.0.0 with `args` and `envs`, waits for /health over loopback, and
+/// hands back the child and its base URL.
+async fn start_public(args: &[&str], envs: &[(&str, &str)]) -> (std::process::Child, String) {
+    let port = free_port();
+    let mut command = Command::new(BIN);
+    command
+        .args(["--addr", &format!("0.0.0.0:{port}"), "--durability", "buffered"])
+        .args(args)
+        .env_remove("MOSAIC_API_KEYS")
+        .env_remove("MOSAIC_API_KEYS_FILE")
+        .env_remove("MOSAIC_ALLOW_UNAUTHENTICATED")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in envs {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("{base}/health")).await.is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            panic!("the server exited with {status}: {stderr}");
+        }
+        assert!(Instant::now() < deadline, "the server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, base)
+}
+
+/// SIGTERM, wait for a clean exit, and the log it wrote.
+fn stop(mut child: std::process::Child) -> String {
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let mut log = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut log).unwrap();
+    log
+}
+
+#[tokio::test]
+async fn serves_a_public_address_with_keys_or_when_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("db");
+    let client = reqwest::Client::new();
+
+    let (child, base) = start_public(&["--data-dir", data.to_str().unwrap(), "--allow-unauthenticated"], &[]).await;
+    assert_eq!(client.get(format!("{base}/v1/tables")).send().await.unwrap().status(), 200);
+    assert!(stop(child).contains("authentication off"));
+
+    let key = "a-key-of-twenty-characters";
+    let keys = format!("ci:admin:{key}");
+    let (child, base) = start_public(&["--data-dir", data.to_str().unwrap()], &[("MOSAIC_API_KEYS", &keys)]).await;
+    assert_eq!(client.get(format!("{base}/v1/tables")).send().await.unwrap().status(), 401);
+    let r = client.get(format!("{base}/v1/tables")).bearer_auth(key).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let log = stop(child);
+    assert!(log.contains("authentication on: 1 API key(s): 0 read, 0 write, 1 admin"), "{log}");
+    assert!(!log.contains(key), "the key is in the log: {log}");
 }

@@ -2,6 +2,7 @@
 //! Handlers are thin: extract, call one service function, map the result.
 
 mod admin;
+pub mod auth;
 mod batch;
 mod documents;
 mod error;
@@ -97,11 +98,12 @@ fn routes() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = routes().merge(documents::import_router()).into_openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    auth::document(&mut doc);
     doc
 }
 
-/// The whole application, ready to serve.
-pub fn app(db: Arc<Db>, limits: HttpLimits) -> Router {
+/// The whole application, ready to serve; `access` holds the API keys (none: no authentication).
+pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
     let import = crate::service::ImportLimits {
         max_line: limits.max_body_bytes,
         window: limits.timeout,
@@ -113,17 +115,23 @@ pub fn app(db: Arc<Db>, limits: HttpLimits) -> Router {
     let timed = timed
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.timeout))
         .layer(axum::middleware::from_fn_with_state(limits.max_body_bytes, extract::refuse_oversized));
-    Router::new()
-        .merge(timed)
-        .merge(import)
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi()))
+    let swagger = SwaggerUi::new("/docs")
+        .url("/openapi.json", openapi())
+        .config(utoipa_swagger_ui::Config::default().persist_authorization(true));
+    let mut router = Router::new().merge(timed).merge(import).merge(swagger);
+    // Last, over every route merged above: a route layer runs once the route is matched (its
+    // template known) and before the handler reads the body. Without keys it is not there at all.
+    if let Some(guard) = auth::Guard::new(access) {
+        router = router.route_layer(axum::middleware::from_fn_with_state(guard, auth::authorize));
+    }
+    router
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(RequestDecompressionLayer::new())
         // Small bodies (a document, a status) cost more to deflate than they save on the wire.
         .layer(CompressionLayer::new().compress_when(SizeAbove::new(1024).and(NotForContentType::SSE)))
         .layer(axum::middleware::map_response(error::problem_for_bare_errors))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().on_body_chunk(()).on_eos(()))
+        .layer(TraceLayer::new_for_http().make_span_with(auth::request_span).on_body_chunk(()).on_eos(()))
         .layer(SetRequestIdLayer::x_request_id(SequentialRequestId::new()))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .with_state(state)

@@ -9,7 +9,10 @@ use serde_json::Value;
 
 pub struct TestServer {
     server: Option<Server>,
+    /// sends the admin key on a server started with keys
     pub client: reqwest::Client,
+    /// sends no key
+    pub anon: reqwest::Client,
     pub base: String,
     pub dir: tempfile::TempDir,
 }
@@ -51,9 +54,53 @@ impl TestServer {
         config.storage.durability = Durability::Buffered;
         config.storage.cache_bytes = 16 << 20;
         configure(&mut config);
+        let keyed = config.access.keys.verify(ADMIN_KEY.as_bytes()).is_some();
         let server = Server::start(config).await.unwrap();
         let base = format!("http://{}", server.addr());
-        TestServer { server: Some(server), client: reqwest::Client::new(), base, dir }
+        let anon = reqwest::Client::new();
+        let client = if keyed {
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert("authorization", bearer(ADMIN_KEY).parse().unwrap());
+            reqwest::Client::builder().default_headers(headers).build().unwrap()
+        } else {
+            anon.clone()
+        };
+        TestServer { server: Some(server), client, anon, base, dir }
+    }
+
+    /// A server with the keys of [`KEYS`] (one per role); `client` and the typed helpers send the
+    /// admin key, `anon` and [`TestServer::send_as`] send what they are told.
+    pub async fn start_with_keys(configure: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        Self::start_with(|config| {
+            config.access.keys = mosaicdb::api::auth::KeySet::parse_env(KEYS).unwrap();
+            configure(config)
+        })
+        .await
+    }
+
+    /// Sends a request with `authorization` as the Authorization header (none: no header), and
+    /// `body` as JSON (`Value::String`: as text/plain).
+    pub async fn send_as(
+        &self,
+        authorization: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Reply {
+        let mut req = self.anon.request(method, format!("{}{}", self.base, path));
+        if let Some(value) = authorization {
+            req = req.header("authorization", value);
+        }
+        req = match body {
+            Some(Value::String(text)) => req.header("content-type", "text/plain").body(text.clone()),
+            Some(b) => req.json(b),
+            None => req,
+        };
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.unwrap();
+        Reply { status, headers, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
     }
 
     /// Shuts down gracefully and hands back the data directory.
@@ -138,6 +185,20 @@ impl TestServer {
         let (status, body) = self.post("/v1/tables", serde_json::json!({ "name": name })).await;
         assert_eq!(status, 201, "{body}");
     }
+}
+
+/// A key of each role, as `MOSAIC_API_KEYS` takes them ([`TestServer::start_with_keys`]).
+pub const READ_KEY: &str = "test-read-key-0123456789";
+/// the write role's
+pub const WRITE_KEY: &str = "test-write-key-0123456789";
+/// the admin role's
+pub const ADMIN_KEY: &str = "test-admin-key-0123456789";
+pub const KEYS: &str =
+    "reader:read:test-read-key-0123456789,writer:write:test-write-key-0123456789,ops:admin:test-admin-key-0123456789";
+
+/// `Bearer <key>`
+pub fn bearer(key: &str) -> String {
+    format!("Bearer {key}")
 }
 
 /// Percent-encodes a path segment.
