@@ -441,3 +441,50 @@ async fn a_fulltext_build_misses_no_document_rewritten_with_the_same_text() {
     let report = db.check().await.unwrap();
     assert!(report.ok, "{report:?}");
 }
+
+/// The metrics snapshot shows an index build's progress while it runs, then its end.
+#[tokio::test]
+async fn the_metrics_snapshot_follows_an_index_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = six_documents(dir.path(), |i| json!({"n": i})).await;
+    let (mut prepared, go) = hold_backfill(&db);
+    let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Hash, fields: vec!["n".into()], options: None };
+    db.create_index("t".into(), req).await.unwrap();
+    assert_eq!(prepared.recv().await, Some(4));
+    let snapshot = db.metrics_snapshot();
+    let building = IndexFigures {
+        table: "t".into(),
+        name: "by_n".into(),
+        kind: "hash".into(),
+        state: IndexBuild::Building { done: 0, total: 6 },
+    };
+    assert_eq!(snapshot.indexes, vec![building]);
+    assert!(snapshot.jobs_running >= 1, "{snapshot:?}");
+    assert_eq!(snapshot.tables, 1);
+    // six document writes, one table, one index definition so far
+    assert!(snapshot.storage.writes >= 8, "{snapshot:?}");
+    drop(go);
+    assert_eq!(built(&db, "t", "by_n").await.state, IndexState::Ready);
+    assert_eq!(db.metrics_snapshot().indexes[0].state, IndexBuild::Ready);
+}
+
+/// A task's figures add up its runs: errors, items removed and time taken.
+#[tokio::test]
+async fn task_figures_add_up_runs_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.register_task("sweep", "test task", std::time::Duration::from_secs(5));
+    for (removed, error) in [(3, None), (0, Some("disk".to_owned())), (4, None)] {
+        db.task_started("sweep");
+        assert!(db.metrics_snapshot().tasks[0].running);
+        db.task_finished("sweep", removed, error);
+    }
+    let tasks = db.metrics_snapshot().tasks;
+    let [t] = tasks.as_slice() else { panic!("{tasks:?}") };
+    assert_eq!((t.name.as_str(), t.runs, t.errors, t.removed_total, t.running), ("sweep", 3, 1, 7, false));
+    assert_eq!(t.interval, std::time::Duration::from_secs(5));
+    assert!(t.last_duration.is_some_and(|d| d <= t.duration_total), "{t:?}");
+    // the admin view is unchanged by the totals
+    assert_eq!(db.tasks().tasks[0].removed_total, 7);
+    assert_eq!(db.tasks().tasks[0].last_error, None);
+}
