@@ -306,14 +306,14 @@ async fn a_scrape_parses_and_counts_what_the_requests_did() {
     // earlier scrapes count like any request
     assert!(m.requests("GET", "/metrics", "200").is_some_and(|n| n >= 1.0));
 
-    // every acknowledged write (table, 3 documents, index definition, its build) was fsynced
-    // before the next was sent, so each took a group and an fsync of its own
+    // every acknowledged write (table, 3 documents, index definition) was fsynced before the next
+    // was sent, so each took a group and an fsync of its own; every fsynced group wrote
     let (groups, writes, fsyncs) = (
         m.value("mosaicdb_storage_write_groups_total", &[]).unwrap(),
         m.value("mosaicdb_storage_writes_total", &[]).unwrap(),
         m.value("mosaicdb_storage_fsyncs_total", &[]).unwrap(),
     );
-    assert!(fsyncs >= 6.0 && writes >= fsyncs && groups >= fsyncs, "{groups} {writes} {fsyncs}");
+    assert!(fsyncs >= 5.0 && writes >= fsyncs && groups >= fsyncs, "{groups} {writes} {fsyncs}");
     assert!(m.value("mosaicdb_storage_fsync_seconds_total", &[]).is_some_and(|t| t > 0.0));
     for family in FAMILIES {
         assert!(m.value("mosaicdb_storage_disk_bytes", &[("family", family)]).is_some(), "{family}");

@@ -16,17 +16,18 @@ pub(super) struct CommitCounters {
 }
 
 impl CommitCounters {
-    /// A group taken from the queue, in which `writes` write functions committed keys.
-    pub(super) fn group(&self, writes: u64) {
+    /// A group taken from the queue, in which `writes` write functions committed keys, followed
+    /// by an fsync that took `fsync` if there was one. The fsync is counted last (release), and
+    /// [`Inner::stats`] reads it first (acquire), so a reader never sees more fsyncs than groups
+    /// or writes.
+    pub(super) fn group(&self, writes: u64, fsync: Option<Duration>) {
         self.groups.fetch_add(1, Ordering::Relaxed);
         self.writes.fetch_add(writes, Ordering::Relaxed);
-    }
-
-    /// An fsync (successful or not) that took `took`.
-    pub(super) fn fsync(&self, took: Duration) {
-        self.fsyncs.fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
-        self.fsync_nanos.fetch_add(nanos, Ordering::Relaxed);
+        if let Some(took) = fsync {
+            let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+            self.fsync_nanos.fetch_add(nanos, Ordering::Relaxed);
+            self.fsyncs.fetch_add(1, Ordering::Release);
+        }
     }
 }
 
@@ -82,6 +83,7 @@ pub struct FamilyStats {
 impl Inner {
     pub(super) fn stats(&self) -> StoreStats {
         let c = &self.counters;
+        let fsyncs = c.fsyncs.load(Ordering::Acquire);
         let families = Space::ALL
             .iter()
             .map(|&space| {
@@ -105,7 +107,7 @@ impl Inner {
         StoreStats {
             write_groups: c.groups.load(Ordering::Relaxed),
             writes: c.writes.load(Ordering::Relaxed),
-            fsyncs: c.fsyncs.load(Ordering::Relaxed),
+            fsyncs,
             fsync_time: Duration::from_nanos(c.fsync_nanos.load(Ordering::Relaxed)),
             families,
             journal_files: self.db.journal_count() as u64,

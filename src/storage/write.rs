@@ -320,8 +320,14 @@ impl Committer {
             }
             done.push((completion, result));
         }
-        let synced = if committed_any && self.durability == Durability::Sync { self.sync() } else { Ok(()) };
-        self.counters.group(writes);
+        let (synced, fsync_took) = if committed_any && self.durability == Durability::Sync {
+            let started = std::time::Instant::now();
+            (self.sync(), Some(started.elapsed()))
+        } else {
+            (Ok(()), None)
+        };
+        // counted before any write of the group is answered
+        self.counters.group(writes, fsync_took);
         for (completion, result) in done {
             completion(match (result, &synced) {
                 (Ok(()), Err(_)) => Err(StorageError::Poisoned),
@@ -365,14 +371,10 @@ impl Committer {
     }
 
     fn sync(&self) -> Result<()> {
-        let started = std::time::Instant::now();
-        let synced = if self.fail_next_sync.swap(false, Ordering::AcqRel) {
-            Err(self.poison(StorageError::Engine("injected fsync failure".into())))
-        } else {
-            self.db.persist(PersistMode::SyncData).map_err(|e| self.poison(e.into()))
-        };
-        self.counters.fsync(started.elapsed());
-        synced
+        if self.fail_next_sync.swap(false, Ordering::AcqRel) {
+            return Err(self.poison(StorageError::Engine("injected fsync failure".into())));
+        }
+        self.db.persist(PersistMode::SyncData).map_err(|e| self.poison(e.into()))
     }
 
     fn poison(&self, e: StorageError) -> StorageError {
