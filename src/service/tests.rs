@@ -382,19 +382,25 @@ async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
     for i in 0..5 {
         db.put_document("t".into(), format!("d{i}"), object(json!({"n": i})), Preconditions::default()).await.unwrap();
     }
+    // The first chunk, once prepared, waits until the held write below is on the committer, so
+    // the chunk's write is queued after it (the backfill task may run before this test queues
+    // the held write, and under load its chunk could otherwise be prepared and queued first).
+    let (held_tx, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
     let (prepared_tx, mut prepared) = tokio::sync::mpsc::unbounded_channel();
     *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
+        // once the held write has ended, its sender is gone and this returns at once
+        let _ = held.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
         let _ = prepared_tx.send((docs, std::thread::current().name().map(str::to_owned)));
     }));
     let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Hash, fields: vec!["n".into()], options: None };
     db.create_index("t".into(), req).await.unwrap();
 
-    // Queued before the backfill task first runs (this runtime has one thread, and nothing
-    // yields in between), so the chunk's write can only commit after it.
     let (entered_tx, entered) = tokio::sync::oneshot::channel();
     let (release, gate) = std::sync::mpsc::channel::<()>();
     let mut hold = Box::pin(db.store.write(move |_| {
         let _ = entered_tx.send(());
+        let _ = held_tx.send(());
         gate.recv().map_err(|_| StorageError::Aborted)
     }));
     start(&mut hold);
