@@ -23,6 +23,7 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("GET", "/ready", Nothing),
     ("GET", "/ping", Nothing),
     ("GET", "/v1/info", Read),
+    ("GET", "/metrics", Read),
     ("GET", "/v1/tables", Read),
     ("POST", "/v1/tables", Admin),
     ("GET", "/v1/tables/{table}", Read),
@@ -294,6 +295,19 @@ async fn open_routes_and_swagger_ui() {
     assert_eq!(spec["security"], json!([{"bearer": []}]));
     // an unknown route is 404 whoever asks: the document lists the routes anyway
     assert!(s.send_as(None, Method::GET, "/v2/nothing", None).await.is_problem(404, "route_not_found"));
+}
+
+/// `/metrics` needs the read role, unless `--metrics-public` opens it to a scraper without a key.
+#[tokio::test]
+async fn metrics_need_a_read_key_unless_public() {
+    let s = TestServer::start_with_keys(|_| {}).await;
+    assert_eq!(s.send_as(None, Method::GET, "/metrics", None).await.status, 401);
+    let r = s.send_as(Some(&format!("Bearer {}", common::READ_KEY)), Method::GET, "/metrics", None).await;
+    assert_eq!(r.status, 200);
+    let public = TestServer::start_with_keys(|c| c.access.metrics_public = true).await;
+    assert_eq!(public.send_as(None, Method::GET, "/metrics", None).await.status, 200);
+    // only /metrics: everything else still asks
+    assert_eq!(public.send_as(None, Method::GET, "/v1/tables", None).await.status, 401);
 }
 
 /// The 401 comes before the body is read: a body that never ends does not hold it up.

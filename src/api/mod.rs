@@ -9,6 +9,7 @@ mod error;
 mod extract;
 mod graph;
 mod indexes;
+mod metrics;
 mod query;
 mod search;
 mod spec;
@@ -45,6 +46,8 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// what an import must keep to
     pub import: crate::service::ImportLimits,
+    /// this server's metrics (`GET /metrics`)
+    pub(crate) metrics: Arc<metrics::Metrics>,
 }
 
 /// Limits of the HTTP layer.
@@ -83,6 +86,7 @@ struct ApiDoc;
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(system::router())
+        .merge(metrics::router())
         .merge(tables::router())
         .merge(documents::router())
         .merge(indexes::router())
@@ -109,7 +113,9 @@ pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
         window: limits.timeout,
         min_bytes: limits.min_import_bytes,
     };
-    let state = AppState { db, max_body_bytes: limits.max_body_bytes, import };
+    let metrics = Arc::new(metrics::Metrics::new(db.clone()));
+    let record = metrics.layer();
+    let state = AppState { db, max_body_bytes: limits.max_body_bytes, import, metrics };
     let (timed, _) = routes().split_for_parts();
     let (import, _) = documents::import_router().split_for_parts();
     let timed = timed
@@ -134,6 +140,9 @@ pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
         .layer(TraceLayer::new_for_http().make_span_with(auth::request_span).on_body_chunk(()).on_eos(()))
         .layer(SetRequestIdLayer::x_request_id(SequentialRequestId::new()))
         .layer(CatchPanicLayer::custom(error::panic_response))
+        // outermost, so that a request's status is the one the client gets (a panic's 500, a
+        // timeout's 408) and its latency covers every layer
+        .layer(record)
         .with_state(state)
 }
 

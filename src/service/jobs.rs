@@ -42,6 +42,11 @@ impl Db {
         self.jobs.closing.load(Ordering::Acquire)
     }
 
+    /// Background jobs under way.
+    pub(super) fn jobs_running(&self) -> u64 {
+        self.jobs.running.load(Ordering::Acquire) as u64
+    }
+
     /// Runs `job` in a task of its own, counted until it ends (and with it its hold on the
     /// database).
     pub(super) fn spawn_job<F>(&self, job: F) -> JoinHandle<F::Output>

@@ -43,7 +43,41 @@ pub struct TaskList {
 /// The tasks' records.
 #[derive(Default)]
 pub(crate) struct Tasks {
-    list: std::sync::Mutex<Vec<(TaskInfo, Option<Instant>)>>,
+    list: std::sync::Mutex<Vec<Record>>,
+}
+
+/// One task's record: what `GET /v1/admin/tasks` shows, and the totals `GET /metrics` adds.
+struct Record {
+    info: TaskInfo,
+    /// when the run under way started
+    started: Option<Instant>,
+    /// runs that ended with an error
+    errors: u64,
+    /// time taken by every finished run
+    duration_total: Duration,
+    /// how long the last finished run took
+    last_duration: Option<Duration>,
+}
+
+/// A task's figures for `GET /metrics`.
+#[derive(Debug, Clone)]
+pub struct TaskFigures {
+    /// the task's name
+    pub name: String,
+    /// the pause between runs
+    pub interval: Duration,
+    /// true while a run is under way
+    pub running: bool,
+    /// runs finished since the server started
+    pub runs: u64,
+    /// runs that ended with an error
+    pub errors: u64,
+    /// items removed by every run
+    pub removed_total: u64,
+    /// time taken by every finished run
+    pub duration_total: Duration,
+    /// how long the last finished run took
+    pub last_duration: Option<Duration>,
 }
 
 fn now_rfc3339() -> Option<String> {
@@ -51,10 +85,10 @@ fn now_rfc3339() -> Option<String> {
 }
 
 impl Db {
-    fn with_task(&self, name: &str, f: impl FnOnce(&mut TaskInfo, &mut Option<Instant>)) {
+    fn with_task(&self, name: &str, f: impl FnOnce(&mut Record)) {
         let mut list = self.tasks.list.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((info, started)) = list.iter_mut().find(|(t, _)| t.name == name) {
-            f(info, started);
+        if let Some(record) = list.iter_mut().find(|r| r.info.name == name) {
+            f(record);
         }
     }
 
@@ -72,35 +106,58 @@ impl Db {
             removed_total: 0,
             last_error: None,
         };
+        let record = Record { info, started: None, errors: 0, duration_total: Duration::ZERO, last_duration: None };
         let mut list = self.tasks.list.lock().unwrap_or_else(PoisonError::into_inner);
-        list.retain(|(t, _)| t.name != name);
-        list.push((info, None));
+        list.retain(|r| r.info.name != name);
+        list.push(record);
     }
 
     /// A run of `name` starts.
     pub fn task_started(&self, name: &str) {
-        self.with_task(name, |info, started| {
-            info.running = true;
-            info.last_started_at = now_rfc3339();
-            *started = Some(Instant::now());
+        self.with_task(name, |r| {
+            r.info.running = true;
+            r.info.last_started_at = now_rfc3339();
+            r.started = Some(Instant::now());
         });
     }
 
     /// A run of `name` ended, having removed `removed` items, with `error` if it failed.
     pub fn task_finished(&self, name: &str, removed: u64, error: Option<String>) {
-        self.with_task(name, |info, started| {
+        self.with_task(name, |r| {
+            let took = r.started.take().map(|s| s.elapsed());
+            let info = &mut r.info;
             info.running = false;
             info.runs += 1;
-            info.last_duration_ms = started.take().map(|s| u64::try_from(s.elapsed().as_millis()).unwrap_or(u64::MAX));
+            info.last_duration_ms = took.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
             info.last_removed = removed;
             info.removed_total += removed;
+            r.errors += u64::from(error.is_some());
             info.last_error = error;
+            r.last_duration = took;
+            r.duration_total += took.unwrap_or_default();
         });
     }
 
     /// Every periodic task's record.
     pub fn tasks(&self) -> TaskList {
         let list = self.tasks.list.lock().unwrap_or_else(PoisonError::into_inner);
-        TaskList { tasks: list.iter().map(|(t, _)| t.clone()).collect() }
+        TaskList { tasks: list.iter().map(|r| r.info.clone()).collect() }
+    }
+
+    /// Every periodic task's figures, totals included.
+    pub(super) fn task_figures(&self) -> Vec<TaskFigures> {
+        let list = self.tasks.list.lock().unwrap_or_else(PoisonError::into_inner);
+        list.iter()
+            .map(|r| TaskFigures {
+                name: r.info.name.clone(),
+                interval: Duration::from_millis(r.info.interval_ms),
+                running: r.info.running,
+                runs: r.info.runs,
+                errors: r.errors,
+                removed_total: r.info.removed_total,
+                duration_total: r.duration_total,
+                last_duration: r.last_duration,
+            })
+            .collect()
     }
 }

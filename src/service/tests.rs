@@ -382,19 +382,25 @@ async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
     for i in 0..5 {
         db.put_document("t".into(), format!("d{i}"), object(json!({"n": i})), Preconditions::default()).await.unwrap();
     }
+    // The first chunk, once prepared, waits until the held write below is on the committer, so
+    // the chunk's write is queued after it (the backfill task may run before this test queues
+    // the held write, and under load its chunk could otherwise be prepared and queued first).
+    let (held_tx, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
     let (prepared_tx, mut prepared) = tokio::sync::mpsc::unbounded_channel();
     *db.backfill_hook.lock().unwrap() = Some(Arc::new(move |docs| {
+        // once the held write has ended, its sender is gone and this returns at once
+        let _ = held.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
         let _ = prepared_tx.send((docs, std::thread::current().name().map(str::to_owned)));
     }));
     let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Hash, fields: vec!["n".into()], options: None };
     db.create_index("t".into(), req).await.unwrap();
 
-    // Queued before the backfill task first runs (this runtime has one thread, and nothing
-    // yields in between), so the chunk's write can only commit after it.
     let (entered_tx, entered) = tokio::sync::oneshot::channel();
     let (release, gate) = std::sync::mpsc::channel::<()>();
     let mut hold = Box::pin(db.store.write(move |_| {
         let _ = entered_tx.send(());
+        let _ = held_tx.send(());
         gate.recv().map_err(|_| StorageError::Aborted)
     }));
     start(&mut hold);
@@ -440,4 +446,51 @@ async fn a_fulltext_build_misses_no_document_rewritten_with_the_same_text() {
     assert_eq!(found["total"], 6, "{found}");
     let report = db.check().await.unwrap();
     assert!(report.ok, "{report:?}");
+}
+
+/// The metrics snapshot shows an index build's progress while it runs, then its end.
+#[tokio::test]
+async fn the_metrics_snapshot_follows_an_index_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = six_documents(dir.path(), |i| json!({"n": i})).await;
+    let (mut prepared, go) = hold_backfill(&db);
+    let req = CreateIndex { name: "by_n".into(), kind: IndexKind::Hash, fields: vec!["n".into()], options: None };
+    db.create_index("t".into(), req).await.unwrap();
+    assert_eq!(prepared.recv().await, Some(4));
+    let snapshot = db.metrics_snapshot();
+    let building = IndexFigures {
+        table: "t".into(),
+        name: "by_n".into(),
+        kind: "hash".into(),
+        state: IndexBuild::Building { done: 0, total: 6 },
+    };
+    assert_eq!(snapshot.indexes, vec![building]);
+    assert!(snapshot.jobs_running >= 1, "{snapshot:?}");
+    assert_eq!(snapshot.tables, 1);
+    // six document writes, one table, one index definition so far
+    assert!(snapshot.storage.writes >= 8, "{snapshot:?}");
+    drop(go);
+    assert_eq!(built(&db, "t", "by_n").await.state, IndexState::Ready);
+    assert_eq!(db.metrics_snapshot().indexes[0].state, IndexBuild::Ready);
+}
+
+/// A task's figures add up its runs: errors, items removed and time taken.
+#[tokio::test]
+async fn task_figures_add_up_runs_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.register_task("sweep", "test task", std::time::Duration::from_secs(5));
+    for (removed, error) in [(3, None), (0, Some("disk".to_owned())), (4, None)] {
+        db.task_started("sweep");
+        assert!(db.metrics_snapshot().tasks[0].running);
+        db.task_finished("sweep", removed, error);
+    }
+    let tasks = db.metrics_snapshot().tasks;
+    let [t] = tasks.as_slice() else { panic!("{tasks:?}") };
+    assert_eq!((t.name.as_str(), t.runs, t.errors, t.removed_total, t.running), ("sweep", 3, 1, 7, false));
+    assert_eq!(t.interval, std::time::Duration::from_secs(5));
+    assert!(t.last_duration.is_some_and(|d| d <= t.duration_total), "{t:?}");
+    // the admin view is unchanged by the totals
+    assert_eq!(db.tasks().tasks[0].removed_total, 7);
+    assert_eq!(db.tasks().tasks[0].last_error, None);
 }

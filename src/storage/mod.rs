@@ -8,11 +8,13 @@
 mod config;
 mod error;
 mod read;
+mod stats;
 mod write;
 
 pub use config::{Durability, StorageConfig};
 pub use error::{Result, StorageError};
 pub use read::{KeyRange, ReadView, Scan, Slice};
+pub use stats::{FamilyStats, StoreStats};
 pub use write::WriteTx;
 
 use crate::keys::ChangeKey;
@@ -110,6 +112,8 @@ struct Inner {
     fail_next_sync: Arc<AtomicBool>,
     queue: Mutex<Option<mpsc::Sender<Job>>>,
     committer: Mutex<Option<JoinHandle<()>>>,
+    /// what the committer counts (groups, writes, fsyncs)
+    counters: Arc<stats::CommitCounters>,
 }
 
 impl Store {
@@ -136,6 +140,7 @@ impl Store {
         };
         let poisoned = Arc::new(AtomicBool::new(false));
         let fail_next_sync = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(stats::CommitCounters::default());
         let committer = Committer {
             db: db.clone(),
             spaces: spaces.clone(),
@@ -145,6 +150,7 @@ impl Store {
             next_seq,
             fail_next_sync: fail_next_sync.clone(),
             present: Default::default(),
+            counters: counters.clone(),
         };
         let (tx, rx) = mpsc::channel();
         let running = Arc::new(AtomicBool::new(true));
@@ -168,6 +174,7 @@ impl Store {
                 fail_next_sync,
                 queue: Mutex::new(Some(tx)),
                 committer: Mutex::new(Some(handle)),
+                counters,
             }),
         })
     }
@@ -201,6 +208,14 @@ impl Store {
     /// A cheap estimate of the number of keys in a keyspace.
     pub fn approximate_len(&self, space: Space) -> usize {
         self.inner.spaces[space as usize].approximate_len()
+    }
+
+    /// The store's figures now: the committer's counters, and per key family its disk space,
+    /// approximate key count and table files, with the journal, cache, memtable and compaction
+    /// figures fjall keeps. Reads in-memory state, but waits for the journal's lock (held during
+    /// an fsync): call it from a blocking context.
+    pub fn stats(&self) -> StoreStats {
+        self.inner.stats()
     }
 
     /// Runs `f` on the committer and resolves once its staged keys are committed (and, in sync

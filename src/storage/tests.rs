@@ -320,3 +320,37 @@ fn contains_follows_the_writes_own_staged_keys() {
         })
         .unwrap();
 }
+
+#[test]
+fn stats_count_groups_writes_and_fsyncs_and_describe_every_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Sync);
+    let before = store.stats();
+    assert_eq!((before.write_groups, before.writes, before.fsyncs), (0, 0, 0));
+    for i in 0..3u8 {
+        put(&store, Space::Entity, &[i], b"v");
+    }
+    // a write that stages nothing and one that fails commit no keys and need no fsync
+    store.write_blocking(|_| Ok::<_, StorageError>(())).unwrap();
+    let _ = store.write_blocking(|tx| {
+        tx.put(Space::Entity, b"no".to_vec(), vec![]);
+        Err::<(), _>(StorageError::Closed)
+    });
+    let stats = store.stats();
+    // each write waited for the one before: five groups, three of them wrote and were fsynced
+    assert_eq!((stats.write_groups, stats.writes, stats.fsyncs), (5, 3, 3));
+    let names: Vec<_> = stats.families.iter().map(|f| f.family).collect();
+    assert_eq!(names, Space::ALL.map(Space::name));
+    let entity = &stats.families[Space::Entity as usize];
+    assert_eq!(entity.approximate_keys, 3);
+    assert_eq!(stats.journal_files, 1);
+    assert!(stats.journal_bytes.is_some_and(|b| b > 0), "{stats:?}");
+    assert_eq!(stats.cache_capacity_bytes, 8 << 20);
+
+    // buffered: groups and writes, no fsync
+    drop(store);
+    let store = open(dir.path(), Durability::Buffered);
+    put(&store, Space::Meta, b"k", b"v");
+    let stats = store.stats();
+    assert_eq!((stats.write_groups, stats.writes, stats.fsyncs), (1, 1, 0));
+}

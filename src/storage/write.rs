@@ -263,6 +263,8 @@ pub(super) struct Committer {
     /// (an edge naming a hub vertex reads it once, not once per edge). Cleared past
     /// [`MAX_PRESENT`] keys and after a failed commit.
     pub(super) present: std::cell::RefCell<std::collections::HashMap<(Space, Vec<u8>), bool>>,
+    /// groups, writes and fsyncs, for [`super::Store::stats`]
+    pub(super) counters: Arc<super::stats::CommitCounters>,
 }
 
 /// Most keys [`Committer::present`] remembers.
@@ -285,6 +287,7 @@ impl Committer {
     fn commit_group(&mut self, group: Vec<Job>) {
         let mut done: Vec<(Completion, Result<()>)> = Vec::with_capacity(group.len());
         let mut committed_any = false;
+        let mut writes = 0;
         for job in group {
             if self.poisoned.load(Ordering::Acquire) {
                 // Run nothing more: answer the job without letting it stage anything.
@@ -310,13 +313,21 @@ impl Committer {
             if result.is_ok() {
                 self.next_seq += seqs;
                 committed_any |= wrote;
+                writes += u64::from(wrote);
                 for hook in hooks {
                     hook();
                 }
             }
             done.push((completion, result));
         }
-        let synced = if committed_any && self.durability == Durability::Sync { self.sync() } else { Ok(()) };
+        let (synced, fsync_took) = if committed_any && self.durability == Durability::Sync {
+            let started = std::time::Instant::now();
+            (self.sync(), Some(started.elapsed()))
+        } else {
+            (Ok(()), None)
+        };
+        // counted before any write of the group is answered
+        self.counters.group(writes, fsync_took);
         for (completion, result) in done {
             completion(match (result, &synced) {
                 (Ok(()), Err(_)) => Err(StorageError::Poisoned),

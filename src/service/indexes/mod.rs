@@ -104,7 +104,7 @@ fn ttl_options(
 }
 
 /// The kind as the API spells it.
-fn kind_name(kind: IndexKind) -> String {
+pub(crate) fn kind_name(kind: IndexKind) -> String {
     serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 

@@ -1,0 +1,114 @@
+//! The figures `GET /metrics` reports about the database (the server's own metrics, not the
+//! time-series model's): the store's, the periodic tasks', and the state of every index build.
+//! Gathered when asked, from in-memory state; nothing on the write path waits for them.
+
+use super::Db;
+use super::indexes::kind_name;
+use super::tasks::TaskFigures;
+use crate::catalog::IndexState;
+use crate::storage::StoreStats;
+use std::time::Duration;
+
+/// The database's figures at one moment.
+#[derive(Debug, Clone)]
+pub struct MetricsSnapshot {
+    /// time since the database opened
+    pub uptime: Duration,
+    /// whether the store takes writes (see [`Db::is_writable`])
+    pub writable: bool,
+    /// NDJSON imports under way
+    pub imports_running: u64,
+    /// background jobs under way: index builds, index and table purges
+    pub jobs_running: u64,
+    /// tables defined
+    pub tables: u64,
+    /// dropped tables whose keys are still being removed
+    pub tables_dropping: u64,
+    /// dropped indexes whose entries are still being removed
+    pub indexes_dropping: u64,
+    /// the store's counters and sizes
+    pub storage: StoreStats,
+    /// the periodic tasks, in the order they were started
+    pub tasks: Vec<TaskFigures>,
+    /// every index of every table, by table then index name
+    pub indexes: Vec<IndexFigures>,
+}
+
+/// One index's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexFigures {
+    /// its table
+    pub table: String,
+    /// its name
+    pub name: String,
+    /// its kind as the API spells it (`hash`, `range`, …)
+    pub kind: String,
+    /// building (with its progress), ready or failed
+    pub state: IndexBuild,
+}
+
+/// Where an index's build stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexBuild {
+    /// backfilling: `done` of about `total` documents indexed
+    Building {
+        /// documents indexed so far
+        done: u64,
+        /// documents to index (an estimate taken when the build started)
+        total: u64,
+    },
+    /// complete and maintained
+    Ready,
+    /// the build stopped; the index is not used
+    Failed,
+}
+
+impl IndexBuild {
+    /// The state's name, as `GET …/indexes/{name}` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexBuild::Building { .. } => "building",
+            IndexBuild::Ready => "ready",
+            IndexBuild::Failed => "failed",
+        }
+    }
+
+    /// Every state's name.
+    pub const NAMES: [&'static str; 3] = ["building", "ready", "failed"];
+}
+
+impl Db {
+    /// The database's figures now (for `GET /metrics`). Waits for the journal's lock, which an
+    /// fsync holds: call it from a blocking context.
+    pub fn metrics_snapshot(&self) -> MetricsSnapshot {
+        let mut tables = self.catalog.tables();
+        tables.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut indexes = Vec::new();
+        for table in &tables {
+            let mut defs = self.catalog.indexes(&table.name);
+            defs.sort_by(|a, b| a.name.cmp(&b.name));
+            indexes.extend(defs.iter().map(|def| IndexFigures {
+                table: def.table.clone(),
+                name: def.name.clone(),
+                kind: kind_name(def.kind),
+                state: match def.state {
+                    IndexState::Building { done, total } => IndexBuild::Building { done, total },
+                    IndexState::Ready => IndexBuild::Ready,
+                    IndexState::Failed { .. } => IndexBuild::Failed,
+                },
+            }));
+        }
+        MetricsSnapshot {
+            uptime: self.started.elapsed(),
+            writable: self.is_writable(),
+            imports_running: self.imports_running(),
+            jobs_running: self.jobs_running(),
+            tables: tables.len() as u64,
+            tables_dropping: self.catalog.dropping().len() as u64,
+            indexes_dropping: self.catalog.dropping_indexes().len() as u64,
+            storage: self.store.stats(),
+            tasks: self.task_figures(),
+            indexes,
+        }
+    }
+}

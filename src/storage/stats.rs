@@ -1,0 +1,124 @@
+//! What the store can say about itself: the committer's counters (kept as it commits, a few
+//! relaxed atomic additions per group) and fjall's own figures (read when asked, never on the
+//! write path).
+
+use super::{Inner, Space};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Counters the committer keeps.
+#[derive(Debug, Default)]
+pub(super) struct CommitCounters {
+    groups: AtomicU64,
+    writes: AtomicU64,
+    fsyncs: AtomicU64,
+    fsync_nanos: AtomicU64,
+}
+
+impl CommitCounters {
+    /// A group taken from the queue, in which `writes` write functions committed keys, followed
+    /// by an fsync that took `fsync` if there was one. The fsync is counted last (release), and
+    /// [`Inner::stats`] reads it first (acquire), so a reader never sees more fsyncs than groups
+    /// or writes.
+    pub(super) fn group(&self, writes: u64, fsync: Option<Duration>) {
+        self.groups.fetch_add(1, Ordering::Relaxed);
+        self.writes.fetch_add(writes, Ordering::Relaxed);
+        if let Some(took) = fsync {
+            let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+            self.fsync_nanos.fetch_add(nanos, Ordering::Relaxed);
+            self.fsyncs.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+/// The store's figures at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct StoreStats {
+    /// groups of writes the committer took from its queue (each commits its writes one by one,
+    /// then, in sync mode, fsyncs once if any of them wrote)
+    pub write_groups: u64,
+    /// write functions whose keys were committed (a write that staged nothing is not counted)
+    pub writes: u64,
+    /// fsyncs of the journal by the committer (sync mode: one per group that wrote)
+    pub fsyncs: u64,
+    /// time spent in those fsyncs
+    pub fsync_time: Duration,
+    /// one entry per key family, in [`Space::ALL`] order
+    pub families: Vec<FamilyStats>,
+    /// journal files on disk
+    pub journal_files: u64,
+    /// bytes of the journal files, if they could be read
+    pub journal_bytes: Option<u64>,
+    /// size the block cache may grow to
+    pub cache_capacity_bytes: u64,
+    /// bytes the block cache holds
+    pub cache_bytes: u64,
+    /// bytes in memtables, active and sealed, of every family
+    pub write_buffer_bytes: u64,
+    /// memtable flushes waiting to run
+    pub flushes_queued: u64,
+    /// compactions running now
+    pub compactions_running: u64,
+    /// compactions finished since the store opened
+    pub compactions_completed: u64,
+    /// time spent compacting since the store opened
+    pub compaction_time: Duration,
+}
+
+/// The figures of one key family (keyspace).
+#[derive(Debug, Clone)]
+pub struct FamilyStats {
+    /// the family's name
+    pub family: &'static str,
+    /// bytes on disk (its table files; the journal is shared and counted apart)
+    pub disk_bytes: u64,
+    /// an estimate of the number of keys
+    pub approximate_keys: u64,
+    /// table (SST) files
+    pub table_files: u64,
+    /// memtables sealed and waiting to be flushed
+    pub sealed_memtables: u64,
+}
+
+impl Inner {
+    pub(super) fn stats(&self) -> StoreStats {
+        let c = &self.counters;
+        let fsyncs = c.fsyncs.load(Ordering::Acquire);
+        let families = Space::ALL
+            .iter()
+            .map(|&space| {
+                let ks = &self.spaces[space as usize];
+                FamilyStats {
+                    family: space.name(),
+                    disk_bytes: ks.disk_space(),
+                    approximate_keys: ks.approximate_len() as u64,
+                    table_files: ks.table_count() as u64,
+                    sealed_memtables: ks.sealed_memtable_count() as u64,
+                }
+            })
+            .collect();
+        let journal_bytes = match self.db.journal_disk_space() {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the journal's size");
+                None
+            }
+        };
+        StoreStats {
+            write_groups: c.groups.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            fsyncs,
+            fsync_time: Duration::from_nanos(c.fsync_nanos.load(Ordering::Relaxed)),
+            families,
+            journal_files: self.db.journal_count() as u64,
+            journal_bytes,
+            cache_capacity_bytes: self.db.cache_capacity(),
+            cache_bytes: self.db.cache_size(),
+            write_buffer_bytes: self.db.write_buffer_size(),
+            flushes_queued: self.db.outstanding_flushes() as u64,
+            compactions_running: self.db.active_compactions() as u64,
+            compactions_completed: self.db.compactions_completed() as u64,
+            compaction_time: self.db.time_compacting(),
+        }
+    }
+}
