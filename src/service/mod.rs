@@ -2,6 +2,7 @@
 //! it; it calls `catalog`, `keys`, `entity` and `storage`.
 
 mod adjacency;
+pub mod backup;
 mod batch;
 mod check;
 mod cursor;
