@@ -2,6 +2,7 @@
 //! Handlers are thin: extract, call one service function, map the result.
 
 mod admin;
+mod backup;
 mod batch;
 mod documents;
 mod error;
@@ -73,7 +74,7 @@ pub struct HttpLimits {
         (name = "batch", description = "several writes, all or nothing"),
         (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
         (name = "timeseries", description = "points as JSON or InfluxDB line protocol, bucket aggregation, retention"),
-        (name = "admin", description = "consistency check, background tasks"),
+        (name = "admin", description = "consistency check, background tasks, online backup"),
     ),
     components(schemas(Problem))
 )]
@@ -95,7 +96,7 @@ fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let mut doc = routes().merge(documents::import_router()).into_openapi();
+    let mut doc = routes().merge(documents::import_router()).merge(backup::router()).into_openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     doc
 }
@@ -109,13 +110,16 @@ pub fn app(db: Arc<Db>, limits: HttpLimits) -> Router {
     };
     let state = AppState { db, max_body_bytes: limits.max_body_bytes, import };
     let (timed, _) = routes().split_for_parts();
+    // imports and backups stream for as long as they take: no request timeout
     let (import, _) = documents::import_router().split_for_parts();
+    let (backup, _) = backup::router().split_for_parts();
     let timed = timed
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.timeout))
         .layer(axum::middleware::from_fn_with_state(limits.max_body_bytes, extract::refuse_oversized));
     Router::new()
         .merge(timed)
         .merge(import)
+        .merge(backup)
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi()))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(RequestDecompressionLayer::new())

@@ -21,7 +21,9 @@ pub enum StorageError {
     #[error("the write path stopped after an internal error; restart the server")]
     CommitterDown,
     /// The data directory holds a restore that did not finish: restore again into an empty one.
-    #[error("{0:?} holds an unfinished restore (it has a RESTORE_INCOMPLETE file): restore again into an empty directory")]
+    #[error(
+        "{0:?} holds an unfinished restore (it has a RESTORE_INCOMPLETE file): restore again into an empty directory"
+    )]
     UnfinishedRestore(std::path::PathBuf),
     /// A restore goes only into an empty or absent directory.
     #[error("{0:?} is not empty: a restore goes only into an empty or absent directory")]

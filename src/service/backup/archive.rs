@@ -187,7 +187,7 @@ fn invalid(reason: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidInput, reason)
 }
 
-/// What [`Decoder::next`] found.
+/// What [`Decoder::next_item`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Item<'a> {
     /// the header (first)
@@ -214,7 +214,7 @@ enum State {
 }
 
 /// Reads an archive pushed to it in pieces: [`Decoder::push`] bytes, then take every
-/// [`Decoder::next`] item until it answers `None` (it needs more bytes); at the end of the
+/// [`Decoder::next_item`] item until it answers `None` (it needs more bytes); at the end of the
 /// stream, [`Decoder::finish`] says whether the archive was whole.
 pub struct Decoder {
     buf: Vec<u8>,
@@ -281,7 +281,7 @@ impl Decoder {
 
     /// The next item, `None` when more bytes are needed first, or why the archive is refused
     /// (after which the decoder is of no further use).
-    pub fn next(&mut self) -> Result<Option<Item<'_>>, ArchiveError> {
+    pub fn next_item(&mut self) -> Result<Option<Item<'_>>, ArchiveError> {
         match self.state {
             State::Preamble => {
                 let rest = self.rest();
@@ -303,7 +303,7 @@ impl Decoder {
                 }
                 self.consume(PREAMBLE);
                 self.state = State::Header(len);
-                self.next()
+                self.next_item()
             }
             State::Header(len) => {
                 if self.rest().len() < len {
@@ -403,7 +403,9 @@ impl Decoder {
                 self.pos += 32;
                 let held: u64 = self.counts.iter().sum();
                 if records != held || per != self.counts {
-                    return Err(self.corrupt(start, format!("the trailer counts {records} records, the archive holds {held}")));
+                    return Err(
+                        self.corrupt(start, format!("the trailer counts {records} records, the archive holds {held}"))
+                    );
                 }
                 self.state = State::Done;
                 let per_keyspace = self.spaces.iter().copied().zip(self.counts.iter().copied()).collect();
@@ -455,7 +457,7 @@ pub fn read_archive<R: std::io::Read, E: From<ArchiveError> + From<std::io::Erro
             return Ok(decoder.finish()?);
         }
         decoder.push(&chunk[..n]);
-        while let Some(item) = decoder.next()? {
+        while let Some(item) = decoder.next_item()? {
             match item {
                 Item::Header(header) => on_header(&header)?,
                 Item::Record { space, key, value } => each(space, key, value)?,

@@ -21,6 +21,8 @@ use crate::storage::{BulkLoad, KeyRange, ReadView, Space, StorageConfig, Storage
 use archive::ArchiveWriter;
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why a backup or a restore failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,10 +42,21 @@ pub enum BackupError {
 }
 
 /// A backup whose snapshot is taken: the snapshot point is fixed, the archive not yet written.
+/// Counted in `GET /v1/info` (`backups_running`) until dropped.
 pub struct Backup {
     view: ReadView,
     header: Header,
     at: time::OffsetDateTime,
+    _running: Running,
+}
+
+/// Counts one backup as running, until dropped.
+struct Running(Arc<AtomicU64>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Db {
@@ -54,14 +67,21 @@ impl Db {
         let now = time::OffsetDateTime::now_utc();
         // milliseconds are enough, and a name without nanoseconds reads better
         let at = now.replace_millisecond(now.millisecond()).unwrap_or(now);
-        let created_at =
-            at.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| at.unix_timestamp().to_string());
+        let created_at = at
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| at.unix_timestamp().to_string());
         let header = Header {
             server_version: env!("CARGO_PKG_VERSION").to_owned(),
             created_at,
             keyspaces: Space::ALL.iter().map(|s| s.name().to_owned()).collect(),
         };
-        Backup { view, header, at }
+        self.backups_running.fetch_add(1, Ordering::AcqRel);
+        Backup { view, header, at, _running: Running(self.backups_running.clone()) }
+    }
+
+    /// Backups whose archive is still being written (each holds its snapshot).
+    pub fn backups_running(&self) -> u64 {
+        self.backups_running.load(Ordering::Acquire)
     }
 }
 

@@ -29,7 +29,7 @@ fn decode(bytes: &[u8], chunk: usize) -> Result<(Header, Records, Summary), Arch
     let (mut header, mut records, mut end) = (None, Vec::new(), None);
     for piece in bytes.chunks(chunk.max(1)) {
         d.push(piece);
-        while let Some(item) = d.next()? {
+        while let Some(item) = d.next_item()? {
             match item {
                 Item::Header(h) => header = Some(h),
                 Item::Record { space, key, value } => records.push((space, key.to_vec(), value.to_vec())),
