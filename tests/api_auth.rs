@@ -59,6 +59,7 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("PUT", "/v1/timeseries/{metric}/retention", Admin),
     ("POST", "/v1/admin/check", Admin),
     ("GET", "/v1/admin/tasks", Admin),
+    ("POST", "/v1/admin/backup", Admin),
 ];
 
 fn expected(method: &str, path: &str) -> Needs {

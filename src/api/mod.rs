@@ -3,6 +3,7 @@
 
 mod admin;
 pub mod auth;
+mod backup;
 mod batch;
 mod documents;
 mod error;
@@ -77,7 +78,7 @@ pub struct HttpLimits {
         (name = "batch", description = "several writes, all or nothing"),
         (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
         (name = "timeseries", description = "points as JSON or InfluxDB line protocol, bucket aggregation, retention"),
-        (name = "admin", description = "consistency check, background tasks"),
+        (name = "admin", description = "consistency check, background tasks, online backup"),
     ),
     components(schemas(Problem))
 )]
@@ -100,7 +101,7 @@ fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let mut doc = routes().merge(documents::import_router()).into_openapi();
+    let mut doc = routes().merge(documents::import_router()).merge(backup::router()).into_openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     auth::document(&mut doc);
     doc
@@ -117,14 +118,16 @@ pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
     let record = metrics.layer();
     let state = AppState { db, max_body_bytes: limits.max_body_bytes, import, metrics };
     let (timed, _) = routes().split_for_parts();
+    // imports and backups stream for as long as they take: no request timeout
     let (import, _) = documents::import_router().split_for_parts();
+    let (backup, _) = backup::router().split_for_parts();
     let timed = timed
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.timeout))
         .layer(axum::middleware::from_fn_with_state(limits.max_body_bytes, extract::refuse_oversized));
     let swagger = SwaggerUi::new("/docs")
         .url("/openapi.json", openapi())
         .config(utoipa_swagger_ui::Config::default().persist_authorization(true));
-    let mut router = Router::new().merge(timed).merge(import).merge(swagger);
+    let mut router = Router::new().merge(timed).merge(import).merge(backup).merge(swagger);
     // Last, over every route merged above: a route layer runs once the route is matched (its
     // template known) and before the handler reads the body. Without keys it is not there at all.
     if let Some(guard) = auth::Guard::new(access) {

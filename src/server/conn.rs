@@ -34,7 +34,7 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let guard = Answering::start(&answering);
         if req.method() == axum::http::Method::POST
-            && req.uri().path().ends_with("/import")
+            && (req.uri().path().ends_with("/import") || req.uri().path() == "/v1/admin/backup")
             && let Some(gone) = peer.watch()
         {
             req.extensions_mut().insert(gone);
@@ -76,9 +76,10 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
 
 /// What it takes to see the client go away while hyper does not read (it reads nothing while the
 /// body it holds is still being worked through, as with a small gzip body that inflates to a long
-/// import): the connection's socket, shared with [`Conn`] but not kept open by this handle. Only
-/// an import duplicates the socket's descriptor, for its watch; other requests cost no descriptor.
-/// Unix only; elsewhere imports stop when hyper next reads.
+/// import, or while a backup waits for a client that stopped reading): the connection's socket,
+/// shared with [`Conn`] but not kept open by this handle. Only an import or a backup duplicates
+/// the socket's descriptor, for its watch; other requests cost no descriptor. Unix only;
+/// elsewhere imports stop when hyper next reads, backups when hyper's next write fails.
 struct Peer {
     #[cfg(unix)]
     socket: std::sync::Weak<TcpStream>,

@@ -21,6 +21,8 @@ pub struct Info {
     pub writable: bool,
     /// NDJSON imports under way
     pub imports_running: u64,
+    /// backups under way (each holds a snapshot until its archive is written)
+    pub backups_running: u64,
     /// approximate number of keys per key family
     pub keys: Vec<KeyCount>,
 }
@@ -45,6 +47,7 @@ impl Db {
                 durability: db.store.config().durability,
                 writable: db.is_writable(),
                 imports_running: db.imports_running(),
+                backups_running: db.backups_running(),
                 keys: Space::ALL
                     .iter()
                     .map(|s| KeyCount { family: s.name(), keys: db.store.approximate_len(*s) as u64 })

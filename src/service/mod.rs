@@ -2,6 +2,7 @@
 //! it; it calls `catalog`, `keys`, `entity` and `storage`.
 
 mod adjacency;
+pub mod backup;
 mod batch;
 mod check;
 mod cursor;
@@ -59,6 +60,8 @@ pub struct Db {
     scan_threshold: u64,
     /// imports under way (see `import`)
     imports_running: std::sync::atomic::AtomicU64,
+    /// backups whose snapshot is held (see `backup`)
+    backups_running: Arc<std::sync::atomic::AtomicU64>,
     query_timeout: Option<std::time::Duration>,
     backfill_chunk: usize,
     /// background jobs, stopped and awaited at shutdown
@@ -120,6 +123,7 @@ impl Db {
             started: Instant::now(),
             scan_threshold: options.scan_threshold,
             imports_running: Default::default(),
+            backups_running: Default::default(),
             query_timeout: options.query_timeout,
             backfill_chunk: options.backfill_chunk,
             jobs: Default::default(),

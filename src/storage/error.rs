@@ -20,6 +20,22 @@ pub enum StorageError {
     /// The committer thread stopped (a bug took it down): no write can commit until restart.
     #[error("the write path stopped after an internal error; restart the server")]
     CommitterDown,
+    /// The data directory holds a restore that did not finish: restore again into an empty one.
+    #[error(
+        "{0:?} holds an unfinished restore (it has a RESTORE_INCOMPLETE file): restore again into an empty directory"
+    )]
+    UnfinishedRestore(std::path::PathBuf),
+    /// A restore goes only into an empty or absent directory.
+    #[error("{0:?} is not empty: a restore goes only into an empty or absent directory")]
+    NotEmpty(std::path::PathBuf),
+    /// A file system error outside the engine (creating or clearing a directory).
+    #[error("{context}: {source}")]
+    Io {
+        /// what was being done
+        context: String,
+        /// the error
+        source: std::io::Error,
+    },
 }
 
 impl From<fjall::Error> for StorageError {

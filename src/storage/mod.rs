@@ -7,12 +7,14 @@
 
 mod config;
 mod error;
+mod load;
 mod read;
 mod stats;
 mod write;
 
 pub use config::{Durability, StorageConfig};
 pub use error::{Result, StorageError};
+pub use load::{BulkLoad, RESTORE_MARKER};
 pub use read::{KeyRange, ReadView, Scan, Slice};
 pub use stats::{FamilyStats, StoreStats};
 pub use write::WriteTx;
@@ -117,8 +119,17 @@ struct Inner {
 }
 
 impl Store {
-    /// Opens (or creates) the data directory and starts the committer.
+    /// Opens (or creates) the data directory and starts the committer. A directory that an
+    /// unfinished restore left (it holds [`RESTORE_MARKER`]) is refused.
     pub fn open(config: StorageConfig) -> Result<Store> {
+        if config.path.join(RESTORE_MARKER).exists() {
+            return Err(StorageError::UnfinishedRestore(config.path));
+        }
+        Store::open_dir(config)
+    }
+
+    /// [`Store::open`] without the restore marker check (the bulk load's own open).
+    fn open_dir(config: StorageConfig) -> Result<Store> {
         let db = Database::builder(&config.path)
             .cache_size(config.cache_bytes)
             .worker_threads(config.worker_threads.max(2))

@@ -1,0 +1,163 @@
+//! Bulk load into a fresh data directory (what a restore writes): key-value pairs go through the
+//! ordinary committer in writes of bounded size, so memory stays bounded however large the load.
+//!
+//! While the load runs the directory holds [`RESTORE_MARKER`], which [`Store::open`] refuses: a
+//! restore that was killed half-way never opens as a database that looks whole. The marker is
+//! removed only after the last write is fsynced; a failed load removes what it wrote.
+
+use super::{Durability, Result, Space, StorageConfig, StorageError, Store};
+use std::path::{Path, PathBuf};
+
+/// The file that marks a data directory whose restore has not finished.
+pub const RESTORE_MARKER: &str = "RESTORE_INCOMPLETE";
+
+/// A write holds at most this many bytes of keys and values…
+const BATCH_BYTES: usize = 4 << 20;
+/// …and at most this many pairs.
+const BATCH_PAIRS: usize = 50_000;
+
+/// A load under way into a directory that was empty or absent.
+pub struct BulkLoad {
+    store: Store,
+    path: PathBuf,
+    /// the load made the directory (so a failure removes it, not only its contents)
+    created: bool,
+    batch: Vec<(Space, Vec<u8>, Vec<u8>)>,
+    batch_bytes: usize,
+    loaded: u64,
+}
+
+impl BulkLoad {
+    /// Starts a load into `config.path`, which must be absent (it is created) or an empty
+    /// directory; anything else is refused before a byte is written. Writes are buffered
+    /// (acknowledged once they reach the OS) and fsynced once, by [`BulkLoad::finish`].
+    pub fn create(mut config: StorageConfig) -> Result<BulkLoad> {
+        let path = config.path.clone();
+        let io = |context: &str| {
+            let context = format!("{context} {path:?}");
+            move |source| StorageError::Io { context, source }
+        };
+        let created = match std::fs::read_dir(&path) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return Err(StorageError::NotEmpty(path));
+                }
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&path).map_err(io("cannot create"))?;
+                true
+            }
+            Err(e) => return Err(io("cannot read")(e)),
+        };
+        let started = (|| {
+            std::fs::File::create(path.join(RESTORE_MARKER)).and_then(|f| f.sync_all()).map_err(io("cannot mark"))?;
+            config.durability = Durability::Buffered;
+            Store::open_dir(config)
+        })();
+        match started {
+            Ok(store) => Ok(BulkLoad { store, path, created, batch: Vec::new(), batch_bytes: 0, loaded: 0 }),
+            Err(e) => {
+                remove_written(&path, created);
+                Err(e)
+            }
+        }
+    }
+
+    /// Adds one pair; a full batch is written before this returns. Call from a thread that may
+    /// block (not from inside an async task).
+    pub fn put(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
+        self.batch_bytes += key.len() + value.len();
+        self.batch.push((space, key, value));
+        if self.batch_bytes >= BATCH_BYTES || self.batch.len() >= BATCH_PAIRS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// How many pairs are loaded (written or waiting in the batch).
+    pub fn loaded(&self) -> u64 {
+        self.loaded + self.batch.len() as u64
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        let n = batch.len() as u64;
+        self.batch_bytes = 0;
+        self.store.write_blocking(move |tx| {
+            // pairs of a fresh directory, each key once: no ordered map needed
+            for (space, key, value) in batch {
+                tx.put_new(space, key, value);
+            }
+            Ok::<(), StorageError>(())
+        })?;
+        self.loaded += n;
+        Ok(())
+    }
+
+    /// Writes what is left, fsyncs everything, closes the store and removes the marker: the
+    /// directory is an ordinary data directory from then on. On failure what was written is
+    /// removed.
+    pub fn finish(mut self) -> Result<u64> {
+        let done = (|| {
+            self.flush()?;
+            self.store.close()?;
+            std::fs::remove_file(self.path.join(RESTORE_MARKER))
+                .and_then(|()| sync_dir(&self.path))
+                .map_err(|source| StorageError::Io { context: format!("cannot unmark {:?}", self.path), source })
+        })();
+        match done {
+            Ok(()) => Ok(self.loaded),
+            Err(e) => {
+                self.abandon();
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives the load up: closes the store and removes what the load wrote (the directory
+    /// itself if the load created it, else its contents, since it was empty).
+    pub fn abandon(self) {
+        let BulkLoad { store, path, created, .. } = self;
+        let _ = store.close();
+        drop(store);
+        remove_written(&path, created);
+    }
+}
+
+fn remove_written(path: &Path, created: bool) {
+    let removed = if created {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::read_dir(path).and_then(|entries| {
+            for entry in entries {
+                let entry = entry?;
+                if entry.file_type()?.is_dir() {
+                    std::fs::remove_dir_all(entry.path())?;
+                } else {
+                    std::fs::remove_file(entry.path())?;
+                }
+            }
+            Ok(())
+        })
+    };
+    if let Err(e) = removed {
+        tracing::warn!(path = %path.display(), error = %e, "removing what a failed restore wrote failed");
+    }
+}
+
+/// Makes a file's removal in `dir` durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::fs::File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
