@@ -124,10 +124,19 @@ fn index_prefixes(table: &str, index: &str) -> Vec<(Space, Vec<u8>)> {
     out
 }
 
+/// What the write path computed for a document before its write.
+pub(crate) struct Precomputed<'a> {
+    /// its fulltext terms
+    pub text: &'a mut Vec<PreparedText>,
+    /// its vector inserts, planned
+    pub vectors: &'a mut Vec<super::vectors::PreparedVector>,
+}
+
 /// Replaces the index entries of document `id` (old blob → new blob) in the write, for every index
 /// that is building or ready, and moves its expiry entry (`ttl::stage`); a unique index that already maps a new value to another document
-/// fails the write with `unique_violation`. `text` holds the new document's fulltext terms where
-/// the write path analyzed it before the write.
+/// fails the write with `unique_violation`. `pre.text` holds the new document's fulltext terms
+/// where the write path analyzed it before the write, `pre.vectors` its vector inserts planned
+/// before it.
 pub(crate) fn update(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
@@ -135,8 +144,9 @@ pub(crate) fn update(
     id: &str,
     old: Option<&[u8]>,
     new: Option<&[u8]>,
-    text: &mut Vec<PreparedText>,
+    pre: Precomputed<'_>,
 ) -> Result<()> {
+    let Precomputed { text, vectors: planned } = pre;
     super::ttl::stage(tx, catalog, &table.name, id, old, new)?;
     let defs = catalog.indexes(&table.name);
     if defs.is_empty() {
@@ -146,7 +156,7 @@ pub(crate) fn update(
     // Fulltext changes are logged last: nothing after them in this document's change can fail
     // for a reason of the document's own (a unique violation), which would leave them logged.
     for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Vector) {
-        super::vectors::update(tx, def, &dict, id, old, new)?;
+        super::vectors::update(tx, def, &dict, id, old, new, planned)?;
     }
     for def in defs.iter().filter(|d| d.is_maintained() && !matches!(d.kind, IndexKind::Fulltext | IndexKind::Vector)) {
         // The old document's entries are never refused: one stored before the index existed

@@ -15,6 +15,11 @@
 //!   the results, as hnswlib's filter does: it returns k accepted nodes whenever k are
 //!   reachable.
 //! - Every change records which ids' keys must be rewritten ([`Changes`]).
+//! - An insert's neighbour search can run outside the writer ([`Graph::plan`], under the read
+//!   lock): the plan records the stamp of every node whose links it would change. Applying it
+//!   ([`Graph::apply_plan`], on the committer) takes each planned list whose node is unchanged
+//!   since, and re-prunes only the lists that changed in between (a cheap local step), so the
+//!   expensive search never runs on the committer unless the plan is missing.
 
 use super::kernels;
 use std::cmp::Ordering;
@@ -100,6 +105,21 @@ pub struct Changes {
 /// A node as its keys hold it: id, vector, links per layer (as ids).
 pub type StoredNode = (String, Vec<f32>, Vec<Vec<String>>);
 
+/// Stands for the node being planned in a plan's lists.
+const NEW: u32 = u32::MAX;
+
+/// An insert computed outside the writer (see the module doc).
+#[derive(Debug, Clone)]
+pub struct InsertPlan {
+    level: usize,
+    /// the graph's insert count when planned
+    inserted: u64,
+    /// per layer: the new node's chosen neighbours, with their ids
+    links: Vec<Vec<(u32, Arc<str>)>>,
+    /// `(node, layer, its stamp when planned, its new list with NEW for the new node)`
+    updates: Vec<(u32, usize, u64, Vec<u32>)>,
+}
+
 /// One index's graph.
 pub struct Graph {
     p: Params,
@@ -110,7 +130,16 @@ pub struct Graph {
     by_id: HashMap<Arc<str>, u32>,
     free: Vec<u32>,
     entry: Option<u32>,
+    /// per slot: bumped whenever its links change or the slot is freed or reused
+    stamps: Vec<u64>,
+    /// nodes inserted so far (a plan made before more than [`PLAN_SLACK`] others is not used)
+    inserted: u64,
 }
+
+/// How many inserts may come between a plan and its use: a plan does not know the nodes
+/// inserted after it was made (it cannot link to them directly), so beyond this the insert is
+/// searched again on the writer — as in a bulk import into a small graph.
+pub const PLAN_SLACK: u64 = 64;
 
 /// A bitset of visited slots.
 struct Visited(Vec<u64>);
@@ -144,6 +173,8 @@ impl Graph {
             by_id: HashMap::new(),
             free: Vec::new(),
             entry: None,
+            stamps: Vec::new(),
+            inserted: 0,
         }
     }
 
@@ -222,6 +253,7 @@ impl Graph {
     }
 
     fn alloc(&mut self, id: Arc<str>, v: &[f32], level: usize) -> u32 {
+        self.inserted += 1;
         let s = match self.free.pop() {
             Some(s) => {
                 let d = self.p.dim;
@@ -231,6 +263,7 @@ impl Graph {
                 self.ids[s as usize] = Some(id.clone());
                 self.links[s as usize] = vec![Vec::new(); level + 1];
                 self.rev[s as usize] = vec![Vec::new(); level + 1];
+                self.stamps[s as usize] += 1;
                 s
             }
             None => {
@@ -238,6 +271,7 @@ impl Graph {
                 self.ids.push(Some(id.clone()));
                 self.links.push(vec![Vec::new(); level + 1]);
                 self.rev.push(vec![Vec::new(); level + 1]);
+                self.stamps.push(0);
                 (self.ids.len() - 1) as u32
             }
         };
@@ -259,6 +293,7 @@ impl Graph {
             }
         }
         self.links[a as usize][layer] = new;
+        self.stamps[a as usize] += 1;
     }
 
     /// Adds (or replaces) the node `id` with vector `v` (normalised already for cosine).
@@ -309,6 +344,105 @@ impl Graph {
         }
     }
 
+    /// The neighbour search of inserting `id` with vector `v`, on this state of the graph (the
+    /// node `id` has now, if any, is left out: the apply removes it first). `None` when the graph
+    /// is empty or `id` is its entry point: the insert then runs in full on the writer.
+    pub fn plan(&self, id: &str, v: &[f32]) -> Option<InsertPlan> {
+        let exclude = self.slot(id);
+        let ep = self.entry.filter(|e| Some(*e) != exclude)?;
+        let level = self.level_for(id);
+        let top = self.level(ep);
+        let mut cur = ep;
+        for layer in (level + 1..=top).rev() {
+            cur = self.greedy(v, cur, layer);
+        }
+        let dist = |a: u32, b: u32| match (a, b) {
+            (NEW, NEW) => 0.0,
+            (NEW, x) | (x, NEW) => self.p.metric.distance(v, self.vector(x)),
+            (x, y) => self.dist(x, y),
+        };
+        let mut plan = InsertPlan {
+            level,
+            inserted: self.inserted,
+            links: vec![Vec::new(); level.min(top) + 1],
+            updates: Vec::new(),
+        };
+        let mut eps = vec![cur];
+        for layer in (0..=level.min(top)).rev() {
+            let mut not_old = |s: u32| Some(s) != exclude;
+            let w = self.search_layer(v, &eps, self.p.ef_construction, layer, Some(&mut not_old));
+            let chosen = self.select_by(&w, self.p.m, false, &dist);
+            for &n in &chosen {
+                let mut list: Vec<u32> = self.links[n as usize][layer].clone();
+                list.push(NEW);
+                if list.len() > self.max_links(layer) {
+                    let mut c: Vec<Cand> = list.iter().map(|&x| Cand { d: dist(n, x), s: x }).collect();
+                    c.sort();
+                    list = self.select_by(&c, self.max_links(layer), false, &dist);
+                }
+                plan.updates.push((n, layer, self.stamps[n as usize], list));
+            }
+            plan.links[layer] = chosen.iter().filter_map(|&n| Some((n, self.id(n)?.clone()))).collect();
+            if w.is_empty() {
+                return None;
+            }
+            eps = w.iter().map(|c| c.s).collect();
+        }
+        Some(plan)
+    }
+
+    /// Inserts (or replaces) `id` following a plan made on an earlier state (see the module doc).
+    pub fn apply_plan(&mut self, id: &str, v: &[f32], plan: &InsertPlan, changes: &mut Changes) {
+        if let Some(s) = self.slot(id) {
+            if self.vector(s) == v {
+                return;
+            }
+            self.remove(id, changes);
+        }
+        if self.entry.is_none() || self.inserted > plan.inserted + PLAN_SLACK {
+            return self.insert(id, v, changes);
+        }
+        let top = self.entry.map_or(0, |e| self.level(e));
+        let id: Arc<str> = Arc::from(id);
+        let slot = self.alloc(id.clone(), v, plan.level);
+        changes.nodes.insert(id.clone());
+        changes.links.insert(id);
+        for (layer, list) in plan.links.iter().enumerate() {
+            let chosen: Vec<u32> = list
+                .iter()
+                .filter(|(n, nid)| self.id(*n) == Some(nid) && self.level(*n) >= layer && *n != slot)
+                .map(|(n, _)| *n)
+                .collect();
+            self.set_links(slot, layer, chosen);
+        }
+        for (n, layer, stamp, list) in &plan.updates {
+            let (n, layer) = (*n, *layer);
+            if n == slot || self.id(n).is_none() || self.level(n) < layer {
+                continue;
+            }
+            let list = if self.stamps[n as usize] == *stamp {
+                list.iter().map(|&x| if x == NEW { slot } else { x }).collect()
+            } else {
+                // changed since the plan: add the new node to its current list and prune again
+                let mut list = self.links[n as usize][layer].clone();
+                list.push(slot);
+                if list.len() > self.max_links(layer) {
+                    let mut c: Vec<Cand> = list.iter().map(|&x| Cand { d: self.dist(n, x), s: x }).collect();
+                    c.sort();
+                    list = self.select(&c, self.max_links(layer), false);
+                }
+                list
+            };
+            self.set_links(n, layer, list);
+            if let Some(nid) = self.id(n) {
+                changes.links.insert(nid.clone());
+            }
+        }
+        if plan.level > top {
+            self.entry = Some(slot);
+        }
+    }
+
     /// Removes the node `id`, repairing the links of every node that pointed to it.
     pub fn remove(&mut self, id: &str, changes: &mut Changes) -> bool {
         let Some(slot) = self.slot(id) else { return false };
@@ -338,6 +472,7 @@ impl Graph {
         }
         self.links[slot as usize].clear();
         self.rev[slot as usize].clear();
+        self.stamps[slot as usize] += 1;
         self.free.push(slot);
         if self.entry == Some(slot) {
             self.entry = self.by_id.values().copied().max_by_key(|s| (self.level(*s), std::cmp::Reverse(*s)));
@@ -348,13 +483,17 @@ impl Graph {
     /// The heuristic of the HNSW paper: a candidate (closest first) is kept when it is closer to
     /// the base than to every kept one; `fill` then tops up with the closest of the rest.
     fn select(&self, cands: &[Cand], m: usize, fill: bool) -> Vec<u32> {
+        self.select_by(cands, m, fill, &|a, b| self.dist(a, b))
+    }
+
+    fn select_by(&self, cands: &[Cand], m: usize, fill: bool, dist: &dyn Fn(u32, u32) -> f32) -> Vec<u32> {
         let mut out: Vec<u32> = Vec::with_capacity(m);
         let mut rest = Vec::new();
         for c in cands {
             if out.len() >= m {
                 break;
             }
-            if out.iter().all(|&o| self.dist(c.s, o) > c.d) {
+            if out.iter().all(|&o| dist(c.s, o) > c.d) {
                 out.push(c.s);
             } else {
                 rest.push(c.s);
@@ -560,7 +699,47 @@ mod tests {
                 }
             }
         }
-        let nodes = g
+        // inserts planned in batches of 16 on one state, applied after each other
+        let more: Vec<(String, Vec<f32>)> =
+            clustered(4400, 16, 7)[4050..].iter().enumerate().map(|(i, v)| (format!("p{i}"), v.clone())).collect();
+        for batch in more.chunks(16) {
+            let plans: Vec<_> = batch.iter().map(|(id, v)| g.plan(id, v)).collect();
+            for ((id, v), plan) in batch.iter().zip(plans) {
+                match plan {
+                    Some(plan) => g.apply_plan(id, v, &plan, &mut ch),
+                    None => g.insert(id, v, &mut ch),
+                }
+            }
+        }
+        // and replaces planned the same way
+        for batch in data.chunks(16).take(20) {
+            let plans: Vec<_> =
+                batch.iter().map(|(id, v)| (id, v.iter().map(|x| x + 0.01).collect::<Vec<f32>>())).collect();
+            let plans: Vec<_> = plans
+                .into_iter()
+                .map(|(id, v)| {
+                    let p = g.plan(id, &v);
+                    (id, v, p)
+                })
+                .collect();
+            for (id, v, plan) in plans {
+                match plan {
+                    Some(plan) => g.apply_plan(id, &v, &plan, &mut ch),
+                    None => g.insert(id, &v, &mut ch),
+                }
+            }
+        }
+        let r = recall(&g, &data, &queries);
+        assert!(r >= 0.95, "after planned inserts {r}");
+        for (s, layers) in g.links.iter().enumerate() {
+            for (l, list) in layers.iter().enumerate() {
+                for &n in list {
+                    assert!(g.id(n).is_some() && g.level(n) >= l);
+                    assert!(g.rev[n as usize][l].contains(&(s as u32)));
+                }
+            }
+        }
+        let nodes: Vec<StoredNode> = g
             .ids()
             .map(|id| (id.to_string(), g.vector_of(id).unwrap().to_vec(), g.links_of(id).unwrap()))
             .map(|(id, v, l)| (id, v, l.into_iter().map(|x| x.into_iter().map(|s| s.to_string()).collect()).collect()))

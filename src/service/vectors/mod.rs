@@ -132,6 +132,41 @@ pub(crate) struct VecOp {
     id: String,
     /// the new vector; `None` removes the node
     vector: Option<Vec<f32>>,
+    /// its insert, planned outside the writer
+    plan: Option<hnsw::InsertPlan>,
+}
+
+/// A document's insert into one vector index, planned before its write (outside the committer).
+pub(crate) struct PreparedVector {
+    index: String,
+    created_at: i64,
+    vector: Vec<f32>,
+    plan: hnsw::InsertPlan,
+}
+
+impl Db {
+    /// Plans the inserts of a prepared document into its table's vector indexes, on the cached
+    /// graphs as they are now (the committer validates and applies them: see `hnsw`). Nothing is
+    /// planned for a document the write will refuse.
+    pub(crate) fn plan_vectors(&self, table: &crate::catalog::TableDef, id: &str, blob: &[u8]) -> Vec<PreparedVector> {
+        let defs = self.catalog.indexes(&table.name);
+        let mut out = Vec::new();
+        let dict = self.catalog.dict();
+        for def in defs.iter().filter(|d| d.kind == IndexKind::Vector && d.is_maintained()) {
+            let Ok(p) = params_of(def) else { continue };
+            let Ok(Some(vector)) = doc_vector(def, &p, blob, &dict) else { continue };
+            let view = || self.store.snapshot();
+            let Ok(Some(cached)) = self.vectors.get(&view, &self.catalog, &def.table, &def.name) else { continue };
+            if cached.created_at != def.created_at {
+                continue;
+            }
+            let plan = cached.graph.read().unwrap_or_else(PoisonError::into_inner).plan(id, &vector);
+            if let Some(plan) = plan {
+                out.push(PreparedVector { index: def.name.clone(), created_at: def.created_at, vector, plan });
+            }
+        }
+        out
+    }
 }
 
 /// Logs the change of document `id` in a vector index (old blob → new blob). The new vector is
@@ -143,6 +178,7 @@ pub(crate) fn update(
     id: &str,
     old: Option<&[u8]>,
     new: Option<&[u8]>,
+    planned: &mut Vec<PreparedVector>,
 ) -> Result<()> {
     let p = params_of(def)?;
     let before = old.and_then(|b| stored_vector(def, &p, b, dict));
@@ -150,7 +186,18 @@ pub(crate) fn update(
     if before == after && old.is_some() {
         return Ok(());
     }
-    log(tx, def, id, after);
+    let at = planned
+        .iter()
+        .position(|pv| pv.index == def.name && pv.created_at == def.created_at && Some(&pv.vector) == after.as_ref());
+    let plan = at.map(|i| planned.swap_remove(i).plan);
+    tx.defer(Box::new(VecOp {
+        table: def.table.clone(),
+        index: def.name.clone(),
+        created_at: def.created_at,
+        id: id.to_owned(),
+        vector: after,
+        plan,
+    }));
     Ok(())
 }
 
@@ -162,6 +209,7 @@ pub(crate) fn log(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, vector: Option
         created_at: def.created_at,
         id: id.to_owned(),
         vector,
+        plan: None,
     }));
 }
 
@@ -263,9 +311,10 @@ pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db) -> Result<()> {
         let mut graph = cached.graph.write().unwrap_or_else(PoisonError::into_inner);
         let mut changes = Changes::default();
         for op in ops {
-            match op.vector {
-                Some(v) => graph.insert(&op.id, &v, &mut changes),
-                None => {
+            match (op.vector, op.plan) {
+                (Some(v), Some(plan)) => graph.apply_plan(&op.id, &v, &plan, &mut changes),
+                (Some(v), None) => graph.insert(&op.id, &v, &mut changes),
+                (None, _) => {
                     graph.remove(&op.id, &mut changes);
                 }
             }
