@@ -352,3 +352,66 @@ async fn model_based_random_writes_then_check() {
     }
     s.check_ok().await;
 }
+
+/// Hybrid search: both rankings fused by reciprocal rank fusion, each hit with its ranks.
+#[tokio::test]
+async fn hybrid_search_fuses_text_and_vector_rankings() {
+    let s = TestServer::start().await;
+    s.create_table("vh").await;
+    let docs = json!([
+        {"_id": "a", "text": "graph databases and graph queries", "embedding": [0.0, 1.0], "lang": "en"},
+        {"_id": "b", "text": "graph theory", "embedding": [1.0, 0.0], "lang": "en"},
+        {"_id": "c", "text": "cooking with herbs", "embedding": [0.9, 0.1], "lang": "en"},
+        {"_id": "d", "text": "graph drawing", "embedding": [0.95, 0.05], "lang": "de"},
+    ]);
+    insert(&s, "vh", docs.as_array().unwrap().clone()).await;
+    assert!(
+        s.post("/v1/tables/vh/indexes", json!({"name": "ft", "kind": "fulltext", "fields": ["text"]}))
+            .await
+            .0
+            .is_success()
+    );
+    let body = json!({"name": "emb", "kind": "vector", "fields": ["embedding"], "options": {"dimension": 2}});
+    assert!(s.post("/v1/tables/vh/indexes", body).await.0.is_success());
+    assert_eq!(s.index_settled("vh", "ft").await["state"], "ready");
+    assert_eq!(s.index_settled("vh", "emb").await["state"], "ready");
+    let (status, r) = s
+        .post(
+            "/v1/tables/vh/search",
+            json!({"query": "graph", "vector": {"field": "embedding", "vector": [1.0, 0.0]},
+            "fusion": {"method": "rrf", "k": 60}, "fields": ["lang"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let hits = r["hits"].as_array().unwrap();
+    // b is first or second in both lists; c only in the vector list; a only in the text list
+    assert_eq!(hits[0]["_id"], "b", "{r}");
+    assert_eq!(r["total"], 4);
+    let rrf = |ranks: &[Option<u64>]| ranks.iter().flatten().map(|r| 1.0 / (60.0 + *r as f64)).sum::<f64>();
+    for h in hits {
+        let (t, v) = (h["ranks"]["text"].as_u64(), h["ranks"]["vector"].as_u64());
+        assert!((h["score"].as_f64().unwrap() - rrf(&[t, v])).abs() < 1e-12, "{h}");
+        assert_eq!(h["distance"].is_number(), v.is_some());
+        assert!(h["document"]["lang"].is_string());
+    }
+    let c = hits.iter().find(|h| h["_id"] == "c").unwrap();
+    assert!(c["ranks"]["text"].is_null() && c["ranks"]["vector"].is_u64());
+    // the filter applies to both lists
+    let (_, r) = s
+        .post(
+            "/v1/tables/vh/search",
+            json!({"query": "graph", "vector": {"field": "embedding", "vector": [1.0, 0.0]},
+            "filter": {"lang": "en"}}),
+        )
+        .await;
+    assert!(r["hits"].as_array().unwrap().iter().all(|h| h["_id"] != "d"), "{r}");
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tables/vh/search",
+            Some(&json!({"query": "graph", "vector": {"field": "nope", "vector": [1, 0]}})),
+            &[],
+        )
+        .await;
+    assert!(r.is_problem(422, "no_vector_index"), "{}", r.body);
+}

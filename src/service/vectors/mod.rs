@@ -13,6 +13,7 @@
 //! document there is skipped.
 
 pub mod hnsw;
+mod hybrid;
 pub mod kernels;
 pub mod layout;
 mod search;
