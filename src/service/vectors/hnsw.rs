@@ -48,12 +48,14 @@ impl Metric {
         }
     }
 
-    /// The distance as reported to clients (the Euclidean distance for `l2`).
+    /// The distance as reported to clients (the Euclidean distance for `l2`), always a finite
+    /// number (a sum that overflowed is shown as the largest f32, so JSON can carry it).
     pub fn reported(self, d: f32) -> f32 {
-        match self {
+        let d = match self {
             Metric::L2 => d.max(0.0).sqrt(),
             _ => d,
-        }
+        };
+        if d.is_nan() { f32::MAX } else { d.clamp(-f32::MAX, f32::MAX) }
     }
 }
 

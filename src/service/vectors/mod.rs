@@ -267,6 +267,11 @@ impl Graphs {
         Ok(())
     }
 
+    /// Forgets the caches of a dropped table's indexes.
+    pub fn forget_table(&self, table: &str) {
+        self.map.write().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != table);
+    }
+
     /// Forgets the cache of an index (dropped).
     pub fn forget(&self, table: &str, index: &str) {
         self.map.write().unwrap_or_else(PoisonError::into_inner).remove(&(table.to_owned(), index.to_owned()));
