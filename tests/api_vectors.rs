@@ -282,8 +282,8 @@ async fn bad_vectors_and_requests_are_refused() {
     s.check_ok().await;
 }
 
-/// Random inserts, replaces, deletes (single and in batches, some without the field), then the
-/// exact answers equal a brute-force model's, and `check` finds the keys exactly right.
+/// Random inserts, replaces, deletes (PUT, PATCH, import, batches; some without the field), then
+/// the exact answers equal a brute-force model's, and `check` finds the keys exactly right.
 #[tokio::test]
 async fn model_based_random_writes_then_check() {
     let s = TestServer::start().await;
@@ -305,9 +305,25 @@ async fn model_based_random_writes_then_check() {
                 assert!(s.put(&format!("/v1/tables/vm/documents/{id}"), doc).await.0.is_success());
                 model.insert(id, v);
             }
-            6..=7 => {
+            6 => {
                 s.delete(&format!("/v1/tables/vm/documents/{id}")).await;
                 model.remove(&id);
+            }
+            7 if model.contains_key(&id) => {
+                // a merge patch: a new vector, or null (the field goes: the node goes)
+                let v = if rng.below(4) == 0 { None } else { Some(vector(&mut rng)) };
+                let (status, body) = s.patch(&format!("/v1/tables/vm/documents/{id}"), json!({"embedding": v})).await;
+                assert_eq!(status, 200, "{body}");
+                model.insert(id, v);
+            }
+            7 => {
+                let v = vector(&mut rng);
+                let line =
+                    format!("{}\n{}\n", json!({"_id": id, "embedding": v}), json!({"_id": "bad", "embedding": [1]}));
+                let r = s.raw(Method::POST, "/v1/tables/vm/import", "application/x-ndjson", line).await;
+                assert_eq!(r.status, 200, "{}", r.body);
+                assert_eq!((r.body["inserted"].as_u64(), r.body["failed"].as_u64()), (Some(1), Some(1)), "{}", r.body);
+                model.insert(id, Some(v));
             }
             _ => {
                 let (v1, v2) = (vector(&mut rng), vector(&mut rng));
@@ -414,4 +430,32 @@ async fn hybrid_search_fuses_text_and_vector_rankings() {
         )
         .await;
     assert!(r.is_problem(422, "no_vector_index"), "{}", r.body);
+}
+
+/// An expired document is never a hit, swept or not.
+#[tokio::test]
+async fn expired_documents_are_never_returned() {
+    let s = TestServer::start().await;
+    s.create_table("vx").await;
+    let body =
+        json!({"name": "emb", "kind": "vector", "fields": ["embedding"], "options": {"dimension": 2, "metric": "l2"}});
+    assert_eq!(s.post("/v1/tables/vx/indexes", body).await.0, 201);
+    let soon = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 + 300;
+    assert_eq!(s.put("/v1/tables/vx/documents/gone", json!({"embedding": [0, 0], "_expires_at": soon})).await.0, 201);
+    assert_eq!(s.put("/v1/tables/vx/documents/kept", json!({"embedding": [5, 5]})).await.0, 201);
+    let q = json!({"field": "embedding", "vector": [0, 0], "k": 5});
+    assert_eq!(ids(&search(&s, "vx", q.clone()).await), ["gone", "kept"]);
+    // poll until it has expired (the sweep runs every 60 s: it is hidden before it is swept)
+    for _ in 0..500 {
+        if s.get("/v1/tables/vx/documents/gone").await.0 == 404 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.get("/v1/tables/vx/documents/gone").await.0, 404);
+    for exact in [false, true] {
+        let mut q = q.clone();
+        q["exact"] = json!(exact);
+        assert_eq!(ids(&search(&s, "vx", q).await), ["kept"]);
+    }
 }

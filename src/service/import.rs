@@ -207,6 +207,7 @@ fn fails_the_line_only(e: &ServiceError) -> bool {
             | ServiceError::InvalidDocument(_)
             | ServiceError::InvalidExpiry(_)
             | ServiceError::SchemaViolation { .. }
+            | ServiceError::InvalidVector { .. }
     )
 }
 
