@@ -24,7 +24,7 @@ use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::VecKey;
-use crate::storage::{KeyRange, ReadView, Space, WriteTx};
+use crate::storage::{ReadView, Space, WriteTx};
 use hnsw::{Changes, Graph, Metric, Params};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -367,11 +367,9 @@ impl Db {
                             "the index is not ready: a build is under way, or it failed (drop it)".into(),
                         ));
                     }
-                    let keys: Vec<Vec<u8>> = tx
-                        .scan(Space::Vec, KeyRange::Prefix(VecKey::index_prefix(&table, &name)))
-                        .map(|item| item.map(|(k, _)| k.to_vec()))
-                        .collect::<std::result::Result<_, _>>()?;
-                    for k in keys {
+                    // as this write sees them: a node an earlier write of the same group staged too
+                    let keys = tx.scan_current(Space::Vec, &VecKey::index_prefix(&table, &name), usize::MAX)?;
+                    for (k, _) in keys {
                         tx.delete(Space::Vec, k);
                     }
                     let docs = super::documents::count_in(tx, &table)?;
