@@ -2,6 +2,10 @@
 //! accumulators, which LLVM turns into packed SIMD (`mulps`/`addps` on x86-64 with SSE2, `fmla`
 //! on aarch64) without a SIMD crate or `unsafe`; the tail is summed in scalar code. Summing in
 //! lanes changes the rounding order against a plain loop, which is fine for ranking.
+//!
+//! Checked in the release build with `objdump -d` on `hnsw::Metric::distance`: the loops are
+//! packed `subps`/`mulps`/`addps` on two xmm registers per step (x86-64's SSE2 baseline; a build
+//! with `-C target-cpu=native` gets AVX).
 
 /// Lanes per step.
 const LANES: usize = 8;
