@@ -26,7 +26,7 @@ async fn index_definitions_and_errors() {
         (json!({"name": "x", "kind": "hash", "fields": []}), 400, "invalid_request"),
         (json!({"name": "x", "kind": "hash", "fields": ["a..b"]}), 400, "invalid_request"),
         (json!({"name": "", "kind": "hash", "fields": ["a"]}), 400, "invalid_request"),
-        (json!({"name": "x", "kind": "vector", "fields": ["a"]}), 422, "unsupported_index_kind"),
+        (json!({"name": "x", "kind": "vector", "fields": ["a"]}), 400, "invalid_request"),
         (json!({"name": "x", "kind": "btree", "fields": ["a"]}), 422, "invalid_body"),
     ];
     for (body, status, code) in cases {

@@ -112,7 +112,8 @@ async fn limits_the_server_enforces_are_in_the_schemas() {
         vec![
             (json!(["hash", "unique"]), Some(8)),
             (json!(["range", "spatial", "ngram"]), Some(1)),
-            (json!(["fulltext"]), Some(8))
+            (json!(["fulltext"]), Some(8)),
+            (json!(["vector"]), Some(1))
         ]
     );
 
@@ -121,6 +122,13 @@ async fn limits_the_server_enforces_are_in_the_schemas() {
     assert_eq!((p["limit"]["minimum"].as_u64(), p["limit"]["maximum"].as_u64()), (Some(1), Some(1000)));
     assert_eq!(p["offset"]["maximum"].as_u64(), Some(9999));
     assert_eq!(p["query"]["maxLength"].as_u64(), Some(4096));
+
+    let near = body("post", "/v1/tables/{table}/vector-search");
+    let p = &near["properties"];
+    assert_eq!((p["k"]["minimum"].as_u64(), p["k"]["maximum"].as_u64()), (Some(1), Some(1000)));
+    assert_eq!((p["ef"]["minimum"].as_u64(), p["ef"]["maximum"].as_u64()), (Some(1), Some(10_000)));
+    assert_eq!(p["vector"]["maxItems"].as_u64(), Some(4096));
+    assert_eq!(near["additionalProperties"], false);
 
     // POST …/documents takes an object or an array
     let insert = body("post", "/v1/tables/{table}/documents");

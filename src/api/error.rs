@@ -76,7 +76,9 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::UniqueViolation { .. }
         | ServiceError::VertexHasEdges { .. }
         | ServiceError::MetricDropping(_) => StatusCode::CONFLICT,
-        ServiceError::UnsupportedIndexKind(_) | ServiceError::NoSearchIndex(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::NoSearchIndex(_)
+        | ServiceError::NoVectorIndex(_)
+        | ServiceError::InvalidVector { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::InvalidTableName { .. }
         | ServiceError::InvalidId(_)
         | ServiceError::InvalidRequest(_)

@@ -15,7 +15,10 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_index, list_indexes)).routes(routes!(get_index, drop_index))
+    OpenApiRouter::new()
+        .routes(routes!(create_index, list_indexes))
+        .routes(routes!(get_index, drop_index))
+        .routes(routes!(rebuild_index))
 }
 
 /// The indexes of a table.
@@ -104,4 +107,26 @@ async fn drop_index(
 ) -> Result<StatusCode, ApiError> {
     state.db.drop_index(table, name).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Rebuilds a `vector` index from the documents (after a crash left its keys in doubt, or
+/// `check` reported them): its keys go and a background build indexes every document again; the
+/// index is `building` meanwhile (poll `GET …/indexes/{name}`), and vector searches refuse it
+/// until it is `ready`. Writes keep it up to date throughout.
+#[utoipa::path(post, path = "/v1/tables/{table}/indexes/{name}/rebuild", tag = "indexes",
+    params(IndexPath),
+    responses(
+        (status = 202, description = "rebuilding", body = IndexDef, headers(("Location" = String, description = "the index"))),
+        (status = 400, description = "not a vector index, still building, or a bad path", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "no such table or index", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn rebuild_index(
+    State(state): State<AppState>,
+    ApiPath((table, name)): ApiPath<(String, String)>,
+) -> Result<impl IntoResponse, ApiError> {
+    let def = state.db.rebuild_index(table, name).await?;
+    let location = format!("/v1/tables/{}/indexes/{}", super::encode_path(&def.table), super::encode_path(&def.name));
+    Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(def)))
 }

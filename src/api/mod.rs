@@ -17,6 +17,7 @@ mod spec;
 mod system;
 mod tables;
 mod timeseries;
+mod vectors;
 
 pub use error::{ApiError, Problem};
 pub use extract::ClientGone;
@@ -72,9 +73,9 @@ pub struct HttpLimits {
         (name = "service", description = "liveness, readiness, server information"),
         (name = "tables", description = "schemaless, typed and edge tables"),
         (name = "documents", description = "documents by id, listing and NDJSON import"),
-        (name = "indexes", description = "hash, unique, range, spatial, fulltext and ngram indexes"),
+        (name = "indexes", description = "hash, unique, range, spatial, fulltext, ngram, ttl and vector indexes"),
         (name = "query", description = "filters, sorts and pages, planned over the indexes"),
-        (name = "search", description = "full-text search ranked by BM25"),
+        (name = "search", description = "full-text search ranked by BM25, and nearest-neighbour vector search"),
         (name = "batch", description = "several writes, all or nothing"),
         (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
         (name = "timeseries", description = "points as JSON or InfluxDB line protocol, bucket aggregation, retention"),
@@ -93,6 +94,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(indexes::router())
         .merge(query::router())
         .merge(search::router())
+        .merge(vectors::router())
         .merge(batch::router())
         .merge(graph::router())
         .merge(timeseries::router())

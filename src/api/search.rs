@@ -17,7 +17,10 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 /// Full-text search over a table's `fulltext` index, ranked by BM25 on whole-table statistics
 /// (ties by `_id`). Query syntax: bare terms, `"quoted phrases"`, `prefix*`, `-excluded`,
 /// `typo~1` / `typo~2`. `mode: all` needs every clause; `filter` (the query language) narrows the
-/// hits; `total` counts every match; `highlight` marks matched words in fragments.
+/// hits; `total` counts every match; `highlight` marks matched words in fragments. With `vector`
+/// (hybrid search) the vector search runs too, with the same filter, and both rankings are fused
+/// by reciprocal rank fusion (`fusion`: Σ 1 / (k + rank), k = 60): each hit's `score` is the fused
+/// score, `ranks` its rank in each list, `distance` its distance; `total` counts the fused hits.
 #[utoipa::path(post, path = "/v1/tables/{table}/search", tag = "search", request_body = SearchRequest,
     params(TablePath),
     responses(
@@ -33,7 +36,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         (status = 408, description = "the search passed the request timeout", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "no ready fulltext index to search, or `index` names none (`no_search_index`); or a body of the wrong shape",
+        (status = 422, description = "no ready fulltext index to search, or `index` names none (`no_search_index`); \
+            no ready vector index on a hybrid search's field (`no_vector_index`); or a body of the wrong shape",
             body = Problem, content_type = "application/problem+json"),
     ))]
 async fn search(
@@ -41,6 +45,9 @@ async fn search(
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<SearchRequest>,
 ) -> Result<Response, ApiError> {
+    if req.vector.is_some() {
+        return Ok(super::json_text(state.db.hybrid_search(table, req).await?));
+    }
     Ok(super::json_text(state.db.search(table, req).await?))
 }
 

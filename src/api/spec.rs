@@ -167,7 +167,61 @@ pub struct SingleFieldIndex {
     pub fields: Vec<String>,
 }
 
-/// The body of `POST …/indexes`. Vector and TTL indexes are not built yet.
+/// `vector`
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VectorKind {
+    /// nearest neighbours (HNSW)
+    Vector,
+}
+
+/// How a vector index measures distance.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VectorMetric {
+    /// 1 − cosine similarity
+    Cosine,
+    /// Euclidean distance
+    L2,
+    /// negative dot product
+    Dot,
+}
+
+/// A vector index's options.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorOptionsBody {
+    /// the vectors' length (required)
+    #[schema(minimum = 1, maximum = 4096)]
+    pub dimension: u32,
+    /// default `cosine`
+    pub metric: Option<VectorMetric>,
+    /// links per node (2m at the bottom layer), default 16
+    #[schema(minimum = 2, maximum = 64)]
+    pub m: Option<u32>,
+    /// candidate list length while inserting, default 200
+    #[schema(minimum = 8, maximum = 2000)]
+    pub ef_construction: Option<u32>,
+}
+
+/// A vector index (HNSW) over one field holding an array of `dimension` numbers (or a
+/// `vector(N)` column).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorIndex {
+    /// index name, unique within the table (1-256 bytes, no control characters)
+    #[schema(min_length = 1, max_length = 256, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", example = "emb")]
+    pub name: String,
+    /// `vector`
+    pub kind: VectorKind,
+    /// exactly one dotted field path
+    #[schema(schema_with = single_field)]
+    pub fields: Vec<String>,
+    /// dimension, metric and graph parameters
+    pub options: VectorOptionsBody,
+}
+
+/// The body of `POST …/indexes`. TTL indexes are described in the README.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum CreateIndexBody {
@@ -177,6 +231,8 @@ pub enum CreateIndexBody {
     SingleField(SingleFieldIndex),
     /// fulltext
     Fulltext(FulltextIndex),
+    /// vector
+    Vector(VectorIndex),
 }
 
 /// `put`
@@ -370,6 +426,7 @@ mod tests {
         // each kind's body names the fields of the service's type; only fulltext takes options
         let mut shared = properties::<CreateIndex>();
         assert_eq!(properties::<FulltextIndex>(), shared);
+        assert_eq!(properties::<VectorIndex>(), shared);
         shared.remove("options");
         assert_eq!(properties::<CompositeIndex>(), shared);
         assert_eq!(properties::<SingleFieldIndex>(), shared);
@@ -392,6 +449,8 @@ mod tests {
             json!({"name": "i", "kind": "unique", "fields": ["a", "b.c"]}),
             json!({"name": "i", "kind": "spatial", "fields": ["loc"]}),
             json!({"name": "i", "kind": "ngram", "fields": ["s"]}),
+            json!({"name": "i", "kind": "vector", "fields": ["e"], "options": {"dimension": 3, "metric": "l2", "m": 8,
+                "ef_construction": 50}}),
             json!({"name": "i", "kind": "fulltext", "fields": ["a", "b"], "options": {"language": "german",
                 "stemming": false, "stop_words": ["der"], "field_weights": {"a": 2.5}}}),
         ] {

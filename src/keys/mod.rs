@@ -16,7 +16,9 @@
 //! | `ftstat`     | `ftstat:{table}:{index}`                       | N and total length |
 //! | `graph`      | `graph:out:{edge_table}:{from}:{edge_id}`      | other endpoint (+ weight) |
 //! | `graph`      | `graph:in:{edge_table}:{to}:{edge_id}`         | other endpoint (+ weight) |
-//! | `vec`        | `vec:{table}:{index}:…`                        | vector index data |
+//! | `vec`        | `vec:{table}:{index}:…`                        | vector index data (layout: `service::vectors::layout`) |
+//! | `vec`        | `vec:{table}:{index}:v:{id}`                   | a node's vector (f32 LE) |
+//! | `vec`        | `vec:{table}:{index}:l:{id}`                   | a node's level and links per layer (ids) |
 //! | `ts`         | `ts:{metric}:{entity}:{timestamp}`             | f64 value (BE), then the tags as JSON if any; timestamp in ns |
 //! | `ttlidx`     | `ttlidx:{table}:{expire_at}:{id}`              | empty |
 //! | `changefeed` | `changefeed:{seqno}`                           | change event |
@@ -152,6 +154,8 @@ mod tests {
             display("graph", &GraphKey::new(Direction::Out, "{edge_table}", "{from}", "{edge_id}").encode()),
             display("graph", &GraphKey::new(Direction::In, "{edge_table}", "{to}", "{edge_id}").encode()),
             display("vec", &VecKey::new("{table}", "{index}", vec![Component::Str("…".into())]).encode()),
+            display("vec", &VecKey::vector("{table}", "{index}", "{id}").encode()),
+            display("vec", &VecKey::links("{table}", "{index}", "{id}").encode()),
             display("ts", &TsKey::new("{metric}", "{entity}", 0).encode()).replace(":0", ":{timestamp}"),
             display("ttlidx", &TtlKey::new("{table}", 0, "{id}").encode()).replace(":0:", ":{expire_at}:"),
             display("changefeed", &ChangeKey::new(0).encode()).replace(":0", ":{seqno}"),

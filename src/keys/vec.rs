@@ -1,5 +1,5 @@
 //! `vec:{table}:{index}:…` → the persisted vector index; what follows the index name is the vector
-//! module's own layout.
+//! module's own layout (`service::vectors::layout`: `v:{id}` a node's vector, `l:{id}` its links).
 
 use super::tuple::{Component, KeyError, KeyReader, KeyWriter};
 use std::borrow::Cow;
@@ -32,6 +32,16 @@ impl<'a> VecKey<'a> {
         let table = r.next_str()?;
         let index = r.next_str()?;
         Ok(VecKey { table, index, rest: r.rest()? })
+    }
+
+    /// The key of a node's vector: `vec:{table}:{index}:v:{id}`.
+    pub fn vector(table: &'a str, index: &'a str, id: &'a str) -> Self {
+        Self::new(table, index, vec![Component::Str("v".into()), Component::Str(id.into())])
+    }
+
+    /// The key of a node's links: `vec:{table}:{index}:l:{id}`.
+    pub fn links(table: &'a str, index: &'a str, id: &'a str) -> Self {
+        Self::new(table, index, vec![Component::Str("l".into()), Component::Str(id.into())])
     }
 
     /// The prefix of every key of one vector index.

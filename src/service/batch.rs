@@ -122,7 +122,10 @@ impl Db {
                     let mut doc = doc.clone();
                     match take_id(&mut doc, Some(&op.id)).and_then(|_| prepare(&self.catalog, def, op.id.clone(), doc))
                     {
-                        Ok(p) => Work::Put(p),
+                        Ok(mut p) => {
+                            p.plan_vectors(self, def);
+                            Work::Put(p)
+                        }
                         Err(e) => Work::Invalid(e),
                     }
                 }

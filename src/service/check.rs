@@ -10,6 +10,7 @@ mod derive;
 mod fulltext;
 mod timeseries;
 mod ttl;
+mod vector;
 
 use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
@@ -56,6 +57,8 @@ pub struct Checked {
     pub points: u64,
     /// expiry entries (`ttlidx:`)
     pub ttl_entries: u64,
+    /// vector index nodes (`vec:`)
+    pub vector_nodes: u64,
 }
 
 /// One inconsistency.
@@ -213,6 +216,10 @@ fn check_table(
     for (def, tally) in indexes.iter().zip(&tallies) {
         if def.kind == crate::catalog::IndexKind::Fulltext {
             report.checked.postings += fulltext::check_index(view, def, tally, report, stop)?;
+            continue;
+        }
+        if def.kind == crate::catalog::IndexKind::Vector {
+            report.checked.vector_nodes += vector::check_index(view, dict, def, report, stop)?;
             continue;
         }
         let (space, prefix) = match def.kind {

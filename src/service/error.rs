@@ -74,9 +74,18 @@ pub enum ServiceError {
     /// The table has no fulltext index (or several, and the request named none).
     #[error("{0}")]
     NoSearchIndex(String),
-    /// This version does not build that kind of index yet.
-    #[error("{0:?} indexes are not supported yet (hash, unique, range, spatial, fulltext and ngram are)")]
-    UnsupportedIndexKind(crate::catalog::IndexKind),
+    /// The table has no ready vector index on the field a vector search names.
+    #[error("{0}")]
+    NoVectorIndex(String),
+    /// A document's value for a vector index's field is not a vector the index takes; nothing
+    /// was written.
+    #[error("field {field:?} of a vector index: {reason}")]
+    InvalidVector {
+        /// the indexed field
+        field: String,
+        /// what is wrong with it
+        reason: String,
+    },
     /// A unique index already maps the value to another document; nothing was written.
     #[error("unique index {index:?}: {detail}")]
     UniqueViolation {
@@ -239,13 +248,14 @@ impl ServiceError {
             ServiceError::IndexNotFound { .. } => "index_not_found",
             ServiceError::IndexExists { .. } => "index_exists",
             ServiceError::IndexDropping { .. } => "index_dropping",
-            ServiceError::UnsupportedIndexKind(_) => "unsupported_index_kind",
             ServiceError::InvalidQuery { .. } => "invalid_query",
             ServiceError::MetricNotFound(_) => "metric_not_found",
             ServiceError::MetricDropping(_) => "metric_dropping",
             ServiceError::InvalidLines(_) => "invalid_line_protocol",
             ServiceError::TooManyBuckets(_) => "too_many_buckets",
             ServiceError::NoSearchIndex(_) => "no_search_index",
+            ServiceError::NoVectorIndex(_) => "no_vector_index",
+            ServiceError::InvalidVector { .. } => "invalid_vector",
             ServiceError::UniqueViolation { .. } => "unique_violation",
             ServiceError::InvalidDocument(_) => "invalid_document",
             ServiceError::SchemaViolation { .. } => "schema_violation",

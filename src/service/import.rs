@@ -186,7 +186,7 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
     super::ttl::expiry::check_blob(&blob, &catalog.dict())?;
     let text = super::search::maintain::prepare_text(catalog, &table.name, &id, &blob)?;
-    Ok(Prepared { id, blob, edge: None, text })
+    Ok(Prepared { id, blob, edge: None, text, vectors: Vec::new() })
 }
 
 /// Counts the imports under way while alive (also when the import's future is dropped).
@@ -207,6 +207,7 @@ fn fails_the_line_only(e: &ServiceError) -> bool {
             | ServiceError::InvalidDocument(_)
             | ServiceError::InvalidExpiry(_)
             | ServiceError::SchemaViolation { .. }
+            | ServiceError::InvalidVector { .. }
     )
 }
 
@@ -383,7 +384,16 @@ impl Db {
     ) -> Result<(Vec<(u64, Prepared)>, Failures)> {
         let (db, d) = (self.clone(), def.clone());
         let prepared = tokio::task::spawn_blocking(move || {
-            lines.into_iter().map(|(no, line)| (no, prepare_line(&db.catalog, &d, line))).collect::<Vec<_>>()
+            lines
+                .into_iter()
+                .map(|(no, line)| {
+                    let prepared = prepare_line(&db.catalog, &d, line).map(|mut p| {
+                        p.plan_vectors(&db, &d);
+                        p
+                    });
+                    (no, prepared)
+                })
+                .collect::<Vec<_>>()
         })
         .await
         .map_err(|e| ServiceError::Internal(format!("import task failed: {e}")))?;

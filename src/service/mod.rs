@@ -27,6 +27,7 @@ mod tasks;
 mod tests;
 pub mod timeseries;
 pub mod ttl;
+pub mod vectors;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
@@ -41,6 +42,7 @@ pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse}
 pub use tables::{CreateTable, TableInfo};
 pub use tasks::{TaskFigures, TaskInfo, TaskList};
 pub use ttl::SweepOutcome;
+pub use vectors::{VectorSearchRequest, VectorSearchResponse};
 
 use crate::catalog::Catalog;
 use crate::storage::{StorageConfig, Store, WriteTx};
@@ -73,6 +75,8 @@ pub struct Db {
     timeseries: timeseries::State,
     /// what the periodic background tasks did (see `background`)
     tasks: tasks::Tasks,
+    /// the cached graphs of the vector indexes (see `vectors`)
+    vectors: vectors::Graphs,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
     #[cfg(test)]
     backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
@@ -131,12 +135,15 @@ impl Db {
             known_terms: Default::default(),
             timeseries: Default::default(),
             tasks: Default::default(),
+            vectors: Default::default(),
             #[cfg(test)]
             backfill_hook: Default::default(),
         });
         if !options.background_jobs {
             return Ok(db);
         }
+        let took = db.open_vector_indexes()?;
+        tracing::info!(ms = took.as_millis() as u64, "vector indexes opened from their keys");
         for table in db.catalog.tables() {
             for index in db.catalog.indexes(&table.name) {
                 match index.state {
@@ -220,6 +227,8 @@ impl Db {
         self.store
             .write(move |tx| {
                 let out = f(tx, &db)?;
+                // the write's vector changes, applied to the cached graphs and staged (see `vectors`)
+                vectors::apply(tx, &db)?;
                 // the write's fulltext changes, merged (see `search::maintain`)
                 search::maintain::apply(tx, &db.catalog, &db.known_terms)?;
                 Ok(out)

@@ -192,6 +192,7 @@ impl Db {
             Ok(())
         })
         .await?;
+        self.vectors.forget_table(&name);
         self.purge_table(&name).await
     }
 

@@ -97,10 +97,14 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         "/v1/tables/{table}/indexes" if post => role(Admin),
         "/v1/tables/{table}/indexes/{name}" if get => role(Read),
         "/v1/tables/{table}/indexes/{name}" if delete => role(Admin),
+        // drops and rebuilds a vector index's keys
+        "/v1/tables/{table}/indexes/{name}/rebuild" if post => role(Admin),
         // what an index makes of a text: reads the index's definition, writes nothing
         "/v1/tables/{table}/indexes/{name}/analyze" if post => role(Read),
 
-        "/v1/tables/{table}/query" | "/v1/tables/{table}/search" if post => role(Read),
+        "/v1/tables/{table}/query" | "/v1/tables/{table}/search" | "/v1/tables/{table}/vector-search" if post => {
+            role(Read)
+        }
 
         "/v1/graph/neighbors" if get => role(Read),
         "/v1/graph/traverse" | "/v1/graph/shortest-path" if post => role(Read),

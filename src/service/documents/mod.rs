@@ -139,6 +139,17 @@ pub(crate) struct Prepared {
     pub edge: Option<EdgeEnds>,
     /// its terms for the table's fulltext indexes
     pub text: Vec<PreparedText>,
+    /// its inserts into the table's vector indexes, planned outside the committer (see
+    /// [`Prepared::plan_vectors`]; empty: the committer plans them)
+    pub vectors: Vec<super::vectors::PreparedVector>,
+}
+
+impl Prepared {
+    /// Plans the document's vector inserts on the cached graphs (the expensive neighbour search),
+    /// so the committer only validates and applies them.
+    pub(crate) fn plan_vectors(&mut self, db: &Db, table: &TableDef) {
+        self.vectors = db.plan_vectors(table, &self.id, &self.blob);
+    }
 }
 
 /// Checks `doc` against `table` and encodes it. `doc` must not hold `_id` any more.
@@ -158,7 +169,7 @@ pub(crate) fn prepare(
         .encode_detached(&value, &EncodeOptions { vector_fields: &vectors })
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
     let text = prepare_text(catalog, &table.name, &id, &blob)?;
-    Ok(Prepared { id, blob, edge, text })
+    Ok(Prepared { id, blob, edge, text, vectors: Vec::new() })
 }
 
 fn edge_endpoints(table: &TableDef, doc: &Map<String, Value>) -> Option<EdgeEnds> {
@@ -225,7 +236,8 @@ pub(crate) fn put_encoded(
     if let Some(edge) = &doc.edge {
         adjacency::stage(tx, &table.name, &doc.id, edge, true);
     }
-    super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), &mut doc.text)?;
+    let pre = super::indexes::Precomputed { text: &mut doc.text, vectors: &mut doc.vectors };
+    super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), pre)?;
     if old.is_none() {
         bump_count(tx, &table.name, 1)?;
     }
@@ -301,7 +313,8 @@ fn remove(
     if let Some(edge) = adjacency::stored_ends(catalog, table, old)? {
         adjacency::stage(tx, &table.name, id, &edge, false);
     }
-    super::indexes::update(tx, catalog, table, id, Some(old), None, &mut Vec::new())?;
+    let pre = super::indexes::Precomputed { text: &mut Vec::new(), vectors: &mut Vec::new() };
+    super::indexes::update(tx, catalog, table, id, Some(old), None, pre)?;
     bump_count(tx, &table.name, -1)?;
     tx.delete(Space::Entity, key);
     Ok(())
@@ -377,7 +390,8 @@ impl Db {
         // Prepared again only when a column was added meanwhile: each retry follows a commit.
         loop {
             let def = self.table_or_404(&table)?;
-            let prepared = prepare(&self.catalog, &def, id.clone(), body_for(&def, &mut kept)?)?;
+            let mut prepared = prepare(&self.catalog, &def, id.clone(), body_for(&def, &mut kept)?)?;
+            prepared.plan_vectors(self, &def);
             let (t, pre) = (table.clone(), pre.clone());
             let done = self
                 .write(move |tx, db| {
@@ -416,8 +430,15 @@ impl Db {
             let def = self.table_or_404(&table)?;
             let body = body_for(&def, &mut kept)?;
             let prepare_all = {
-                let (catalog, def) = (self.catalog.clone(), def.clone());
-                move || body.into_iter().map(|(id, doc)| prepare(&catalog, &def, id, doc)).collect::<Result<Vec<_>>>()
+                let (db, def) = (self.clone(), def.clone());
+                move || {
+                    let prepare_one = |(id, doc)| {
+                        let mut p = prepare(&db.catalog, &def, id, doc)?;
+                        p.plan_vectors(&db, &def);
+                        Ok(p)
+                    };
+                    body.into_iter().map(prepare_one).collect::<Result<Vec<_>>>()
+                }
             };
             // Many documents are encoded on the blocking pool, not on a runtime worker.
             let prepared = if count > INLINE_PREPARE {

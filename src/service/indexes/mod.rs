@@ -60,7 +60,7 @@ fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>
         return bad("`_id` needs no index: queries on it read the documents' own keys".into());
     }
     let options = req.options.clone().unwrap_or_default();
-    if !matches!(req.kind, IndexKind::Fulltext | IndexKind::Ttl) && !options.is_empty() {
+    if !matches!(req.kind, IndexKind::Fulltext | IndexKind::Ttl | IndexKind::Vector) && !options.is_empty() {
         return bad(format!("a {} index takes no options", kind_name(req.kind)));
     }
     let mut distinct = req.fields.clone();
@@ -74,11 +74,14 @@ fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>
         IndexKind::Hash | IndexKind::Unique | IndexKind::Fulltext => {
             return bad(format!("a {} index takes 1 to {MAX_FIELDS} fields", kind_name(req.kind)));
         }
-        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram | IndexKind::Ttl if req.fields.len() == 1 => {}
-        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram | IndexKind::Ttl => {
+        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram | IndexKind::Ttl | IndexKind::Vector
+            if req.fields.len() == 1 => {}
+        IndexKind::Range | IndexKind::Spatial | IndexKind::Ngram | IndexKind::Ttl | IndexKind::Vector => {
             return bad(format!("a {} index takes exactly one field", kind_name(req.kind)));
         }
-        IndexKind::Vector => return Err(ServiceError::UnsupportedIndexKind(req.kind)),
+    }
+    if req.kind == IndexKind::Vector {
+        return Ok(super::vectors::parse_options(&options)?.1);
     }
     if req.kind == IndexKind::Ttl {
         return ttl_options(&options);
@@ -115,15 +118,25 @@ fn index_prefixes(table: &str, index: &str) -> Vec<(Space, Vec<u8>)> {
         (Space::Ridx, RidxKey::index_prefix(table, index)),
         (Space::Sidx, SidxKey::index_prefix(table, index)),
         (Space::Ftidx, FtidxKey::index_prefix(table, index)),
+        (Space::Vec, crate::keys::VecKey::index_prefix(table, index)),
     ];
     out.extend(FtStatKey::index_prefixes(table, index).into_iter().map(|p| (Space::Ftstat, p)));
     out
 }
 
+/// What the write path computed for a document before its write.
+pub(crate) struct Precomputed<'a> {
+    /// its fulltext terms
+    pub text: &'a mut Vec<PreparedText>,
+    /// its vector inserts, planned
+    pub vectors: &'a mut Vec<super::vectors::PreparedVector>,
+}
+
 /// Replaces the index entries of document `id` (old blob → new blob) in the write, for every index
 /// that is building or ready, and moves its expiry entry (`ttl::stage`); a unique index that already maps a new value to another document
-/// fails the write with `unique_violation`. `text` holds the new document's fulltext terms where
-/// the write path analyzed it before the write.
+/// fails the write with `unique_violation`. `pre.text` holds the new document's fulltext terms
+/// where the write path analyzed it before the write, `pre.vectors` its vector inserts planned
+/// before it.
 pub(crate) fn update(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
@@ -131,8 +144,9 @@ pub(crate) fn update(
     id: &str,
     old: Option<&[u8]>,
     new: Option<&[u8]>,
-    text: &mut Vec<PreparedText>,
+    pre: Precomputed<'_>,
 ) -> Result<()> {
+    let Precomputed { text, vectors: planned } = pre;
     super::ttl::stage(tx, catalog, &table.name, id, old, new)?;
     let defs = catalog.indexes(&table.name);
     if defs.is_empty() {
@@ -141,7 +155,10 @@ pub(crate) fn update(
     let dict = catalog.dict();
     // Fulltext changes are logged last: nothing after them in this document's change can fail
     // for a reason of the document's own (a unique violation), which would leave them logged.
-    for def in defs.iter().filter(|d| d.is_maintained() && d.kind != IndexKind::Fulltext) {
+    for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Vector) {
+        super::vectors::update(tx, def, &dict, id, old, new, planned)?;
+    }
+    for def in defs.iter().filter(|d| d.is_maintained() && !matches!(d.kind, IndexKind::Fulltext | IndexKind::Vector)) {
         // The old document's entries are never refused: one stored before the index existed
         // may be over the cap, and must still be patchable and deletable.
         let before = old.map(|b| entries::stored_entries(def, id, b, &dict)).transpose()?.unwrap_or_default();
@@ -333,6 +350,7 @@ impl Db {
                 Ok(def.created_at)
             })
             .await?;
+        self.vectors.forget(&table, &name);
         self.purge_dropped_index(&table, &name, created_at)
             .await
             .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
@@ -405,6 +423,8 @@ struct PreparedDoc {
     entries: Result<Vec<Entry>>,
     /// a fulltext index's terms
     terms: Option<DocPostings>,
+    /// a vector index's vector
+    vector: Option<Vec<f32>>,
 }
 
 /// A backfill chunk read and computed outside the committer, for [`commit_chunk`].
@@ -439,17 +459,31 @@ fn prepare_chunk(
         let (key, blob) = item?;
         let id = EntityKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned();
         // What the index fails with names the document to fix.
+        let vector = match def.kind {
+            IndexKind::Vector => super::vectors::params_of(&def)
+                .and_then(|p| super::vectors::doc_vector(&def, &p, &blob, &dict))
+                .map_err(|e| ServiceError::InvalidDocument(format!("document {id:?}: {e}"))),
+            _ => Ok(None),
+        };
+        let (vector, vector_error) = match vector {
+            Ok(v) => (v, None),
+            Err(e) => (None, Some(e)),
+        };
         let entries = entries::entries(&def, &id, &blob, &dict).map_err(|e| match e {
             e @ ServiceError::Unavailable(_) => e,
             ServiceError::InvalidDocument(why) => ServiceError::InvalidDocument(format!("document {id:?}: {why}")),
             other => ServiceError::InvalidDocument(format!("document {id:?}: {other}")),
         });
+        let entries = match vector_error {
+            Some(e) => Err(e),
+            None => entries,
+        };
         let terms = if def.kind == IndexKind::Fulltext {
             Some(DocPostings::encode(&id, postings::analyze(&def, &maintain::analyzer(&def), &blob, &dict)?))
         } else {
             None
         };
-        docs.push(PreparedDoc { key, id, blob, entries, terms });
+        docs.push(PreparedDoc { key, id, blob, entries, terms, vector });
     }
     #[cfg(test)]
     db.backfill_prepared(docs.len());
@@ -484,6 +518,12 @@ fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: Prepared
             continue;
         }
         let entries = doc.entries?;
+        if def.kind == IndexKind::Vector {
+            if let Some(v) = doc.vector {
+                super::vectors::log(tx, &def, &doc.id, Some(v));
+            }
+            continue;
+        }
         multikey |= entries.len() > 1 && def.kind != IndexKind::Spatial;
         for e in &entries {
             put_entry(tx, &def, &doc.id, e)?;

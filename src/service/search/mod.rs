@@ -84,6 +84,59 @@ pub struct SearchRequest {
     pub fields: Option<Vec<String>>,
     /// mark the matched words in fragments of the indexed fields
     pub highlight: Option<HighlightRequest>,
+    /// hybrid search: also rank by distance to this vector, and fuse both rankings (`fusion`);
+    /// `limit` and `offset` then page the fused list (`offset + limit` at most 1000)
+    pub vector: Option<HybridVector>,
+    /// how a hybrid search fuses its rankings (default reciprocal rank fusion, k = 60)
+    pub fusion: Option<Fusion>,
+}
+
+/// The vector half of a hybrid search.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HybridVector {
+    /// the field of a ready `vector` index
+    #[schema(min_length = 1, max_length = 4096)]
+    pub field: String,
+    /// the query vector (the index's dimension, at most 4096 numbers)
+    #[schema(min_items = 1, max_items = 4096)]
+    pub vector: Vec<f64>,
+    /// the length of the vector ranking, 1-1000 (default `offset + limit`, at least 10)
+    #[schema(minimum = 1, maximum = 1000)]
+    pub k: Option<usize>,
+    /// the vector search's list length, 1-10000 (default 64)
+    #[schema(minimum = 1, maximum = 10000)]
+    pub ef: Option<usize>,
+}
+
+/// `rrf`: reciprocal rank fusion.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FusionMethod {
+    /// each list adds 1 / (k + rank)
+    #[default]
+    Rrf,
+}
+
+/// How a hybrid search fuses its rankings.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fusion {
+    /// `rrf`
+    #[serde(default)]
+    pub method: FusionMethod,
+    /// the RRF constant, 1-10000 (default 60)
+    #[schema(minimum = 1, maximum = 10000)]
+    pub k: Option<usize>,
+}
+
+/// A hybrid hit's rank (from 1) in each list; null where the list does not hold it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HybridRanks {
+    /// in the full-text ranking
+    pub text: Option<usize>,
+    /// in the vector ranking
+    pub vector: Option<usize>,
 }
 
 /// One hit (schema for the OpenAPI document).
@@ -92,7 +145,7 @@ pub struct SearchHit {
     /// the document id
     #[serde(rename = "_id")]
     pub id: String,
-    /// its BM25 score
+    /// its BM25 score; in a hybrid search, the fused score
     pub score: f64,
     /// the document (or the requested fields)
     #[schema(value_type = Object)]
@@ -100,6 +153,12 @@ pub struct SearchHit {
     /// per indexed field with a match: a fragment with the matched words marked
     #[serde(skip_serializing_if = "Option::is_none")]
     pub highlights: Option<Map<String, Value>>,
+    /// hybrid search only: the hit's rank in each list
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<HybridRanks>,
+    /// hybrid search only: the distance to the query vector, where the vector list holds the hit
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distance: Option<f32>,
 }
 
 /// The answer of a search (schema for the OpenAPI document).

@@ -266,6 +266,11 @@ fn phrase_matches<'b>(
 impl Db {
     /// Searches a table's fulltext index.
     pub async fn search(self: &Arc<Self>, table: String, req: SearchRequest) -> Result<Vec<u8>> {
+        if req.vector.is_some() || req.fusion.is_some() {
+            return Err(ServiceError::InvalidRequest(
+                "`vector` and `fusion` make a hybrid search (hybrid_search)".into(),
+            ));
+        }
         let limit = req.limit.unwrap_or(10);
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_LIMIT}")));

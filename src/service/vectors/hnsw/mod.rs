@@ -1,0 +1,542 @@
+//! The in-memory HNSW graph (Malkov & Yashunin) of one vector index: the cache of its `vec:` keys.
+//!
+//! Written here rather than taken from a crate: `hnsw_rs` cannot delete a point, and
+//! `instant-distance` builds an immutable index; this index must take deletes and replaces in
+//! every write and repair its links so recall holds under churn, and its state must be exactly
+//! what the keys say, so the graph is ours (about 400 lines).
+//!
+//! - Vectors live in one contiguous `f32` arena indexed by a dense slot number; slots freed by
+//!   deletes are reused. Doc ids map to slots and back.
+//! - A node's level is drawn from a hash of its id (so a rebuild gives the same levels).
+//! - Links are directed; `rev` mirrors them so a delete finds every node that points to the
+//!   deleted one and repairs its list with candidates from both neighbourhoods (the heuristic,
+//!   then the closest of the rest up to the layer's cap), in the same write.
+//! - A filtered search walks the graph through every node but keeps only accepted nodes among
+//!   the results, as hnswlib's filter does: it returns k accepted nodes whenever k are
+//!   reachable.
+//! - Every change records which ids' keys must be rewritten ([`Changes`]).
+//! - An insert's neighbour search can run outside the writer ([`Graph::plan`], under the read
+//!   lock): the plan records the stamp of every node whose links it would change. Applying it
+//!   ([`Graph::apply_plan`], on the committer) takes each planned list whose node is unchanged
+//!   since, and re-prunes only the lists that changed in between (a cheap local step), so the
+//!   expensive search never runs on the committer unless the plan is missing.
+
+use super::kernels;
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::sync::Arc;
+
+/// How distances are measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// 1 − cosine similarity (vectors are stored normalised, so 1 − dot)
+    Cosine,
+    /// Euclidean distance (squared while ranking)
+    L2,
+    /// negative dot product
+    Dot,
+}
+
+impl Metric {
+    /// The ranking distance of two stored (for cosine: normalised) vectors.
+    #[inline]
+    pub fn distance(self, a: &[f32], b: &[f32]) -> f32 {
+        match self {
+            Metric::Cosine => 1.0 - kernels::dot(a, b),
+            Metric::L2 => kernels::l2_squared(a, b),
+            Metric::Dot => -kernels::dot(a, b),
+        }
+    }
+
+    /// The distance as reported to clients (the Euclidean distance for `l2`), always a finite
+    /// number (a sum that overflowed is shown as the largest f32, so JSON can carry it).
+    pub fn reported(self, d: f32) -> f32 {
+        let d = match self {
+            Metric::L2 => d.max(0.0).sqrt(),
+            _ => d,
+        };
+        if d.is_nan() { f32::MAX } else { d.clamp(-f32::MAX, f32::MAX) }
+    }
+}
+
+/// A graph's fixed parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    /// vector length
+    pub dim: usize,
+    /// distance
+    pub metric: Metric,
+    /// links per node above layer 0 (2m at layer 0)
+    pub m: usize,
+    /// candidate list length while inserting
+    pub ef_construction: usize,
+}
+
+/// Highest layer a node may have.
+const MAX_LEVEL: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Cand {
+    d: f32,
+    s: u32,
+}
+
+impl Eq for Cand {}
+
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Cand {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.d.total_cmp(&other.d).then(self.s.cmp(&other.s))
+    }
+}
+
+/// The ids whose keys a change touched.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// ids added or removed (their vector key is written or deleted)
+    pub nodes: BTreeSet<Arc<str>>,
+    /// ids whose links changed
+    pub links: BTreeSet<Arc<str>>,
+}
+
+/// A node as its keys hold it: id, vector, links per layer (as ids).
+pub type StoredNode = (String, Vec<f32>, Vec<Vec<String>>);
+
+/// Stands for the node being planned in a plan's lists.
+const NEW: u32 = u32::MAX;
+
+/// An insert computed outside the writer (see the module doc).
+#[derive(Debug, Clone)]
+pub struct InsertPlan {
+    level: usize,
+    /// the graph's insert count when planned
+    inserted: u64,
+    /// per layer: the new node's chosen neighbours, with their ids
+    links: Vec<Vec<(u32, Arc<str>)>>,
+    /// `(node, layer, its stamp when planned, its new list with NEW for the new node)`
+    updates: Vec<(u32, usize, u64, Vec<u32>)>,
+}
+
+/// One index's graph.
+pub struct Graph {
+    p: Params,
+    vectors: Vec<f32>,
+    ids: Vec<Option<Arc<str>>>,
+    links: Vec<Vec<Vec<u32>>>,
+    rev: Vec<Vec<Vec<u32>>>,
+    by_id: HashMap<Arc<str>, u32>,
+    free: Vec<u32>,
+    entry: Option<u32>,
+    /// per slot: bumped whenever its links change or the slot is freed or reused
+    stamps: Vec<u64>,
+    /// nodes inserted so far (a plan made before more than [`PLAN_SLACK`] others is not used)
+    inserted: u64,
+}
+
+/// How many inserts may come between a plan and its use: a plan does not know the nodes
+/// inserted after it was made (it cannot link to them directly), so beyond this the insert is
+/// searched again on the writer — as in a bulk import into a small graph.
+pub const PLAN_SLACK: u64 = 64;
+
+/// A bitset of visited slots.
+struct Visited(Vec<u64>);
+
+impl Visited {
+    fn new(n: usize) -> Self {
+        Visited(vec![0; n.div_ceil(64)])
+    }
+    /// Marks `s`; true if it was not marked before.
+    fn insert(&mut self, s: u32) -> bool {
+        let (w, b) = (s as usize / 64, s % 64);
+        match self.0.get_mut(w) {
+            Some(word) if *word & (1 << b) == 0 => {
+                *word |= 1 << b;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new(p: Params) -> Graph {
+        Graph {
+            p,
+            vectors: Vec::new(),
+            ids: Vec::new(),
+            links: Vec::new(),
+            rev: Vec::new(),
+            by_id: HashMap::new(),
+            free: Vec::new(),
+            entry: None,
+            stamps: Vec::new(),
+            inserted: 0,
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> Params {
+        self.p
+    }
+
+    /// Live nodes.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// True without nodes.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Bytes held by the arena and the link lists (approximate).
+    pub fn memory_bytes(&self) -> usize {
+        let links: usize = self.links.iter().flatten().map(|l| l.capacity() * 8 + 24).sum();
+        self.vectors.capacity() * 4 + links + self.by_id.len() * 48
+    }
+
+    /// The stored vector of a slot.
+    pub fn vector(&self, s: u32) -> &[f32] {
+        let d = self.p.dim;
+        self.vectors.get(s as usize * d..(s as usize + 1) * d).unwrap_or(&[])
+    }
+
+    /// The id of a live slot.
+    pub fn id(&self, s: u32) -> Option<&Arc<str>> {
+        self.ids.get(s as usize).and_then(Option::as_ref)
+    }
+
+    /// The slot of an id.
+    pub fn slot(&self, id: &str) -> Option<u32> {
+        self.by_id.get(id).copied()
+    }
+
+    /// The stored vector of an id.
+    pub fn vector_of(&self, id: &str) -> Option<&[f32]> {
+        self.slot(id).map(|s| self.vector(s))
+    }
+
+    /// The links of an id, per layer, as ids.
+    pub fn links_of(&self, id: &str) -> Option<Vec<Vec<Arc<str>>>> {
+        let s = self.slot(id)?;
+        let layers = self.links.get(s as usize)?;
+        Some(layers.iter().map(|l| l.iter().filter_map(|&n| self.id(n).cloned()).collect()).collect())
+    }
+
+    /// Every live id.
+    pub fn ids(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.by_id.keys()
+    }
+
+    fn dist(&self, a: u32, b: u32) -> f32 {
+        self.p.metric.distance(self.vector(a), self.vector(b))
+    }
+
+    fn max_links(&self, layer: usize) -> usize {
+        if layer == 0 { self.p.m * 2 } else { self.p.m }
+    }
+
+    fn level(&self, s: u32) -> usize {
+        self.links.get(s as usize).map_or(0, |l| l.len().saturating_sub(1))
+    }
+
+    /// The level of a node with this id: geometric with ratio 1/m, from a hash of the id.
+    pub fn level_for(&self, id: &str) -> usize {
+        let h = xxhash_rust::xxh3::xxh3_64(id.as_bytes());
+        let u = ((h >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        let ml = 1.0 / (self.p.m.max(2) as f64).ln();
+        ((-u.ln() * ml) as usize).min(MAX_LEVEL)
+    }
+
+    fn alloc(&mut self, id: Arc<str>, v: &[f32], level: usize) -> u32 {
+        self.inserted += 1;
+        let s = match self.free.pop() {
+            Some(s) => {
+                let d = self.p.dim;
+                if let Some(dst) = self.vectors.get_mut(s as usize * d..(s as usize + 1) * d) {
+                    dst.copy_from_slice(v);
+                }
+                self.ids[s as usize] = Some(id.clone());
+                self.links[s as usize] = vec![Vec::new(); level + 1];
+                self.rev[s as usize] = vec![Vec::new(); level + 1];
+                self.stamps[s as usize] += 1;
+                s
+            }
+            None => {
+                self.vectors.extend_from_slice(v);
+                self.ids.push(Some(id.clone()));
+                self.links.push(vec![Vec::new(); level + 1]);
+                self.rev.push(vec![Vec::new(); level + 1]);
+                self.stamps.push(0);
+                (self.ids.len() - 1) as u32
+            }
+        };
+        self.by_id.insert(id, s);
+        s
+    }
+
+    /// Replaces `a`'s links at `layer`, keeping `rev` in step.
+    fn set_links(&mut self, a: u32, layer: usize, new: Vec<u32>) {
+        let old = std::mem::take(&mut self.links[a as usize][layer]);
+        for b in old.iter().filter(|b| !new.contains(b)) {
+            if let Some(r) = self.rev.get_mut(*b as usize).and_then(|r| r.get_mut(layer)) {
+                r.retain(|x| *x != a);
+            }
+        }
+        for b in new.iter().filter(|b| !old.contains(b)) {
+            if let Some(r) = self.rev.get_mut(*b as usize).and_then(|r| r.get_mut(layer)) {
+                r.push(a);
+            }
+        }
+        self.links[a as usize][layer] = new;
+        self.stamps[a as usize] += 1;
+    }
+
+    /// Adds (or replaces) the node `id` with vector `v` (normalised already for cosine).
+    pub fn insert(&mut self, id: &str, v: &[f32], changes: &mut Changes) {
+        if let Some(s) = self.slot(id) {
+            if self.vector(s) == v {
+                return;
+            }
+            self.remove(id, changes);
+        }
+        let id: Arc<str> = Arc::from(id);
+        let level = self.level_for(&id);
+        let slot = self.alloc(id.clone(), v, level);
+        changes.nodes.insert(id.clone());
+        changes.links.insert(id);
+        let Some(ep) = self.entry.filter(|e| *e != slot) else {
+            self.entry = Some(slot);
+            return;
+        };
+        let q = v.to_vec();
+        let top = self.level(ep);
+        let mut cur = ep;
+        for layer in (level + 1..=top).rev() {
+            cur = self.greedy(&q, cur, layer);
+        }
+        let mut eps = vec![cur];
+        for layer in (0..=level.min(top)).rev() {
+            let w = self.search_layer(&q, &eps, self.p.ef_construction, layer, None);
+            let chosen = self.select(&w, self.p.m, false);
+            self.set_links(slot, layer, chosen.clone());
+            for n in chosen {
+                let mut list = self.links[n as usize][layer].clone();
+                list.push(slot);
+                if list.len() > self.max_links(layer) {
+                    let mut c: Vec<Cand> = list.iter().map(|&x| Cand { d: self.dist(n, x), s: x }).collect();
+                    c.sort();
+                    list = self.select(&c, self.max_links(layer), false);
+                }
+                self.set_links(n, layer, list);
+                if let Some(nid) = self.id(n) {
+                    changes.links.insert(nid.clone());
+                }
+            }
+            eps = w.iter().map(|c| c.s).collect();
+        }
+        if level > top {
+            self.entry = Some(slot);
+        }
+    }
+
+    /// Removes the node `id`, repairing the links of every node that pointed to it.
+    pub fn remove(&mut self, id: &str, changes: &mut Changes) -> bool {
+        let Some(slot) = self.slot(id) else { return false };
+        for layer in 0..=self.level(slot) {
+            let out = self.links[slot as usize][layer].clone();
+            let ins = self.rev[slot as usize][layer].clone();
+            self.set_links(slot, layer, Vec::new());
+            for r in ins {
+                let mut pool: Vec<u32> = self.links[r as usize][layer].iter().copied().filter(|x| *x != slot).collect();
+                pool.extend(out.iter().copied().filter(|x| *x != r && *x != slot));
+                pool.sort_unstable();
+                pool.dedup();
+                let mut c: Vec<Cand> = pool.iter().map(|&x| Cand { d: self.dist(r, x), s: x }).collect();
+                c.sort();
+                let chosen = self.select(&c, self.max_links(layer), true);
+                self.set_links(r, layer, chosen);
+                if let Some(rid) = self.id(r) {
+                    changes.links.insert(rid.clone());
+                }
+            }
+        }
+        let id = self.ids[slot as usize].take();
+        if let Some(id) = id {
+            self.by_id.remove(&id);
+            changes.nodes.insert(id.clone());
+            changes.links.insert(id);
+        }
+        self.links[slot as usize].clear();
+        self.rev[slot as usize].clear();
+        self.stamps[slot as usize] += 1;
+        self.free.push(slot);
+        if self.entry == Some(slot) {
+            self.entry = self.by_id.values().copied().max_by_key(|s| (self.level(*s), std::cmp::Reverse(*s)));
+        }
+        true
+    }
+
+    /// The heuristic of the HNSW paper: a candidate (closest first) is kept when it is closer to
+    /// the base than to every kept one; `fill` then tops up with the closest of the rest.
+    fn select(&self, cands: &[Cand], m: usize, fill: bool) -> Vec<u32> {
+        self.select_by(cands, m, fill, &|a, b| self.dist(a, b))
+    }
+
+    fn select_by(&self, cands: &[Cand], m: usize, fill: bool, dist: &dyn Fn(u32, u32) -> f32) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::with_capacity(m);
+        let mut rest = Vec::new();
+        for c in cands {
+            if out.len() >= m {
+                break;
+            }
+            if out.iter().all(|&o| dist(c.s, o) > c.d) {
+                out.push(c.s);
+            } else {
+                rest.push(c.s);
+            }
+        }
+        if fill {
+            out.extend(rest.into_iter().take(m.saturating_sub(out.len())));
+        }
+        out
+    }
+
+    fn greedy(&self, q: &[f32], mut cur: u32, layer: usize) -> u32 {
+        let mut best = self.p.metric.distance(q, self.vector(cur));
+        loop {
+            let mut moved = false;
+            for &n in self.links[cur as usize].get(layer).map_or(&[][..], Vec::as_slice) {
+                let d = self.p.metric.distance(q, self.vector(n));
+                if d < best {
+                    (best, cur, moved) = (d, n, true);
+                }
+            }
+            if !moved {
+                return cur;
+            }
+        }
+    }
+
+    /// The `ef` nearest nodes to `q` at `layer` reachable from `eps`, closest first; with
+    /// `accept`, only accepted nodes are kept (every node is still walked through).
+    fn search_layer(
+        &self,
+        q: &[f32],
+        eps: &[u32],
+        ef: usize,
+        layer: usize,
+        mut accept: Option<&mut dyn FnMut(u32) -> bool>,
+    ) -> Vec<Cand> {
+        let mut visited = Visited::new(self.ids.len());
+        let mut frontier: BinaryHeap<std::cmp::Reverse<Cand>> = BinaryHeap::new();
+        let mut best: BinaryHeap<Cand> = BinaryHeap::new();
+        for &e in eps {
+            if !visited.insert(e) {
+                continue;
+            }
+            let c = Cand { d: self.p.metric.distance(q, self.vector(e)), s: e };
+            frontier.push(std::cmp::Reverse(c));
+            if accept.as_mut().is_none_or(|a| a(e)) {
+                best.push(c);
+            }
+        }
+        while best.len() > ef {
+            best.pop();
+        }
+        while let Some(std::cmp::Reverse(c)) = frontier.pop() {
+            if best.len() >= ef && best.peek().is_some_and(|w| c.d > w.d) {
+                break;
+            }
+            for &n in self.links[c.s as usize].get(layer).map_or(&[][..], Vec::as_slice) {
+                if !visited.insert(n) {
+                    continue;
+                }
+                let d = self.p.metric.distance(q, self.vector(n));
+                if best.len() < ef || best.peek().is_some_and(|w| d < w.d) {
+                    let cand = Cand { d, s: n };
+                    frontier.push(std::cmp::Reverse(cand));
+                    if accept.as_mut().is_none_or(|a| a(n)) {
+                        best.push(cand);
+                        if best.len() > ef {
+                            best.pop();
+                        }
+                    }
+                }
+            }
+        }
+        best.into_sorted_vec()
+    }
+
+    /// The `k` nearest accepted nodes to `q` (closest first), searching with list length `ef`.
+    pub fn search(&self, q: &[f32], k: usize, ef: usize, accept: &mut dyn FnMut(u32) -> bool) -> Vec<(u32, f32)> {
+        let Some(ep) = self.entry else { return Vec::new() };
+        let mut cur = ep;
+        for layer in (1..=self.level(ep)).rev() {
+            cur = self.greedy(q, cur, layer);
+        }
+        let found = self.search_layer(q, &[cur], ef.max(k), 0, Some(accept));
+        found.into_iter().take(k).map(|c| (c.s, c.d)).collect()
+    }
+
+    /// The `k` nearest accepted nodes among `slots` (all live nodes when `None`), by brute force:
+    /// distances first, then `accept` in distance order until `k` are accepted.
+    pub fn exact(
+        &self,
+        q: &[f32],
+        k: usize,
+        slots: Option<&[u32]>,
+        accept: &mut dyn FnMut(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        let mut all: Vec<Cand> = match slots {
+            Some(s) => s.iter().map(|&s| Cand { d: self.p.metric.distance(q, self.vector(s)), s }).collect(),
+            None => self.by_id.values().map(|&s| Cand { d: self.p.metric.distance(q, self.vector(s)), s }).collect(),
+        };
+        all.sort_unstable();
+        let mut out = Vec::with_capacity(k);
+        for c in all {
+            if out.len() >= k {
+                break;
+            }
+            if accept(c.s) {
+                out.push((c.s, c.d));
+            }
+        }
+        out
+    }
+
+    /// Builds a graph from stored nodes: `(id, vector, links per layer as ids)`. Links naming an
+    /// id that is not among the nodes are dropped (`check` reports them).
+    pub fn load(p: Params, nodes: Vec<StoredNode>) -> Graph {
+        let mut g = Graph::new(p);
+        g.vectors.reserve(nodes.len() * p.dim);
+        let mut pending = Vec::with_capacity(nodes.len());
+        for (id, v, layers) in nodes {
+            let level = layers.len().saturating_sub(1);
+            let s = g.alloc(Arc::from(id), &v, level);
+            pending.push((s, layers));
+        }
+        for (s, layers) in pending {
+            for (layer, list) in layers.into_iter().enumerate() {
+                let slots: Vec<u32> =
+                    list.iter().filter_map(|id| g.slot(id)).filter(|n| *n != s && g.level(*n) >= layer).collect();
+                for &n in &slots {
+                    g.rev[n as usize][layer].push(s);
+                }
+                g.links[s as usize][layer] = slots;
+            }
+        }
+        g.entry = g.by_id.values().copied().max_by_key(|s| (g.level(*s), std::cmp::Reverse(*s)));
+        g
+    }
+}
+
+mod plan;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,117 @@
+//! The graph through churn, planned inserts and reload.
+
+use super::*;
+
+fn clustered(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut x = seed;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+    };
+    let centers: Vec<Vec<f32>> = (0..10).map(|_| (0..dim).map(|_| rnd() * 4.0).collect()).collect();
+    (0..n).map(|i| centers[i % 10].iter().map(|c| c + rnd() * 0.5).collect()).collect()
+}
+
+fn recall(g: &Graph, data: &[(String, Vec<f32>)], queries: &[Vec<f32>]) -> f64 {
+    let mut hit = 0;
+    for q in queries {
+        let got: BTreeSet<u32> = g.search(q, 10, 64, &mut |_| true).into_iter().map(|x| x.0).collect();
+        let want: BTreeSet<u32> = g.exact(q, 10, None, &mut |_| true).into_iter().map(|x| x.0).collect();
+        hit += got.intersection(&want).count();
+    }
+    let _ = data;
+    hit as f64 / (queries.len() * 10) as f64
+}
+
+#[test]
+fn recall_holds_through_churn_and_reload() {
+    let p = Params { dim: 16, metric: Metric::L2, m: 12, ef_construction: 100 };
+    let mut g = Graph::new(p);
+    // data, queries and replacements from the same clusters
+    let mut vs = clustered(4050, 16, 7);
+    let queries: Vec<Vec<f32>> = vs.split_off(4000);
+    let fresh: Vec<Vec<f32>> = vs.split_off(2000);
+    let data: Vec<(String, Vec<f32>)> = vs.into_iter().enumerate().map(|(i, v)| (format!("d{i}"), v)).collect();
+    let mut ch = Changes::default();
+    for (id, v) in &data {
+        g.insert(id, v, &mut ch);
+    }
+    let r = recall(&g, &data, &queries);
+    eprintln!("recall {r}");
+    assert!(r >= 0.95, "{r}");
+    // delete a third, replace a tenth
+    for (i, (id, _)) in data.iter().enumerate() {
+        if i % 3 == 0 {
+            assert!(g.remove(id, &mut ch));
+        } else if i % 10 == 1 {
+            g.insert(id, &fresh[i], &mut ch);
+        }
+    }
+    assert_eq!(g.len(), 2000 - 667);
+    let r = recall(&g, &data, &queries);
+    eprintln!("recall after churn {r}");
+
+    assert!(r >= 0.95, "{r}");
+    // no link names a freed slot, and rev mirrors links
+    for (s, layers) in g.links.iter().enumerate() {
+        for (l, list) in layers.iter().enumerate() {
+            for &n in list {
+                assert!(g.id(n).is_some());
+                assert!(g.rev[n as usize][l].contains(&(s as u32)));
+            }
+        }
+    }
+    // inserts planned in batches of 16 on one state, applied after each other
+    let more: Vec<(String, Vec<f32>)> =
+        clustered(4400, 16, 7)[4050..].iter().enumerate().map(|(i, v)| (format!("p{i}"), v.clone())).collect();
+    for batch in more.chunks(16) {
+        let plans: Vec<_> = batch.iter().map(|(id, v)| g.plan(id, v)).collect();
+        for ((id, v), plan) in batch.iter().zip(plans) {
+            match plan {
+                Some(plan) => g.apply_plan(id, v, &plan, &mut ch),
+                None => g.insert(id, v, &mut ch),
+            }
+        }
+    }
+    // and replaces planned the same way
+    for batch in data.chunks(16).take(20) {
+        let plans: Vec<_> =
+            batch.iter().map(|(id, v)| (id, v.iter().map(|x| x + 0.01).collect::<Vec<f32>>())).collect();
+        let plans: Vec<_> = plans
+            .into_iter()
+            .map(|(id, v)| {
+                let p = g.plan(id, &v);
+                (id, v, p)
+            })
+            .collect();
+        for (id, v, plan) in plans {
+            match plan {
+                Some(plan) => g.apply_plan(id, &v, &plan, &mut ch),
+                None => g.insert(id, &v, &mut ch),
+            }
+        }
+    }
+    let r = recall(&g, &data, &queries);
+    assert!(r >= 0.95, "after planned inserts {r}");
+    for (s, layers) in g.links.iter().enumerate() {
+        for (l, list) in layers.iter().enumerate() {
+            for &n in list {
+                assert!(g.id(n).is_some() && g.level(n) >= l);
+                assert!(g.rev[n as usize][l].contains(&(s as u32)));
+            }
+        }
+    }
+    let nodes: Vec<StoredNode> = g
+        .ids()
+        .map(|id| (id.to_string(), g.vector_of(id).unwrap().to_vec(), g.links_of(id).unwrap()))
+        .map(|(id, v, l)| (id, v, l.into_iter().map(|x| x.into_iter().map(|s| s.to_string()).collect()).collect()))
+        .collect();
+    let h = Graph::load(p, nodes);
+    assert_eq!(h.len(), g.len());
+    assert!(recall(&h, &data, &queries) >= 0.95);
+    // a filter keeping a tenth still fills k
+    let got = h.search(&queries[0], 10, 64, &mut |s| h.id(s).is_some_and(|id| id.ends_with('7')));
+    assert_eq!(got.len(), 10);
+}

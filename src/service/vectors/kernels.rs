@@ -1,0 +1,77 @@
+//! Distance kernels over f32 slices. Each runs over `chunks_exact(8)` with eight independent
+//! accumulators, which LLVM turns into packed SIMD (`mulps`/`addps` on x86-64 with SSE2, `fmla`
+//! on aarch64) without a SIMD crate or `unsafe`; the tail is summed in scalar code. Summing in
+//! lanes changes the rounding order against a plain loop, which is fine for ranking.
+//!
+//! Checked in the release build with `objdump -d` on `hnsw::Metric::distance`: the loops are
+//! packed `subps`/`mulps`/`addps` on two xmm registers per step (x86-64's SSE2 baseline; a build
+//! with `-C target-cpu=native` gets AVX).
+
+/// Lanes per step.
+const LANES: usize = 8;
+
+/// The dot product of two equally long slices.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            *s += x * y;
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// The squared Euclidean distance of two equally long slices.
+#[inline]
+pub fn l2_squared(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            let d = x - y;
+            *s += d * d;
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| (x - y) * (x - y)).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Scales `v` to unit length in place; false (and `v` unchanged) for a zero or non-finite vector.
+pub fn normalize(v: &mut [f32]) -> bool {
+    let norm = dot(v, v).sqrt();
+    if !norm.is_finite() || norm == 0.0 {
+        return false;
+    }
+    v.iter_mut().for_each(|x| *x /= norm);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_agree_with_plain_loops() {
+        for n in [0, 1, 7, 8, 9, 31, 128, 130] {
+            let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            let d: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            let l: f32 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
+            assert!((dot(&a, &b) - d).abs() < 1e-4, "{n}");
+            assert!((l2_squared(&a, &b) - l).abs() < 1e-4, "{n}");
+        }
+        let mut v = vec![3.0, 4.0];
+        assert!(normalize(&mut v));
+        assert!((v[0] - 0.6).abs() < 1e-6);
+        assert!(!normalize(&mut [0.0, 0.0]));
+    }
+}

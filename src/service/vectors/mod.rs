@@ -1,0 +1,389 @@
+//! Vector indexes: the `vector` index kind, its persisted HNSW graph (`vec:` keys, see
+//! [`layout`]), the in-memory cache of each graph, and `POST /v1/tables/{table}/vector-search`.
+//!
+//! The write protocol: a document write logs one [`VecOp`] per vector index whose vector changed
+//! (`indexes::update`, so every write path — put, patch, delete, batch, import, TTL sweep,
+//! backfill — logs it, and a failed attempt or write drops its ops with the rest of what it
+//! staged). [`apply`] runs at the end of the write, on the committer, after everything that can
+//! refuse the write: it changes the cached graph and stages the keys of every node whose vector
+//! or links changed, in that same write. So the keys commit with the document, a search started
+//! after the write was acknowledged sees it, and the cache never holds a change that was refused.
+//! A search that races a write may see a node whose document its snapshot does not have yet (or
+//! has no longer): every hit is read from the search's snapshot, and a node without a live
+//! document there is skipped.
+
+pub mod hnsw;
+mod hybrid;
+pub mod kernels;
+pub mod layout;
+mod search;
+
+pub use search::{VectorHit, VectorSearchRequest, VectorSearchResponse};
+
+use super::{Db, Result, ServiceError};
+use crate::catalog::{Catalog, IndexDef, IndexKind};
+use crate::entity::{self, FieldDict, ValueRef};
+use crate::keys::VecKey;
+use crate::storage::{ReadView, Space, WriteTx};
+use hnsw::{Changes, Graph, Metric, Params};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+/// Longest vector an index takes.
+pub const MAX_DIMENSION: usize = 4096;
+/// Default links per node (`m`).
+pub const DEFAULT_M: usize = 16;
+/// Default `ef_construction`.
+pub const DEFAULT_EF_CONSTRUCTION: usize = 200;
+
+/// The parsed options of a vector index.
+pub fn params_of(def: &IndexDef) -> Result<Params> {
+    parse_options(&def.options).map(|(p, _)| p)
+}
+
+/// Checks a vector index's options; returns its parameters and the options to store (defaults
+/// filled in): `dimension` (required, 1-4096), `metric` (`cosine` (default), `l2`, `dot`), `m`
+/// (2-64, default 16), `ef_construction` (8-2000, default 200).
+pub fn parse_options(options: &Map<String, Value>) -> Result<(Params, Map<String, Value>)> {
+    let bad = |m: &str| Err(ServiceError::InvalidRequest(format!("vector index options: {m}")));
+    if let Some(k) = options.keys().find(|k| !["dimension", "metric", "m", "ef_construction"].contains(&k.as_str())) {
+        return bad(&format!("unknown option {k:?} (dimension, metric, m, ef_construction)"));
+    }
+    let int = |name: &str, default: Option<u64>, lo: u64, hi: u64| -> Result<u64> {
+        match options.get(name) {
+            None => default
+                .ok_or_else(|| ServiceError::InvalidRequest(format!("vector index options: `{name}` is required"))),
+            Some(v) => v.as_u64().filter(|n| (lo..=hi).contains(n)).ok_or_else(|| {
+                ServiceError::InvalidRequest(format!(
+                    "vector index options: `{name}` must be an integer from {lo} to {hi}"
+                ))
+            }),
+        }
+    };
+    let dim = int("dimension", None, 1, MAX_DIMENSION as u64)? as usize;
+    let m = int("m", Some(DEFAULT_M as u64), 2, 64)? as usize;
+    let ef_construction = int("ef_construction", Some(DEFAULT_EF_CONSTRUCTION as u64), 8, 2000)? as usize;
+    let metric = match options.get("metric").map(|v| v.as_str()) {
+        None | Some(Some("cosine")) => Metric::Cosine,
+        Some(Some("l2")) => Metric::L2,
+        Some(Some("dot")) => Metric::Dot,
+        _ => return bad("`metric` must be \"cosine\", \"l2\" or \"dot\""),
+    };
+    let name = match metric {
+        Metric::Cosine => "cosine",
+        Metric::L2 => "l2",
+        Metric::Dot => "dot",
+    };
+    let mut out = Map::new();
+    out.insert("dimension".into(), dim.into());
+    out.insert("metric".into(), name.into());
+    out.insert("m".into(), m.into());
+    out.insert("ef_construction".into(), ef_construction.into());
+    Ok((Params { dim, metric, m, ef_construction }, out))
+}
+
+/// The vector a document holds for the index, ready to store (normalised for cosine); `None`
+/// when the field is missing or null. A wrong length, a non-numeric or non-finite element, or
+/// (for cosine) a zero vector is refused with `invalid_vector`, naming the field.
+pub fn doc_vector(def: &IndexDef, p: &Params, blob: &[u8], dict: &FieldDict) -> Result<Option<Vec<f32>>> {
+    let field = def.fields.first().map(String::as_str).unwrap_or_default();
+    let bad = |reason: String| Err(ServiceError::InvalidVector { field: field.to_owned(), reason });
+    let steps: Vec<&str> = field.split('.').collect();
+    let mut v: Vec<f32> = match entity::get_path(blob, dict, &steps)? {
+        None | Some(ValueRef::Null) => return Ok(None),
+        Some(ValueRef::Vector(v)) => v.iter().collect(),
+        Some(ValueRef::Array(a)) => {
+            let mut out = Vec::with_capacity(a.len());
+            for (i, x) in a.iter().enumerate() {
+                out.push(match x? {
+                    ValueRef::Int(n) => n as f32,
+                    ValueRef::UInt(n) => n as f32,
+                    ValueRef::Float(f) => f as f32,
+                    _ => return bad(format!("element {i} is not a number")),
+                });
+            }
+            out
+        }
+        Some(_) => return bad(format!("expected an array of {} numbers", p.dim)),
+    };
+    if v.len() != p.dim {
+        return bad(format!("has {} elements; vector index {:?} takes {}", v.len(), def.name, p.dim));
+    }
+    if v.iter().any(|x| !x.is_finite()) {
+        return bad("an element is not a finite f32".into());
+    }
+    if p.metric == Metric::Cosine && !kernels::normalize(&mut v) {
+        return bad("a zero vector has no direction (metric cosine)".into());
+    }
+    Ok(Some(v))
+}
+
+/// The vector a stored document holds, never refused (a document stored before the index
+/// existed is simply not indexed).
+pub fn stored_vector(def: &IndexDef, p: &Params, blob: &[u8], dict: &FieldDict) -> Option<Vec<f32>> {
+    doc_vector(def, p, blob, dict).ok().flatten()
+}
+
+/// One change of one document in one vector index, logged by a write and applied by [`apply`].
+pub(crate) struct VecOp {
+    table: String,
+    index: String,
+    created_at: i64,
+    id: String,
+    /// the new vector; `None` removes the node
+    vector: Option<Vec<f32>>,
+    /// its insert, planned outside the writer
+    plan: Option<hnsw::InsertPlan>,
+}
+
+/// A document's insert into one vector index, planned before its write (outside the committer).
+pub(crate) struct PreparedVector {
+    index: String,
+    created_at: i64,
+    vector: Vec<f32>,
+    plan: hnsw::InsertPlan,
+}
+
+impl Db {
+    /// Plans the inserts of a prepared document into its table's vector indexes, on the cached
+    /// graphs as they are now (the committer validates and applies them: see `hnsw`). Nothing is
+    /// planned for a document the write will refuse.
+    pub(crate) fn plan_vectors(&self, table: &crate::catalog::TableDef, id: &str, blob: &[u8]) -> Vec<PreparedVector> {
+        let defs = self.catalog.indexes(&table.name);
+        let mut out = Vec::new();
+        let dict = self.catalog.dict();
+        for def in defs.iter().filter(|d| d.kind == IndexKind::Vector && d.is_maintained()) {
+            let Ok(p) = params_of(def) else { continue };
+            let Ok(Some(vector)) = doc_vector(def, &p, blob, &dict) else { continue };
+            let view = || self.store.snapshot();
+            let Ok(Some(cached)) = self.vectors.get(&view, &self.catalog, &def.table, &def.name) else { continue };
+            if cached.created_at != def.created_at {
+                continue;
+            }
+            let plan = cached.graph.read().unwrap_or_else(PoisonError::into_inner).plan(id, &vector);
+            if let Some(plan) = plan {
+                out.push(PreparedVector { index: def.name.clone(), created_at: def.created_at, vector, plan });
+            }
+        }
+        out
+    }
+}
+
+/// Logs the change of document `id` in a vector index (old blob → new blob). The new vector is
+/// checked here, so a bad one refuses the write before anything is applied.
+pub(crate) fn update(
+    tx: &mut WriteTx<'_>,
+    def: &IndexDef,
+    dict: &FieldDict,
+    id: &str,
+    old: Option<&[u8]>,
+    new: Option<&[u8]>,
+    planned: &mut Vec<PreparedVector>,
+) -> Result<()> {
+    let p = params_of(def)?;
+    let before = old.and_then(|b| stored_vector(def, &p, b, dict));
+    let after = new.map(|b| doc_vector(def, &p, b, dict)).transpose()?.flatten();
+    if before == after && old.is_some() {
+        return Ok(());
+    }
+    let at = planned
+        .iter()
+        .position(|pv| pv.index == def.name && pv.created_at == def.created_at && Some(&pv.vector) == after.as_ref());
+    let plan = at.map(|i| planned.swap_remove(i).plan);
+    tx.defer(Box::new(VecOp {
+        table: def.table.clone(),
+        index: def.name.clone(),
+        created_at: def.created_at,
+        id: id.to_owned(),
+        vector: after,
+        plan,
+    }));
+    Ok(())
+}
+
+/// Logs a node change in the write.
+pub(crate) fn log(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, vector: Option<Vec<f32>>) {
+    tx.defer(Box::new(VecOp {
+        table: def.table.clone(),
+        index: def.name.clone(),
+        created_at: def.created_at,
+        id: id.to_owned(),
+        vector,
+        plan: None,
+    }));
+}
+
+/// One index's cached graph.
+pub struct Cached {
+    /// the definition's `created_at`: a re-created index of the same name has another graph
+    pub created_at: i64,
+    /// the graph
+    pub graph: RwLock<Graph>,
+}
+
+/// The cached graphs of every vector index, by (table, index).
+#[derive(Default)]
+pub struct Graphs {
+    map: RwLock<HashMap<(String, String), Arc<Cached>>>,
+}
+
+impl Graphs {
+    /// The graph of a maintained index (loaded from its keys on first use), or `None` when the
+    /// catalog no longer has this index.
+    pub fn get(
+        &self,
+        store_view: &dyn Fn() -> ReadView,
+        catalog: &Catalog,
+        table: &str,
+        index: &str,
+    ) -> Result<Option<Arc<Cached>>> {
+        let Some(def) = catalog.index(table, index).filter(|d| d.kind == IndexKind::Vector && d.is_maintained()) else {
+            return Ok(None);
+        };
+        let key = (table.to_owned(), index.to_owned());
+        if let Some(c) = self.map.read().unwrap_or_else(PoisonError::into_inner).get(&key)
+            && c.created_at == def.created_at
+        {
+            return Ok(Some(c.clone()));
+        }
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = map.get(&key)
+            && c.created_at == def.created_at
+        {
+            return Ok(Some(c.clone()));
+        }
+        let graph = load(&store_view(), &def)?;
+        let cached = Arc::new(Cached { created_at: def.created_at, graph: RwLock::new(graph) });
+        map.insert(key, cached.clone());
+        Ok(Some(cached))
+    }
+
+    /// Replaces the cache of an index with an empty graph (its keys are being removed in the
+    /// same write).
+    pub fn reset(&self, def: &IndexDef) -> Result<()> {
+        let cached = Arc::new(Cached { created_at: def.created_at, graph: RwLock::new(Graph::new(params_of(def)?)) });
+        self.map.write().unwrap_or_else(PoisonError::into_inner).insert((def.table.clone(), def.name.clone()), cached);
+        Ok(())
+    }
+
+    /// Forgets the caches of a dropped table's indexes.
+    pub fn forget_table(&self, table: &str) {
+        self.map.write().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != table);
+    }
+
+    /// Forgets the cache of an index (dropped).
+    pub fn forget(&self, table: &str, index: &str) {
+        self.map.write().unwrap_or_else(PoisonError::into_inner).remove(&(table.to_owned(), index.to_owned()));
+    }
+}
+
+/// Reads an index's graph from its keys.
+pub fn load(view: &ReadView, def: &IndexDef) -> Result<Graph> {
+    let p = params_of(def)?;
+    let nodes = layout::read_nodes(view, &def.table, &def.name, p.dim)?;
+    Ok(Graph::load(p, nodes))
+}
+
+/// Applies every vector change the write logged: the cached graphs change and the keys of every
+/// node whose vector or links changed are staged. Runs at the end of every write, on the
+/// committer; the other deferred items are left for the next step.
+pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db) -> Result<()> {
+    let items = tx.take_deferred();
+    if items.is_empty() {
+        return Ok(());
+    }
+    let mut ops = Vec::new();
+    for item in items {
+        match item.downcast::<VecOp>() {
+            Ok(op) => ops.push(*op),
+            Err(other) => tx.defer(other),
+        }
+    }
+    let mut by_index: Vec<((String, String, i64), Vec<VecOp>)> = Vec::new();
+    for op in ops {
+        let key = (op.table.clone(), op.index.clone(), op.created_at);
+        match by_index.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, list)) => list.push(op),
+            None => by_index.push((key, vec![op])),
+        }
+    }
+    for ((table, index, created_at), ops) in by_index {
+        let view = || db.store.snapshot();
+        let Some(cached) = db.vectors.get(&view, &db.catalog, &table, &index)? else { continue };
+        if cached.created_at != created_at {
+            continue;
+        }
+        let mut graph = cached.graph.write().unwrap_or_else(PoisonError::into_inner);
+        let mut changes = Changes::default();
+        for op in ops {
+            match (op.vector, op.plan) {
+                (Some(v), Some(plan)) => graph.apply_plan(&op.id, &v, &plan, &mut changes),
+                (Some(v), None) => graph.insert(&op.id, &v, &mut changes),
+                (None, _) => {
+                    graph.remove(&op.id, &mut changes);
+                }
+            }
+        }
+        layout::stage(tx, &table, &index, &graph, &changes);
+    }
+    Ok(())
+}
+
+impl Db {
+    /// Opens the cached graph of every vector index from its keys (at start, so the first search
+    /// does not pay for it), and says how long it took.
+    pub(crate) fn open_vector_indexes(&self) -> Result<std::time::Duration> {
+        let started = std::time::Instant::now();
+        for table in self.catalog.tables() {
+            for def in self.catalog.indexes(&table.name).iter().filter(|d| d.kind == IndexKind::Vector) {
+                let view = || self.store.snapshot();
+                self.vectors.get(&view, &self.catalog, &def.table, &def.name)?;
+            }
+        }
+        Ok(started.elapsed())
+    }
+
+    /// Rebuilds a vector index from the documents: its keys and cache are removed and a backfill
+    /// indexes every document again (the index is `building` meanwhile; searches refuse it until
+    /// it is ready).
+    pub async fn rebuild_index(self: &Arc<Self>, table: String, name: String) -> Result<IndexDef> {
+        let db = self.clone();
+        self.detached(async move {
+            let def = db
+                .write(move |tx, db| {
+                    db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+                    let def = db
+                        .catalog
+                        .index(&table, &name)
+                        .ok_or(ServiceError::IndexNotFound { table: table.clone(), index: name.clone() })?;
+                    if def.kind != IndexKind::Vector {
+                        return Err(ServiceError::InvalidRequest(
+                            "only vector indexes are rebuilt (the others are kept exact by every write)".into(),
+                        ));
+                    }
+                    if !def.is_ready() {
+                        return Err(ServiceError::InvalidRequest(
+                            "the index is not ready: a build is under way, or it failed (drop it)".into(),
+                        ));
+                    }
+                    // as this write sees them: a node an earlier write of the same group staged too
+                    let keys = tx.scan_current(Space::Vec, &VecKey::index_prefix(&table, &name), usize::MAX)?;
+                    for (k, _) in keys {
+                        tx.delete(Space::Vec, k);
+                    }
+                    let docs = super::documents::count_in(tx, &table)?;
+                    let mut next = (*def).clone();
+                    next.state = crate::catalog::IndexState::Building { done: 0, total: docs };
+                    db.catalog.put_index(tx, next.clone());
+                    // the cache empties with the keys (nothing after this can refuse the write)
+                    db.vectors.reset(&next)?;
+                    Ok(next)
+                })
+                .await?;
+            db.spawn_backfill(&def);
+            Ok(def)
+        })
+        .await
+    }
+}

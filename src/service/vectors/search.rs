@@ -1,0 +1,222 @@
+//! `POST /v1/tables/{table}/vector-search`: the k nearest documents to a vector, on one snapshot.
+//!
+//! Strategies (the answer's `strategy` says which ran):
+//! - `hnsw`: the graph walk; a filter is applied during the walk (every node is walked through,
+//!   only matching ones are kept), so it returns k hits whenever k matching documents are
+//!   reachable;
+//! - `filtered_exact`: a filter the query planner can serve from an index with at most
+//!   [`SELECTIVE_MAX`] candidates (its estimate) is evaluated first, and the distance is computed
+//!   for each matching document: exact, and cheaper than a walk that would pass through mostly
+//!   non-matching nodes;
+//! - `exact`: brute force over every node (`"exact": true`, or when a walk found fewer than k
+//!   hits — a very selective unindexed filter — so a filter never starves the answer).
+//!
+//! Every hit is read from the snapshot: a node whose document the snapshot does not hold (or
+//! holds expired) is never returned.
+
+use super::hnsw::Metric;
+use super::{kernels, params_of};
+use crate::catalog::IndexKind;
+use crate::keys::EntityKey;
+use crate::service::query::{self, filter::Filter};
+use crate::service::stop::Stop;
+use crate::service::ttl::expiry::{Expiry, now_ms};
+use crate::service::{Db, Result, ServiceError};
+use crate::storage::{Slice, Space};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
+use utoipa::ToSchema;
+
+/// Most hits one search returns.
+pub const MAX_K: usize = 1000;
+/// Largest `ef`.
+pub const MAX_EF: usize = 10_000;
+/// The default `ef` (search list length).
+pub const DEFAULT_EF: usize = 64;
+/// Most candidates an indexed filter may have for the exact strategy.
+pub const SELECTIVE_MAX: u64 = 5000;
+
+/// The body of `POST /v1/tables/{table}/vector-search`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorSearchRequest {
+    /// the field of a ready `vector` index
+    #[schema(example = "embedding", min_length = 1, max_length = 4096)]
+    pub field: String,
+    /// the query vector: as many numbers as the index's dimension (at most 4096)
+    #[schema(min_items = 1, max_items = 4096, example = json!([0.1, 0.2, 0.3]))]
+    pub vector: Vec<f64>,
+    /// hits to return, 1-1000 (default 10)
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub k: Option<usize>,
+    /// search list length, 1-10000 (default 64; raised to k)
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub ef: Option<usize>,
+    /// a filter (the query language) the hits must match
+    #[schema(value_type = Option<Object>, example = json!({"category": "books"}))]
+    pub filter: Option<Value>,
+    /// fields of each document to return (dotted paths); `_id` always comes back
+    #[schema(max_items = 256)]
+    pub fields: Option<Vec<String>>,
+    /// true: brute force over every vector (exact, slower)
+    #[serde(default)]
+    pub exact: bool,
+}
+
+/// One hit.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct VectorHit {
+    /// the document id
+    #[serde(rename = "_id")]
+    pub id: String,
+    /// its distance to the query vector (cosine: 1 − cosine similarity; l2: Euclidean; dot:
+    /// the negative dot product)
+    pub distance: f32,
+    /// the document (or the requested fields)
+    #[schema(value_type = Object)]
+    pub document: Map<String, Value>,
+}
+
+/// The answer of a vector search.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct VectorSearchResponse {
+    /// the hits, nearest first
+    pub hits: Vec<VectorHit>,
+    /// `hnsw`, `filtered_exact` or `exact` (see the README)
+    pub strategy: &'static str,
+}
+
+/// A query vector checked against the index.
+fn query_vector(v: &[f64], dim: usize, metric: Metric) -> Result<Vec<f32>> {
+    let bad = |m: String| Err(ServiceError::InvalidRequest(m));
+    if v.len() != dim {
+        return bad(format!("`vector` has {} elements; the index takes {dim}", v.len()));
+    }
+    let mut q: Vec<f32> = v.iter().map(|x| *x as f32).collect();
+    if q.iter().any(|x| !x.is_finite()) {
+        return bad("`vector` holds a number that is not a finite f32".into());
+    }
+    if metric == Metric::Cosine && !kernels::normalize(&mut q) {
+        return bad("`vector` is zero: it has no direction (metric cosine)".into());
+    }
+    Ok(q)
+}
+
+impl Db {
+    /// The k nearest documents to a vector (see the module doc).
+    pub async fn vector_search(
+        self: &Arc<Self>,
+        table: String,
+        req: VectorSearchRequest,
+    ) -> Result<VectorSearchResponse> {
+        let k = req.k.unwrap_or(10);
+        if !(1..=MAX_K).contains(&k) {
+            return Err(ServiceError::InvalidRequest(format!("`k` must be 1 to {MAX_K}")));
+        }
+        if req.ef.is_some_and(|ef| !(1..=MAX_EF).contains(&ef)) {
+            return Err(ServiceError::InvalidRequest(format!("`ef` must be 1 to {MAX_EF}")));
+        }
+        if req.fields.as_ref().is_some_and(|f| f.len() > query::MAX_FIELDS) {
+            return Err(ServiceError::InvalidRequest(format!("at most {} fields", query::MAX_FIELDS)));
+        }
+        let (stop, _abandon) = self.request_stop();
+        self.read(move |db| db.vector_search_now(&table, &req, k, &stop)).await
+    }
+
+    fn vector_search_now(
+        &self,
+        table: &str,
+        req: &VectorSearchRequest,
+        k: usize,
+        stop: &Stop,
+    ) -> Result<VectorSearchResponse> {
+        self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
+        let filter = req.filter.as_ref().map(Filter::parse).transpose()?;
+        let view = self.store.snapshot();
+        let no_index = || {
+            ServiceError::NoVectorIndex(format!("table {table:?} has no ready vector index on field {:?}", req.field))
+        };
+        let defs = query::ready_indexes(&view, &self.catalog, table)?;
+        let def = defs
+            .iter()
+            .find(|d| d.kind == IndexKind::Vector && d.fields.first() == Some(&req.field))
+            .ok_or_else(no_index)?;
+        let p = params_of(def)?;
+        let q = query_vector(&req.vector, p.dim, p.metric)?;
+        let snapshot = || self.store.snapshot();
+        let cached = self.vectors.get(&snapshot, &self.catalog, table, &def.name)?.ok_or_else(no_index)?;
+        if cached.created_at != def.created_at {
+            return Err(no_index());
+        }
+        let dict = self.catalog.dict();
+        let (rules, now) = (Expiry::of(&self.catalog, &dict, table), now_ms());
+        // With a selective indexed filter, the matching ids first.
+        let selected = match &filter {
+            Some(f) if !req.exact => query::indexed_matches(&view, &self.catalog, table, f, SELECTIVE_MAX, stop)?,
+            _ => None,
+        };
+        let graph = cached.graph.read().unwrap_or_else(PoisonError::into_inner);
+        let mut blobs: HashMap<u32, Slice> = HashMap::new();
+        let failed: std::cell::RefCell<Option<ServiceError>> = std::cell::RefCell::new(None);
+        let mut checked = 0usize;
+        let mut accept = |s: u32| -> bool {
+            let found = (|| -> Result<Option<Slice>> {
+                checked += 1;
+                if checked.is_multiple_of(256) {
+                    stop.check()?;
+                }
+                let Some(id) = graph.id(s) else { return Ok(None) };
+                let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())? else { return Ok(None) };
+                if rules.as_ref().map(|r| r.expired(&blob, &dict, now)).transpose()? == Some(true) {
+                    return Ok(None);
+                }
+                if let Some(f) = &filter
+                    && !f.matches(id, &blob, &dict)?
+                {
+                    return Ok(None);
+                }
+                Ok(Some(blob))
+            })();
+            match found {
+                Ok(Some(blob)) => {
+                    blobs.insert(s, blob);
+                    true
+                }
+                Ok(None) => false,
+                Err(e) => {
+                    failed.borrow_mut().get_or_insert(e);
+                    false
+                }
+            }
+        };
+        let (found, strategy) = if req.exact {
+            (graph.exact(&q, k, None, &mut accept), "exact")
+        } else if let Some(ids) = &selected {
+            let slots: Vec<u32> = ids.iter().filter_map(|id| graph.slot(id)).collect();
+            (graph.exact(&q, k, Some(&slots), &mut accept), "filtered_exact")
+        } else {
+            let ef = req.ef.unwrap_or(DEFAULT_EF).max(k);
+            let found = graph.search(&q, k, ef, &mut accept);
+            if found.len() < k && graph.len() > found.len() && failed.borrow().is_none() {
+                (graph.exact(&q, k, None, &mut accept), "exact")
+            } else {
+                (found, "hnsw")
+            }
+        };
+        if let Some(e) = failed.into_inner() {
+            return Err(e);
+        }
+        let mut hits = Vec::with_capacity(found.len());
+        for (s, d) in found {
+            let (Some(id), Some(blob)) = (graph.id(s), blobs.get(&s)) else { continue };
+            let text = query::project(blob, &dict, id, req.fields.as_deref())?;
+            let document = serde_json::from_slice(&text).map_err(|e| ServiceError::Internal(e.to_string()))?;
+            hits.push(VectorHit { id: id.to_string(), distance: p.metric.reported(d), document });
+        }
+        Ok(VectorSearchResponse { hits, strategy })
+    }
+}
