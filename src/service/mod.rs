@@ -4,6 +4,7 @@
 mod adjacency;
 pub mod backup;
 mod batch;
+pub mod changefeed;
 mod check;
 mod cursor;
 pub(crate) mod documents;
@@ -73,6 +74,8 @@ pub struct Db {
     timeseries: timeseries::State,
     /// what the periodic background tasks did (see `background`)
     tasks: tasks::Tasks,
+    /// the changefeed's in-memory state
+    feed: Arc<changefeed::Feed>,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
     #[cfg(test)]
     backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
@@ -117,6 +120,7 @@ impl Db {
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
         let catalog = Catalog::load(&store)?;
+        let feed = Arc::new(changefeed::Feed::load(&store)?);
         let db = Arc::new(Db {
             store,
             catalog,
@@ -131,6 +135,7 @@ impl Db {
             known_terms: Default::default(),
             timeseries: Default::default(),
             tasks: Default::default(),
+            feed,
             #[cfg(test)]
             backfill_hook: Default::default(),
         });
