@@ -95,9 +95,8 @@ async fn every_acknowledged_write_has_its_event_after_a_sigkill_and_none_exists_
         let r = client.post(format!("{}/v1/tables", server.base)).json(&json!({"name": "cf", "changefeed": "full"}));
         assert_eq!(r.send().await.unwrap().status(), 201);
         let acked = Arc::new(Mutex::new(BTreeSet::new()));
-        let writers: Vec<_> = (0..WRITERS)
-            .map(|w| tokio::spawn(writer(client.clone(), server.base.clone(), w, acked.clone())))
-            .collect();
+        let writers: Vec<_> =
+            (0..WRITERS).map(|w| tokio::spawn(writer(client.clone(), server.base.clone(), w, acked.clone()))).collect();
         // kill once some writes are acknowledged, at a moment that varies by round
         let deadline = Instant::now() + WAIT;
         while acked.lock().unwrap().len() < 40 + 60 * round as usize {
@@ -128,10 +127,8 @@ async fn every_acknowledged_write_has_its_event_after_a_sigkill_and_none_exists_
             assert_eq!(e["seq"], i as u64 + 1, "{e}");
         }
         // every acknowledged write left an event (a delete may have written nothing: 404)
-        let stamps: BTreeSet<(u64, u64)> = events
-            .iter()
-            .filter_map(|e| Some((e["document"]["w"].as_u64()?, e["document"]["n"].as_u64()?)))
-            .collect();
+        let stamps: BTreeSet<(u64, u64)> =
+            events.iter().filter_map(|e| Some((e["document"]["w"].as_u64()?, e["document"]["n"].as_u64()?))).collect();
         let writes_made: BTreeSet<u64> = (0..WRITERS).collect();
         for e in &stamps {
             assert!(writes_made.contains(&e.0), "an event of a write nobody made: {e:?}");
@@ -153,8 +150,12 @@ async fn every_acknowledged_write_has_its_event_after_a_sigkill_and_none_exists_
             .json()
             .await
             .unwrap();
-        let stored: BTreeMap<String, Value> =
-            list["documents"].as_array().unwrap().iter().map(|d| (d["_id"].as_str().unwrap().to_owned(), d.clone())).collect();
+        let stored: BTreeMap<String, Value> = list["documents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["_id"].as_str().unwrap().to_owned(), d.clone()))
+            .collect();
         assert_eq!(replica, stored, "round {round}: the replay differs from the store");
         // acknowledged puts, patches and batches each have their stamp in the feed: every
         // acknowledged stamp that is not a delete's shows up

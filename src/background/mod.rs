@@ -49,9 +49,8 @@ impl StopSignal {
     }
 }
 
-type Run = Box<
-    dyn Fn(Arc<Db>, StopSignal) -> Pin<Box<dyn Future<Output = crate::service::Result<u64>> + Send>> + Send + Sync,
->;
+type Run =
+    Box<dyn Fn(Arc<Db>, StopSignal) -> Pin<Box<dyn Future<Output = crate::service::Result<u64>> + Send>> + Send + Sync>;
 
 /// A periodic task.
 struct Task {

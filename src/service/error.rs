@@ -146,7 +146,9 @@ pub enum ServiceError {
         window_secs: u64,
     },
     /// The changefeed no longer holds the events after `since`: retention removed them.
-    #[error("the changefeed no longer holds the events after seq {since}: the oldest kept is {oldest}; resync and follow from there")]
+    #[error(
+        "the changefeed no longer holds the events after seq {since}: the oldest kept is {oldest}; resync and follow from there"
+    )]
     ChangefeedExpired {
         /// the `since` asked for
         since: u64,

@@ -511,7 +511,11 @@ async fn check_reports_damaged_change_events() {
     db.store
         .write(|tx| {
             let body = changefeed::append::body("t", "c", changefeed::Op::Put, None);
-            tx.put(crate::storage::Space::Changefeed, ChangeKey::new(5).encode(), crate::keys::changefeed::event_value(4, 4, 1, &body));
+            tx.put(
+                crate::storage::Space::Changefeed,
+                ChangeKey::new(5).encode(),
+                crate::keys::changefeed::event_value(4, 4, 1, &body),
+            );
             tx.put(crate::storage::Space::Changefeed, ChangeKey::new(6).encode(), b"{".to_vec());
             Ok::<(), StorageError>(())
         })

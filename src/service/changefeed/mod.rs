@@ -212,7 +212,8 @@ impl Db {
         let upper = Bound::Included(ChangeKey::new(upto).encode());
         for item in view.scan(Space::Changefeed, KeyRange::Between(lower, upper), false).take(SCAN_BUDGET) {
             let (k, v) = item?;
-            let seq = ChangeKey::decode(&k).map_err(|e| ServiceError::Internal(format!("bad changefeed key: {e}")))?.seq;
+            let seq =
+                ChangeKey::decode(&k).map_err(|e| ServiceError::Internal(format!("bad changefeed key: {e}")))?.seq;
             if seq != page.next + 1 {
                 // Committed events are contiguous: a hole is retention removing them meanwhile.
                 return Err(self.expired(since));

@@ -5,9 +5,9 @@
 
 use super::{CheckReport, show};
 use crate::keys::ChangeKey;
-use crate::service::{Result, ServiceError};
 use crate::service::changefeed::ChangeEvent;
 use crate::service::stop::{Stop, Watched};
+use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 
 /// Walks every change event.
