@@ -7,6 +7,7 @@ use mosaicdb::api::auth::{Access, ENV_KEYS, KeySet};
 use mosaicdb::background::TaskConfig;
 use mosaicdb::server::{self, ServerConfig};
 use mosaicdb::service::DbOptions;
+use mosaicdb::service::changefeed::Retention;
 use mosaicdb::storage::{Durability, StorageConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -116,6 +117,13 @@ struct ServeArgs {
     /// pause between time-series retention runs (`ms s m h d w`, at least 1s)
     #[arg(long, env = "MOSAIC_RETENTION_INTERVAL", default_value = "60s", value_parser = interval)]
     retention_interval: Duration,
+    /// how long change events are kept (`ms s m h d w`); the changefeed_retention task removes
+    /// older ones every --retention-interval
+    #[arg(long, env = "MOSAIC_CHANGEFEED_RETENTION", default_value = "24h", value_parser = interval)]
+    changefeed_retention: Duration,
+    /// the oldest change events are removed while the feed takes more disk space than this, in MiB
+    #[arg(long, env = "MOSAIC_CHANGEFEED_MAX_MB", default_value_t = 1024)]
+    changefeed_max_mb: u64,
     /// log filter (tracing EnvFilter syntax), e.g. `info` or `mosaicdb=debug,tower_http=debug`
     #[arg(long, env = "MOSAIC_LOG", default_value = "info")]
     log: String,
@@ -154,7 +162,11 @@ impl ServeArgs {
                 min_import_bytes: self.import_min_bytes.max(1),
             },
             options: DbOptions { scan_threshold: self.scan_threshold, ..DbOptions::default() },
-            tasks: TaskConfig { ttl_interval: self.ttl_interval, retention_interval: self.retention_interval },
+            tasks: TaskConfig {
+                ttl_interval: self.ttl_interval,
+                retention_interval: self.retention_interval,
+                changefeed: Retention { max_age: self.changefeed_retention, max_bytes: self.changefeed_max_mb << 20 },
+            },
             access: Access {
                 keys,
                 metrics_public: self.metrics_public,

@@ -82,7 +82,7 @@ impl Server {
         tracing::info!("{}", config.access.describe());
         let scheduler = Scheduler::start(db.clone(), config.tasks);
         let done = tokio::spawn(async move {
-            accept_until(listener, app, stopped).await;
+            accept_until(listener, app, stopped, &db).await;
             // In-flight requests have finished: stop the periodic tasks (each at its next step)
             // and the background jobs, flush and fsync.
             scheduler.stop().await;
@@ -112,8 +112,14 @@ impl Server {
 }
 
 /// Accepts connections until `stopped` fires, then lets every connection finish the request under
-/// way (idle ones close at once) and returns when all are closed.
-async fn accept_until(listener: tokio::net::TcpListener, app: axum::Router, mut stopped: oneshot::Receiver<()>) {
+/// way (idle ones close at once; long-polls and change streams end at once) and returns when all
+/// are closed.
+async fn accept_until(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    mut stopped: oneshot::Receiver<()>,
+    db: &Db,
+) {
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -137,6 +143,7 @@ async fn accept_until(listener: tokio::net::TcpListener, app: axum::Router, mut 
         }
     }
     drop(listener);
+    db.stop_change_waits();
     let _ = shutdown.send(true);
     while connections.join_next().await.is_some() {}
 }

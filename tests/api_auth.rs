@@ -62,6 +62,9 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("POST", "/v1/admin/check", Admin),
     ("GET", "/v1/admin/tasks", Admin),
     ("POST", "/v1/admin/backup", Admin),
+    ("GET", "/v1/changes", Read),
+    ("GET", "/v1/changes/stream", Read),
+    ("GET", "/v1/changes/stats", Read),
 ];
 
 fn expected(method: &str, path: &str) -> Needs {
@@ -146,6 +149,10 @@ async fn call(s: &TestServer, authorization: Option<&str>, method: &str, path: &
     let resp = req.send().await.unwrap();
     let status = resp.status();
     let headers = resp.headers().clone();
+    // an event stream that was let through never ends: its head is the answer
+    if path == "/v1/changes/stream" && status.is_success() {
+        return Reply { status, headers, body: Value::Null };
+    }
     let body = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap_or(Value::Null);
     Reply { status, headers, body }
 }

@@ -325,6 +325,10 @@ async fn a_scrape_parses_and_counts_what_the_requests_did() {
     assert_eq!(m.value("mosaicdb_storage_cache_capacity_bytes", &[]), Some((16u64 << 20) as f64));
     assert_eq!(m.value("mosaicdb_writable", &[]), Some(1.0));
     assert_eq!(m.value("mosaicdb_tables", &[]), Some(1.0));
+    // three puts, three change events
+    assert_eq!(m.value("mosaicdb_changefeed_last_seq", &[]), Some(3.0));
+    assert_eq!(m.value("mosaicdb_changefeed_events", &[]), Some(3.0));
+    assert!(m.value("mosaicdb_changefeed_disk_bytes", &[]).is_some());
     assert_eq!(m.value("mosaicdb_build_info", &[("version", env!("CARGO_PKG_VERSION"))]), Some(1.0));
 
     // the index is ready (no build progress left), the tasks ran without errors

@@ -29,6 +29,9 @@ pub struct Problem {
     /// for refused line protocol: every bad line with its number
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lines: Option<Vec<crate::service::timeseries::LineError>>,
+    /// for `changefeed_expired`: the oldest event seq kept (follow on with `since` = it - 1)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_seq: Option<u64>,
 }
 
 /// An error on its way to the client.
@@ -39,12 +42,13 @@ pub struct ApiError {
     detail: String,
     operation: Option<usize>,
     lines: Option<Vec<crate::service::timeseries::LineError>>,
+    oldest_seq: Option<u64>,
 }
 
 impl ApiError {
     /// An error with an explicit status and code.
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        ApiError { status, code, detail: detail.into(), operation: None, lines: None }
+        ApiError { status, code, detail: detail.into(), operation: None, lines: None, oldest_seq: None }
     }
 
     /// The problem document of this error.
@@ -57,6 +61,7 @@ impl ApiError {
             code: self.code.to_owned(),
             operation: self.operation,
             lines: self.lines.clone(),
+            oldest_seq: self.oldest_seq,
         }
     }
 }
@@ -99,6 +104,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::TooManyBuckets(_)
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::Abandoned => StatusCode::REQUEST_TIMEOUT,
+        ServiceError::ChangefeedExpired { .. } => StatusCode::GONE,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
         ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ServiceError::ImportStalled { .. } => StatusCode::REQUEST_TIMEOUT,
@@ -126,7 +132,11 @@ impl From<ServiceError> for ApiError {
             ServiceError::InvalidLines(lines) => Some(lines.clone()),
             _ => None,
         };
-        ApiError { status, code: e.code(), detail, operation, lines }
+        let oldest_seq = match &e {
+            ServiceError::ChangefeedExpired { oldest, .. } => Some(*oldest),
+            _ => None,
+        };
+        ApiError { status, code: e.code(), detail, operation, lines, oldest_seq }
     }
 }
 

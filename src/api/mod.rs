@@ -5,6 +5,7 @@ mod admin;
 pub mod auth;
 mod backup;
 mod batch;
+mod changes;
 mod documents;
 mod error;
 mod extract;
@@ -80,6 +81,7 @@ pub struct HttpLimits {
         (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
         (name = "timeseries", description = "points as JSON or InfluxDB line protocol, bucket aggregation, retention"),
         (name = "admin", description = "consistency check, background tasks, online backup"),
+        (name = "changes", description = "the changefeed: every committed document change, in order (long-poll and SSE)"),
     ),
     components(schemas(Problem))
 )]
@@ -99,11 +101,16 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(graph::router())
         .merge(timeseries::router())
         .merge(admin::router())
+        .merge(changes::router())
 }
 
 /// The OpenAPI document of every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let mut doc = routes().merge(documents::import_router()).merge(backup::router()).into_openapi();
+    let mut doc = routes()
+        .merge(documents::import_router())
+        .merge(backup::router())
+        .merge(changes::waiting_router())
+        .into_openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     auth::document(&mut doc);
     doc
@@ -123,13 +130,15 @@ pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
     // imports and backups stream for as long as they take: no request timeout
     let (import, _) = documents::import_router().split_for_parts();
     let (backup, _) = backup::router().split_for_parts();
+    // long-polls and event streams wait for events (bounded by wait_ms, or until shutdown)
+    let (waiting, _) = changes::waiting_router().split_for_parts();
     let timed = timed
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.timeout))
         .layer(axum::middleware::from_fn_with_state(limits.max_body_bytes, extract::refuse_oversized));
     let swagger = SwaggerUi::new("/docs")
         .url("/openapi.json", openapi())
         .config(utoipa_swagger_ui::Config::default().persist_authorization(true));
-    let mut router = Router::new().merge(timed).merge(import).merge(backup).merge(swagger);
+    let mut router = Router::new().merge(timed).merge(import).merge(backup).merge(waiting).merge(swagger);
     // Last, over every route merged above: a route layer runs once the route is matched (its
     // template known) and before the handler reads the body. Without keys it is not there at all.
     if let Some(guard) = auth::Guard::new(access) {

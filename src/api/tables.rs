@@ -30,7 +30,11 @@ pub struct TableList {
 #[serde(deny_unknown_fields)]
 pub struct PatchTable {
     /// columns to add (each nullable or with a default)
+    #[serde(default)]
     pub add_columns: Vec<ColumnDef>,
+    /// sets what the table's change events carry: `full`, `keys` or `off`
+    #[serde(default)]
+    pub changefeed: Option<crate::catalog::ChangefeedMode>,
 }
 
 /// Creates a table: schemaless (`columns` omitted), typed, or an edge table (`kind: edge`).
@@ -85,7 +89,7 @@ async fn get_table(
     Ok(Json(state.db.get_table(table).await?))
 }
 
-/// Adds columns to a typed table.
+/// Adds columns to a typed table and/or sets the table's changefeed mode.
 #[utoipa::path(patch, path = "/v1/tables/{table}", tag = "tables", request_body = PatchTable,
     params(TablePath),
     responses(
@@ -103,7 +107,7 @@ async fn patch_table(
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<PatchTable>,
 ) -> Result<Json<TableDef>, ApiError> {
-    Ok(Json(state.db.add_columns(table, req.add_columns).await?))
+    Ok(Json(state.db.alter_table(table, req.add_columns, req.changefeed).await?))
 }
 
 /// Drops a table with every document and index entry of it.

@@ -1,10 +1,11 @@
-//! The scheduler of the periodic background tasks: the TTL sweep (`service::ttl`) and time-series
-//! retention (`service::timeseries`).
+//! The scheduler of the periodic background tasks: the TTL sweep (`service::ttl`), time-series
+//! retention (`service::timeseries`) and changefeed retention (`service::changefeed`).
 //! Each task runs on its own tokio task: a run, then a pause of its interval, and so on; its
 //! record (`GET /v1/admin/tasks`) says what each run did. Stopping waits for the run under way
 //! (each stops at its next bounded step), never for an interval.
 
 use crate::service::Db;
+use crate::service::changefeed::Retention;
 use crate::service::timeseries::time::now_nanos;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,13 +22,19 @@ pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 pub struct TaskConfig {
     /// pause between TTL sweeps
     pub ttl_interval: Duration,
-    /// pause between retention runs
+    /// pause between retention runs (time series and changefeed)
     pub retention_interval: Duration,
+    /// how much of the changefeed is kept
+    pub changefeed: Retention,
 }
 
 impl Default for TaskConfig {
     fn default() -> Self {
-        TaskConfig { ttl_interval: Duration::from_secs(60), retention_interval: Duration::from_secs(60) }
+        TaskConfig {
+            ttl_interval: Duration::from_secs(60),
+            retention_interval: Duration::from_secs(60),
+            changefeed: Retention::default(),
+        }
     }
 }
 
@@ -42,7 +49,8 @@ impl StopSignal {
     }
 }
 
-type Run = fn(Arc<Db>, StopSignal) -> Pin<Box<dyn Future<Output = crate::service::Result<u64>> + Send>>;
+type Run =
+    Box<dyn Fn(Arc<Db>, StopSignal) -> Pin<Box<dyn Future<Output = crate::service::Result<u64>> + Send>> + Send + Sync>;
 
 /// A periodic task.
 struct Task {
@@ -68,13 +76,28 @@ impl Scheduler {
                 name: "ttl_sweep",
                 description: "deletes documents whose expiry has passed, with all their entries",
                 interval: config.ttl_interval.max(MIN_INTERVAL),
-                run: |db, stop| Box::pin(async move { sweep(&db, &stop).await }),
+                run: Box::new(|db, stop| Box::pin(async move { sweep(&db, &stop).await })),
             },
             Task {
                 name: "retention",
                 description: "removes time-series points older than their metric's max_age",
                 interval: config.retention_interval.max(MIN_INTERVAL),
-                run: |db, stop| Box::pin(async move { db.apply_retention(now_nanos(), &|| stop.is_set()).await }),
+                run: Box::new(|db, stop| {
+                    Box::pin(async move { db.apply_retention(now_nanos(), &|| stop.is_set()).await })
+                }),
+            },
+            Task {
+                name: "changefeed_retention",
+                description: "removes change events older than --changefeed-retention, and the oldest while the feed \
+                    is over --changefeed-max-mb",
+                interval: config.retention_interval.max(MIN_INTERVAL),
+                run: Box::new(move |db, stop| {
+                    let retention = config.changefeed;
+                    Box::pin(async move {
+                        let now = crate::service::ttl::now_ms();
+                        db.trim_changefeed(retention, now, &move || stop.is_set()).await
+                    })
+                }),
             },
         ];
         let handles = tasks

@@ -10,7 +10,7 @@ mod table;
 
 pub use index::{IndexDef, IndexKind, IndexState};
 pub use metric::MetricConfig;
-pub use table::{ColumnDef, ColumnType, OnVertexDelete, TableDef, TableKind};
+pub use table::{ChangefeedMode, ColumnDef, ColumnType, OnVertexDelete, TableDef, TableKind};
 
 use crate::entity::{self, EncodeOptions, FieldDict};
 use crate::keys::{KeyError, MetaKey};
@@ -236,8 +236,11 @@ impl Catalog {
     /// Stages the removal of a table definition and its index definitions, and marks its keys as
     /// being removed (`meta:dropping:{table}`) until [`Catalog::finish_drop`]. The table's purge
     /// removes every index entry too, so pending index drops of the table end here (their purges
-    /// see their mark gone and stop).
+    /// see their mark gone and stop). The mark's value is the table's changefeed mode (JSON), so
+    /// the purge knows whether to log the removed documents' delete events (see
+    /// [`Catalog::dropped_changefeed_mode`]).
     pub fn drop_table(self: &Arc<Self>, tx: &mut WriteTx<'_>, name: &str) {
+        let mode = self.table(name).map(|t| t.changefeed_mode()).unwrap_or_default();
         tx.delete(Space::Meta, MetaKey::Table(name.into()).encode());
         for index in self.indexes(name) {
             tx.delete(Space::Meta, MetaKey::Index(name.into(), index.name.as_str().into()).encode());
@@ -245,7 +248,8 @@ impl Catalog {
         for (_, index, _) in self.dropping_indexes().into_iter().filter(|(t, ..)| t == name) {
             tx.delete(Space::Meta, MetaKey::IndexDropping(name.into(), index.as_str().into()).encode());
         }
-        tx.put(Space::Meta, MetaKey::Dropping(name.into()).encode(), Vec::new());
+        let mark = serde_json::to_vec(&mode).unwrap_or_default();
+        tx.put(Space::Meta, MetaKey::Dropping(name.into()).encode(), mark);
         let (this, name) = (self.clone(), name.to_owned());
         tx.on_commit(move || {
             let mut defs = this.defs_mut();
@@ -254,6 +258,13 @@ impl Catalog {
             defs.dropping_indexes.retain(|(t, _), _| *t != name);
             defs.dropping.insert(name);
         });
+    }
+
+    /// The changefeed mode of a table being dropped, as its drop mark holds it (`keys` for a mark
+    /// written before marks held one).
+    pub fn dropped_changefeed_mode(&self, tx: &WriteTx<'_>, name: &str) -> Result<ChangefeedMode, CatalogError> {
+        let mark = tx.get(Space::Meta, &MetaKey::Dropping(name.into()).encode())?;
+        Ok(mark.and_then(|m| serde_json::from_slice(&m).ok()).unwrap_or_default())
     }
 
     /// Stages the end of a table's removal.

@@ -25,6 +25,19 @@ pub enum OnVertexDelete {
     Cascade,
 }
 
+/// What a table's change events (`GET /v1/changes`) carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangefeedMode {
+    /// each event carries the document's new state (`document`, on puts)
+    Full,
+    /// each event carries the table and id only
+    #[default]
+    Keys,
+    /// the table's changes are not in the feed
+    Off,
+}
+
 /// The type of a declared column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
@@ -136,6 +149,9 @@ pub struct TableDef {
     /// kept in the adjacency entries, so weighted shortest paths never read edge documents
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_field: Option<String>,
+    /// what the table's change events carry: `full`, `keys` (when absent) or `off`
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changefeed: Option<ChangefeedMode>,
     /// creation time, milliseconds since the Unix epoch; unique across tables and indexes (one
     /// created within the same millisecond as the last, or with the clock set back, gets the
     /// last value + 1), so it tells a re-created table of the same name apart
@@ -151,6 +167,11 @@ impl TableDef {
     /// What deleting a vertex does to this edge table's edges.
     pub fn vertex_delete(&self) -> OnVertexDelete {
         self.on_vertex_delete.unwrap_or_default()
+    }
+
+    /// What the table's change events carry.
+    pub fn changefeed_mode(&self) -> ChangefeedMode {
+        self.changefeed.unwrap_or_default()
     }
 
     /// Top-level fields stored as f32 vectors.

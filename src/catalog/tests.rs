@@ -24,6 +24,7 @@ fn table(name: &str) -> TableDef {
         columns: Some(vec![ColumnDef { name: "emb".into(), ty: ColumnType::Vector(3), nullable: true, default: None }]),
         on_vertex_delete: None,
         weight_field: None,
+        changefeed: None,
         created_at: 1,
     }
 }

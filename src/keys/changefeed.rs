@@ -29,6 +29,18 @@ impl ChangeKey {
     }
 }
 
+/// The stored value of change event `seq`: the JSON object `{"seq":seq,` `body` `,"txn":txn,
+/// "count":count}`, where `body` is the event's other members (`ts`, `op`, `table`, `id`,
+/// `document`) as JSON text without braces, `txn` the seq of its write's first event and `count`
+/// the number of events in that write. Stored as served, so a page is the values joined.
+pub fn event_value(seq: u64, txn: u64, count: u64, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 64);
+    out.extend_from_slice(format!("{{\"seq\":{seq},").as_bytes());
+    out.extend_from_slice(body);
+    out.extend_from_slice(format!(",\"txn\":{txn},\"count\":{count}}}").as_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +53,11 @@ mod tests {
         assert_eq!(super::super::display("changefeed", &bytes), "changefeed:1");
         assert!(ChangeKey::new(255).encode() < ChangeKey::new(256).encode());
         assert!(ChangeKey::new(u64::MAX - 1).encode() < ChangeKey::new(u64::MAX).encode());
+    }
+
+    #[test]
+    fn event_values_are_json_objects() {
+        let v = event_value(7, 6, 2, br#""op":"delete","table":"t","id":"a""#);
+        assert_eq!(v, br#"{"seq":7,"op":"delete","table":"t","id":"a","txn":6,"count":2}"#);
     }
 }

@@ -6,6 +6,7 @@
 //! Which entries a document should have is derived here independently of the write path
 //! ([`derive`]), so an entry the write path computes wrongly is reported too.
 
+mod changefeed;
 mod derive;
 mod fulltext;
 mod timeseries;
@@ -59,6 +60,8 @@ pub struct Checked {
     pub ttl_entries: u64,
     /// vector index nodes (`vec:`)
     pub vector_nodes: u64,
+    /// change events (`changefeed:`)
+    pub change_events: u64,
 }
 
 /// One inconsistency.
@@ -66,7 +69,7 @@ pub struct Checked {
 pub struct CheckProblem {
     /// `missing_entry`, `stale_entry`, `orphan_entry`, `count_mismatch`, `undecodable_document`,
     /// `missing_adjacency`, `stale_adjacency`, `stat_mismatch` (fulltext or series statistics),
-    /// `undecodable_point`
+    /// `undecodable_point`, `undecodable_event`, `bad_event`, `changefeed_gap`
     pub kind: &'static str,
     /// the key concerned, in display form
     pub key: String,
@@ -116,6 +119,7 @@ impl Db {
         }
         report.checked.tables = tables.len() as u64;
         timeseries::check_points(&view, &mut report, stop)?;
+        changefeed::check_events(&view, &mut report, stop)?;
         report.ok = report.problem_count == 0;
         Ok(report)
     }

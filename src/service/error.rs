@@ -154,6 +154,16 @@ pub enum ServiceError {
         /// the window, in seconds
         window_secs: u64,
     },
+    /// The changefeed no longer holds the events after `since`: retention removed them.
+    #[error(
+        "the changefeed no longer holds the events after seq {since}: the oldest kept is {oldest}; resync and follow from there"
+    )]
+    ChangefeedExpired {
+        /// the `since` asked for
+        since: u64,
+        /// the oldest seq that may be asked for (pass `oldest - 1` as `since`)
+        oldest: u64,
+    },
     /// A request parameter or body field is out of its allowed range.
     #[error("{0}")]
     InvalidRequest(String),
@@ -269,6 +279,7 @@ impl ServiceError {
             ServiceError::QueryTooComplex(_) => "query_too_complex",
             ServiceError::Abandoned => "request_timeout",
             ServiceError::InvalidRequest(_) => "invalid_request",
+            ServiceError::ChangefeedExpired { .. } => "changefeed_expired",
             ServiceError::InvalidFilter(_) => "invalid_filter",
             ServiceError::ScanRefused { .. } => "scan_refused",
             ServiceError::PreconditionFailed(_) => "precondition_failed",

@@ -66,6 +66,7 @@ impl Db {
     /// writes and fsyncs everything.
     pub async fn shutdown(&self) -> Result<()> {
         self.jobs.closing.store(true, Ordering::Release);
+        self.stop_change_waits();
         loop {
             let idle = self.jobs.idle.notified();
             tokio::pin!(idle);

@@ -32,6 +32,8 @@ pub struct MetricsSnapshot {
     pub tasks: Vec<TaskFigures>,
     /// every index of every table, by table then index name
     pub indexes: Vec<IndexFigures>,
+    /// the changefeed's figures (as `GET /v1/changes/stats`)
+    pub changefeed: super::changefeed::ChangeStats,
 }
 
 /// One index's state.
@@ -109,6 +111,7 @@ impl Db {
             storage: self.store.stats(),
             tasks: self.task_figures(),
             indexes,
+            changefeed: self.change_stats_now(),
         }
     }
 }

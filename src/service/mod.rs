@@ -4,6 +4,7 @@
 mod adjacency;
 pub mod backup;
 mod batch;
+pub mod changefeed;
 mod check;
 mod cursor;
 pub(crate) mod documents;
@@ -77,6 +78,8 @@ pub struct Db {
     tasks: tasks::Tasks,
     /// the cached graphs of the vector indexes (see `vectors`)
     vectors: vectors::Graphs,
+    /// the changefeed's in-memory state
+    feed: Arc<changefeed::Feed>,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
     #[cfg(test)]
     backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
@@ -121,6 +124,7 @@ impl Db {
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
         let catalog = Catalog::load(&store)?;
+        let feed = Arc::new(changefeed::Feed::load(&store)?);
         let db = Arc::new(Db {
             store,
             catalog,
@@ -136,6 +140,7 @@ impl Db {
             timeseries: Default::default(),
             tasks: Default::default(),
             vectors: Default::default(),
+            feed,
             #[cfg(test)]
             backfill_hook: Default::default(),
         });

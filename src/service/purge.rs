@@ -28,6 +28,9 @@ pub(super) struct Purge {
     pub live: Live,
     /// see [`Finish`]
     pub finish: Finish,
+    /// a dropped table: each of its documents removed gets a delete event in the changefeed (as
+    /// the drop mark's mode says), in the chunk that removes it
+    pub feed: Option<String>,
 }
 
 /// Where the next chunk starts: a prefix, and the last key removed under it.
@@ -63,6 +66,11 @@ pub(super) fn chunk(tx: &mut WriteTx<'_>, db: &Db, purge: &Purge, mut cursor: Cu
             .map(|r| r.map(|(k, _)| k.to_vec()))
             .collect::<Result<Vec<_>, _>>()?;
         removed += keys.len();
+        if *space == Space::Entity
+            && let Some(table) = &purge.feed
+        {
+            log_deletes(tx, db, table, &keys)?;
+        }
         let last = keys.last().cloned();
         for k in keys {
             tx.delete(*space, k);
@@ -74,6 +82,18 @@ pub(super) fn chunk(tx: &mut WriteTx<'_>, db: &Db, purge: &Purge, mut cursor: Cu
     }
     (purge.finish)(tx, db)?;
     Ok(Chunk::Done)
+}
+
+/// The delete events of a dropped table's documents under `keys`.
+fn log_deletes(tx: &mut WriteTx<'_>, db: &Db, table: &str, keys: &[Vec<u8>]) -> Result<()> {
+    let mode = db.catalog.dropped_changefeed_mode(tx, table)?;
+    for key in keys {
+        let id = crate::keys::EntityKey::decode(key)
+            .map_err(|e| super::ServiceError::Internal(format!("bad entity key: {e}")))?
+            .id;
+        super::changefeed::append::record_as(tx, &db.catalog, table, mode, &id, super::changefeed::Op::Delete, None)?;
+    }
+    Ok(())
 }
 
 impl Db {
@@ -122,6 +142,7 @@ mod tests {
                 tx.put(Space::Meta, b"finished".to_vec(), vec![]);
                 Ok(())
             }),
+            feed: None,
         })
     }
 
@@ -185,6 +206,7 @@ mod tests {
             prefixes: vec![(Space::Idx, b"a".to_vec())],
             live: Box::new(|_| false),
             finish: Box::new(|_, _| Ok(())),
+            feed: None,
         };
         db.purge(purge).await.unwrap();
         assert!(db.store.get(Space::Idx, b"a1").unwrap().is_some());

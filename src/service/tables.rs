@@ -34,6 +34,10 @@ pub struct CreateTable {
     #[serde(default)]
     #[schema(min_length = 1, pattern = "^[^_.][^.]*$", example = "km")]
     pub weight_field: Option<String>,
+    /// what the table's change events carry: `full` (the new document on puts), `keys` (default:
+    /// table and id) or `off` (not in the feed)
+    #[serde(default)]
+    pub changefeed: Option<crate::catalog::ChangefeedMode>,
 }
 
 /// A table definition with its document count.
@@ -119,6 +123,7 @@ impl Db {
                 columns: req.columns,
                 on_vertex_delete,
                 weight_field: req.weight_field,
+                changefeed: req.changefeed,
                 created_at,
             };
             db.catalog.put_table(tx, def.clone());
@@ -151,9 +156,27 @@ impl Db {
     /// Adds columns to a table. A new column must be nullable or have a default, since existing
     /// documents lack it; a schemaless table stays schemaless only if no columns are added.
     pub async fn add_columns(self: &Arc<Self>, name: String, columns: Vec<ColumnDef>) -> Result<TableDef> {
+        self.alter_table(name, columns, None).await
+    }
+
+    /// Changes a table: adds `columns` (see [`Db::add_columns`]; none: no change of columns) and
+    /// sets its changefeed mode when `changefeed` is given (from the next write on).
+    pub async fn alter_table(
+        self: &Arc<Self>,
+        name: String,
+        columns: Vec<ColumnDef>,
+        changefeed: Option<crate::catalog::ChangefeedMode>,
+    ) -> Result<TableDef> {
         self.write(move |tx, db| {
             let current = db.catalog.table(&name).ok_or_else(|| ServiceError::TableNotFound(name.clone()))?;
             let mut def = (*current).clone();
+            if changefeed.is_some() {
+                def.changefeed = changefeed;
+            }
+            if columns.is_empty() {
+                db.catalog.put_table(tx, def.clone());
+                return Ok(def);
+            }
             let Some(existing) = def.columns.as_mut() else {
                 return Err(ServiceError::InvalidRequest(
                     "a schemaless table cannot get columns: create a typed table instead".into(),
@@ -213,6 +236,7 @@ impl Db {
                 db.catalog.finish_drop(tx, &finish);
                 Ok(())
             }),
+            feed: Some(name.to_owned()),
         };
         self.spawn_purge(format!("table {name:?}"), purge)
             .await

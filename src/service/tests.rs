@@ -494,3 +494,34 @@ async fn task_figures_add_up_runs_and_errors() {
     assert_eq!(db.tasks().tasks[0].removed_total, 7);
     assert_eq!(db.tasks().tasks[0].last_error, None);
 }
+
+/// The check walks the change events: a gap, an event that does not fit its key and one that
+/// does not decode are reported; the events writes make are not.
+#[tokio::test]
+async fn check_reports_damaged_change_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.create_table(CreateTable { name: "t".into(), ..Default::default() }).await.unwrap();
+    for id in ["a", "b"] {
+        db.put_document("t".into(), id.into(), object(json!({"x": 1})), Preconditions::default()).await.unwrap();
+    }
+    let report = db.check().await.unwrap();
+    assert!(report.ok && report.checked.change_events == 2, "{report:?}");
+    use crate::keys::ChangeKey;
+    db.store
+        .write(|tx| {
+            let body = changefeed::append::body("t", "c", changefeed::Op::Put, None);
+            tx.put(
+                crate::storage::Space::Changefeed,
+                ChangeKey::new(5).encode(),
+                crate::keys::changefeed::event_value(4, 4, 1, &body),
+            );
+            tx.put(crate::storage::Space::Changefeed, ChangeKey::new(6).encode(), b"{".to_vec());
+            Ok::<(), StorageError>(())
+        })
+        .await
+        .unwrap();
+    let report = db.check().await.unwrap();
+    let kinds: Vec<&str> = report.problems.iter().map(|p| p.kind).collect();
+    assert_eq!(kinds, ["changefeed_gap", "bad_event", "undecodable_event"], "{report:?}");
+}

@@ -116,6 +116,8 @@ struct Inner {
     committer: Mutex<Option<JoinHandle<()>>>,
     /// what the committer counts (groups, writes, fsyncs)
     counters: Arc<stats::CommitCounters>,
+    /// see [`Store::durable_seq`]
+    durable: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Store {
@@ -152,6 +154,7 @@ impl Store {
         let poisoned = Arc::new(AtomicBool::new(false));
         let fail_next_sync = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(stats::CommitCounters::default());
+        let durable = Arc::new(tokio::sync::watch::Sender::new(next_seq - 1));
         let committer = Committer {
             db: db.clone(),
             spaces: spaces.clone(),
@@ -162,6 +165,7 @@ impl Store {
             fail_next_sync: fail_next_sync.clone(),
             present: Default::default(),
             counters: counters.clone(),
+            durable: durable.clone(),
         };
         let (tx, rx) = mpsc::channel();
         let running = Arc::new(AtomicBool::new(true));
@@ -186,6 +190,7 @@ impl Store {
                 queue: Mutex::new(Some(tx)),
                 committer: Mutex::new(Some(handle)),
                 counters,
+                durable,
             }),
         })
     }
@@ -214,6 +219,19 @@ impl Store {
     /// A consistent view of every keyspace as of now.
     pub fn snapshot(&self) -> ReadView {
         ReadView { snapshot: self.inner.db.snapshot(), spaces: self.inner.spaces.clone() }
+    }
+
+    /// The last sequence number that is committed and durable (fsynced in sync mode, committed in
+    /// buffered mode): change events up to it may be served, as no crash can take them back.
+    /// The receiver is notified each time it moves; 0 before the first event.
+    pub fn durable_seq(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.durable.subscribe()
+    }
+
+    /// The disk space a keyspace takes, in bytes (its table files; the journal and memtable not
+    /// counted).
+    pub fn disk_space(&self, space: Space) -> u64 {
+        self.inner.spaces[space as usize].disk_space()
     }
 
     /// A cheap estimate of the number of keys in a keyspace.

@@ -26,6 +26,8 @@ pub struct WriteTx<'c> {
     deferred: Vec<Box<dyn Any + Send>>,
     /// keys staged with [`WriteTx::put_new`]
     fresh: Vec<(Space, Vec<u8>, Vec<u8>)>,
+    /// change event bodies from [`WriteTx::append_event`], numbered when the write commits
+    events: Vec<Vec<u8>>,
     /// While [`WriteTx::attempt`] runs: each staged key's previous staged state, to undo.
     undo: Option<Vec<Undo>>,
 }
@@ -42,6 +44,7 @@ impl<'c> WriteTx<'c> {
             on_commit: Vec::new(),
             deferred: Vec::new(),
             fresh: Vec::new(),
+            events: Vec::new(),
             undo: None,
         }
     }
@@ -57,6 +60,16 @@ impl<'c> WriteTx<'c> {
     /// ordered map. [`WriteTx::get`] does not see it.
     pub fn put_new(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
         self.fresh.push((space, key, value));
+    }
+
+    /// Appends a change event to the write: `body` is the members of a JSON object (no braces).
+    /// When the write function returns, the committer numbers the write's events with the next
+    /// sequence numbers (after any [`WriteTx::next_seq`] the write took) and stages each under
+    /// `changefeed:{seq}` as the object `{"seq":…,` body `,"txn":…,"count":…}` (see
+    /// [`crate::keys::changefeed::event_value`]), in the same atomic batch as the change; a
+    /// failing [`WriteTx::attempt`] drops the events it appended.
+    pub fn append_event(&mut self, body: Vec<u8>) {
+        self.events.push(body);
     }
 
     /// Stages the removal of `key`.
@@ -85,8 +98,8 @@ impl<'c> WriteTx<'c> {
     ) -> std::result::Result<T, E> {
         let outer = self.undo.take();
         self.undo = Some(Vec::new());
-        let (seqs, hooks, deferred, fresh) =
-            (self.seqs_taken, self.on_commit.len(), self.deferred.len(), self.fresh.len());
+        let (seqs, hooks, deferred, fresh, events) =
+            (self.seqs_taken, self.on_commit.len(), self.deferred.len(), self.fresh.len(), self.events.len());
         let result = f(self);
         let undo = std::mem::replace(&mut self.undo, outer).unwrap_or_default();
         if result.is_err() {
@@ -100,6 +113,7 @@ impl<'c> WriteTx<'c> {
             self.on_commit.truncate(hooks);
             self.deferred.truncate(deferred);
             self.fresh.truncate(fresh);
+            self.events.truncate(events);
         } else if let Some(outer) = &mut self.undo {
             // A nested attempt that succeeded stays undoable by the enclosing one.
             outer.extend(undo);
@@ -239,6 +253,23 @@ impl<'c> WriteTx<'c> {
         self.on_commit.clear();
         self.deferred.clear();
         self.fresh.clear();
+        self.events.clear();
+    }
+
+    /// Numbers the write's events and stages them (see [`WriteTx::append_event`]).
+    fn stage_events(&mut self) {
+        let events = std::mem::take(&mut self.events);
+        if events.is_empty() {
+            return;
+        }
+        let (txn, count) = (self.committer.next_seq + self.seqs_taken, events.len() as u64);
+        self.seqs_taken += count;
+        self.fresh.reserve(events.len());
+        for (i, body) in events.into_iter().enumerate() {
+            let seq = txn + i as u64;
+            let key = crate::keys::ChangeKey::new(seq).encode();
+            self.fresh.push((Space::Changefeed, key, crate::keys::changefeed::event_value(seq, txn, count, &body)));
+        }
     }
 }
 
@@ -265,6 +296,9 @@ pub(super) struct Committer {
     pub(super) present: std::cell::RefCell<std::collections::HashMap<(Space, Vec<u8>), bool>>,
     /// groups, writes and fsyncs, for [`super::Store::stats`]
     pub(super) counters: Arc<super::stats::CommitCounters>,
+    /// the last sequence number that is committed and as durable as the store promises (fsynced
+    /// in sync mode): published after each group, before any of its writes is answered
+    pub(super) durable: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Most keys [`Committer::present`] remembers.
@@ -304,6 +338,7 @@ impl Committer {
             let Ok(completion) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx))) else {
                 continue;
             };
+            tx.stage_events();
             let (staged, seqs, hooks) =
                 (std::mem::take(&mut tx.staged), tx.seqs_taken, std::mem::take(&mut tx.on_commit));
             let fresh = std::mem::take(&mut tx.fresh);
@@ -328,6 +363,11 @@ impl Committer {
         };
         // counted before any write of the group is answered
         self.counters.group(writes, fsync_took);
+        // a failed fsync poisons the store: what it did not cover is never published
+        if synced.is_ok() {
+            let last = self.next_seq - 1;
+            self.durable.send_if_modified(|d| std::mem::replace(d, last) != last);
+        }
         for (completion, result) in done {
             completion(match (result, &synced) {
                 (Ok(()), Err(_)) => Err(StorageError::Poisoned),

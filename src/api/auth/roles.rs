@@ -117,6 +117,9 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         "/v1/timeseries/{metric}" if delete => role(Write),
         "/v1/timeseries/{metric}/retention" if get => role(Read),
         "/v1/timeseries/{metric}/retention" if put => role(Admin),
+
+        // the changefeed: reads of what was written
+        "/v1/changes" | "/v1/changes/stream" | "/v1/changes/stats" if get => role(Read),
         _ => None,
     }
 }

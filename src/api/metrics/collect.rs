@@ -151,6 +151,16 @@ fn service(e: &mut DescriptorEncoder<'_>, s: &MetricsSnapshot) -> Result {
         s.jobs_running,
     )?;
     gauge(e, "mosaicdb_tables", "tables defined", None, s.tables)?;
+    let feed = &s.changefeed;
+    gauge(
+        e,
+        "mosaicdb_changefeed_last_seq",
+        "the newest durable change event's seq (0 before the first)",
+        None,
+        feed.last_seq,
+    )?;
+    gauge(e, "mosaicdb_changefeed_events", "change events kept", None, feed.events)?;
+    gauge(e, "mosaicdb_changefeed_disk", "disk space of the changefeed's table files", Some(&Unit::Bytes), feed.bytes)?;
     gauge(e, "mosaicdb_tables_dropping", "dropped tables whose keys are still being removed", None, s.tables_dropping)?;
     gauge(
         e,

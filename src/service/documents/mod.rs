@@ -1,7 +1,8 @@
 //! Documents: get, put, patch (RFC 7396 merge patch), delete and list, with content ETags.
 //!
 //! Every change of a document goes through [`put_encoded`] or [`delete_in`], inside one write:
-//! the entity, the table's count, and (for edges) the graph adjacency change together.
+//! the entity, the table's count, (for edges) the graph adjacency and the change event
+//! (`changefeed::record`) change together.
 
 use super::adjacency::{self, EdgeEnds};
 use super::patch::{patch_in, patch_outside, unchanged};
@@ -243,6 +244,7 @@ pub(crate) fn put_encoded(
     }
     catalog.stage_fields(tx);
     let tag = etag(&doc.blob);
+    super::changefeed::record(tx, catalog, table, &doc.id, super::changefeed::Op::Put, Some(&doc.blob))?;
     tx.put(Space::Entity, key, doc.blob);
     Ok(PutOutcome { id: doc.id, created: live.is_none(), etag: tag })
 }
@@ -316,6 +318,7 @@ fn remove(
     let pre = super::indexes::Precomputed { text: &mut Vec::new(), vectors: &mut Vec::new() };
     super::indexes::update(tx, catalog, table, id, Some(old), None, pre)?;
     bump_count(tx, &table.name, -1)?;
+    super::changefeed::record(tx, catalog, table, id, super::changefeed::Op::Delete, None)?;
     tx.delete(Space::Entity, key);
     Ok(())
 }

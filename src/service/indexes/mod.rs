@@ -374,6 +374,7 @@ impl Db {
                 db.catalog.finish_index_drop(tx, &ft, &fname);
                 Ok(())
             }),
+            feed: None,
         };
         // A TTL index leaves no keys of its own, but expiry entries at times it computed: they
         // move first, before the mark goes (so a drop resumed at open moves them again). For
@@ -411,6 +412,7 @@ fn failed_purge(table: &str, name: &str, created_at: i64) -> Purge {
             db.catalog.index(&t, &n).is_some_and(|d| d.created_at == created_at && !d.is_maintained())
         }),
         finish: Box::new(|_, _| Ok(())),
+        feed: None,
     }
 }
 
