@@ -81,9 +81,9 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::UniqueViolation { .. }
         | ServiceError::VertexHasEdges { .. }
         | ServiceError::MetricDropping(_) => StatusCode::CONFLICT,
-        ServiceError::NoSearchIndex(_)
-        | ServiceError::NoVectorIndex(_)
-        | ServiceError::InvalidVector { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::NoSearchIndex(_) | ServiceError::NoVectorIndex(_) | ServiceError::InvalidVector { .. } => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
         ServiceError::InvalidTableName { .. }
         | ServiceError::InvalidId(_)
         | ServiceError::InvalidRequest(_)
