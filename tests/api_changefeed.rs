@@ -414,10 +414,18 @@ async fn retention_removes_old_events_and_an_expired_since_is_gone() {
     let r = s.send(Method::GET, "/v1/changes?since=3", None, &[]).await;
     assert!(r.is_problem(410, "changefeed_expired"), "{}", r.body);
     assert_eq!(r.body["oldest_seq"], 10);
-    let r = s.send(Method::GET, "/v1/changes/stream?since=0", None, &[]).await;
+    let r = s.send(Method::GET, "/v1/changes/stream?since=2", None, &[]).await;
     assert!(r.is_problem(410, "changefeed_expired"), "{}", r.body);
     let (events, next) = page(&s, 9, "").await;
     assert_eq!((events.len(), next), (1, 10));
+    // since=0 (or none) means "from the oldest kept event", never 410
+    let (events, next) = page(&s, 0, "").await;
+    assert_eq!((events.len(), next, events[0]["seq"].clone()), (1, 10, json!(10)));
+    // a since past the last event was never handed out by this feed: it was reset under the consumer
+    for path in ["/v1/changes?since=11", "/v1/changes/stream?since=11"] {
+        let r = s.send(Method::GET, path, None, &[]).await;
+        assert!(r.is_problem(409, "changefeed_ahead"), "{path}: {}", r.body);
+    }
     let (_, tasks) = s.get("/v1/admin/tasks").await;
     let task = tasks["tasks"].as_array().unwrap().iter().find(|t| t["name"] == "changefeed_retention").unwrap().clone();
     assert!(task["removed_total"].as_u64().unwrap() >= 9, "{task}");

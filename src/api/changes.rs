@@ -89,6 +89,8 @@ fn tables(table: Option<String>) -> Result<Option<Vec<String>>, ApiError> {
                 "txn": 42, "count": 1}], "next": 42})),
         (status = 400, description = "invalid since, limit, table or wait_ms", body = Problem,
             content_type = "application/problem+json"),
+        (status = 409, description = "`changefeed_ahead`: `since` is past the last event (the feed was reset: a restore, \
+            or events lost in buffered mode)", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "`changefeed_expired`: retention removed events after `since`; the problem's \
             `oldest_seq` is the oldest kept", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -122,6 +124,8 @@ async fn changes(State(state): State<AppState>, ApiQuery(q): ApiQuery<ChangesQue
         (status = 200, description = "the event stream", content_type = "text/event-stream", body = String),
         (status = 400, description = "invalid since, table or Last-Event-ID", body = Problem,
             content_type = "application/problem+json"),
+        (status = 409, description = "`changefeed_ahead`: `since` is past the last event (the feed was reset: a restore, \
+            or events lost in buffered mode)", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "`changefeed_expired`: retention removed events after `since`", body = Problem,
             content_type = "application/problem+json"),
     ))]
@@ -138,7 +142,7 @@ async fn stream_changes(
     };
     let tables = tables(q.table)?;
     // refused before the stream starts, as a problem
-    state.db.check_since(since)?;
+    let since = state.db.check_since(since)?;
     let events = follow(state.db.clone(), since, tables);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response())
 }

@@ -105,6 +105,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::Abandoned => StatusCode::REQUEST_TIMEOUT,
         ServiceError::ChangefeedExpired { .. } => StatusCode::GONE,
+        ServiceError::ChangefeedAhead { .. } => StatusCode::CONFLICT,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
         ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ServiceError::ImportStalled { .. } => StatusCode::REQUEST_TIMEOUT,

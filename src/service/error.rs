@@ -164,6 +164,17 @@ pub enum ServiceError {
         /// the oldest seq that may be asked for (pass `oldest - 1` as `since`)
         oldest: u64,
     },
+    /// `since` is past the last event: the feed was reset under the consumer (a restore of an
+    /// older backup, or events lost with the OS in buffered mode). Resume from `last` or resync.
+    #[error(
+        "since {since} is past the last change event {last}: the feed was reset (a restore, or events lost in buffered mode); resume from {last} or resync"
+    )]
+    ChangefeedAhead {
+        /// the `since` asked for
+        since: u64,
+        /// the last event seq there is
+        last: u64,
+    },
     /// A request parameter or body field is out of its allowed range.
     #[error("{0}")]
     InvalidRequest(String),
@@ -280,6 +291,7 @@ impl ServiceError {
             ServiceError::Abandoned => "request_timeout",
             ServiceError::InvalidRequest(_) => "invalid_request",
             ServiceError::ChangefeedExpired { .. } => "changefeed_expired",
+            ServiceError::ChangefeedAhead { .. } => "changefeed_ahead",
             ServiceError::InvalidFilter(_) => "invalid_filter",
             ServiceError::ScanRefused { .. } => "scan_refused",
             ServiceError::PreconditionFailed(_) => "precondition_failed",

@@ -363,8 +363,10 @@ impl Committer {
         };
         // counted before any write of the group is answered
         self.counters.group(writes, fsync_took);
-        // a failed fsync poisons the store: what it did not cover is never published
-        if synced.is_ok() {
+        // A failed fsync (or commit) poisons the store: from then on nothing is published, not
+        // even by a later group that wrote nothing — the seqs of writes whose fsync failed are
+        // taken, and a crash may lose their events, so no consumer may see them.
+        if synced.is_ok() && !self.poisoned.load(Ordering::Acquire) {
             let last = self.next_seq - 1;
             self.durable.send_if_modified(|d| std::mem::replace(d, last) != last);
         }

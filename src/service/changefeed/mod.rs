@@ -172,6 +172,7 @@ impl Db {
         if req.wait > Duration::from_millis(MAX_WAIT_MS) {
             return Err(ServiceError::InvalidRequest(format!("wait_ms must be at most {MAX_WAIT_MS}")));
         }
+        req.since = self.check_since(req.since)?;
         let deadline = Instant::now() + req.wait;
         let mut durable = self.store.durable_seq();
         let mut stopping = self.feed.stopping.subscribe();
@@ -245,13 +246,22 @@ impl Db {
         ServiceError::ChangefeedExpired { since, oldest: self.feed.first_kept.load(Ordering::Acquire) }
     }
 
-    /// Checks that `since` is not older than the oldest kept event (410 `changefeed_expired`).
-    pub fn check_since(&self, since: u64) -> Result<()> {
+    /// The `since` a read starts from: 0 means "from the oldest kept event"; anything older than
+    /// that is 410 `changefeed_expired`, anything past the last event 409 `changefeed_ahead`
+    /// (no consumer was ever given such a seq in this feed's history: it was reset under it).
+    pub fn check_since(&self, since: u64) -> Result<u64> {
         let first = self.feed.first_kept.load(Ordering::Acquire);
+        if since == 0 {
+            return Ok(first.saturating_sub(1));
+        }
+        let last = *self.store.durable_seq().borrow();
+        if since > last {
+            return Err(ServiceError::ChangefeedAhead { since, last });
+        }
         if since.saturating_add(1) < first {
             return Err(ServiceError::ChangefeedExpired { since, oldest: first });
         }
-        Ok(())
+        Ok(since)
     }
 
     /// The feed's first and last seq, event count and disk space.
