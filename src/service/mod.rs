@@ -232,10 +232,11 @@ impl Db {
         self.store
             .write(move |tx| {
                 let out = f(tx, &db)?;
-                // the write's vector changes, applied to the cached graphs and staged (see `vectors`)
-                vectors::apply(tx, &db)?;
                 // the write's fulltext changes, merged (see `search::maintain`)
                 search::maintain::apply(tx, &db.catalog, &db.known_terms)?;
+                // the write's vector changes, applied to the cached graphs and staged (see
+                // `vectors`): last, after everything that can refuse the write
+                vectors::apply(tx, &db)?;
                 Ok(out)
             })
             .await
