@@ -525,3 +525,31 @@ async fn check_reports_damaged_change_events() {
     let kinds: Vec<&str> = report.problems.iter().map(|p| p.kind).collect();
     assert_eq!(kinds, ["changefeed_gap", "bad_event", "undecodable_event"], "{report:?}");
 }
+
+/// A write that changes a document but not its indexed values, committed after a backfill chunk
+/// read the document and before the chunk's write, still leaves the document indexed: the chunk
+/// skips it (its blob changed), so the write itself stages its entries (or node) while the index
+/// builds.
+#[tokio::test]
+async fn an_unchanged_value_written_during_a_backfill_is_still_indexed() {
+    for (kind, options) in [
+        (IndexKind::Hash, None),
+        (IndexKind::Range, None),
+        (IndexKind::Vector, Some(json!({"dimension": 2, "metric": "l2"}).as_object().unwrap().clone())),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = six_documents(dir.path(), |i| json!({"n": i, "v": [i as f64, 1.0]})).await;
+        let (mut prepared, go) = hold_backfill(&db);
+        let field = if kind == IndexKind::Vector { "v" } else { "n" };
+        let req = CreateIndex { name: "ix".into(), kind, fields: vec![field.into()], options };
+        db.create_index("t".into(), req).await.unwrap();
+        assert_eq!(prepared.recv().await, Some(4));
+        // d1 changes, its indexed values do not
+        let doc = object(json!({"n": 1, "v": [1.0, 1.0], "other": true}));
+        db.put_document("t".into(), "d1".into(), doc, Preconditions::default()).await.unwrap();
+        drop(go);
+        assert_eq!(built(&db, "t", "ix").await.state, IndexState::Ready);
+        let report = db.check().await.unwrap();
+        assert!(report.ok, "{kind:?}: {report:?}");
+    }
+}

@@ -184,7 +184,10 @@ pub(crate) fn update(
     let p = params_of(def)?;
     let before = old.and_then(|b| stored_vector(def, &p, b, dict));
     let after = new.map(|b| doc_vector(def, &p, b, dict)).transpose()?.flatten();
-    if before == after && old.is_some() {
+    // Unchanged needs no work — once the index is ready: while it builds, the backfill skips a
+    // document changed after its chunk was read, so this write indexes it (an insert of the
+    // vector the node has already changes nothing).
+    if before == after && old.is_some() && (def.is_ready() || after.is_none()) {
         return Ok(());
     }
     let at = planned
