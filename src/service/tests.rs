@@ -553,3 +553,30 @@ async fn an_unchanged_value_written_during_a_backfill_is_still_indexed() {
         assert!(report.ok, "{kind:?}: {report:?}");
     }
 }
+
+/// A write that fails after its vector changes were applied (here its fsync fails) drops the
+/// cached graph it changed: the next use reloads it from the keys, whatever they hold.
+#[tokio::test]
+async fn a_vector_write_that_fails_to_commit_drops_the_cached_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StorageConfig::new(dir.path());
+    cfg.durability = Durability::Sync;
+    let db = Db::open(cfg, DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
+        .await
+        .unwrap();
+    let options = json!({"dimension": 2, "metric": "l2"}).as_object().unwrap().clone();
+    let req =
+        CreateIndex { name: "v".into(), kind: IndexKind::Vector, fields: vec!["v".into()], options: Some(options) };
+    db.create_index("t".into(), req).await.unwrap();
+    let doc = |x: f64| object(json!({"v": [x, 1.0]}));
+    db.put_document("t".into(), "a".into(), doc(1.0), Preconditions::default()).await.unwrap();
+    let view = || db.store.snapshot();
+    let before = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
+    db.store.inject_sync_failure();
+    assert!(db.put_document("t".into(), "b".into(), doc(2.0), Preconditions::default()).await.is_err());
+    let after = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
+    assert!(!Arc::ptr_eq(&before, &after), "the changed graph is still cached");
+    let stored = vectors::layout::read_nodes(&db.store.snapshot(), "t", "v", 2).unwrap();
+    assert_eq!(after.graph.read().unwrap().len(), stored.len());
+}

@@ -290,8 +290,11 @@ pub fn load(view: &ReadView, def: &IndexDef) -> Result<Graph> {
 
 /// Applies every vector change the write logged: the cached graphs change and the keys of every
 /// node whose vector or links changed are staged. Runs at the end of every write, on the
-/// committer; the other deferred items are left for the next step.
-pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db) -> Result<()> {
+/// committer; the other deferred items are left for the next step. Each index whose graph it
+/// changes is added to `touched` first: if the write then fails to commit, the caller forgets
+/// those graphs (see [`Graphs::forget`]) so the next use reloads them from the keys. A panic
+/// while a graph changes forgets that graph and fails the write.
+pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db, touched: &std::sync::Mutex<Vec<(String, String)>>) -> Result<()> {
     let items = tx.take_deferred();
     if items.is_empty() {
         return Ok(());
@@ -317,16 +320,25 @@ pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db) -> Result<()> {
         if cached.created_at != created_at {
             continue;
         }
+        touched.lock().unwrap_or_else(PoisonError::into_inner).push((table.clone(), index.clone()));
         let mut graph = cached.graph.write().unwrap_or_else(PoisonError::into_inner);
         let mut changes = Changes::default();
-        for op in ops {
-            match (op.vector, op.plan) {
-                (Some(v), Some(plan)) => graph.apply_plan(&op.id, &v, &plan, &mut changes),
-                (Some(v), None) => graph.insert(&op.id, &v, &mut changes),
-                (None, _) => {
-                    graph.remove(&op.id, &mut changes);
+        let changed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for op in ops {
+                match (op.vector, op.plan) {
+                    (Some(v), Some(plan)) => graph.apply_plan(&op.id, &v, &plan, &mut changes),
+                    (Some(v), None) => graph.insert(&op.id, &v, &mut changes),
+                    (None, _) => {
+                        graph.remove(&op.id, &mut changes);
+                    }
                 }
             }
+        }));
+        if changed.is_err() {
+            // a half-changed graph is never used again: the next use reloads it from the keys
+            drop(graph);
+            db.vectors.forget(&table, &index);
+            return Err(ServiceError::Internal(format!("vector index {index:?}: the graph update failed")));
         }
         layout::stage(tx, &table, &index, &graph, &changes);
     }
@@ -353,6 +365,7 @@ impl Db {
     pub async fn rebuild_index(self: &Arc<Self>, table: String, name: String) -> Result<IndexDef> {
         let db = self.clone();
         self.detached(async move {
+            let (t, n) = (table.clone(), name.clone());
             let def = db
                 .write(move |tx, db| {
                     db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
@@ -383,7 +396,9 @@ impl Db {
                     db.vectors.reset(&next)?;
                     Ok(next)
                 })
-                .await?;
+                .await
+                // not committed: the keys are still there, and the emptied cache must go
+                .inspect_err(|_| db.vectors.forget(&t, &n))?;
             db.spawn_backfill(&def);
             Ok(def)
         })
