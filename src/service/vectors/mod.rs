@@ -84,8 +84,9 @@ pub fn parse_options(options: &Map<String, Value>) -> Result<(Params, Map<String
 }
 
 /// The vector a document holds for the index, ready to store (normalised for cosine); `None`
-/// when the field is missing or null. A wrong length, a non-numeric or non-finite element, or
-/// (for cosine) a zero vector is refused with `invalid_vector`, naming the field.
+/// when the field is missing or null. A wrong length, a non-numeric or non-finite element, a
+/// vector whose squared length overflows f32, or (for cosine) a zero vector or one too short to
+/// normalise is refused with `invalid_vector`, naming the field.
 pub fn doc_vector(def: &IndexDef, p: &Params, blob: &[u8], dict: &FieldDict) -> Result<Option<Vec<f32>>> {
     let field = def.fields.first().map(String::as_str).unwrap_or_default();
     let bad = |reason: String| Err(ServiceError::InvalidVector { field: field.to_owned(), reason });
@@ -113,8 +114,16 @@ pub fn doc_vector(def: &IndexDef, p: &Params, blob: &[u8], dict: &FieldDict) -> 
     if v.iter().any(|x| !x.is_finite()) {
         return bad("an element is not a finite f32".into());
     }
+    // distances of such a vector overflow, whatever the metric
+    if !kernels::dot(&v, &v).is_finite() {
+        return bad("too long: its squared length overflows f32 (scale the elements down)".into());
+    }
     if p.metric == Metric::Cosine && !kernels::normalize(&mut v) {
-        return bad("a zero vector has no direction (metric cosine)".into());
+        return bad(if v.iter().all(|x| *x == 0.0) {
+            "a zero vector has no direction (metric cosine)".into()
+        } else {
+            "too short to normalise: its squared length underflows f32 (metric cosine)".into()
+        });
     }
     Ok(Some(v))
 }

@@ -100,8 +100,15 @@ fn query_vector(v: &[f64], dim: usize, metric: Metric) -> Result<Vec<f32>> {
     if q.iter().any(|x| !x.is_finite()) {
         return bad("`vector` holds a number that is not a finite f32".into());
     }
+    if !kernels::dot(&q, &q).is_finite() {
+        return bad("`vector` is too long: its squared length overflows f32".into());
+    }
     if metric == Metric::Cosine && !kernels::normalize(&mut q) {
-        return bad("`vector` is zero: it has no direction (metric cosine)".into());
+        return bad(if q.iter().all(|x| *x == 0.0) {
+            "`vector` is zero: it has no direction (metric cosine)".into()
+        } else {
+            "`vector` is too short to normalise: its squared length underflows f32 (metric cosine)".into()
+        });
     }
     Ok(q)
 }
