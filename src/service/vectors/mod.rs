@@ -266,6 +266,11 @@ impl Graphs {
             return Ok(Some(c.clone()));
         }
         let graph = load(&store_view(), &def)?;
+        // checked again under the map's lock: an index dropped (and forgotten) since the check
+        // above must not get its graph cached again
+        if catalog.index(table, index).is_none_or(|d| d.created_at != def.created_at || !d.is_maintained()) {
+            return Ok(None);
+        }
         let cached = Arc::new(Cached { created_at: def.created_at, graph: RwLock::new(graph) });
         map.insert(key, cached.clone());
         Ok(Some(cached))
