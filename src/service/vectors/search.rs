@@ -1,9 +1,9 @@
 //! `POST /v1/tables/{table}/vector-search`: the k nearest documents to a vector, on one snapshot.
 //!
 //! Strategies (the answer's `strategy` says which ran):
-//! - `hnsw`: the graph walk; a filter is applied during the walk (every node is walked through,
-//!   only matching ones are kept), so it returns k hits whenever k matching documents are
-//!   reachable;
+//! - `hnsw`: the graph walk gives the `ef` nearest candidates, then the filter keeps the matching
+//!   ones; while fewer than k match, the walk runs again with a list 4× longer (up to
+//!   [`MAX_EF`]) before turning exact;
 //! - `filtered_exact`: a filter the query planner can serve from an index with at most
 //!   [`SELECTIVE_MAX`] candidates (its estimate) is evaluated first, and the distance is computed
 //!   for each matching document: exact, and cheaper than a walk that would pass through mostly
@@ -11,8 +11,10 @@
 //! - `exact`: brute force over every node (`"exact": true`, or when a walk found fewer than k
 //!   hits — a very selective unindexed filter — so a filter never starves the answer).
 //!
-//! Every hit is read from the snapshot: a node whose document the snapshot does not hold (or
-//! holds expired) is never returned.
+//! The graph's read lock is held only to walk it (ids and distances), never while documents are
+//! read or filtered: a write waiting for the lock would hold up the committer. Every hit is read
+//! from the snapshot: a node whose document the snapshot does not hold (or holds expired) is
+//! never returned.
 
 use super::hnsw::Metric;
 use super::{kernels, params_of};
