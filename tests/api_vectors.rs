@@ -242,8 +242,14 @@ async fn bad_vectors_and_requests_are_refused() {
     assert_eq!(def["state"], "building");
     assert_eq!(def["options"], json!({"dimension": 3, "metric": "l2", "m": 16, "ef_construction": 200}));
     assert_eq!(s.index_settled("vv", "emb").await["state"], "ready");
-    // wrong length, non-numeric element: 422 naming the field; nothing written
-    for doc in [json!({"embedding": [1.0, 2.0]}), json!({"embedding": [1.0, "x", 2.0]}), json!({"embedding": "abc"})] {
+    // wrong length, non-numeric element, a squared length over f32's range: 422 naming the
+    // field; nothing written
+    for doc in [
+        json!({"embedding": [1.0, 2.0]}),
+        json!({"embedding": [1.0, "x", 2.0]}),
+        json!({"embedding": "abc"}),
+        json!({"embedding": [3e19, 3e19, 1.0]}),
+    ] {
         let r = s.send(Method::PUT, "/v1/tables/vv/documents/bad", Some(&doc), &[]).await;
         assert!(r.is_problem(422, "invalid_vector"), "{}", r.body);
         assert!(r.body["detail"].as_str().unwrap().contains("embedding"));
@@ -258,6 +264,7 @@ async fn bad_vectors_and_requests_are_refused() {
     );
     for (body, status, code) in [
         (q(json!([1.0, 2.0])), 400, "invalid_request"),
+        (q(json!([3e19, 3e19, 1.0])), 400, "invalid_request"),
         (json!({"field": "embedding", "vector": [1, 2, 3], "k": 0}), 400, "invalid_request"),
         (json!({"field": "embedding", "vector": [1, 2, 3], "k": 1001}), 400, "invalid_request"),
         (json!({"field": "embedding", "vector": [1, 2, 3], "ef": 100000}), 400, "invalid_request"),

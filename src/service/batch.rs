@@ -162,10 +162,15 @@ impl Db {
         if ops.is_empty() || ops.len() > MAX_BATCH_OPS {
             return Err(ServiceError::InvalidRequest(format!("a batch holds 1 to {MAX_BATCH_OPS} operations")));
         }
+        let ops = Arc::new(ops);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let planned = self.plan(&ops, attempt <= PATCH_ATTEMPTS)?;
+            // on the blocking pool: planning a vector insert may wait on a graph's lock
+            let (db, o) = (self.clone(), ops.clone());
+            let planned = tokio::task::spawn_blocking(move || db.plan(&o, attempt <= PATCH_ATTEMPTS))
+                .await
+                .map_err(|e| ServiceError::Internal(format!("planning task failed: {e}")))??;
             if let Some(outcome) = self.write(move |tx, db| apply(tx, db, planned)).await? {
                 return Ok(outcome);
             }

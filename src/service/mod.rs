@@ -229,16 +229,28 @@ impl Db {
         f: impl FnOnce(&mut WriteTx<'_>, &Db) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let db = self.clone();
-        self.store
+        let touched = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let t = touched.clone();
+        let out = self
+            .store
             .write(move |tx| {
                 let out = f(tx, &db)?;
-                // the write's vector changes, applied to the cached graphs and staged (see `vectors`)
-                vectors::apply(tx, &db)?;
                 // the write's fulltext changes, merged (see `search::maintain`)
                 search::maintain::apply(tx, &db.catalog, &db.known_terms)?;
+                // the write's vector changes, applied to the cached graphs and staged (see
+                // `vectors`): last, after everything that can refuse the write
+                vectors::apply(tx, &db, &t)?;
                 Ok(out)
             })
-            .await
+            .await;
+        if out.is_err() {
+            // graphs changed for a write that did not commit: reloaded from the keys on next use
+            let touched = std::mem::take(&mut *touched.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            for (table, index) in touched {
+                self.vectors.forget(&table, &index);
+            }
+        }
+        out
     }
 
     /// Runs `work` in a task of its own and waits for it. If this future is dropped (the request

@@ -525,3 +525,58 @@ async fn check_reports_damaged_change_events() {
     let kinds: Vec<&str> = report.problems.iter().map(|p| p.kind).collect();
     assert_eq!(kinds, ["changefeed_gap", "bad_event", "undecodable_event"], "{report:?}");
 }
+
+/// A write that changes a document but not its indexed values, committed after a backfill chunk
+/// read the document and before the chunk's write, still leaves the document indexed: the chunk
+/// skips it (its blob changed), so the write itself stages its entries (or node) while the index
+/// builds.
+#[tokio::test]
+async fn an_unchanged_value_written_during_a_backfill_is_still_indexed() {
+    for (kind, options) in [
+        (IndexKind::Hash, None),
+        (IndexKind::Range, None),
+        (IndexKind::Vector, Some(json!({"dimension": 2, "metric": "l2"}).as_object().unwrap().clone())),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = six_documents(dir.path(), |i| json!({"n": i, "v": [i as f64, 1.0]})).await;
+        let (mut prepared, go) = hold_backfill(&db);
+        let field = if kind == IndexKind::Vector { "v" } else { "n" };
+        let req = CreateIndex { name: "ix".into(), kind, fields: vec![field.into()], options };
+        db.create_index("t".into(), req).await.unwrap();
+        assert_eq!(prepared.recv().await, Some(4));
+        // d1 changes, its indexed values do not
+        let doc = object(json!({"n": 1, "v": [1.0, 1.0], "other": true}));
+        db.put_document("t".into(), "d1".into(), doc, Preconditions::default()).await.unwrap();
+        drop(go);
+        assert_eq!(built(&db, "t", "ix").await.state, IndexState::Ready);
+        let report = db.check().await.unwrap();
+        assert!(report.ok, "{kind:?}: {report:?}");
+    }
+}
+
+/// A write that fails after its vector changes were applied (here its fsync fails) drops the
+/// cached graph it changed: the next use reloads it from the keys, whatever they hold.
+#[tokio::test]
+async fn a_vector_write_that_fails_to_commit_drops_the_cached_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StorageConfig::new(dir.path());
+    cfg.durability = Durability::Sync;
+    let db = Db::open(cfg, DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
+    db.create_table(CreateTable { name: "t".into(), kind: Default::default(), columns: None, ..Default::default() })
+        .await
+        .unwrap();
+    let options = json!({"dimension": 2, "metric": "l2"}).as_object().unwrap().clone();
+    let req =
+        CreateIndex { name: "v".into(), kind: IndexKind::Vector, fields: vec!["v".into()], options: Some(options) };
+    db.create_index("t".into(), req).await.unwrap();
+    let doc = |x: f64| object(json!({"v": [x, 1.0]}));
+    db.put_document("t".into(), "a".into(), doc(1.0), Preconditions::default()).await.unwrap();
+    let view = || db.store.snapshot();
+    let before = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
+    db.store.inject_sync_failure();
+    assert!(db.put_document("t".into(), "b".into(), doc(2.0), Preconditions::default()).await.is_err());
+    let after = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
+    assert!(!Arc::ptr_eq(&before, &after), "the changed graph is still cached");
+    let stored = vectors::layout::read_nodes(&db.store.snapshot(), "t", "v", 2).unwrap();
+    assert_eq!(after.graph.read().unwrap().len(), stored.len());
+}

@@ -309,6 +309,13 @@ impl Store {
         }
         let (reply, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |tx: &mut WriteTx<'_>| -> Completion {
+            // a write queued before the store was poisoned is answered without running: its
+            // function may change caches (a vector graph) for a write that can never commit
+            if tx.store_poisoned() {
+                return Box::new(move |_| {
+                    let _ = reply.send(Err(StorageError::Poisoned.into()));
+                });
+            }
             match f(tx) {
                 Ok(value) => Box::new(move |durable: Result<()>| {
                     let _ = reply.send(durable.map(|()| value).map_err(E::from));
@@ -348,7 +355,7 @@ impl Store {
 
     /// Test hook: the next group fsync fails, as a broken disk would make it.
     #[cfg(test)]
-    fn inject_sync_failure(&self) {
+    pub(crate) fn inject_sync_failure(&self) {
         self.inner.fail_next_sync.store(true, Ordering::Release);
     }
 

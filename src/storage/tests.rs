@@ -158,6 +158,40 @@ fn a_failed_fsync_poisons_the_store() {
     assert!(store.get(Space::Entity, b"after").unwrap().is_none());
 }
 
+/// A write queued before a failed fsync poisoned the store is answered without running its
+/// function (which may change caches for a write that can never commit).
+#[test]
+fn a_write_queued_before_the_store_is_poisoned_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(dir.path(), Durability::Sync));
+    store.inject_sync_failure();
+    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let s = store.clone();
+    let held = std::thread::spawn(move || {
+        s.write_blocking(move |tx| {
+            let _ = entered_tx.send(());
+            let _ = gate.recv();
+            tx.put(Space::Entity, b"held".to_vec(), vec![]);
+            Ok::<_, StorageError>(())
+        })
+    });
+    entered.recv().unwrap();
+    // queued behind the held write, in the next group: its fsync fails meanwhile
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    let queued = store
+        .submit(move |_| {
+            r.store(true, Ordering::Release);
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    drop(release);
+    assert!(matches!(held.join().unwrap(), Err(StorageError::Poisoned)));
+    assert!(matches!(queued.blocking_recv(), Ok(Err(StorageError::Poisoned))));
+    assert!(!ran.load(Ordering::Acquire));
+}
+
 #[test]
 fn events_whose_fsync_failed_are_never_published() {
     let dir = tempfile::tempdir().unwrap();

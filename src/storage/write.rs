@@ -227,6 +227,11 @@ impl<'c> WriteTx<'c> {
         self.deferred.push(item);
     }
 
+    /// True once the store is poisoned: nothing this write stages would be committed.
+    pub(super) fn store_poisoned(&self) -> bool {
+        self.committer.poisoned.load(Ordering::Acquire)
+    }
+
     /// Takes the logged items, in the order they were logged.
     pub fn take_deferred(&mut self) -> Vec<Box<dyn Any + Send>> {
         std::mem::take(&mut self.deferred)
@@ -324,7 +329,7 @@ impl Committer {
         let mut writes = 0;
         for job in group {
             if self.poisoned.load(Ordering::Acquire) {
-                // Run nothing more: answer the job without letting it stage anything.
+                // Run nothing more: the job answers Poisoned without running its function.
                 let mut tx = WriteTx::new(self);
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
                 if let Ok(c) = completion {

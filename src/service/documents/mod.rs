@@ -394,7 +394,16 @@ impl Db {
         loop {
             let def = self.table_or_404(&table)?;
             let mut prepared = prepare(&self.catalog, &def, id.clone(), body_for(&def, &mut kept)?)?;
-            prepared.plan_vectors(self, &def);
+            // planning may wait on a graph's lock (held by a write): on the blocking pool
+            if self.catalog.indexes(&table).iter().any(|d| d.kind == crate::catalog::IndexKind::Vector) {
+                let (db, d) = (self.clone(), def.clone());
+                prepared = tokio::task::spawn_blocking(move || {
+                    prepared.plan_vectors(&db, &d);
+                    prepared
+                })
+                .await
+                .map_err(|e| ServiceError::Internal(format!("planning task failed: {e}")))?;
+            }
             let (t, pre) = (table.clone(), pre.clone());
             let done = self
                 .write(move |tx, db| {

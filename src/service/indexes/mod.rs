@@ -166,7 +166,10 @@ pub(crate) fn update(
         for e in before.iter().filter(|e| after.binary_search(e).is_err()) {
             delete_entry(tx, def, e)?;
         }
-        for e in after.iter().filter(|e| before.binary_search(e).is_err()) {
+        // while the index builds, every entry is staged: the backfill skips a document changed
+        // after its chunk was read, so this write indexes it
+        let building = !def.is_ready();
+        for e in after.iter().filter(|e| building || before.binary_search(e).is_err()) {
             put_entry(tx, def, id, e)?;
         }
         mark_multikey(tx, catalog, def, after.len());

@@ -197,7 +197,14 @@ pub(crate) fn apply(tx: &mut WriteTx<'_>, catalog: &Catalog, known: &KnownTerms)
     }
     let mut nets: BTreeMap<(String, String, i64), Net> = BTreeMap::new();
     for item in items {
-        let Ok(op) = item.downcast::<FtOp>() else { continue };
+        let op = match item.downcast::<FtOp>() {
+            Ok(op) => op,
+            // another step's item (the vector changes, applied after this)
+            Err(other) => {
+                tx.defer(other);
+                continue;
+            }
+        };
         let FtOp { table, index, created_at, id, removed, added } = *op;
         let net = nets.entry((table, index, created_at)).or_default();
         match removed {

@@ -84,8 +84,9 @@ pub fn parse_options(options: &Map<String, Value>) -> Result<(Params, Map<String
 }
 
 /// The vector a document holds for the index, ready to store (normalised for cosine); `None`
-/// when the field is missing or null. A wrong length, a non-numeric or non-finite element, or
-/// (for cosine) a zero vector is refused with `invalid_vector`, naming the field.
+/// when the field is missing or null. A wrong length, a non-numeric or non-finite element, a
+/// vector whose squared length overflows f32, or (for cosine) a zero vector or one too short to
+/// normalise is refused with `invalid_vector`, naming the field.
 pub fn doc_vector(def: &IndexDef, p: &Params, blob: &[u8], dict: &FieldDict) -> Result<Option<Vec<f32>>> {
     let field = def.fields.first().map(String::as_str).unwrap_or_default();
     let bad = |reason: String| Err(ServiceError::InvalidVector { field: field.to_owned(), reason });
@@ -113,8 +114,16 @@ pub fn doc_vector(def: &IndexDef, p: &Params, blob: &[u8], dict: &FieldDict) -> 
     if v.iter().any(|x| !x.is_finite()) {
         return bad("an element is not a finite f32".into());
     }
+    // distances of such a vector overflow, whatever the metric
+    if !kernels::dot(&v, &v).is_finite() {
+        return bad("too long: its squared length overflows f32 (scale the elements down)".into());
+    }
     if p.metric == Metric::Cosine && !kernels::normalize(&mut v) {
-        return bad("a zero vector has no direction (metric cosine)".into());
+        return bad(if v.iter().all(|x| *x == 0.0) {
+            "a zero vector has no direction (metric cosine)".into()
+        } else {
+            "too short to normalise: its squared length underflows f32 (metric cosine)".into()
+        });
     }
     Ok(Some(v))
 }
@@ -184,7 +193,10 @@ pub(crate) fn update(
     let p = params_of(def)?;
     let before = old.and_then(|b| stored_vector(def, &p, b, dict));
     let after = new.map(|b| doc_vector(def, &p, b, dict)).transpose()?.flatten();
-    if before == after && old.is_some() {
+    // Unchanged needs no work — once the index is ready: while it builds, the backfill skips a
+    // document changed after its chunk was read, so this write indexes it (an insert of the
+    // vector the node has already changes nothing).
+    if before == after && old.is_some() && (def.is_ready() || after.is_none()) {
         return Ok(());
     }
     let at = planned
@@ -254,6 +266,11 @@ impl Graphs {
             return Ok(Some(c.clone()));
         }
         let graph = load(&store_view(), &def)?;
+        // checked again under the map's lock: an index dropped (and forgotten) since the check
+        // above must not get its graph cached again
+        if catalog.index(table, index).is_none_or(|d| d.created_at != def.created_at || !d.is_maintained()) {
+            return Ok(None);
+        }
         let cached = Arc::new(Cached { created_at: def.created_at, graph: RwLock::new(graph) });
         map.insert(key, cached.clone());
         Ok(Some(cached))
@@ -287,8 +304,11 @@ pub fn load(view: &ReadView, def: &IndexDef) -> Result<Graph> {
 
 /// Applies every vector change the write logged: the cached graphs change and the keys of every
 /// node whose vector or links changed are staged. Runs at the end of every write, on the
-/// committer; the other deferred items are left for the next step.
-pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db) -> Result<()> {
+/// committer; the other deferred items are left for the next step. Each index whose graph it
+/// changes is added to `touched` first: if the write then fails to commit, the caller forgets
+/// those graphs (see [`Graphs::forget`]) so the next use reloads them from the keys. A panic
+/// while a graph changes forgets that graph and fails the write.
+pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db, touched: &std::sync::Mutex<Vec<(String, String)>>) -> Result<()> {
     let items = tx.take_deferred();
     if items.is_empty() {
         return Ok(());
@@ -314,16 +334,25 @@ pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db) -> Result<()> {
         if cached.created_at != created_at {
             continue;
         }
+        touched.lock().unwrap_or_else(PoisonError::into_inner).push((table.clone(), index.clone()));
         let mut graph = cached.graph.write().unwrap_or_else(PoisonError::into_inner);
         let mut changes = Changes::default();
-        for op in ops {
-            match (op.vector, op.plan) {
-                (Some(v), Some(plan)) => graph.apply_plan(&op.id, &v, &plan, &mut changes),
-                (Some(v), None) => graph.insert(&op.id, &v, &mut changes),
-                (None, _) => {
-                    graph.remove(&op.id, &mut changes);
+        let changed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for op in ops {
+                match (op.vector, op.plan) {
+                    (Some(v), Some(plan)) => graph.apply_plan(&op.id, &v, &plan, &mut changes),
+                    (Some(v), None) => graph.insert(&op.id, &v, &mut changes),
+                    (None, _) => {
+                        graph.remove(&op.id, &mut changes);
+                    }
                 }
             }
+        }));
+        if changed.is_err() {
+            // a half-changed graph is never used again: the next use reloads it from the keys
+            drop(graph);
+            db.vectors.forget(&table, &index);
+            return Err(ServiceError::Internal(format!("vector index {index:?}: the graph update failed")));
         }
         layout::stage(tx, &table, &index, &graph, &changes);
     }
@@ -350,6 +379,7 @@ impl Db {
     pub async fn rebuild_index(self: &Arc<Self>, table: String, name: String) -> Result<IndexDef> {
         let db = self.clone();
         self.detached(async move {
+            let (t, n) = (table.clone(), name.clone());
             let def = db
                 .write(move |tx, db| {
                     db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
@@ -380,7 +410,9 @@ impl Db {
                     db.vectors.reset(&next)?;
                     Ok(next)
                 })
-                .await?;
+                .await
+                // not committed: the keys are still there, and the emptied cache must go
+                .inspect_err(|_| db.vectors.forget(&t, &n))?;
             db.spawn_backfill(&def);
             Ok(def)
         })

@@ -1,9 +1,9 @@
 //! `POST /v1/tables/{table}/vector-search`: the k nearest documents to a vector, on one snapshot.
 //!
 //! Strategies (the answer's `strategy` says which ran):
-//! - `hnsw`: the graph walk; a filter is applied during the walk (every node is walked through,
-//!   only matching ones are kept), so it returns k hits whenever k matching documents are
-//!   reachable;
+//! - `hnsw`: the graph walk gives the `ef` nearest candidates, then the filter keeps the matching
+//!   ones; while fewer than k match, the walk runs again with a list 4× longer (up to
+//!   [`MAX_EF`]) before turning exact;
 //! - `filtered_exact`: a filter the query planner can serve from an index with at most
 //!   [`SELECTIVE_MAX`] candidates (its estimate) is evaluated first, and the distance is computed
 //!   for each matching document: exact, and cheaper than a walk that would pass through mostly
@@ -11,8 +11,10 @@
 //! - `exact`: brute force over every node (`"exact": true`, or when a walk found fewer than k
 //!   hits — a very selective unindexed filter — so a filter never starves the answer).
 //!
-//! Every hit is read from the snapshot: a node whose document the snapshot does not hold (or
-//! holds expired) is never returned.
+//! The graph's read lock is held only to walk it (ids and distances), never while documents are
+//! read or filtered: a write waiting for the lock would hold up the committer. Every hit is read
+//! from the snapshot: a node whose document the snapshot does not hold (or holds expired) is
+//! never returned.
 
 use super::hnsw::Metric;
 use super::{kernels, params_of};
@@ -100,8 +102,15 @@ fn query_vector(v: &[f64], dim: usize, metric: Metric) -> Result<Vec<f32>> {
     if q.iter().any(|x| !x.is_finite()) {
         return bad("`vector` holds a number that is not a finite f32".into());
     }
+    if !kernels::dot(&q, &q).is_finite() {
+        return bad("`vector` is too long: its squared length overflows f32".into());
+    }
     if metric == Metric::Cosine && !kernels::normalize(&mut q) {
-        return bad("`vector` is zero: it has no direction (metric cosine)".into());
+        return bad(if q.iter().all(|x| *x == 0.0) {
+            "`vector` is zero: it has no direction (metric cosine)".into()
+        } else {
+            "`vector` is too short to normalise: its squared length underflows f32 (metric cosine)".into()
+        });
     }
     Ok(q)
 }
@@ -159,64 +168,104 @@ impl Db {
             Some(f) if !req.exact => query::indexed_matches(&view, &self.catalog, table, f, SELECTIVE_MAX, stop)?,
             _ => None,
         };
-        let graph = cached.graph.read().unwrap_or_else(PoisonError::into_inner);
-        let mut blobs: HashMap<u32, Slice> = HashMap::new();
-        let failed: std::cell::RefCell<Option<ServiceError>> = std::cell::RefCell::new(None);
+        // The graph's lock is held only to walk it (ids and distances); documents are read and
+        // filtered after it is released, so a search never holds up the committer's graph writes.
+        let candidates = |walk: Walk<'_>| -> (Vec<(Arc<str>, f32)>, usize) {
+            let graph = cached.graph.read().unwrap_or_else(PoisonError::into_inner);
+            let found = match walk {
+                Walk::Exact(None) => graph.exact(&q, graph.len(), None, &mut |_| true),
+                Walk::Exact(Some(ids)) => {
+                    let slots: Vec<u32> = ids.iter().filter_map(|id| graph.slot(id)).collect();
+                    graph.exact(&q, slots.len(), Some(&slots), &mut |_| true)
+                }
+                Walk::Graph(ef) => graph.search(&q, ef, ef, &mut |_| true),
+            };
+            (found.into_iter().filter_map(|(s, d)| Some((graph.id(s)?.clone(), d))).collect(), graph.len())
+        };
+        // each candidate's document, read once (None: gone, expired or filtered out)
+        let mut seen: HashMap<Arc<str>, Option<Slice>> = HashMap::new();
         let mut checked = 0usize;
-        let mut accept = |s: u32| -> bool {
-            let found = (|| -> Result<Option<Slice>> {
-                checked += 1;
-                if checked.is_multiple_of(256) {
-                    stop.check()?;
+        let mut take_k = |cands: &[(Arc<str>, f32)]| -> Result<Vec<(Arc<str>, f32, Slice)>> {
+            let mut out = Vec::with_capacity(k);
+            for (id, d) in cands {
+                if out.len() >= k {
+                    break;
                 }
-                let Some(id) = graph.id(s) else { return Ok(None) };
-                let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())? else { return Ok(None) };
-                if rules.as_ref().map(|r| r.expired(&blob, &dict, now)).transpose()? == Some(true) {
-                    return Ok(None);
-                }
-                if let Some(f) = &filter
-                    && !f.matches(id, &blob, &dict)?
-                {
-                    return Ok(None);
-                }
-                Ok(Some(blob))
-            })();
-            match found {
-                Ok(Some(blob)) => {
-                    blobs.insert(s, blob);
-                    true
-                }
-                Ok(None) => false,
-                Err(e) => {
-                    failed.borrow_mut().get_or_insert(e);
-                    false
+                let blob = match seen.get(id) {
+                    Some(b) => b.clone(),
+                    None => {
+                        checked += 1;
+                        if checked.is_multiple_of(256) {
+                            stop.check()?;
+                        }
+                        let b = accepted(&view, table, id, &filter, &rules, &dict, now)?;
+                        seen.insert(id.clone(), b.clone());
+                        b
+                    }
+                };
+                if let Some(blob) = blob {
+                    out.push((id.clone(), *d, blob));
                 }
             }
+            Ok(out)
         };
         let (found, strategy) = if req.exact {
-            (graph.exact(&q, k, None, &mut accept), "exact")
+            (take_k(&candidates(Walk::Exact(None)).0)?, "exact")
         } else if let Some(ids) = &selected {
-            let slots: Vec<u32> = ids.iter().filter_map(|id| graph.slot(id)).collect();
-            (graph.exact(&q, k, Some(&slots), &mut accept), "filtered_exact")
+            (take_k(&candidates(Walk::Exact(Some(ids))).0)?, "filtered_exact")
         } else {
-            let ef = req.ef.unwrap_or(DEFAULT_EF).max(k);
-            let found = graph.search(&q, k, ef, &mut accept);
-            if found.len() < k && graph.len() > found.len() && failed.borrow().is_none() {
-                (graph.exact(&q, k, None, &mut accept), "exact")
-            } else {
-                (found, "hnsw")
+            // a filter is applied to the walk's candidates: while it leaves fewer than k, the walk
+            // is repeated with a longer list, then the search turns exact
+            let mut ef = req.ef.unwrap_or(DEFAULT_EF).max(k);
+            loop {
+                let (cands, len) = candidates(Walk::Graph(ef));
+                let found = take_k(&cands)?;
+                if found.len() >= k || cands.len() >= len {
+                    break (found, "hnsw");
+                }
+                if cands.len() < ef || ef >= MAX_EF {
+                    break (take_k(&candidates(Walk::Exact(None)).0)?, "exact");
+                }
+                ef = (ef * 4).min(MAX_EF);
             }
         };
-        if let Some(e) = failed.into_inner() {
-            return Err(e);
-        }
         let mut hits = Vec::with_capacity(found.len());
-        for (s, d) in found {
-            let (Some(id), Some(blob)) = (graph.id(s), blobs.get(&s)) else { continue };
-            let text = query::project(blob, &dict, id, req.fields.as_deref())?;
+        for (id, d, blob) in found {
+            let text = query::project(&blob, &dict, &id, req.fields.as_deref())?;
             let document = serde_json::from_slice(&text).map_err(|e| ServiceError::Internal(e.to_string()))?;
             hits.push(VectorHit { id: id.to_string(), distance: p.metric.reported(d), document });
         }
         Ok(VectorSearchResponse { hits, strategy })
     }
+}
+
+/// What a search walks under the graph's lock.
+enum Walk<'a> {
+    /// every node, or those of these ids, by brute force
+    Exact(Option<&'a std::collections::HashSet<String>>),
+    /// the graph, with this list length
+    Graph(usize),
+}
+
+/// The document `id` as the search's snapshot has it, if it is live, unexpired and passes the
+/// filter.
+fn accepted(
+    view: &crate::storage::ReadView,
+    table: &str,
+    id: &str,
+    filter: &Option<Filter>,
+    rules: &Option<Expiry>,
+    dict: &crate::entity::FieldDict,
+    now: i64,
+) -> Result<Option<Slice>> {
+    let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())? else { return Ok(None) };
+    if rules.as_ref().map(|r| r.expired(&blob, dict, now)).transpose()? == Some(true) {
+        return Ok(None);
+    }
+    if let Some(f) = filter
+        && !f.matches(id, &blob, dict)?
+    {
+        return Ok(None);
+    }
+    Ok(Some(blob))
 }

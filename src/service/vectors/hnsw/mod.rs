@@ -114,6 +114,8 @@ const NEW: u32 = u32::MAX;
 #[derive(Debug, Clone)]
 pub struct InsertPlan {
     level: usize,
+    /// the epoch of the graph it was planned on (its slot numbers mean nothing in another)
+    epoch: u64,
     /// the graph's insert count when planned
     inserted: u64,
     /// per layer: the new node's chosen neighbours, with their ids
@@ -136,7 +138,13 @@ pub struct Graph {
     stamps: Vec<u64>,
     /// nodes inserted so far (a plan made before more than [`PLAN_SLACK`] others is not used)
     inserted: u64,
+    /// unique to this graph (every construction or load takes the next): a plan made on another
+    /// graph — one replaced by a rebuild, or reloaded — is not applied to this one
+    epoch: u64,
 }
+
+/// The next graph epoch.
+static EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// How many inserts may come between a plan and its use: a plan does not know the nodes
 /// inserted after it was made (it cannot link to them directly), so beyond this the insert is
@@ -177,6 +185,7 @@ impl Graph {
             entry: None,
             stamps: Vec::new(),
             inserted: 0,
+            epoch: EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -412,7 +421,8 @@ impl Graph {
         let mut best = self.p.metric.distance(q, self.vector(cur));
         loop {
             let mut moved = false;
-            for &n in self.links[cur as usize].get(layer).map_or(&[][..], Vec::as_slice) {
+            // a slot out of range (it cannot happen: plans are checked against the epoch) has no links
+            for &n in self.links.get(cur as usize).and_then(|l| l.get(layer)).map_or(&[][..], Vec::as_slice) {
                 let d = self.p.metric.distance(q, self.vector(n));
                 if d < best {
                     (best, cur, moved) = (d, n, true);
@@ -454,7 +464,7 @@ impl Graph {
             if best.len() >= ef && best.peek().is_some_and(|w| c.d > w.d) {
                 break;
             }
-            for &n in self.links[c.s as usize].get(layer).map_or(&[][..], Vec::as_slice) {
+            for &n in self.links.get(c.s as usize).and_then(|l| l.get(layer)).map_or(&[][..], Vec::as_slice) {
                 if !visited.insert(n) {
                     continue;
                 }

@@ -23,6 +23,7 @@ impl Graph {
         };
         let mut plan = InsertPlan {
             level,
+            epoch: self.epoch,
             inserted: self.inserted,
             links: vec![Vec::new(); level.min(top) + 1],
             updates: Vec::new(),
@@ -59,7 +60,8 @@ impl Graph {
             }
             self.remove(id, changes);
         }
-        if self.entry.is_none() || self.inserted > plan.inserted + PLAN_SLACK {
+        // planned on another graph (replaced by a rebuild, or reloaded): its slots mean nothing here
+        if plan.epoch != self.epoch || self.entry.is_none() || self.inserted > plan.inserted + PLAN_SLACK {
             return self.insert(id, v, changes);
         }
         let top = self.entry.map_or(0, |e| self.level(e));
@@ -77,6 +79,7 @@ impl Graph {
         }
         for (n, layer, stamp, list) in &plan.updates {
             let (n, layer) = (*n, *layer);
+            // (`id` is `None` for a slot out of range too)
             if n == slot || self.id(n).is_none() || self.level(n) < layer {
                 continue;
             }

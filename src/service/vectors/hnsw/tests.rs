@@ -115,3 +115,30 @@ fn recall_holds_through_churn_and_reload() {
     let got = h.search(&queries[0], 10, 64, &mut |s| h.id(s).is_some_and(|id| id.ends_with('7')));
     assert_eq!(got.len(), 10);
 }
+
+#[test]
+fn a_plan_made_on_another_graph_is_searched_again() {
+    let p = Params { dim: 8, metric: Metric::L2, m: 4, ef_construction: 32 };
+    let vs = clustered(260, 8, 3);
+    let mut ch = Changes::default();
+    // the old graph (before a rebuild) and the new one, filled again under other slots
+    let mut old = Graph::new(p);
+    for (i, v) in vs[..200].iter().enumerate() {
+        old.insert(&format!("a{i}"), v, &mut ch);
+    }
+    let fill = |g: &mut Graph, ch: &mut Changes| {
+        for (i, v) in vs[200..250].iter().enumerate() {
+            g.insert(&format!("b{i}"), v, ch);
+        }
+    };
+    let (mut fresh, mut planned) = (Graph::new(p), Graph::new(p));
+    fill(&mut fresh, &mut ch);
+    fill(&mut planned, &mut ch);
+    let plan = old.plan("new", &vs[255]).expect("a plan");
+    fresh.insert("new", &vs[255], &mut ch);
+    planned.apply_plan("new", &vs[255], &plan, &mut ch);
+    for id in fresh.ids() {
+        assert_eq!(fresh.links_of(id), planned.links_of(id), "{id}");
+    }
+    assert!(!planned.links_of("new").unwrap().is_empty());
+}
