@@ -207,25 +207,11 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// Every document of a table, by id (without `_id`).
 async fn all_documents(s: &TestServer, table: &str) -> BTreeMap<String, Value> {
-    let mut out = BTreeMap::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/v1/tables/{table}/documents?limit=1000&cursor={c}"),
-            None => format!("/v1/tables/{table}/documents?limit=1000"),
-        };
-        let (status, page) = s.get(&path).await;
-        assert_eq!(status, 200, "{page}");
-        for doc in page["documents"].as_array().unwrap() {
-            let mut doc = doc.clone();
-            let id = doc.as_object_mut().unwrap().remove("_id").unwrap();
-            out.insert(id.as_str().unwrap().to_owned(), doc);
-        }
-        match page["cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => return out,
-        }
+    let mut docs = s.all_documents(table).await;
+    for doc in docs.values_mut() {
+        doc.as_object_mut().unwrap().remove("_id");
     }
+    docs
 }
 
 /// The timestamps of one series.

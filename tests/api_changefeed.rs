@@ -42,27 +42,6 @@ fn apply(replica: &mut Replica, events: &[Value], mut last: u64) -> u64 {
     last
 }
 
-/// Every document of a table, by id.
-async fn table_state(s: &TestServer, table: &str) -> BTreeMap<String, Value> {
-    let mut out = BTreeMap::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/v1/tables/{table}/documents?limit=1000&cursor={c}"),
-            None => format!("/v1/tables/{table}/documents?limit=1000"),
-        };
-        let (status, page) = s.get(&path).await;
-        assert_eq!(status, 200, "{page}");
-        for d in page["documents"].as_array().unwrap() {
-            out.insert(d["_id"].as_str().unwrap().to_owned(), d.clone());
-        }
-        match page["cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => return out,
-        }
-    }
-}
-
 async fn create(s: &TestServer, name: &str, mode: &str) {
     let (status, body) = s.post("/v1/tables", json!({"name": name, "changefeed": mode})).await;
     assert_eq!(status, 201, "{body}");
@@ -194,9 +173,9 @@ async fn concurrent_writers_and_a_follower_see_every_seq_once_and_replay_every_t
     assert_eq!(since, last);
 
     // the replay is every table's state: full documents, keys' ids, nothing of `quiet`
-    let full = table_state(&s, "full").await;
+    let full = s.all_documents("full").await;
     assert_eq!(replica.get("full").cloned().unwrap_or_default(), full);
-    let keys = table_state(&s, "keys").await;
+    let keys = s.all_documents("keys").await;
     let replayed: Vec<_> = replica.get("keys").map(|t| t.keys().cloned().collect()).unwrap_or_default();
     assert_eq!(replayed, keys.keys().cloned().collect::<Vec<_>>());
     assert!(replica.get("keys").unwrap().values().all(Value::is_null), "keys mode carries no document");
@@ -234,7 +213,7 @@ async fn a_consumer_resumes_after_a_restart_with_no_loss_or_duplicate() {
     assert_eq!(last, 26, "seqs go on after the restart");
     let since = read_to(&s, &mut replica, since, last).await;
     assert_eq!(since, 26);
-    assert_eq!(replica["r"], table_state(&s, "r").await);
+    assert_eq!(replica["r"], s.all_documents("r").await);
 }
 
 /// Reads SSE events (`id`, parsed data) from a response until `n` have come.

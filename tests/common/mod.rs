@@ -129,6 +129,26 @@ impl TestServer {
         let r = self.send(Method::GET, path, None, &[]).await;
         (r.status, r.body)
     }
+    /// Every document of a table by id (with `_id`), read a page of 1000 at a time.
+    pub async fn all_documents(&self, table: &str) -> std::collections::BTreeMap<String, Value> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/v1/tables/{table}/documents?limit=1000&cursor={c}"),
+                None => format!("/v1/tables/{table}/documents?limit=1000"),
+            };
+            let (status, page) = self.get(&path).await;
+            assert_eq!(status, 200, "{page}");
+            for d in page["documents"].as_array().unwrap() {
+                out.insert(d["_id"].as_str().unwrap().to_owned(), d.clone());
+            }
+            match page["cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return out,
+            }
+        }
+    }
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
         let r = self.send(Method::POST, path, Some(&body), &[]).await;
         (r.status, r.body)
