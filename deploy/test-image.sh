@@ -18,10 +18,10 @@ tag="mosaicdb:latest"
 volume="$run_id-data"
 key="ci-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 grace=20
-containers=()
 
 cleanup() {
-  for c in "${containers[@]}"; do docker rm -f "$c" >/dev/null 2>&1 || true; done
+  # by name: start_container runs in a command substitution, so it cannot add to an array here
+  for c in $(docker ps -aq --filter "name=^$run_id-"); do docker rm -f "$c" >/dev/null 2>&1 || true; done
   docker volume rm -f "$volume" >/dev/null 2>&1 || true
   if [[ -n "${compose_project:-}" ]]; then
     MOSAIC_API_KEYS="ci:admin:$key" docker-compose -p "$compose_project" -f deploy/docker-compose.yml \
@@ -32,7 +32,7 @@ trap cleanup EXIT
 
 fail() {
   echo "test-image: FAILED: $*" >&2
-  for c in "${containers[@]}"; do docker logs --tail 50 "$c" >&2 2>&1 || true; done
+  for c in $(docker ps -aq --filter "name=^$run_id-"); do docker logs --tail 50 "$c" >&2 2>&1 || true; done
   exit 1
 }
 
@@ -43,7 +43,6 @@ start_container() {
   local name="$run_id-$1"
   docker run -d --name "$name" -p 127.0.0.1::8080 -v "$volume:/data" \
     -e "MOSAIC_API_KEYS=ci:admin:$key" "$tag" >/dev/null
-  containers+=("$name")
   echo "$name"
 }
 
@@ -128,7 +127,6 @@ if command -v docker-compose >/dev/null 2>&1; then
   else
     docker-compose -p "$compose_project" -f deploy/docker-compose.yml up -d >/dev/null 2>&1
     cid="$(docker-compose -p "$compose_project" -f deploy/docker-compose.yml ps -q mosaicdb)"
-    containers+=("$cid")
     wait_healthy "$cid"
     code="$(api GET "http://127.0.0.1:8080/v1/tables")"
     [[ "$code" == 200 ]] || fail "the compose server answered $code"
