@@ -4,49 +4,18 @@
 //! without a gap, no event names a write nobody made, and replaying the events gives exactly the
 //! documents the store holds — so no event exists for a write that did not commit. Sync mode.
 
+mod process;
+
+use process::start;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mosaicdb");
 const WRITERS: u64 = 4;
 const IDS: u64 = 6;
 /// No wait in this test lasts longer.
 const WAIT: Duration = Duration::from_secs(20);
-
-/// The server process; killed when dropped, so a failing test leaves no server behind.
-struct ServerProc {
-    child: Child,
-    base: String,
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start(dir: &Path, client: &reqwest::Client) -> ServerProc {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(BIN)
-        .args(["--data-dir", dir.to_str().unwrap(), "--durability", "sync", "--log", "error"])
-        .args(["--addr", &format!("127.0.0.1:{port}"), "--cache-mb", "16"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = ServerProc { child, base: format!("http://127.0.0.1:{port}") };
-    let deadline = Instant::now() + WAIT;
-    while client.get(format!("{}/ready", server.base)).send().await.is_err() {
-        assert!(Instant::now() < deadline, "the server did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    server
-}
 
 /// A small deterministic PRNG (xorshift64*).
 struct Rng(u64);
@@ -91,7 +60,7 @@ async fn every_acknowledged_write_has_its_event_after_a_sigkill_and_none_exists_
     let client = reqwest::Client::new();
     for round in 0..2u64 {
         let dir = tempfile::tempdir().unwrap();
-        let server = start(dir.path(), &client).await;
+        let server = start(dir.path(), "sync", &client).await;
         let r = client.post(format!("{}/v1/tables", server.base)).json(&json!({"name": "cf", "changefeed": "full"}));
         assert_eq!(r.send().await.unwrap().status(), 201);
         let acked = Arc::new(Mutex::new(BTreeSet::new()));
@@ -109,7 +78,7 @@ async fn every_acknowledged_write_has_its_event_after_a_sigkill_and_none_exists_
         }
         let acked = acked.lock().unwrap().clone();
 
-        let server = start(dir.path(), &client).await;
+        let server = start(dir.path(), "sync", &client).await;
         let mut events = Vec::new();
         let mut since = 0;
         loop {

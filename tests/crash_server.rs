@@ -7,16 +7,17 @@
 //! in buffered mode (which promises to survive a process crash, not a power loss).
 
 mod model;
+mod process;
 
 use model::merge_patch;
+use process::{BIN, kill, start};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mosaicdb");
 const TABLE: &str = "crash";
 const WRITERS: usize = 6;
 const KEYS_PER_WRITER: usize = 6;
@@ -35,51 +36,6 @@ impl Rng {
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
-    }
-}
-
-/// The server process; killed when dropped, so a failing test leaves no server behind.
-struct ServerProc {
-    child: Child,
-    base: String,
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-async fn start(dir: &Path, durability: &str, client: &reqwest::Client) -> ServerProc {
-    let port = free_port();
-    let child = Command::new(BIN)
-        .args(["--data-dir", dir.to_str().unwrap(), "--durability", durability, "--log", "error"])
-        .args(["--addr", &format!("127.0.0.1:{port}"), "--cache-mb", "16"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = ServerProc { child, base: format!("http://127.0.0.1:{port}") };
-    let deadline = Instant::now() + WAIT;
-    while client.get(format!("{}/ready", server.base)).send().await.is_err() {
-        assert!(Instant::now() < deadline, "the server did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    server
-}
-
-/// SIGKILL, and wait for the process to be gone.
-fn kill(mut server: ServerProc) {
-    server.child.kill().unwrap();
-    let deadline = Instant::now() + WAIT;
-    while server.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the killed server did not exit");
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -1,0 +1,55 @@
+//! The `mosaicdb` binary as a child process, for the tests that kill it (SIGKILL) and start it
+//! again on the same data directory.
+#![allow(dead_code)] // each test uses what it needs
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_mosaicdb");
+/// No wait for the process lasts longer.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The server process; killed when dropped, so a failing test leaves no server behind.
+pub struct ServerProc {
+    child: Child,
+    /// `http://127.0.0.1:{port}`
+    pub base: String,
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary on `dir` with `durability` (`sync` or `buffered`) on a free port, and
+/// returns once `/ready` answers.
+pub async fn start(dir: &Path, durability: &str, client: &reqwest::Client) -> ServerProc {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(BIN)
+        .args(["--data-dir", dir.to_str().unwrap(), "--durability", durability, "--log", "error"])
+        .args(["--addr", &format!("127.0.0.1:{port}"), "--cache-mb", "16"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = ServerProc { child, base: format!("http://127.0.0.1:{port}") };
+    let deadline = Instant::now() + WAIT;
+    while client.get(format!("{}/ready", server.base)).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the server did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server
+}
+
+/// SIGKILL, and wait for the process to be gone.
+pub fn kill(mut server: ServerProc) {
+    server.child.kill().unwrap();
+    let deadline = Instant::now() + WAIT;
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the killed server did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
