@@ -9,11 +9,14 @@
 //! - filtered QPS at 10% selectivity (an unindexed filter: the walk keeps matching nodes), and its
 //!   recall;
 //! - resident memory before and after the import (`/proc/self/status`, Linux), and the time a
-//!   restart takes (the graph is read back from its keys).
+//!   shutdown (which flushes the memtables) and the restart take (the graph is read back from
+//!   its keys).
 //!
 //! Environment: `MOSAIC_BENCH_VECTORS` (default 100 000), `MOSAIC_BENCH_DIM` (128),
 //! `MOSAIC_BENCH_SECS` (3 per measurement), `MOSAIC_BENCH_DIR`. Run with
-//! `cargo bench --bench vectors`.
+//! `cargo bench --bench vectors`. To profile the open: `MOSAIC_BENCH_KEEP=1` keeps the data
+//! directory (its path is printed), and `MOSAIC_BENCH_REOPEN=<dir>` only opens that directory
+//! three times and prints each open's time.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -99,7 +102,24 @@ async fn recall(
     Ok(hit as f64 / total.max(1) as f64)
 }
 
+/// Opens a kept data directory three times (the open alone, for profiling).
+async fn reopen(dir: &std::path::Path) -> Result<(), BoxError> {
+    for _ in 0..3 {
+        let mut cfg = ServerConfig::new(dir);
+        cfg.addr = "127.0.0.1:0".parse()?;
+        cfg.storage.durability = Durability::Buffered;
+        let t0 = Instant::now();
+        let server = Server::start(cfg).await?;
+        println!("open: {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
+        server.shutdown().await?;
+    }
+    Ok(())
+}
+
 async fn run() -> Result<(), BoxError> {
+    if let Some(dir) = std::env::var_os("MOSAIC_BENCH_REOPEN") {
+        return reopen(std::path::Path::new(&dir)).await;
+    }
     let n: usize = env_or("MOSAIC_BENCH_VECTORS", 100_000);
     let dim: usize = env_or("MOSAIC_BENCH_DIM", 128);
     let secs: f64 = env_or("MOSAIC_BENCH_SECS", 3.0);
@@ -202,8 +222,16 @@ async fn run() -> Result<(), BoxError> {
     let m = load(1, duration, make).await;
     println!("filtered (10%): recall@10 {r:.3}, {:.0} QPS, p50 {:.2} ms, p99 {:.2} ms", m.per_sec(), m.p50(), m.p99());
 
-    // restart
+    // restart (the shutdown flushes the memtables, so the open replays no journal)
+    let metrics = c.get(format!("{base}/metrics")).send().await?.text().await?;
+    let storage: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.contains("family=\"vec\"") || l.starts_with("mosaicdb_storage_journal_bytes"))
+        .collect();
+    println!("before the restart: {}", storage.join("; "));
+    let t0 = Instant::now();
     server.shutdown().await?;
+    println!("shutdown: {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
     let mut cfg = ServerConfig::new(dir.path());
     cfg.addr = "127.0.0.1:0".parse()?;
     cfg.storage.durability = Durability::Buffered;
@@ -214,6 +242,9 @@ async fn run() -> Result<(), BoxError> {
         t0.elapsed().as_secs_f64() * 1000.0
     );
     server.shutdown().await?;
+    if std::env::var_os("MOSAIC_BENCH_KEEP").is_some() {
+        println!("data directory kept: {}", dir.keep().display());
+    }
     Ok(())
 }
 

@@ -577,6 +577,7 @@ async fn a_vector_write_that_fails_to_commit_drops_the_cached_graph() {
     assert!(db.put_document("t".into(), "b".into(), doc(2.0), Preconditions::default()).await.is_err());
     let after = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
     assert!(!Arc::ptr_eq(&before, &after), "the changed graph is still cached");
-    let stored = vectors::layout::read_nodes(&db.store.snapshot(), "t", "v", 2).unwrap();
+    let def = db.catalog.index("t", "v").unwrap();
+    let stored = vectors::load(&db.store.snapshot(), &def).unwrap();
     assert_eq!(after.graph.read().unwrap().len(), stored.len());
 }

@@ -8,7 +8,7 @@
 //! Links name documents, not slots, so the keys hold no in-memory numbering; the entry point is
 //! the node of the highest level (the first in id order among equals), found at load.
 
-use super::hnsw::{Changes, Graph};
+use super::hnsw::{Changes, Graph, Loader, Params};
 use crate::keys::{Component, VecKey};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space, WriteTx};
@@ -50,57 +50,70 @@ pub fn encode_links(layers: &[Vec<std::sync::Arc<str>>]) -> Vec<u8> {
     out
 }
 
-/// Stored links, per layer.
+/// Stored links, per layer (for `check`, which reports what does not parse).
 pub fn decode_links(b: &[u8]) -> Option<Vec<Vec<String>>> {
+    let mut layers: Vec<Vec<String>> = Vec::new();
+    let level = walk_links(b, |layer, id| {
+        layers.resize_with(layers.len().max(layer + 1), Vec::new);
+        if let Some(l) = layers.get_mut(layer) {
+            l.push(id.to_owned());
+        }
+    })?;
+    layers.resize_with(level + 1, Vec::new);
+    Some(layers)
+}
+
+/// Walks stored links without copying them: `f(layer, id)` for each link, in order; the level,
+/// or `None` (after some calls, perhaps) when the bytes do not parse.
+fn walk_links<'a>(b: &'a [u8], mut f: impl FnMut(usize, &'a str)) -> Option<usize> {
     let (&level, mut rest) = b.split_first()?;
     fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
         let (head, tail) = rest.split_at_checked(n)?;
         *rest = tail;
         Some(head)
     }
-    let mut layers = Vec::with_capacity(level as usize + 1);
-    for _ in 0..=level {
-        let count = u16::from_be_bytes(take(&mut rest, 2)?.try_into().ok()?);
-        let mut l = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let len = u16::from_be_bytes(take(&mut rest, 2)?.try_into().ok()?);
-            l.push(String::from_utf8(take(&mut rest, len as usize)?.to_vec()).ok()?);
+    fn len(rest: &mut &[u8]) -> Option<usize> {
+        Some(u16::from_be_bytes(take(rest, 2)?.try_into().ok()?) as usize)
+    }
+    for layer in 0..=level as usize {
+        for _ in 0..len(&mut rest)? {
+            let n = len(&mut rest)?;
+            f(layer, std::str::from_utf8(take(&mut rest, n)?).ok()?);
         }
-        layers.push(l);
     }
-    rest.is_empty().then_some(layers)
+    rest.is_empty().then_some(level as usize)
 }
 
-fn id_of(key: &[u8]) -> Result<String> {
-    let k = VecKey::decode(key).map_err(|e| ServiceError::Internal(e.to_string()))?;
-    match k.rest.get(1) {
-        Some(Component::Str(s)) => Ok(s.to_string()),
-        _ => Err(ServiceError::Internal(format!("damaged vector key {}", crate::keys::display("vec", key)))),
-    }
+/// The id of a node key, which is `prefix` and the id.
+fn node_id<'k>(key: &'k [u8], prefix: &[u8]) -> Result<std::borrow::Cow<'k, str>> {
+    let damaged = || ServiceError::Internal(format!("damaged vector key {}", crate::keys::display("vec", key)));
+    let mut r = crate::keys::KeyReader::new(key.strip_prefix(prefix).ok_or_else(damaged)?);
+    let id = r.next_str().map_err(|_| damaged())?;
+    if r.is_empty() { Ok(id) } else { Err(damaged()) }
 }
 
-/// Every node of an index as stored: `(id, vector, links)`. A node with a vector of the wrong
-/// length or without links is skipped (`check` reports it).
-pub fn read_nodes(view: &ReadView, table: &str, index: &str, dim: usize) -> Result<Vec<super::hnsw::StoredNode>> {
-    let mut links = view.scan(Space::Vec, KeyRange::Prefix(kind_prefix(table, index, "l")), false).peekable();
-    let mut out = Vec::new();
-    for item in view.scan(Space::Vec, KeyRange::Prefix(kind_prefix(table, index, "v")), false) {
+/// Reads an index's graph from its keys: the vector and links scans, both in id order, side by
+/// side. A node with a vector of the wrong length, or without links that parse, is left out
+/// (`check` reports it). Nothing is copied per link: links are resolved to slots straight from
+/// the stored bytes once every node is in (see [`Loader`]).
+pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Graph> {
+    let (vp, lp) = (kind_prefix(table, index, "v"), kind_prefix(table, index, "l"));
+    let mut links = view.scan(Space::Vec, KeyRange::Prefix(lp.clone()), false).peekable();
+    let mut loader = Loader::new(p);
+    let mut kept = Vec::new();
+    for item in view.scan(Space::Vec, KeyRange::Prefix(vp.clone()), false) {
         let (key, value) = item?;
-        let id = id_of(&key)?;
-        // the two scans are in id order: skip links without a vector
+        let id = node_id(&key, &vp)?;
         let mut found = None;
         while let Some(Ok((lk, lv))) = links.peek() {
-            let lid = id_of(lk)?;
-            match lid.cmp(&id) {
-                std::cmp::Ordering::Less => {
-                    links.next();
-                }
-                std::cmp::Ordering::Equal => {
-                    found = decode_links(lv);
-                    links.next();
-                    break;
-                }
+            match node_id(lk, &lp)?.as_ref().cmp(id.as_ref()) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => found = Some(lv.clone()),
                 std::cmp::Ordering::Greater => break,
+            }
+            links.next();
+            if found.is_some() {
+                break;
             }
         }
         if let Some(Err(_)) = links.peek()
@@ -108,14 +121,18 @@ pub fn read_nodes(view: &ReadView, table: &str, index: &str, dim: usize) -> Resu
         {
             return Err(e.into());
         }
-        let v = decode_vector(&value);
-        if let Some(l) = found
-            && v.len() == dim
+        if let Some(lv) = found
+            && value.len() == p.dim * 4
+            && let Some(level) = walk_links(&lv, |_, _| {})
         {
-            out.push((id, v, l));
+            let floats = value.as_chunks::<4>().0.iter().map(|c| f32::from_le_bytes(*c));
+            kept.push((loader.node(&id, floats, level), lv));
         }
     }
-    Ok(out)
+    for (s, lv) in kept {
+        walk_links(&lv, |layer, to| loader.link(s, layer, to));
+    }
+    Ok(loader.finish())
 }
 
 /// Stages the keys of every node a change touched: a live node's links (and vector, if it is

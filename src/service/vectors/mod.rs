@@ -298,8 +298,7 @@ impl Graphs {
 /// Reads an index's graph from its keys.
 pub fn load(view: &ReadView, def: &IndexDef) -> Result<Graph> {
     let p = params_of(def)?;
-    let nodes = layout::read_nodes(view, &def.table, &def.name, p.dim)?;
-    Ok(Graph::load(p, nodes))
+    layout::load(view, &def.table, &def.name, p)
 }
 
 /// Applies every vector change the write logged: the cached graphs change and the keys of every

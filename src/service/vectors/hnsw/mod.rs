@@ -104,9 +104,6 @@ pub struct Changes {
     pub links: BTreeSet<Arc<str>>,
 }
 
-/// A node as its keys hold it: id, vector, links per layer (as ids).
-pub type StoredNode = (String, Vec<f32>, Vec<Vec<String>>);
-
 /// Stands for the node being planned in a plan's lists.
 const NEW: u32 = u32::MAX;
 
@@ -131,7 +128,7 @@ pub struct Graph {
     ids: Vec<Option<Arc<str>>>,
     links: Vec<Vec<Vec<u32>>>,
     rev: Vec<Vec<Vec<u32>>>,
-    by_id: HashMap<Arc<str>, u32>,
+    by_id: HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
     free: Vec<u32>,
     entry: Option<u32>,
     /// per slot: bumped whenever its links change or the slot is freed or reused
@@ -180,7 +177,7 @@ impl Graph {
             ids: Vec::new(),
             links: Vec::new(),
             rev: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: HashMap::default(),
             free: Vec::new(),
             entry: None,
             stamps: Vec::new(),
@@ -279,13 +276,20 @@ impl Graph {
             }
             None => {
                 self.vectors.extend_from_slice(v);
-                self.ids.push(Some(id.clone()));
-                self.links.push(vec![Vec::new(); level + 1]);
-                self.rev.push(vec![Vec::new(); level + 1]);
-                self.stamps.push(0);
-                (self.ids.len() - 1) as u32
+                return self.push_slot(id, level);
             }
         };
+        self.by_id.insert(id, s);
+        s
+    }
+
+    /// A new slot at the end for `id`, whose vector was just appended to the arena.
+    fn push_slot(&mut self, id: Arc<str>, level: usize) -> u32 {
+        self.ids.push(Some(id.clone()));
+        self.links.push(vec![Vec::new(); level + 1]);
+        self.rev.push(vec![Vec::new(); level + 1]);
+        self.stamps.push(0);
+        let s = (self.ids.len() - 1) as u32;
         self.by_id.insert(id, s);
         s
     }
@@ -520,26 +524,48 @@ impl Graph {
         }
         out
     }
+}
 
-    /// Builds a graph from stored nodes: `(id, vector, links per layer as ids)`. Links naming an
-    /// id that is not among the nodes are dropped (`check` reports them).
-    pub fn load(p: Params, nodes: Vec<StoredNode>) -> Graph {
-        let mut g = Graph::new(p);
-        g.vectors.reserve(nodes.len() * p.dim);
-        let mut pending = Vec::with_capacity(nodes.len());
-        for (id, v, layers) in nodes {
-            let level = layers.len().saturating_sub(1);
-            let s = g.alloc(Arc::from(id), &v, level);
-            pending.push((s, layers));
+/// Builds a graph from its stored nodes as the keys are read, in two passes: every node with
+/// its vector and level ([`Loader::node`]), then each node's links by id ([`Loader::link`]), so
+/// no link list is held as strings. A link to an id that is not a node, to the node itself, or
+/// to a node below that layer is dropped (`check` reports it).
+pub struct Loader {
+    g: Graph,
+}
+
+impl Loader {
+    /// An empty graph to load into.
+    pub fn new(p: Params) -> Loader {
+        Loader { g: Graph::new(p) }
+    }
+
+    /// Adds a node; `vector` yields the index's dimension of values.
+    pub fn node(&mut self, id: &str, vector: impl IntoIterator<Item = f32>, level: usize) -> u32 {
+        self.g.inserted += 1;
+        self.g.vectors.extend(vector.into_iter().take(self.g.p.dim));
+        self.g.push_slot(Arc::from(id), level)
+    }
+
+    /// Adds a link of node `s` at `layer`, once every node is added.
+    pub fn link(&mut self, s: u32, layer: usize, to: &str) {
+        let Some(n) = self.g.slot(to) else { return };
+        if n != s
+            && self.g.level(n) >= layer
+            && let Some(list) = self.g.links.get_mut(s as usize).and_then(|l| l.get_mut(layer))
+        {
+            list.push(n);
         }
-        for (s, layers) in pending {
-            for (layer, list) in layers.into_iter().enumerate() {
-                let slots: Vec<u32> =
-                    list.iter().filter_map(|id| g.slot(id)).filter(|n| *n != s && g.level(*n) >= layer).collect();
-                for &n in &slots {
-                    g.rev[n as usize][layer].push(s);
+    }
+
+    /// The graph, with its reverse links and entry point.
+    pub fn finish(self) -> Graph {
+        let mut g = self.g;
+        for (s, layers) in g.links.iter().enumerate() {
+            for (layer, list) in layers.iter().enumerate() {
+                for &n in list {
+                    g.rev[n as usize][layer].push(s as u32);
                 }
-                g.links[s as usize][layer] = slots;
             }
         }
         g.entry = g.by_id.values().copied().max_by_key(|s| (g.level(*s), std::cmp::Reverse(*s)));

@@ -103,12 +103,25 @@ fn recall_holds_through_churn_and_reload() {
             }
         }
     }
-    let nodes: Vec<StoredNode> = g
-        .ids()
-        .map(|id| (id.to_string(), g.vector_of(id).unwrap().to_vec(), g.links_of(id).unwrap()))
-        .map(|(id, v, l)| (id, v, l.into_iter().map(|x| x.into_iter().map(|s| s.to_string()).collect()).collect()))
+    let mut loader = Loader::new(p);
+    let ids: Vec<Arc<str>> = g.ids().cloned().collect();
+    let slots: Vec<u32> = ids
+        .iter()
+        .map(|id| loader.node(id, g.vector_of(id).unwrap().iter().copied(), g.level(g.slot(id).unwrap())))
         .collect();
-    let h = Graph::load(p, nodes);
+    for (id, &s) in ids.iter().zip(&slots) {
+        for (layer, list) in g.links_of(id).unwrap().iter().enumerate() {
+            for to in list {
+                loader.link(s, layer, to);
+            }
+        }
+    }
+    let h = loader.finish();
+    // the same links, by id
+    for id in &ids {
+        assert_eq!(h.links_of(id), g.links_of(id));
+        assert_eq!(h.vector_of(id), g.vector_of(id));
+    }
     assert_eq!(h.len(), g.len());
     assert!(recall(&h, &data, &queries) >= 0.95);
     // a filter keeping a tenth still fills k
