@@ -23,6 +23,9 @@ pub(super) enum Source {
     Blob(Slice),
     /// the index key's values (a covered plan)
     Key(Vec<Component<'static>>),
+    /// the stored document, read again by id when it is written out (a stream sorted in memory
+    /// keeps only the positions of its results)
+    Reread,
 }
 
 /// One result: its position in the order, and its document.
@@ -163,7 +166,8 @@ impl<'a> Matcher<'a> {
         Ok(Some(Hit { key, source: Source::Blob(blob) }))
     }
 
-    /// The result as JSON text: the document or its projection.
+    /// The result as JSON text: the document or its projection. A `Reread` result whose
+    /// document is not in the snapshot (it was there when the result was taken) yields `None`.
     pub(super) fn render(&self, hit: &Hit, fields: Option<&[String]>) -> Result<Option<Vec<u8>>> {
         let id = hit.key.id.as_str();
         Ok(Some(match &hit.source {
@@ -173,6 +177,10 @@ impl<'a> Matcher<'a> {
                 None => {
                     return Err(crate::service::ServiceError::Internal("a key result without a covered plan".into()));
                 }
+            },
+            Source::Reread => match self.view.get(Space::Entity, &EntityKey::new(self.table, id).encode())? {
+                Some(blob) => project(&blob, self.dict, id, fields)?,
+                None => return Ok(None),
             },
         }))
     }

@@ -10,6 +10,7 @@ mod ids;
 mod matcher;
 mod ngram;
 pub mod plan;
+mod stream;
 
 use super::documents::{DocumentPage, RawPage};
 use super::stop::Stop;
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
+pub use stream::QueryStream;
 use utoipa::ToSchema;
 
 /// Most documents one query returns.
@@ -265,6 +267,19 @@ pub(crate) fn indexed_matches(
     Ok(Some(out))
 }
 
+/// Refuses a projection over the limit or with an empty path.
+fn check_fields(fields: Option<&[String]>) -> Result<()> {
+    if let Some(fields) = fields {
+        if fields.len() > MAX_FIELDS {
+            return Err(ServiceError::QueryTooComplex(format!("a query returns at most {MAX_FIELDS} fields")));
+        }
+        if fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)) {
+            return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
+        }
+    }
+    Ok(())
+}
+
 /// A query planned on its snapshot (see `Db::prepare`).
 struct Prepared {
     view: crate::storage::ReadView,
@@ -309,14 +324,7 @@ impl Db {
             Some(c) => c.order.keys().to_vec(),
             None => requested,
         };
-        if let Some(fields) = &req.fields {
-            if fields.len() > MAX_FIELDS {
-                return Err(ServiceError::QueryTooComplex(format!("a query returns at most {MAX_FIELDS} fields")));
-            }
-            if fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)) {
-                return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
-            }
-        }
+        check_fields(req.fields.as_deref())?;
         let paging = Paging { sort, limit, cursor, binding };
         // The scan stops at the request timeout, or (on the blocking pool) as soon as this future
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
