@@ -4,6 +4,7 @@ use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
 use super::spec::{DocumentPath, InsertAnswer, InsertBody, TablePath};
+use super::stream::{NDJSON_TYPES, NdjsonDocuments, wants_ndjson};
 use crate::service::{DocumentPage, ImportReport, PutOutcome};
 use axum::Json;
 use axum::body::Body;
@@ -218,22 +219,46 @@ async fn insert_documents(
 }
 
 /// Lists documents in id order, a page at a time.
+///
+/// With `Accept: application/x-ndjson`, exports the whole table instead: every document (with its
+/// `_id`) in id order, one per line, from one snapshot, streamed — the format `POST …/import`
+/// reads back. No `limit` or `cursor` then (400). An error after the first line cuts the body
+/// short (no final chunk); the request timeout does not bound the export, but a client that reads
+/// nothing for that long, or goes away, ends it.
 #[utoipa::path(get, path = "/v1/tables/{table}/documents", tag = "documents",
     params(TablePath, ListParams),
     responses(
-        (status = 200, description = "one page", body = DocumentPage),
-        (status = 400, description = "bad limit, cursor or path", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "one page; with `Accept: application/x-ndjson`, every document, one per line", content(
+            (DocumentPage = "application/json"),
+            (NdjsonDocuments = "application/x-ndjson"),
+        )),
+        (status = 400, description = "bad limit, cursor or path; a limit or cursor with an export", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_documents(
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
+    headers: HeaderMap,
+    gone: Option<axum::Extension<super::ClientGone>>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Response, ApiError> {
+    if wants_ndjson(&headers) {
+        if params.limit.is_some() || params.cursor.is_some() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "an export (Accept: application/x-ndjson) returns every document: limit and cursor are for pages",
+            ));
+        }
+        let mut stream = state.db.query_stream(table, crate::service::QueryRequest::default()).await?;
+        let guard = stream.abandon_guard();
+        return Ok(super::stream::ndjson(&state, gone.map(|g| g.0), guard, move |pipe| {
+            stream.write_to(pipe).map(drop)
+        }));
+    }
     Ok(super::json_text(state.db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?.to_json()))
 }
-
-const NDJSON_TYPES: [&str; 3] = ["application/x-ndjson", "application/ndjson", "application/jsonl"];
 
 /// Imports newline-delimited JSON (one document per line), streamed: good lines are written in
 /// chunks as they arrive, bad lines are reported by number.

@@ -15,6 +15,7 @@ mod metrics;
 mod query;
 mod search;
 mod spec;
+mod stream;
 mod system;
 mod tables;
 mod timeseries;
@@ -22,6 +23,7 @@ mod vectors;
 
 pub use error::{ApiError, Problem};
 pub use extract::ClientGone;
+pub use stream::{NDJSON_TYPES, wants_ndjson};
 
 use crate::service::Db;
 use axum::Router;

@@ -1,12 +1,14 @@
 //! `POST /v1/tables/{table}/query`.
 
-use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{QueryBody, TablePath};
+use super::stream::{NdjsonDocuments, wants_ndjson};
+use super::{AppState, ClientGone};
 use crate::service::{QueryRequest, QueryResponse, QueryResult};
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -18,10 +20,22 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 /// $contains $near $box $and $or $not`, dotted paths, implicit AND), `sort`, `fields`, `limit`,
 /// `cursor`. The planner uses indexes wherever one fits; `explain: true` returns the plan with
 /// estimated and actual row counts instead of documents.
+///
+/// With `Accept: application/x-ndjson` every matching document is streamed instead, one per line,
+/// from one snapshot (no `limit`, `cursor` or `explain`: 400), in the order pages would give; a
+/// sort that no index scan gives is done in memory for up to 10,000 matches (else 422
+/// `stream_sort_too_large`). Errors before the first line are problem documents; an error after
+/// it cuts the body short (no final chunk), so a complete body is a complete answer. The request
+/// timeout bounds the planning, not the stream; a client that reads nothing for that long, or goes
+/// away, ends it.
 #[utoipa::path(post, path = "/v1/tables/{table}/query", tag = "query", request_body = QueryBody,
     params(TablePath),
     responses(
-        (status = 200, description = "a page of documents (`documents`, `cursor`), or `{\"plan\": …}` with explain", body = QueryResponse),
+        (status = 200, description = "a page of documents (`documents`, `cursor`), or `{\"plan\": …}` with explain; \
+            with `Accept: application/x-ndjson`, every match, one document per line", content(
+            (QueryResponse = "application/json"),
+            (NdjsonDocuments = "application/x-ndjson"),
+        )),
         (status = 400, description = "invalid filter, sort, limit or cursor; or a refused full scan", body = Problem,
             content_type = "application/problem+json",
             example = json!({"type": "urn:mosaicdb:problem:invalid_filter", "title": "Bad Request", "status": 400,
@@ -31,14 +45,24 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
             content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "a body of the wrong shape (e.g. a sort entry that is not a string)", body = Problem,
+        (status = 422, description = "a body of the wrong shape (e.g. a sort entry that is not a string); a streamed query whose \
+            sort no index gives matches more than 10,000 documents (`stream_sort_too_large`)", body = Problem,
             content_type = "application/problem+json"),
     ))]
 async fn query(
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
+    headers: HeaderMap,
+    gone: Option<Extension<ClientGone>>,
     ApiJson(req): ApiJson<QueryRequest>,
 ) -> Result<Response, ApiError> {
+    if wants_ndjson(&headers) {
+        let mut stream = state.db.query_stream(table, req).await?;
+        let guard = stream.abandon_guard();
+        return Ok(super::stream::ndjson(&state, gone.map(|g| g.0), guard, move |pipe| {
+            stream.write_to(pipe).map(drop)
+        }));
+    }
     Ok(match state.db.query(table, req).await? {
         QueryResult::Page(page) => super::json_text(page.to_json()),
         QueryResult::Explain(plan) => Json(plan).into_response(),

@@ -33,8 +33,7 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
     let io = hyper_util::rt::TokioIo::new(Conn { tcp, answering: answering.clone(), replacement: None });
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let guard = Answering::start(&answering);
-        if req.method() == axum::http::Method::POST
-            && (req.uri().path().ends_with("/import") || req.uri().path() == "/v1/admin/backup")
+        if watched(&req)
             && let Some(gone) = peer.watch()
         {
             req.extensions_mut().insert(gone);
@@ -74,11 +73,24 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
     }
 }
 
+/// True for the requests that may outlast the request timeout and so watch their client: an
+/// import, a backup, and an NDJSON stream of query results or of a table's documents.
+fn watched(req: &Request<Incoming>) -> bool {
+    use axum::http::Method;
+    let path = req.uri().path();
+    match *req.method() {
+        Method::POST if path.ends_with("/import") || path == "/v1/admin/backup" => true,
+        Method::POST if path.ends_with("/query") => crate::api::wants_ndjson(req.headers()),
+        Method::GET if path.ends_with("/documents") => crate::api::wants_ndjson(req.headers()),
+        _ => false,
+    }
+}
+
 /// What it takes to see the client go away while hyper does not read (it reads nothing while the
 /// body it holds is still being worked through, as with a small gzip body that inflates to a long
 /// import, or while a backup waits for a client that stopped reading): the connection's socket,
-/// shared with [`Conn`] but not kept open by this handle. Only an import or a backup duplicates
-/// the socket's descriptor, for its watch; other requests cost no descriptor. Unix only;
+/// shared with [`Conn`] but not kept open by this handle. Only an import, a backup or a stream
+/// duplicates the socket's descriptor, for its watch; other requests cost no descriptor. Unix only;
 /// elsewhere imports stop when hyper next reads, backups when hyper's next write fails.
 struct Peer {
     #[cfg(unix)]

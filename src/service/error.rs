@@ -124,6 +124,15 @@ pub enum ServiceError {
     /// A filter or sort over one of the documented query limits.
     #[error("query too complex: {0}")]
     QueryTooComplex(String),
+    /// A streamed query's sort needs every result in memory (no index scan gives that order),
+    /// and more documents match than a stream sorts in memory.
+    #[error(
+        "the sort of this streamed query needs more than {max} matching documents in memory: sort by a range-indexed field, narrow the filter, or read pages"
+    )]
+    StreamSortTooLarge {
+        /// the most documents a stream sorts in memory
+        max: usize,
+    },
     /// The request was abandoned (timed out or the client went away) while its scan ran.
     #[error("the request was abandoned before its scan finished")]
     Abandoned,
@@ -288,6 +297,7 @@ impl ServiceError {
             ServiceError::InvalidExpiry(_) => "invalid_expiry",
             ServiceError::InvalidCursor(_) => "invalid_cursor",
             ServiceError::QueryTooComplex(_) => "query_too_complex",
+            ServiceError::StreamSortTooLarge { .. } => "stream_sort_too_large",
             ServiceError::Abandoned => "request_timeout",
             ServiceError::InvalidRequest(_) => "invalid_request",
             ServiceError::ChangefeedExpired { .. } => "changefeed_expired",

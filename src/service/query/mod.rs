@@ -1,13 +1,16 @@
 //! `POST /v1/tables/{table}/query`: filter, sort, projection, limit and cursor, with a planner
 //! whose choice `explain` shows.
 
+mod covered;
 mod cursor;
 mod exec;
 mod explain;
 pub mod filter;
 mod ids;
+mod matcher;
 mod ngram;
 pub mod plan;
+mod stream;
 
 use super::documents::{DocumentPage, RawPage};
 use super::stop::Stop;
@@ -18,16 +21,17 @@ use crate::keys::{Component, EntityKey, MetaKey};
 use crate::service::cursor::Binding;
 use crate::service::indexes::entries::field_values;
 use crate::service::ttl::expiry::{Expiry, now_ms};
-use crate::storage::{Slice, Space};
+use crate::storage::Space;
 use cursor::{Cursor, Order, OrderKey};
 pub use explain::ScanExplain;
 use filter::Filter;
+use matcher::{Hit, Matcher};
 use plan::{Access, Plan, SortKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
+pub use stream::QueryStream;
 use utoipa::ToSchema;
 
 /// Most documents one query returns.
@@ -96,6 +100,12 @@ pub struct Explain {
     pub returned_rows: u64,
     /// true when the scan stopped before its end because `limit` was reached
     pub stopped_early: bool,
+    /// true when every result was built from the index key alone (its values and the document
+    /// id) and no document was read: one exact index scan answers the filter, and the index holds
+    /// every field of `fields` and `sort` (see the README)
+    pub covered: bool,
+    /// documents read from storage (0 for a covered plan)
+    pub documents_read: u64,
 }
 
 /// The answer to a query: documents, or the plan.
@@ -122,27 +132,6 @@ pub enum QueryResponse {
     Page(DocumentPage),
     /// the plan
     Explain(QueryExplain),
-}
-
-struct Hit {
-    key: OrderKey,
-    blob: Slice,
-}
-impl PartialEq for Hit {
-    fn eq(&self, o: &Self) -> bool {
-        self.key == o.key
-    }
-}
-impl Eq for Hit {}
-impl Ord for Hit {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.key.cmp(&o.key)
-    }
-}
-impl PartialOrd for Hit {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
 }
 
 /// A field's sort value: its smallest value ascending, its largest descending (arrays), with
@@ -278,6 +267,35 @@ pub(crate) fn indexed_matches(
     Ok(Some(out))
 }
 
+/// Refuses a projection over the limit or with an empty path.
+fn check_fields(fields: Option<&[String]>) -> Result<()> {
+    if let Some(fields) = fields {
+        if fields.len() > MAX_FIELDS {
+            return Err(ServiceError::QueryTooComplex(format!("a query returns at most {MAX_FIELDS} fields")));
+        }
+        if fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)) {
+            return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
+        }
+    }
+    Ok(())
+}
+
+/// A query planned on its snapshot (see `Db::prepare`).
+struct Prepared {
+    view: crate::storage::ReadView,
+    dict: Arc<FieldDict>,
+    access: Access,
+    /// the result order: the requested sort, or the natural order of a range scan
+    sort: Vec<SortKey>,
+    /// candidates arrive in the order of the first sort key
+    sort_by_index: bool,
+    /// candidates arrive in `_id` order (no sort)
+    id_ordered: bool,
+    /// the table's document count
+    count: u64,
+    covered: Option<covered::Covered>,
+}
+
 /// Which page of a query to produce: its order, size, and where the previous page ended.
 struct Paging {
     sort: Vec<SortKey>,
@@ -306,14 +324,7 @@ impl Db {
             Some(c) => c.order.keys().to_vec(),
             None => requested,
         };
-        if let Some(fields) = &req.fields {
-            if fields.len() > MAX_FIELDS {
-                return Err(ServiceError::QueryTooComplex(format!("a query returns at most {MAX_FIELDS} fields")));
-            }
-            if fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)) {
-                return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
-            }
-        }
+        check_fields(req.fields.as_deref())?;
         let paging = Paging { sort, limit, cursor, binding };
         // The scan stops at the request timeout, or (on the blocking pool) as soon as this future
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
@@ -327,34 +338,34 @@ impl Db {
         self.read(move |db| db.run_query(&table, &filter, paging, &req, &stop)).await
     }
 
-    fn run_query(
+    /// Takes the snapshot and plans the query on it: the access path, the result order (the
+    /// requested sort, or a range scan's natural order), and the covered form if there is one.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
         &self,
         table: &str,
         filter: &Filter,
-        paging: Paging,
+        sort: &[SortKey],
+        order_fixed: bool,
+        limit: usize,
         req: &QueryRequest,
         stop: &Stop,
-    ) -> Result<QueryResult> {
-        let Paging { sort, limit, cursor, binding } = paging;
-        let sort = sort.as_slice();
-        // A later page keeps the first page's order, whatever this page's plan is.
-        let order_fixed = cursor.is_some();
-        let cursor = cursor.map(|c| c.after);
+    ) -> Result<Prepared> {
         self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
         let view = self.store.snapshot();
+        // after the snapshot: it names every field the snapshot's documents use
+        let dict = self.catalog.dict();
         let defs = ready_indexes(&view, &self.catalog, table)?;
         let Plan { access, mut sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit, req.explain)?;
         // Without a sort, a range scan's natural order (its field, then `_id`) is the result order,
         // so `limit` stops the scan early; other plans return `_id` order. The cursor records
         // which one the first page had.
-        let natural;
         let sort = match &access {
             Access::Index(s) if sort.is_empty() && !order_fixed && s.natural_order() => {
-                natural = vec![SortKey { field: s.def.fields[0].clone(), desc: false }];
                 sort_by_index = true;
-                natural.as_slice()
+                vec![SortKey { field: s.def.fields[0].clone(), desc: false }]
             }
-            _ => sort,
+            _ => sort.to_vec(),
         };
         let count = super::decode_count(view.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref());
         if matches!(access, Access::FullScan) && req.allow_scan == Some(false) && count > self.scan_threshold {
@@ -371,11 +382,30 @@ impl Db {
                 Access::Index(s) => s.id_ordered(),
                 Access::Union(_) => false,
             };
+        let covered =
+            covered::cover(&view, &self.catalog, &dict, table, filter, &access, req.fields.as_deref(), &sort, stop)?;
+        Ok(Prepared { view, dict, access, sort, sort_by_index, id_ordered, count, covered })
+    }
+
+    fn run_query(
+        &self,
+        table: &str,
+        filter: &Filter,
+        paging: Paging,
+        req: &QueryRequest,
+        stop: &Stop,
+    ) -> Result<QueryResult> {
+        let Paging { sort, limit, cursor, binding } = paging;
+        // A later page keeps the first page's order, whatever this page's plan is.
+        let order_fixed = cursor.is_some();
+        let cursor = cursor.map(|c| c.after);
+        let Prepared { view, dict, mut access, sort, sort_by_index, id_ordered, count, covered } =
+            self.prepare(table, filter, &sort, order_fixed, limit, req, stop)?;
+        let sort = sort.as_slice();
         let after_id = if id_ordered { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
         // A later page of an `_id`-ordered plan starts after the cursor's id: the keys before it
         // hold only what earlier pages returned, and reading them again would make page N cost N
         // pages.
-        let mut access = access;
         if let Some(id) = after_id {
             match &mut access {
                 Access::Ids(s) => s.seek_after(id),
@@ -393,97 +423,45 @@ impl Db {
         }
         let capacity = limit + 1;
         let mut heap: BinaryHeap<Hit> = BinaryHeap::with_capacity(capacity + 1);
-        let (mut examined, mut matched, mut stopped_early) = (0u64, 0u64, false);
-        let mut met: Vec<HashSet<String>> = Vec::new();
-        let index_scan = |branch: usize| match &access {
-            Access::Index(s) => Some(&**s),
-            Access::Union(branches) => branches.get(branch).map(|(s, _)| s),
-            _ => None,
-        };
+        let (mut matched, mut stopped_early) = (0u64, false);
         // A one-key sort served by the scan of that key's index arrives in exact result order
         // (value, then `_id` in the same direction): stop as soon as the page is full.
         let exact_order = id_ordered || (sort_by_index && sort.len() == 1);
-        self.catalog.with_dict(|dict| -> Result<()> {
-            // expired documents not yet swept are skipped like deleted ones
-            let (rules, now) = (Expiry::of(&self.catalog, dict, table), now_ms());
-            for cand in exec::candidates(&view, table, &access, after_id, stop) {
-                let cand = cand?;
-                if heap.len() >= capacity && exact_order {
+        let mut matcher = Matcher::new(&view, &self.catalog, &dict, table, &access, filter, sort, covered.as_ref());
+        for cand in exec::candidates(&view, table, &access, after_id, stop) {
+            let cand = cand?;
+            if heap.len() >= capacity && exact_order {
+                stopped_early = true;
+                break;
+            }
+            if heap.len() >= capacity {
+                let worst = heap.peek().map(|h| &h.key);
+                let beyond = match (worst, id_ordered, sort_by_index, &cand.scan_value) {
+                    (Some(w), true, _, _) => cand.id > w.id,
+                    (Some(w), _, true, Some(v)) => match w.values.first() {
+                        Some((wv, desc)) => {
+                            let o = v.cmp(wv);
+                            if *desc { o.is_lt() } else { o.is_gt() }
+                        }
+                        None => false,
+                    },
+                    _ => false,
+                };
+                if beyond {
                     stopped_early = true;
                     break;
                 }
-                if heap.len() >= capacity {
-                    let worst = heap.peek().map(|h| &h.key);
-                    let beyond = match (worst, id_ordered, sort_by_index, &cand.scan_value) {
-                        (Some(w), true, _, _) => cand.id > w.id,
-                        (Some(w), _, true, Some(v)) => match w.values.first() {
-                            Some((wv, desc)) => {
-                                let o = v.cmp(wv);
-                                if *desc { o.is_lt() } else { o.is_gt() }
-                            }
-                            None => false,
-                        },
-                        _ => false,
-                    };
-                    if beyond {
-                        stopped_early = true;
-                        break;
-                    }
-                }
-                // A multikey scan meets a document once per entry, and only the first meeting
-                // counts: a document met before in this scan is skipped before its blob is read
-                // (so a sorted scan reads each document once, not once per array element).
-                if let (Some(scan), Some(_)) = (index_scan(cand.branch), &cand.key)
-                    && scan.def.multikey
-                {
-                    if met.get(cand.branch).is_some_and(|m| m.contains(&cand.id)) {
-                        continue;
-                    }
-                    if met.len() <= cand.branch {
-                        met.resize_with(cand.branch + 1, HashSet::new);
-                    }
-                    // bounded: past the cap, the blob check below alone decides
-                    if met.iter().map(HashSet::len).sum::<usize>() < MAX_MET {
-                        met[cand.branch].insert(cand.id.clone());
-                    }
-                }
-                examined += 1;
-                let blob = match cand.blob {
-                    Some(b) => b,
-                    None => match view.get(Space::Entity, &EntityKey::new(table, &cand.id).encode())? {
-                        Some(b) => b,
-                        None => continue, // an entry without its document: `check` reports it
-                    },
-                };
-                if rules.as_ref().map(|r| r.expired(&blob, dict, now)).transpose()? == Some(true) {
-                    continue;
-                }
-                if let (Some(scan), Some(key)) = (index_scan(cand.branch), &cand.key)
-                    && !exec::first_meeting(scan, key, &cand.id, &blob, dict)?
-                {
-                    continue;
-                }
-                // A union takes each document from the first branch whose filter it matches.
-                if let Access::Union(branches) = &access
-                    && !first_branch(branches, cand.branch, &cand.id, &blob, dict)?
-                {
-                    continue;
-                }
-                if !filter.matches(&cand.id, &blob, dict)? {
-                    continue;
-                }
-                let key = order_key(&blob, dict, sort, &cand.id)?;
-                if cursor.as_ref().is_some_and(|c| key <= *c) {
-                    continue;
-                }
-                matched += 1;
-                heap.push(Hit { key, blob });
-                if heap.len() > capacity {
-                    heap.pop();
-                }
             }
-            Ok(())
-        })?;
+            let Some(hit) = matcher.accept(cand)? else { continue };
+            if cursor.as_ref().is_some_and(|c| hit.key <= *c) {
+                continue;
+            }
+            matched += 1;
+            heap.push(hit);
+            if heap.len() > capacity {
+                heap.pop();
+            }
+        }
         let mut hits = heap.into_sorted_vec();
         let more = hits.len() > limit;
         hits.truncate(limit);
@@ -516,17 +494,20 @@ impl Db {
                     scans,
                     order,
                     estimated_rows,
-                    examined_rows: examined,
+                    examined_rows: matcher.examined,
                     matched_rows: matched,
                     returned_rows: hits.len() as u64,
                     stopped_early,
+                    covered: covered.is_some(),
+                    documents_read: matcher.documents_read,
                 },
             }));
         }
         let next = if more { hits.last().map(|h| cursor::encode(binding, &Order::of(sort), &h.key)) } else { None };
-        let documents = self.catalog.with_dict(|dict| {
-            hits.iter().map(|h| project(&h.blob, dict, &h.key.id, req.fields.as_deref())).collect::<Result<Vec<_>>>()
-        })?;
+        let mut documents = Vec::with_capacity(hits.len());
+        for h in &hits {
+            documents.extend(matcher.render(h, req.fields.as_deref())?);
+        }
         Ok(QueryResult::Page(RawPage { documents, cursor: next }))
     }
 }

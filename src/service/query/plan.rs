@@ -19,7 +19,7 @@ use std::ops::Bound;
 /// Keys counted per access path when estimating.
 pub const ESTIMATE_CAP: u64 = 1000;
 /// Most key ranges one access path scans (e.g. `$in` values).
-const MAX_RANGES: usize = 256;
+pub(super) const MAX_RANGES: usize = 256;
 
 /// A sort key: a field and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,16 +148,16 @@ pub struct Plan {
     pub sort_by_index: bool,
 }
 
-fn prefix_range(prefix: Vec<u8>) -> Range {
+pub(super) fn prefix_range(prefix: Vec<u8>) -> Range {
     let hi = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
     (Bound::Included(prefix), hi)
 }
 
 /// Range-index bounds gathered from the conjuncts on one field.
 #[derive(Debug, Clone, Default)]
-struct Bounds {
-    lo: Option<(Component<'static>, bool)>,
-    hi: Option<(Component<'static>, bool)>,
+pub(super) struct Bounds {
+    pub(super) lo: Option<(Component<'static>, bool)>,
+    pub(super) hi: Option<(Component<'static>, bool)>,
 }
 
 impl Bounds {
@@ -173,7 +173,7 @@ impl Bounds {
     }
 
     /// The ridx range of values within the bounds, bracketed to the bound's type class.
-    fn range(&self, table: &str, index: &str) -> Option<Range> {
+    pub(super) fn range(&self, table: &str, index: &str) -> Option<Range> {
         let class = self.lo.as_ref().or(self.hi.as_ref())?.0.class_tags();
         let class_key = |tag: u8| KeyWriter::default().str(table).str(index).tag(tag).finish();
         let lo = match &self.lo {
@@ -191,7 +191,7 @@ impl Bounds {
 }
 
 /// Merges a comparison into bounds when it is in the same type class and tighter.
-fn tighten(b: &mut Bounds, op: &Op) -> bool {
+pub(super) fn tighten(b: &mut Bounds, op: &Op) -> bool {
     let (v, is_lo, inc) = match op {
         Op::Gt(v) => (v, true, false),
         Op::Gte(v) => (v, true, true),
@@ -235,7 +235,7 @@ fn estimate(view: &ReadView, space: Space, ranges: &[Range]) -> Result<u64> {
     Ok(n)
 }
 
-fn eq_values(op: &Op) -> Option<Vec<Component<'static>>> {
+pub(super) fn eq_values(op: &Op) -> Option<Vec<Component<'static>>> {
     match op {
         Op::Eq(v) => Some(vec![scalar(v)?]),
         Op::In(vs) if !vs.is_empty() => {

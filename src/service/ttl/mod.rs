@@ -92,6 +92,18 @@ pub(crate) enum EntryState {
 /// The ids of `table`'s documents that expired by `now` and are not swept yet, from their expiry
 /// entries (for reads that do not read every document, such as a search's `total`).
 pub(crate) fn expired_ids(view: &ReadView, table: &str, now: i64, stop: &Stop) -> Result<HashSet<String>> {
+    Ok(expired_ids_at_most(view, table, now, stop, usize::MAX)?.unwrap_or_default())
+}
+
+/// [`expired_ids`], or `None` when there are more than `max` of them (a backlog the sweep has not
+/// caught up with), so that a caller with bounded memory can read the documents instead.
+pub(crate) fn expired_ids_at_most(
+    view: &ReadView,
+    table: &str,
+    now: i64,
+    stop: &Stop,
+    max: usize,
+) -> Result<Option<HashSet<String>>> {
     let range =
         KeyRange::Between(Bound::Included(table_prefix(table)), Bound::Excluded(TtlKey::expired_until(table, now)));
     let mut out = HashSet::new();
@@ -99,10 +111,13 @@ pub(crate) fn expired_ids(view: &ReadView, table: &str, now: i64, stop: &Stop) -
         if i % 64 == 0 {
             stop.check()?;
         }
+        if out.len() >= max {
+            return Ok(None);
+        }
         let (key, _) = item?;
         out.insert(TtlKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned());
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// The documents a walk must treat as absent because they expired, per table, read once from
