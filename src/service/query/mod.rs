@@ -8,6 +8,7 @@ pub mod filter;
 mod ids;
 mod ngram;
 pub mod plan;
+mod viewscan;
 
 use super::documents::{DocumentPage, RawPage};
 use super::stop::Stop;
@@ -79,7 +80,8 @@ pub(crate) fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Re
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Explain {
     /// `full_scan`, `index_scan`, `intersection`, `union` (an `$or` with an index per branch),
-    /// `id_lookup` (point reads by `_id`) or `id_range` (a range of `_id`s)
+    /// `id_lookup` (point reads by `_id`), `id_range` (a range of `_id`s) or `view_scan` (the
+    /// members of the filter view named by `$view`)
     pub strategy: &'static str,
     /// the index scans, in the order they are read
     pub scans: Vec<ScanExplain>,
@@ -243,13 +245,7 @@ pub(crate) fn indexed_matches(
 ) -> Result<Option<HashSet<String>>> {
     let defs = ready_indexes(view, catalog, table)?;
     let Plan { access, .. } = plan::choose(view, filter, &[], table, &defs, MAX_LIMIT, true)?;
-    let estimate = match &access {
-        Access::FullScan => return Ok(None),
-        Access::Index(s) => s.estimate,
-        Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
-        Access::Union(bs) => bs.iter().map(|(s, _)| s.estimate).sum(),
-        Access::Ids(s) => s.estimate,
-    };
+    let Some(estimate) = plan::estimate_of(&access) else { return Ok(None) };
     if estimate > max || estimate >= plan::ESTIMATE_CAP {
         return Ok(None);
     }
@@ -278,8 +274,22 @@ pub(crate) fn indexed_matches(
     Ok(Some(out))
 }
 
+/// Takes `$view` out of the top level of a query's filter: the view's name, and the rest.
+fn split_view(filter: Option<&Value>) -> Result<(Option<String>, Option<Value>)> {
+    let Some(Value::Object(map)) = filter else { return Ok((None, filter.cloned())) };
+    let Some(name) = map.get("$view") else { return Ok((None, filter.cloned())) };
+    let Some(name) = name.as_str() else {
+        return Err(ServiceError::InvalidFilter("$view takes the name of a filter view".into()));
+    };
+    let mut rest = map.clone();
+    rest.remove("$view");
+    Ok((Some(name.to_owned()), Some(Value::Object(rest))))
+}
+
 /// Which page of a query to produce: its order, size, and where the previous page ended.
 struct Paging {
+    /// `$view`: the filter view whose members the query starts from
+    view: Option<String>,
     sort: Vec<SortKey>,
     limit: usize,
     cursor: Option<Cursor>,
@@ -289,7 +299,8 @@ struct Paging {
 impl Db {
     /// Runs a query (or explains it).
     pub async fn query(self: &Arc<Self>, table: String, req: QueryRequest) -> Result<QueryResult> {
-        let filter = match &req.filter {
+        let (view, rest) = split_view(req.filter.as_ref())?;
+        let filter = match &rest {
             Some(f) => Filter::parse(f)?,
             None => Filter::And(Vec::new()),
         };
@@ -314,12 +325,12 @@ impl Db {
                 return Err(ServiceError::InvalidRequest("fields are non-empty dotted paths".into()));
             }
         }
-        let paging = Paging { sort, limit, cursor, binding };
+        let paging = Paging { view, sort, limit, cursor, binding };
         // The scan stops at the request timeout, or (on the blocking pool) as soon as this future
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
         // with it.
         let (stop, _abandon) = self.request_stop();
-        if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
+        if paging.view.is_none() && plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool (the
             // deadline still bounds it, should the plan not be the point it looks like)
             return self.read_point(|db| db.run_query(&table, &filter, paging, &req, &stop));
@@ -335,7 +346,7 @@ impl Db {
         req: &QueryRequest,
         stop: &Stop,
     ) -> Result<QueryResult> {
-        let Paging { sort, limit, cursor, binding } = paging;
+        let Paging { view: view_name, sort, limit, cursor, binding } = paging;
         let sort = sort.as_slice();
         // A later page keeps the first page's order, whatever this page's plan is.
         let order_fixed = cursor.is_some();
@@ -343,7 +354,22 @@ impl Db {
         self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
         let view = self.store.snapshot();
         let defs = ready_indexes(&view, &self.catalog, table)?;
-        let Plan { access, mut sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit, req.explain)?;
+        // `$view`: the view's members are exactly the documents its filter matches, so the query's
+        // filter is the view's and the rest; the member keys are one more access path.
+        let (combined, members) = match &view_name {
+            Some(name) => {
+                let (def, prefix) = super::views::member_scan(&view, table, name)?;
+                let own = super::views::def::compile(&def)?.filter.unwrap_or(Filter::And(Vec::new()));
+                (Some(Filter::And(vec![own, filter.clone()])), Some(plan::ViewScan::new(&view, table, name, prefix)?))
+            }
+            None => (None, None),
+        };
+        let filter = combined.as_ref().unwrap_or(filter);
+        let chosen = plan::choose(&view, filter, sort, table, &defs, limit, req.explain || members.is_some())?;
+        let Plan { access, mut sort_by_index } = match members {
+            Some(scan) => plan::with_view(chosen, scan),
+            None => chosen,
+        };
         // Without a sort, a range scan's natural order (its field, then `_id`) is the result order,
         // so `limit` stops the scan early; other plans return `_id` order. The cursor records
         // which one the first page had.
@@ -367,7 +393,7 @@ impl Db {
         // Candidates that arrive in result order allow stopping at `limit`.
         let id_ordered = sort.is_empty()
             && match &access {
-                Access::FullScan | Access::Intersect(_) | Access::Ids(_) => true,
+                Access::FullScan | Access::Intersect(_) | Access::Ids(_) | Access::View(_) => true,
                 Access::Index(s) => s.id_ordered(),
                 Access::Union(_) => false,
             };
@@ -379,6 +405,7 @@ impl Db {
         if let Some(id) = after_id {
             match &mut access {
                 Access::Ids(s) => s.seek_after(id),
+                Access::View(s) => s.seek_after(id),
                 Access::Index(s) => s.seek_after_id(id),
                 Access::Intersect(scans) => scans.iter_mut().for_each(|s| s.seek_after_id(id)),
                 Access::FullScan | Access::Union(_) => {}
@@ -495,14 +522,9 @@ impl Db {
                 Access::Union(bs) => ("union", bs.iter().map(|(s, _)| ScanExplain::of(s)).collect()),
                 Access::Ids(s) if s.points.is_some() => ("id_lookup", vec![ScanExplain::of_ids(s)]),
                 Access::Ids(s) => ("id_range", vec![ScanExplain::of_ids(s)]),
+                Access::View(s) => ("view_scan", vec![ScanExplain::of_view(s)]),
             };
-            let estimated_rows = match &access {
-                Access::FullScan => count,
-                Access::Index(s) => s.estimate,
-                Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
-                Access::Union(bs) => bs.iter().map(|(s, _)| s.estimate).sum(),
-                Access::Ids(s) => s.estimate,
-            };
+            let estimated_rows = plan::estimate_of(&access).unwrap_or(count);
             let order = if sort_by_index {
                 "index"
             } else if sort.is_empty() {
