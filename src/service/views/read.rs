@@ -148,13 +148,15 @@ impl Db {
             ),
         };
         let mut groups = Vec::new();
-        let mut cursor = None;
+        let (mut cursor, mut last) = (None, None);
         for item in view.scan(Space::View, KeyRange::Between(lo, hi), false) {
             let (key, value) = item?;
             if groups.len() == take {
-                cursor = Some(seal(binding(&def, "groups"), &key[prefix.len()..]));
+                // the next page starts after the last group of this one
+                cursor = last.map(|k: crate::storage::Slice| seal(binding(&def, "groups"), &k[prefix.len()..]));
                 break;
             }
+            last = Some(key.clone());
             let Ok(ViewKey { part: ViewPart::Group(group), .. }) = ViewKey::decode(&key, def.by.len()) else {
                 return Err(ServiceError::Internal(format!("damaged view key {}", crate::keys::display("view", &key))));
             };
