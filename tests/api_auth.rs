@@ -43,6 +43,11 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("DELETE", "/v1/tables/{table}/indexes/{name}", Admin),
     ("POST", "/v1/tables/{table}/indexes/{name}/rebuild", Admin),
     ("POST", "/v1/tables/{table}/indexes/{name}/analyze", Read),
+    ("GET", "/v1/tables/{table}/views", Read),
+    ("POST", "/v1/tables/{table}/views", Admin),
+    ("GET", "/v1/tables/{table}/views/{name}", Read),
+    ("DELETE", "/v1/tables/{table}/views/{name}", Admin),
+    ("GET", "/v1/tables/{table}/views/{name}/documents", Read),
     ("POST", "/v1/tables/{table}/query", Read),
     ("POST", "/v1/tables/{table}/search", Read),
     ("POST", "/v1/tables/{table}/vector-search", Read),
@@ -128,6 +133,7 @@ fn body_for(method: &str, path: &str) -> Option<Value> {
         (_, "/v1/graph/shortest-path") => Some(json!({"from": "people/alice", "to": "people/bob"})),
         ("POST", "/v1/tables") => Some(json!({"name": "more"})),
         ("POST", "/v1/tables/{table}/indexes") => Some(json!({"name": "by_name", "kind": "hash", "fields": ["name"]})),
+        ("POST", "/v1/tables/{table}/views") => Some(json!({"name": "by_name", "kind": "group", "by": ["name"]})),
         _ => Some(json!({})),
     }
 }

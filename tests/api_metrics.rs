@@ -249,8 +249,8 @@ async fn scrape(s: &TestServer) -> Exposition {
     parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-const FAMILIES: [&str; 12] =
-    ["entity", "idx", "ridx", "sidx", "ftidx", "ftstat", "graph", "vec", "ts", "ttlidx", "changefeed", "meta"];
+const FAMILIES: [&str; 13] =
+    ["entity", "idx", "ridx", "sidx", "ftidx", "ftstat", "graph", "vec", "ts", "ttlidx", "view", "changefeed", "meta"];
 
 #[tokio::test]
 async fn a_scrape_parses_and_counts_what_the_requests_did() {

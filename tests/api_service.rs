@@ -21,7 +21,21 @@ async fn health_ready_and_info() {
     let families: Vec<&str> = info["keys"].as_array().unwrap().iter().map(|k| k["family"].as_str().unwrap()).collect();
     assert_eq!(
         families,
-        ["entity", "idx", "ridx", "sidx", "ftidx", "ftstat", "graph", "vec", "ts", "ttlidx", "changefeed", "meta"]
+        [
+            "entity",
+            "idx",
+            "ridx",
+            "sidx",
+            "ftidx",
+            "ftstat",
+            "graph",
+            "vec",
+            "ts",
+            "ttlidx",
+            "view",
+            "changefeed",
+            "meta"
+        ]
     );
     assert!(info["keys"][0]["keys"].as_u64().unwrap() >= 1);
 }

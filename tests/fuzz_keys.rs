@@ -6,12 +6,12 @@
 use mosaicdb::keys::sidx::decode_point;
 use mosaicdb::keys::{
     ChangeKey, Component, EntityKey, FtStatKey, FtidxKey, GraphKey, IdxKey, KeyReader, KeyWriter, MetaKey, Number,
-    RidxKey, SidxKey, TsKey, TtlKey, VecKey, display,
+    RidxKey, SidxKey, TsKey, TtlKey, VecKey, ViewKey, display,
 };
 use proptest::prelude::*;
 
-const KEYSPACES: [&str; 12] =
-    ["entity", "idx", "ridx", "sidx", "ftidx", "ftstat", "graph", "vec", "ts", "ttlidx", "changefeed", "meta"];
+const KEYSPACES: [&str; 13] =
+    ["entity", "idx", "ridx", "sidx", "ftidx", "ftstat", "graph", "vec", "ts", "ttlidx", "view", "changefeed", "meta"];
 
 /// Bytes that are mostly well-formed tuple components (so decoders get past the first one),
 /// with arbitrary bytes mixed in.
@@ -19,8 +19,10 @@ fn key_bytes() -> impl Strategy<Value = Vec<u8>> {
     let part = prop_oneof![
         "[a-z:/%\\x00]{0,4}".prop_map(|s| KeyWriter::default().str(&s).finish()),
         any::<i64>().prop_map(|n| KeyWriter::default().num(n).finish()),
-        prop::sample::select(vec!["table", "index", "field", "count", "out", "in", "ftdlen", "ftstat"])
-            .prop_map(|s| KeyWriter::default().str(s).finish()),
+        prop::sample::select(vec![
+            "table", "index", "field", "count", "out", "in", "ftdlen", "ftstat", "view", "m", "g", "x", "c"
+        ])
+        .prop_map(|s| KeyWriter::default().str(s).finish()),
         any::<f64>().prop_filter_map("a finite float", |f| {
             Number::from_f64(f).ok().map(|n| KeyWriter::default().component(&Component::Num(n)).finish())
         }),
@@ -34,6 +36,11 @@ fn key_bytes() -> impl Strategy<Value = Vec<u8>> {
 fn decode_every_family(bytes: &[u8]) -> Result<(), TestCaseError> {
     if let Ok(k) = EntityKey::decode(bytes) {
         prop_assert_eq!(k.encode(), bytes);
+    }
+    for by in 0..5 {
+        if let Ok(k) = ViewKey::decode(bytes, by) {
+            prop_assert_eq!(k.encode(), bytes);
+        }
     }
     for arity in 0..4 {
         if let Ok(k) = IdxKey::decode(bytes, arity) {

@@ -72,12 +72,16 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::TableNotFound(_)
         | ServiceError::DocumentNotFound { .. }
         | ServiceError::IndexNotFound { .. }
+        | ServiceError::ViewNotFound { .. }
         | ServiceError::NoPath { .. }
         | ServiceError::MetricNotFound(_) => StatusCode::NOT_FOUND,
         ServiceError::TableExists(_)
         | ServiceError::TableDropping(_)
         | ServiceError::IndexExists { .. }
         | ServiceError::IndexDropping { .. }
+        | ServiceError::ViewExists { .. }
+        | ServiceError::ViewDropping { .. }
+        | ServiceError::ViewNotReady { .. }
         | ServiceError::UniqueViolation { .. }
         | ServiceError::VertexHasEdges { .. }
         | ServiceError::MetricDropping(_) => StatusCode::CONFLICT,
@@ -98,6 +102,8 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::SchemaViolation { .. }
         | ServiceError::InvalidExpiry(_)
         | ServiceError::TooManyIndexEntries { .. }
+        | ServiceError::InvalidView(_)
+        | ServiceError::TooManyViewKeys { .. }
         | ServiceError::TooManyEdges { .. }
         | ServiceError::MaxVisited(_)
         | ServiceError::InvalidWeight(_)

@@ -20,6 +20,7 @@ mod system;
 mod tables;
 mod timeseries;
 mod vectors;
+mod views;
 
 pub use error::{ApiError, Problem};
 pub use extract::ClientGone;
@@ -77,6 +78,7 @@ pub struct HttpLimits {
         (name = "tables", description = "schemaless, typed and edge tables"),
         (name = "documents", description = "documents by id, listing and NDJSON import"),
         (name = "indexes", description = "hash, unique, range, spatial, fulltext, ngram, ttl and vector indexes"),
+        (name = "views", description = "maintained views: saved filters and group-by aggregates kept up to date in every write"),
         (name = "query", description = "filters, sorts and pages, planned over the indexes"),
         (name = "search", description = "full-text search ranked by BM25, and nearest-neighbour vector search"),
         (name = "batch", description = "several writes, all or nothing"),
@@ -96,6 +98,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(tables::router())
         .merge(documents::router())
         .merge(indexes::router())
+        .merge(views::router())
         .merge(query::router())
         .merge(search::router())
         .merge(vectors::router())

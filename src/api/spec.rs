@@ -47,6 +47,23 @@ pub struct IndexPath {
     pub name: String,
 }
 
+/// `/v1/tables/{table}/views/{name}`
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ViewPath {
+    /// table name (1-256 bytes, no `/`, no control characters), percent-encoded
+    #[param(min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", example = "users")]
+    pub table: String,
+    /// view name (1-256 bytes, no control characters), percent-encoded
+    #[param(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$",
+        example = "adults_oslo"
+    )]
+    pub name: String,
+}
+
 /// The body of `POST …/documents`: one document, or an array of them (all or nothing).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]

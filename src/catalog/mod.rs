@@ -7,10 +7,12 @@
 mod index;
 mod metric;
 mod table;
+mod view;
 
 pub use index::{IndexDef, IndexKind, IndexState};
 pub use metric::MetricConfig;
 pub use table::{ChangefeedMode, ColumnDef, ColumnType, OnVertexDelete, TableDef, TableKind};
+pub use view::{ViewDef, ViewKind, ViewState};
 
 use crate::entity::{self, EncodeOptions, FieldDict};
 use crate::keys::{KeyError, MetaKey};
@@ -54,6 +56,10 @@ struct Defs {
     /// (table, index) of dropped indexes whose entries are still being removed → the dropped
     /// definition's `created_at` (which purge the mark belongs to)
     dropping_indexes: BTreeMap<(String, String), i64>,
+    /// table → view name → definition
+    views: BTreeMap<String, BTreeMap<String, Arc<ViewDef>>>,
+    /// (table, view) of dropped views whose keys are still being removed → its `created_at`
+    dropping_views: BTreeMap<(String, String), i64>,
 }
 
 /// The field dictionary as an append-only snapshot: readers take the current `Arc` once (the lock
@@ -119,7 +125,7 @@ impl Catalog {
         let mut names = Vec::new();
         // Only the kinds the catalog holds: the per-table counts and the per-series records of time
         // series (one key per series, possibly millions) are read where they are needed.
-        let kinds = ["dropping", "field", "index", "index_dropping", "metric", "table"];
+        let kinds = ["dropping", "field", "index", "index_dropping", "metric", "table", "view", "view_dropping"];
         let items = kinds
             .into_iter()
             .flat_map(|kind| view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix(kind)), false));
@@ -144,6 +150,15 @@ impl Catalog {
                         value.as_ref().try_into().map(i64::from_be_bytes).map_err(|_| corrupt(&key, "not an i64"))?;
                     defs.dropping_indexes.insert((table.into_owned(), name.into_owned()), generation);
                 }
+                MetaKey::View(table, name) => {
+                    let def: ViewDef = parse(&key, &value)?;
+                    defs.views.entry(table.into_owned()).or_default().insert(name.into_owned(), Arc::new(def));
+                }
+                MetaKey::ViewDropping(table, name) => {
+                    let generation =
+                        value.as_ref().try_into().map(i64::from_be_bytes).map_err(|_| corrupt(&key, "not an i64"))?;
+                    defs.dropping_views.insert((table.into_owned(), name.into_owned()), generation);
+                }
                 MetaKey::Field(id) => {
                     // ids are scanned in order; a gap means a lost entry
                     if id as usize != names.len() {
@@ -157,6 +172,8 @@ impl Catalog {
         let created_at_at_load = (defs.tables.values().map(|t| t.created_at))
             .chain(defs.indexes.values().flat_map(|m| m.values().map(|i| i.created_at)))
             .chain(defs.dropping_indexes.values().copied())
+            .chain(defs.views.values().flat_map(|m| m.values().map(|v| v.created_at)))
+            .chain(defs.dropping_views.values().copied())
             .max()
             .unwrap_or(0);
         let dict = FieldDict::from_names(names)?;
@@ -233,9 +250,9 @@ impl Catalog {
         });
     }
 
-    /// Stages the removal of a table definition and its index definitions, and marks its keys as
+    /// Stages the removal of a table definition and its index and view definitions, and marks its keys as
     /// being removed (`meta:dropping:{table}`) until [`Catalog::finish_drop`]. The table's purge
-    /// removes every index entry too, so pending index drops of the table end here (their purges
+    /// removes every index entry and view key too, so pending index and view drops of the table end here (their purges
     /// see their mark gone and stop). The mark's value is the table's changefeed mode (JSON), so
     /// the purge knows whether to log the removed documents' delete events (see
     /// [`Catalog::dropped_changefeed_mode`]).
@@ -248,6 +265,12 @@ impl Catalog {
         for (_, index, _) in self.dropping_indexes().into_iter().filter(|(t, ..)| t == name) {
             tx.delete(Space::Meta, MetaKey::IndexDropping(name.into(), index.as_str().into()).encode());
         }
+        for view in self.views(name) {
+            tx.delete(Space::Meta, MetaKey::View(name.into(), view.name.as_str().into()).encode());
+        }
+        for (_, view, _) in self.dropping_views().into_iter().filter(|(t, ..)| t == name) {
+            tx.delete(Space::Meta, MetaKey::ViewDropping(name.into(), view.as_str().into()).encode());
+        }
         let mark = serde_json::to_vec(&mode).unwrap_or_default();
         tx.put(Space::Meta, MetaKey::Dropping(name.into()).encode(), mark);
         let (this, name) = (self.clone(), name.to_owned());
@@ -256,6 +279,8 @@ impl Catalog {
             defs.tables.remove(&name);
             defs.indexes.remove(&name);
             defs.dropping_indexes.retain(|(t, _), _| *t != name);
+            defs.views.remove(&name);
+            defs.dropping_views.retain(|(t, _), _| *t != name);
             defs.dropping.insert(name);
         });
     }
@@ -355,7 +380,7 @@ impl Catalog {
         Ok(current + 1)
     }
 
-    /// Takes the `created_at` of a table or index being created, in the write that creates it:
+    /// Takes the `created_at` of a table, index or view being created, in the write that creates it:
     /// the wall clock in milliseconds, but always above every `created_at` given out before
     /// (kept in `meta:seq:created_at`). It is the identity of that table or index incarnation
     /// (cursor bindings, index drop marks, backfill staleness), so a drop and re-create within one

@@ -2,7 +2,8 @@
 //! `meta:field:{id}`, `meta:dropping:{table}`, `meta:index_dropping:{table}:{name}` (value: the dropped
 //! index's `created_at`),
 //! `meta:count:{table}`, `meta:series:{metric}:{entity}` (value: the series' point count, first
-//! and last time) → catalog entries.
+//! and last time), `meta:view:{table}:{name}`, `meta:view_dropping:{table}:{name}` (value: the
+//! dropped view's `created_at`) → catalog entries.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};
 use std::borrow::Cow;
@@ -28,6 +29,10 @@ pub enum MetaKey<'a> {
     Count(Cow<'a, str>),
     /// a time series' statistics: metric, entity
     Series(Cow<'a, str>, Cow<'a, str>),
+    /// a maintained view's definition: table, view name
+    View(Cow<'a, str>, Cow<'a, str>),
+    /// a dropped view whose keys are still being removed: table, view name
+    ViewDropping(Cow<'a, str>, Cow<'a, str>),
 }
 
 impl<'a> MetaKey<'a> {
@@ -42,6 +47,8 @@ impl<'a> MetaKey<'a> {
             MetaKey::IndexDropping(..) => "index_dropping",
             MetaKey::Count(_) => "count",
             MetaKey::Series(..) => "series",
+            MetaKey::View(..) => "view",
+            MetaKey::ViewDropping(..) => "view_dropping",
         }
     }
 
@@ -52,7 +59,11 @@ impl<'a> MetaKey<'a> {
             MetaKey::Table(n) | MetaKey::Metric(n) | MetaKey::Seq(n) | MetaKey::Dropping(n) | MetaKey::Count(n) => {
                 w.str(n)
             }
-            MetaKey::Index(t, n) | MetaKey::IndexDropping(t, n) | MetaKey::Series(t, n) => w.str(t).str(n),
+            MetaKey::Index(t, n)
+            | MetaKey::IndexDropping(t, n)
+            | MetaKey::Series(t, n)
+            | MetaKey::View(t, n)
+            | MetaKey::ViewDropping(t, n) => w.str(t).str(n),
             MetaKey::Field(id) => w.num(i64::from(*id)),
         }
         .finish()
@@ -73,6 +84,8 @@ impl<'a> MetaKey<'a> {
             "index_dropping" => MetaKey::IndexDropping(r.next_str()?, r.next_str()?),
             "count" => MetaKey::Count(r.next_str()?),
             "series" => MetaKey::Series(r.next_str()?, r.next_str()?),
+            "view" => MetaKey::View(r.next_str()?, r.next_str()?),
+            "view_dropping" => MetaKey::ViewDropping(r.next_str()?, r.next_str()?),
             _ => return Err(KeyError::UnexpectedType { expected: "catalog kind" }),
         };
         r.end()?;
@@ -80,7 +93,8 @@ impl<'a> MetaKey<'a> {
     }
 
     /// The prefix of every catalog key of one kind: `"table"`, `"index"`, `"metric"`, `"seq"`,
-    /// `"field"`, `"dropping"`, `"index_dropping"`, `"count"` or `"series"`.
+    /// `"field"`, `"dropping"`, `"index_dropping"`, `"count"`, `"series"`, `"view"` or
+    /// `"view_dropping"`.
     pub fn kind_prefix(kind: &str) -> Vec<u8> {
         KeyWriter::default().str(kind).finish()
     }
@@ -88,6 +102,11 @@ impl<'a> MetaKey<'a> {
     /// The prefix of every index definition of `table`.
     pub fn indexes_of(table: &str) -> Vec<u8> {
         KeyWriter::default().str("index").str(table).finish()
+    }
+
+    /// The prefix of every view definition of `table`.
+    pub fn views_of(table: &str) -> Vec<u8> {
+        KeyWriter::default().str("view").str(table).finish()
     }
 
     /// The prefix of the statistics of every series of `metric`.
@@ -114,6 +133,8 @@ mod tests {
             MetaKey::Count("users".into()),
             MetaKey::IndexDropping("users".into(), "by_age".into()),
             MetaKey::Series("cpu".into(), "host=h1".into()),
+            MetaKey::View("users".into(), "adults".into()),
+            MetaKey::ViewDropping("users".into(), "adults".into()),
         ];
         for k in &all {
             assert_eq!(&MetaKey::decode(&k.encode()).unwrap(), k);
@@ -127,5 +148,10 @@ mod tests {
         assert!(all[8].encode().starts_with(&MetaKey::series_of("cpu")));
         assert!(!MetaKey::Series("cpu2".into(), "h".into()).encode().starts_with(&MetaKey::series_of("cpu")));
         assert!(!MetaKey::Index("users2".into(), "x".into()).encode().starts_with(&MetaKey::indexes_of("users")));
+        assert_eq!(all[9].encode(), b"\x07view\x00\x01\x07users\x00\x01\x07adults\x00\x01");
+        assert!(all[9].encode().starts_with(&MetaKey::views_of("users")));
+        assert!(!all[10].encode().starts_with(&MetaKey::views_of("users")));
+        assert!(!MetaKey::View("users2".into(), "x".into()).encode().starts_with(&MetaKey::views_of("users")));
+        assert_eq!(super::super::display("meta", &all[10].encode()), "meta:view_dropping:users:adults");
     }
 }

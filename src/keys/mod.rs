@@ -21,6 +21,10 @@
 //! | `vec`        | `vec:{table}:{index}:l:{id}`                   | a node's level and links per layer (ids) |
 //! | `ts`         | `ts:{metric}:{entity}:{timestamp}`             | f64 value (BE), then the tags as JSON if any; timestamp in ns |
 //! | `ttlidx`     | `ttlidx:{table}:{expire_at}:{id}`              | empty |
+//! | `view`       | `view:{table}:{view}:c`                        | u64 BE: the view's member count (filter view) or group count (group view) |
+//! | `view`       | `view:{table}:{view}:m:{id}`                   | empty: a member of a filter view |
+//! | `view`       | `view:{table}:{view}:g:{group…}`               | a group's state: document count, exact sums (see `service::views::state`) |
+//! | `view`       | `view:{table}:{view}:x:{field}:{group…}:{value}` | u64 BE: the group's documents holding that value (min/max) |
 //! | `changefeed` | `changefeed:{seqno}`                           | change event |
 //! | `meta`       | `meta:table:{name}`                            | table definition |
 //! | `meta`       | `meta:index:{table}:{name}`                    | index definition |
@@ -29,6 +33,8 @@
 //! | `meta`       | `meta:field:{id}`                              | interned field name |
 //! | `meta`       | `meta:dropping:{table}`                        | table drop in progress |
 //! | `meta`       | `meta:index_dropping:{table}:{name}`           | index drop in progress: the dropped index's `created_at` (i64 BE) |
+//! | `meta`       | `meta:view:{table}:{name}`                     | view definition |
+//! | `meta`       | `meta:view_dropping:{table}:{name}`            | view drop in progress: the dropped view's `created_at` (i64 BE) |
 //! | `meta`       | `meta:count:{table}`                           | document count (u64 BE) |
 //! | `meta`       | `meta:series:{metric}:{entity}`                | point count (u64 BE), first and last timestamp (i64 BE each) |
 
@@ -45,6 +51,7 @@ pub mod ts;
 pub mod ttlidx;
 pub mod tuple;
 pub mod vec;
+pub mod view;
 
 pub use changefeed::ChangeKey;
 pub use entity::EntityKey;
@@ -59,9 +66,10 @@ pub use ts::TsKey;
 pub use ttlidx::TtlKey;
 pub use tuple::{Component, KeyError, KeyReader, KeyWriter, Number, prefix_successor};
 pub use vec::VecKey;
+pub use view::{ViewKey, ViewPart};
 
 /// The prefix of every key of `table` in the families whose keys start with the table name:
-/// entity, idx, ridx, sidx, ftidx, vec and ttlidx (graph and ftstat keys start with a kind tag).
+/// entity, idx, ridx, sidx, ftidx, vec, view and ttlidx (graph and ftstat keys start with a kind tag).
 pub fn table_prefix(table: &str) -> Vec<u8> {
     KeyWriter::default().str(table).finish()
 }
@@ -158,6 +166,20 @@ mod tests {
             display("vec", &VecKey::links("{table}", "{index}", "{id}").encode()),
             display("ts", &TsKey::new("{metric}", "{entity}", 0).encode()).replace(":0", ":{timestamp}"),
             display("ttlidx", &TtlKey::new("{table}", 0, "{id}").encode()).replace(":0:", ":{expire_at}:"),
+            display("view", &ViewKey::count("{table}", "{view}").encode()),
+            display("view", &ViewKey::member("{table}", "{view}", "{id}").encode()),
+            display("view", &ViewKey::group("{table}", "{view}", vec![Component::Str("{group…}".into())]).encode()),
+            display(
+                "view",
+                &ViewKey::value(
+                    "{table}",
+                    "{view}",
+                    "{field}",
+                    vec![Component::Str("{group…}".into())],
+                    Component::Str("{value}".into()),
+                )
+                .encode(),
+            ),
             display("changefeed", &ChangeKey::new(0).encode()).replace(":0", ":{seqno}"),
             display("meta", &MetaKey::Table("{name}".into()).encode()),
             display("meta", &MetaKey::Index("{table}".into(), "{name}".into()).encode()),
@@ -167,6 +189,8 @@ mod tests {
             display("meta", &MetaKey::Dropping("{table}".into()).encode()),
             display("meta", &MetaKey::IndexDropping("{table}".into(), "{name}".into()).encode()),
             display("meta", &MetaKey::Count("{table}".into()).encode()),
+            display("meta", &MetaKey::View("{table}".into(), "{name}".into()).encode()),
+            display("meta", &MetaKey::ViewDropping("{table}".into(), "{name}".into()).encode()),
         ];
         for form in rendered {
             // placeholders are not bare words, so the renderer quotes them: strip the quotes

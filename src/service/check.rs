@@ -2,7 +2,8 @@
 //! snapshot and reports any entry without its document or with a stale value, any document
 //! missing an entry, a wrong document count, graph adjacency that disagrees with its edges, and
 //! time-series statistics that disagree with the points (see [`timeseries`]), and expiry entries
-//! that are not exactly one per expiring document at its expiry.
+//! that are not exactly one per expiring document at its expiry, and maintained views that differ
+//! from their recomputation from the documents (see [`view`]).
 //! Which entries a document should have is derived here independently of the write path
 //! ([`derive`]), so an entry the write path computes wrongly is reported too.
 
@@ -12,6 +13,7 @@ mod fulltext;
 mod timeseries;
 mod ttl;
 mod vector;
+mod view;
 
 use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
@@ -62,6 +64,10 @@ pub struct Checked {
     pub vector_nodes: u64,
     /// change events (`changefeed:`)
     pub change_events: u64,
+    /// ready maintained views
+    pub views: u64,
+    /// view keys (`view:`)
+    pub view_keys: u64,
 }
 
 /// One inconsistency.
@@ -157,6 +163,7 @@ fn check_table(
     let expiry = ttl::Rules::of(&defs);
     let indexes: Vec<IndexDef> = defs.into_iter().filter(IndexDef::is_ready).collect();
     report.checked.indexes += indexes.len() as u64;
+    let mut views = view::Tally::of(view, name, report)?;
     // documents → the entries they should have
     let mut documents = 0u64;
     let mut tallies: Vec<fulltext::Tally> = indexes.iter().map(|_| fulltext::Tally::default()).collect();
@@ -172,6 +179,7 @@ fn check_table(
         if let Some(rules) = &expiry {
             rules.check_document(view, dict, name, &id, &blob, report)?;
         }
+        views.document(&id, &blob, dict)?;
         for (def, tally) in indexes.iter().zip(&mut tallies) {
             if def.kind == crate::catalog::IndexKind::Fulltext {
                 fulltext::check_document(view, dict, def, &id, &blob, tally, report)?;
@@ -262,6 +270,8 @@ fn check_table(
             }
         }
     }
+    // view keys ↔ the views recomputed
+    report.checked.view_keys += views.finish(view, report, stop)?;
     // expiry entries → their documents
     if let Some(rules) = &expiry {
         rules.check_entries(view, dict, name, report, stop)?;

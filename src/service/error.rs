@@ -51,6 +51,51 @@ pub enum ServiceError {
         /// index name
         index: String,
     },
+    /// No view of that name on the table.
+    #[error("view {view:?} does not exist on table {table:?}")]
+    ViewNotFound {
+        /// table name
+        table: String,
+        /// view name
+        view: String,
+    },
+    /// A view of that name exists already.
+    #[error("view {view:?} already exists on table {table:?}")]
+    ViewExists {
+        /// table name
+        table: String,
+        /// view name
+        view: String,
+    },
+    /// A view of that name was dropped and its keys are still being removed: retry shortly.
+    #[error("view {view:?} of table {table:?} is being dropped; retry shortly")]
+    ViewDropping {
+        /// table name
+        table: String,
+        /// view name
+        view: String,
+    },
+    /// The view is still building (or its build failed): it can be read once it is ready.
+    #[error("view {view:?} of table {table:?} is not ready: see its state with GET …/views/{view}")]
+    ViewNotReady {
+        /// table name
+        table: String,
+        /// view name
+        view: String,
+    },
+    /// A view definition (or a use of a view) that cannot be served.
+    #[error("invalid view: {0}")]
+    InvalidView(String),
+    /// A document would touch more keys of one group view than a document may.
+    #[error(
+        "the document would touch {keys} keys of view {view:?}; a document may touch at most 1000 (its groups times one plus its distinct min/max values)"
+    )]
+    TooManyViewKeys {
+        /// view name
+        view: String,
+        /// how many it would touch
+        keys: String,
+    },
     /// No metric of that name: write a point (or set a retention) first.
     #[error("metric {0:?} does not exist")]
     MetricNotFound(String),
@@ -278,6 +323,12 @@ impl ServiceError {
             ServiceError::IndexNotFound { .. } => "index_not_found",
             ServiceError::IndexExists { .. } => "index_exists",
             ServiceError::IndexDropping { .. } => "index_dropping",
+            ServiceError::ViewNotFound { .. } => "view_not_found",
+            ServiceError::ViewExists { .. } => "view_exists",
+            ServiceError::ViewDropping { .. } => "view_dropping",
+            ServiceError::ViewNotReady { .. } => "view_not_ready",
+            ServiceError::InvalidView(_) => "invalid_view",
+            ServiceError::TooManyViewKeys { .. } => "too_many_view_keys",
             ServiceError::InvalidQuery { .. } => "invalid_query",
             ServiceError::MetricNotFound(_) => "metric_not_found",
             ServiceError::MetricDropping(_) => "metric_dropping",

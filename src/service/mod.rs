@@ -29,6 +29,7 @@ mod tests;
 pub mod timeseries;
 pub mod ttl;
 pub mod vectors;
+pub mod views;
 
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
@@ -45,6 +46,7 @@ pub use tables::{CreateTable, TableInfo};
 pub use tasks::{TaskFigures, TaskInfo, TaskList};
 pub use ttl::SweepOutcome;
 pub use vectors::{VectorSearchRequest, VectorSearchResponse};
+pub use views::{CreateView, ViewInfo, ViewList};
 
 use crate::catalog::Catalog;
 use crate::storage::{StorageConfig, Store, WriteTx};
@@ -162,6 +164,7 @@ impl Db {
         for (table, index, created_at) in db.catalog.dropping_indexes() {
             drop(db.purge_dropped_index(&table, &index, created_at));
         }
+        db.resume_views();
         for table in db.catalog.dropping() {
             let this = db.clone();
             drop(db.spawn_job(async move {

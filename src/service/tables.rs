@@ -222,7 +222,8 @@ impl Db {
     /// Removes every key of a dropped table, then (in the write removing the last keys) its
     /// count and its `dropping` mark.
     pub(super) async fn purge_table(self: &Arc<Self>, name: &str) -> Result<()> {
-        let spaces = [Space::Entity, Space::Idx, Space::Ridx, Space::Sidx, Space::Ftidx, Space::Vec, Space::Ttlidx];
+        let spaces =
+            [Space::Entity, Space::Idx, Space::Ridx, Space::Sidx, Space::Ftidx, Space::Vec, Space::View, Space::Ttlidx];
         let mut prefixes: Vec<_> = spaces.into_iter().map(|s| (s, table_prefix(name))).collect();
         prefixes.push((Space::Graph, GraphKey::table_prefix(Direction::Out, name)));
         prefixes.push((Space::Graph, GraphKey::table_prefix(Direction::In, name)));

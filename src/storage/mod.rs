@@ -49,6 +49,8 @@ pub enum Space {
     Ts,
     /// expiry entries
     Ttlidx,
+    /// maintained views
+    View,
     /// change events
     Changefeed,
     /// the catalog
@@ -57,7 +59,7 @@ pub enum Space {
 
 impl Space {
     /// Every keyspace, in `Space as usize` order.
-    pub const ALL: [Space; 12] = [
+    pub const ALL: [Space; 13] = [
         Space::Entity,
         Space::Idx,
         Space::Ridx,
@@ -68,6 +70,7 @@ impl Space {
         Space::Vec,
         Space::Ts,
         Space::Ttlidx,
+        Space::View,
         Space::Changefeed,
         Space::Meta,
     ];
@@ -85,6 +88,7 @@ impl Space {
             Space::Vec => "vec",
             Space::Ts => "ts",
             Space::Ttlidx => "ttlidx",
+            Space::View => "view",
             Space::Changefeed => "changefeed",
             Space::Meta => "meta",
         }

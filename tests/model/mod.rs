@@ -4,6 +4,8 @@
 //! patches and filters the runs send.
 #![allow(dead_code)]
 
+pub mod views;
+
 use serde_json::{Map, Value, json};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;

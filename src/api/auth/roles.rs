@@ -99,6 +99,11 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         "/v1/tables/{table}/indexes/{name}" if delete => role(Admin),
         // drops and rebuilds a vector index's keys
         "/v1/tables/{table}/indexes/{name}/rebuild" if post => role(Admin),
+        "/v1/tables/{table}/views" if get => role(Read),
+        "/v1/tables/{table}/views" if post => role(Admin),
+        "/v1/tables/{table}/views/{name}" if get => role(Read),
+        "/v1/tables/{table}/views/{name}" if delete => role(Admin),
+        "/v1/tables/{table}/views/{name}/documents" if get => role(Read),
         // what an index makes of a text: reads the index's definition, writes nothing
         "/v1/tables/{table}/indexes/{name}/analyze" if post => role(Read),
 

@@ -133,7 +133,8 @@ pub(crate) struct Precomputed<'a> {
 }
 
 /// Replaces the index entries of document `id` (old blob → new blob) in the write, for every index
-/// that is building or ready, and moves its expiry entry (`ttl::stage`); a unique index that already maps a new value to another document
+/// that is building or ready, moves its expiry entry (`ttl::stage`) and updates the table's
+/// views (`views::update`); a unique index that already maps a new value to another document
 /// fails the write with `unique_violation`. `pre.text` holds the new document's fulltext terms
 /// where the write path analyzed it before the write, `pre.vectors` its vector inserts planned
 /// before it.
@@ -148,6 +149,7 @@ pub(crate) fn update(
 ) -> Result<()> {
     let Precomputed { text, vectors: planned } = pre;
     super::ttl::stage(tx, catalog, &table.name, id, old, new)?;
+    super::views::update(tx, catalog, &table.name, id, old, new)?;
     let defs = catalog.indexes(&table.name);
     if defs.is_empty() {
         return Ok(());

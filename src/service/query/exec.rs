@@ -5,7 +5,7 @@ use super::ids::{self, IdScan};
 use super::plan::{Access, IndexScan, Range, Shape};
 use crate::catalog::IndexKind;
 use crate::entity::FieldDict;
-use crate::keys::{Component, EntityKey, IdxKey, RidxKey, SidxKey, prefix_successor, sidx};
+use crate::keys::{Component, EntityKey, IdxKey, RidxKey, SidxKey, ViewKey, ViewPart, prefix_successor, sidx};
 use crate::service::indexes::entries;
 use crate::service::indexes::geo::Point;
 use crate::service::stop::Stop;
@@ -157,6 +157,7 @@ pub fn candidates<'v>(
         }
         Access::Index(scan) => index_candidates(view, scan, stop),
         Access::Ids(scan) => id_candidates(view, scan, stop),
+        Access::View(scan) => view_candidates(view, scan, stop),
         Access::Intersect(scans) => {
             let streams: Vec<_> = scans.iter().map(|s| index_candidates(view, s, stop)).collect();
             Box::new(MergeJoin { streams, done: false })
@@ -228,6 +229,25 @@ fn index_candidates<'v>(
     Box::new(keys.filter_map(move |item| match item {
         Ok((k, v)) => decode_entry(&scan, k, v).transpose(),
         Err(e) => Some(Err(e)),
+    }))
+}
+
+/// The members of a filter view, in id order (their documents are read after).
+fn view_candidates<'v>(
+    view: &'v ReadView,
+    scan: &super::plan::ViewScan,
+    stop: &'v Stop,
+) -> Box<dyn Iterator<Item = Result<Candidate>> + 'v> {
+    let (lo, hi) = scan.range.clone();
+    let keys = view.scan(Space::View, KeyRange::Between(lo, hi), false).map(|r| r.map_err(ServiceError::from));
+    Box::new(Watched::new(keys, stop).map(|item| {
+        let (key, _) = item?;
+        match ViewKey::decode(&key, 0).map_err(internal)?.part {
+            ViewPart::Member(id) => {
+                Ok(Candidate { branch: 0, id: id.into_owned(), key: None, scan_value: None, blob: None })
+            }
+            _ => Err(internal("a view member scan met a key that is no member")),
+        }
     }))
 }
 

@@ -12,9 +12,9 @@ use utoipa::ToSchema;
 /// What `explain` shows of one scan.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ScanExplain {
-    /// index name (`_id` for reads of the entity keys by id)
+    /// index name (`_id` for reads of the entity keys by id, the view's name for `$view`)
     pub index: String,
-    /// index kind (absent for `_id` reads)
+    /// index kind (absent for `_id` reads and view scans)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<IndexKind>,
     /// the condition it serves
@@ -45,6 +45,21 @@ impl ScanExplain {
 }
 
 impl ScanExplain {
+    pub(super) fn of_view(s: &super::plan::ViewScan) -> ScanExplain {
+        let show = |b: &Bound<Vec<u8>>, open: &str| match b {
+            Bound::Included(k) | Bound::Excluded(k) => crate::keys::display("view", k),
+            Bound::Unbounded => open.to_owned(),
+        };
+        ScanExplain {
+            index: s.view.clone(),
+            kind: None,
+            condition: format!("members of view {:?}", s.view),
+            ranges: vec![[show(&s.range.0, "-inf"), show(&s.range.1, "+inf")]],
+            direction: "asc",
+            estimated_rows: s.estimate,
+        }
+    }
+
     pub(super) fn of_ids(s: &IdScan) -> ScanExplain {
         let show = |b: &Bound<Vec<u8>>, open: &str| match b {
             Bound::Included(k) | Bound::Excluded(k) => crate::keys::display("entity", k),

@@ -11,6 +11,7 @@ mod matcher;
 mod ngram;
 pub mod plan;
 mod stream;
+mod viewscan;
 
 use super::documents::{DocumentPage, RawPage};
 use super::stop::Stop;
@@ -83,7 +84,8 @@ pub(crate) fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Re
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Explain {
     /// `full_scan`, `index_scan`, `intersection`, `union` (an `$or` with an index per branch),
-    /// `id_lookup` (point reads by `_id`) or `id_range` (a range of `_id`s)
+    /// `id_lookup` (point reads by `_id`), `id_range` (a range of `_id`s) or `view_scan` (the
+    /// members of the filter view named by `$view`)
     pub strategy: &'static str,
     /// the index scans, in the order they are read
     pub scans: Vec<ScanExplain>,
@@ -232,13 +234,7 @@ pub(crate) fn indexed_matches(
 ) -> Result<Option<HashSet<String>>> {
     let defs = ready_indexes(view, catalog, table)?;
     let Plan { access, .. } = plan::choose(view, filter, &[], table, &defs, MAX_LIMIT, true)?;
-    let estimate = match &access {
-        Access::FullScan => return Ok(None),
-        Access::Index(s) => s.estimate,
-        Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
-        Access::Union(bs) => bs.iter().map(|(s, _)| s.estimate).sum(),
-        Access::Ids(s) => s.estimate,
-    };
+    let Some(estimate) = plan::estimate_of(&access) else { return Ok(None) };
     if estimate > max || estimate >= plan::ESTIMATE_CAP {
         return Ok(None);
     }
@@ -267,6 +263,18 @@ pub(crate) fn indexed_matches(
     Ok(Some(out))
 }
 
+/// Takes `$view` out of the top level of a query's filter: the view's name, and the rest.
+fn split_view(filter: Option<&Value>) -> Result<(Option<String>, Option<Value>)> {
+    let Some(Value::Object(map)) = filter else { return Ok((None, filter.cloned())) };
+    let Some(name) = map.get("$view") else { return Ok((None, filter.cloned())) };
+    let Some(name) = name.as_str() else {
+        return Err(ServiceError::InvalidFilter("$view takes the name of a filter view".into()));
+    };
+    let mut rest = map.clone();
+    rest.remove("$view");
+    Ok((Some(name.to_owned()), Some(Value::Object(rest))))
+}
+
 /// Refuses a projection over the limit or with an empty path.
 fn check_fields(fields: Option<&[String]>) -> Result<()> {
     if let Some(fields) = fields {
@@ -283,6 +291,9 @@ fn check_fields(fields: Option<&[String]>) -> Result<()> {
 /// A query planned on its snapshot (see `Db::prepare`).
 struct Prepared {
     view: crate::storage::ReadView,
+    /// with `$view`: the view's own filter and the query's, which every candidate must match
+    /// (the query's filter alone otherwise)
+    combined: Option<Filter>,
     dict: Arc<FieldDict>,
     access: Access,
     /// the result order: the requested sort, or the natural order of a range scan
@@ -298,6 +309,8 @@ struct Prepared {
 
 /// Which page of a query to produce: its order, size, and where the previous page ended.
 struct Paging {
+    /// `$view`: the filter view whose members the query starts from
+    view: Option<String>,
     sort: Vec<SortKey>,
     limit: usize,
     cursor: Option<Cursor>,
@@ -307,7 +320,8 @@ struct Paging {
 impl Db {
     /// Runs a query (or explains it).
     pub async fn query(self: &Arc<Self>, table: String, req: QueryRequest) -> Result<QueryResult> {
-        let filter = match &req.filter {
+        let (view, rest) = split_view(req.filter.as_ref())?;
+        let filter = match &rest {
             Some(f) => Filter::parse(f)?,
             None => Filter::And(Vec::new()),
         };
@@ -325,12 +339,12 @@ impl Db {
             None => requested,
         };
         check_fields(req.fields.as_deref())?;
-        let paging = Paging { sort, limit, cursor, binding };
+        let paging = Paging { view, sort, limit, cursor, binding };
         // The scan stops at the request timeout, or (on the blocking pool) as soon as this future
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
         // with it.
         let (stop, _abandon) = self.request_stop();
-        if plan::unique_point(&filter, &self.catalog.indexes(&table)) {
+        if paging.view.is_none() && plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool (the
             // deadline still bounds it, should the plan not be the point it looks like)
             return self.read_point(|db| db.run_query(&table, &filter, paging, &req, &stop));
@@ -345,6 +359,7 @@ impl Db {
         &self,
         table: &str,
         filter: &Filter,
+        view_name: Option<&str>,
         sort: &[SortKey],
         order_fixed: bool,
         limit: usize,
@@ -356,7 +371,22 @@ impl Db {
         // after the snapshot: it names every field the snapshot's documents use
         let dict = self.catalog.dict();
         let defs = ready_indexes(&view, &self.catalog, table)?;
-        let Plan { access, mut sort_by_index } = plan::choose(&view, filter, sort, table, &defs, limit, req.explain)?;
+        // `$view`: the view's members are exactly the documents its filter matches, so the query's
+        // filter is the view's and the rest; the member keys are one more access path.
+        let (combined, members) = match view_name {
+            Some(name) => {
+                let (def, prefix) = super::views::member_scan(&view, table, name)?;
+                let own = super::views::def::compile(&def)?.filter.unwrap_or(Filter::And(Vec::new()));
+                (Some(Filter::And(vec![own, filter.clone()])), Some(plan::ViewScan::new(&view, table, name, prefix)?))
+            }
+            None => (None, None),
+        };
+        let filter = combined.as_ref().unwrap_or(filter);
+        let chosen = plan::choose(&view, filter, sort, table, &defs, limit, req.explain || members.is_some())?;
+        let Plan { access, mut sort_by_index } = match members {
+            Some(scan) => plan::with_view(chosen, scan),
+            None => chosen,
+        };
         // Without a sort, a range scan's natural order (its field, then `_id`) is the result order,
         // so `limit` stops the scan early; other plans return `_id` order. The cursor records
         // which one the first page had.
@@ -378,13 +408,13 @@ impl Db {
         // Candidates that arrive in result order allow stopping at `limit`.
         let id_ordered = sort.is_empty()
             && match &access {
-                Access::FullScan | Access::Intersect(_) | Access::Ids(_) => true,
+                Access::FullScan | Access::Intersect(_) | Access::Ids(_) | Access::View(_) => true,
                 Access::Index(s) => s.id_ordered(),
                 Access::Union(_) => false,
             };
         let covered =
             covered::cover(&view, &self.catalog, &dict, table, filter, &access, req.fields.as_deref(), &sort, stop)?;
-        Ok(Prepared { view, dict, access, sort, sort_by_index, id_ordered, count, covered })
+        Ok(Prepared { view, combined, dict, access, sort, sort_by_index, id_ordered, count, covered })
     }
 
     fn run_query(
@@ -395,12 +425,13 @@ impl Db {
         req: &QueryRequest,
         stop: &Stop,
     ) -> Result<QueryResult> {
-        let Paging { sort, limit, cursor, binding } = paging;
+        let Paging { view: view_name, sort, limit, cursor, binding } = paging;
         // A later page keeps the first page's order, whatever this page's plan is.
         let order_fixed = cursor.is_some();
         let cursor = cursor.map(|c| c.after);
-        let Prepared { view, dict, mut access, sort, sort_by_index, id_ordered, count, covered } =
-            self.prepare(table, filter, &sort, order_fixed, limit, req, stop)?;
+        let Prepared { view, combined, dict, mut access, sort, sort_by_index, id_ordered, count, covered } =
+            self.prepare(table, filter, view_name.as_deref(), &sort, order_fixed, limit, req, stop)?;
+        let filter = combined.as_ref().unwrap_or(filter);
         let sort = sort.as_slice();
         let after_id = if id_ordered { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
         // A later page of an `_id`-ordered plan starts after the cursor's id: the keys before it
@@ -409,6 +440,7 @@ impl Db {
         if let Some(id) = after_id {
             match &mut access {
                 Access::Ids(s) => s.seek_after(id),
+                Access::View(s) => s.seek_after(id),
                 Access::Index(s) => s.seek_after_id(id),
                 Access::Intersect(scans) => scans.iter_mut().for_each(|s| s.seek_after_id(id)),
                 Access::FullScan | Access::Union(_) => {}
@@ -473,14 +505,9 @@ impl Db {
                 Access::Union(bs) => ("union", bs.iter().map(|(s, _)| ScanExplain::of(s)).collect()),
                 Access::Ids(s) if s.points.is_some() => ("id_lookup", vec![ScanExplain::of_ids(s)]),
                 Access::Ids(s) => ("id_range", vec![ScanExplain::of_ids(s)]),
+                Access::View(s) => ("view_scan", vec![ScanExplain::of_view(s)]),
             };
-            let estimated_rows = match &access {
-                Access::FullScan => count,
-                Access::Index(s) => s.estimate,
-                Access::Intersect(ss) => ss.iter().map(|s| s.estimate).min().unwrap_or(0),
-                Access::Union(bs) => bs.iter().map(|(s, _)| s.estimate).sum(),
-                Access::Ids(s) => s.estimate,
-            };
+            let estimated_rows = plan::estimate_of(&access).unwrap_or(count);
             let order = if sort_by_index {
                 "index"
             } else if sort.is_empty() {

@@ -7,6 +7,7 @@
 
 use super::filter::{Filter, Op, scalar};
 use super::ids::IdScan;
+pub use super::viewscan::{ViewScan, with_view};
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{Component, IdxKey, KeyWriter, RidxKey, SidxKey, prefix_successor};
 use crate::service::Result;
@@ -137,6 +138,20 @@ pub enum Access {
     Union(Vec<(IndexScan, Filter)>),
     /// `_id` conditions: point reads or one range of the entity keys, in id order
     Ids(IdScan),
+    /// the members of a filter view (`$view`), in id order
+    View(ViewScan),
+}
+
+/// The estimate of a plan's access path (as `explain` shows it), `None` for a full scan.
+pub fn estimate_of(access: &Access) -> Option<u64> {
+    match access {
+        Access::FullScan => None,
+        Access::Index(s) => Some(s.estimate),
+        Access::Intersect(ss) => Some(ss.iter().map(|s| s.estimate).min().unwrap_or(0)),
+        Access::Union(bs) => Some(bs.iter().map(|(s, _)| s.estimate).sum()),
+        Access::Ids(s) => Some(s.estimate),
+        Access::View(v) => Some(v.estimate),
+    }
 }
 
 /// The chosen plan.
@@ -221,7 +236,7 @@ pub(super) fn tighten(b: &mut Bounds, op: &Op) -> bool {
     true
 }
 
-fn estimate(view: &ReadView, space: Space, ranges: &[Range]) -> Result<u64> {
+pub(super) fn estimate(view: &ReadView, space: Space, ranges: &[Range]) -> Result<u64> {
     let mut n = 0;
     for (lo, hi) in ranges {
         for item in view.scan(space, KeyRange::Between(lo.clone(), hi.clone()), false) {

@@ -14,7 +14,7 @@ use super::covered::Covered;
 use super::filter::Filter;
 use super::matcher::{Hit, Matcher, Source};
 use super::plan::{self, Access, SortKey};
-use super::{MAX_LIMIT, Prepared, QueryRequest, check_fields, exec};
+use super::{MAX_LIMIT, Prepared, QueryRequest, check_fields, exec, split_view};
 use crate::service::stop::{AbandonOnDrop, Stop};
 use crate::service::{Db, Result, ServiceError};
 use std::io::{self, Write};
@@ -50,7 +50,8 @@ impl Db {
                 )));
             }
         }
-        let filter = match &req.filter {
+        let (view_name, rest) = split_view(req.filter.as_ref())?;
+        let filter = match &rest {
             Some(f) => Filter::parse(f)?,
             None => Filter::And(Vec::new()),
         };
@@ -59,7 +60,10 @@ impl Db {
         let (stop, _abandon) = self.request_stop();
         let db = self.clone();
         self.read(move |this| {
-            let prepared = this.prepare(&table, &filter, &sort, false, MAX_LIMIT, &req, &stop)?;
+            let mut prepared =
+                this.prepare(&table, &filter, view_name.as_deref(), &sort, false, MAX_LIMIT, &req, &stop)?;
+            // with `$view`, every candidate must match the view's filter too
+            let filter = prepared.combined.take().unwrap_or(filter);
             let (stream_stop, abandon) = Stop::new(None);
             let mut stream = QueryStream {
                 db,

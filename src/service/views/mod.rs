@@ -1,0 +1,191 @@
+//! Maintained views: saved filters (their member sets) and group-by aggregates, kept as keys of
+//! the `view` family and updated in the same atomic write as every document change (see
+//! [`maintain`]), so reading one costs what the answer holds and is never stale.
+//!
+//! A view is catalog state like an index (`meta:view:{table}:{name}`): created `ready` on an
+//! empty table, else `building` while a background job adds the existing documents ([`build`]);
+//! readable only once ready; dropped with a durable mark and a purge of its keys, or with its
+//! table.
+
+mod build;
+pub mod def;
+pub mod maintain;
+mod read;
+pub mod state;
+pub mod sum;
+
+pub use def::CreateView;
+pub(crate) use maintain::update;
+pub use read::{GroupQuery, PageQuery, ViewDocuments};
+pub(crate) use read::{member_after, member_scan};
+
+use super::{Db, Result, ServiceError};
+use crate::catalog::{ViewDef, ViewKind, ViewState};
+use crate::keys::ViewKey;
+use crate::storage::Space;
+use serde::Serialize;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// A view as the API shows it: its definition and state, its size, and for a group view read
+/// by name, a page of its groups.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ViewInfo {
+    /// the definition and state
+    #[serde(flatten)]
+    pub view: ViewDef,
+    /// filter views: the number of members (once ready)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// group views: the number of groups (once ready)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_count: Option<u64>,
+    /// group views read by name: the page of groups, in key order, each `{"key": {by field:
+    /// value}, aggregate: value, …}`
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub groups: Option<Vec<serde_json::Value>>,
+    /// group views read by name: the cursor of the next page of groups, if there is one
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// The views of a table.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ViewList {
+    /// by name
+    pub views: Vec<ViewInfo>,
+}
+
+impl Db {
+    /// Creates a view; on a non-empty table it is `building` until a background job has added
+    /// every document (reads refuse it before it is `ready`).
+    pub async fn create_view(self: &Arc<Self>, table: String, req: CreateView) -> Result<ViewDef> {
+        def::check(&req)?;
+        let db = self.clone();
+        self.detached(async move { db.create_view_now(table, req).await }).await
+    }
+
+    async fn create_view_now(self: &Arc<Self>, table: String, req: CreateView) -> Result<ViewDef> {
+        let def = self
+            .write(move |tx, db| {
+                db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+                if db.catalog.view(&table, &req.name).is_some() {
+                    return Err(ServiceError::ViewExists { table, view: req.name });
+                }
+                // The old view's purge would remove the new one's keys.
+                if db.catalog.view_dropping(&table, &req.name).is_some() {
+                    return Err(ServiceError::ViewDropping { table, view: req.name });
+                }
+                if db.catalog.views(&table).len() >= def::MAX_VIEWS_PER_TABLE {
+                    return Err(ServiceError::InvalidView(format!(
+                        "a table has at most {} views",
+                        def::MAX_VIEWS_PER_TABLE
+                    )));
+                }
+                let docs = super::documents::count_in(tx, &table)?;
+                let state = if docs == 0 {
+                    ViewState::Ready
+                } else {
+                    ViewState::Building { done: 0, total: docs, after: None }
+                };
+                let created_at = db.catalog.next_created_at(tx)?;
+                let def = ViewDef {
+                    table,
+                    name: req.name,
+                    kind: req.kind,
+                    filter: req.filter,
+                    by: req.by,
+                    aggregates: req.aggregates,
+                    state,
+                    created_at,
+                    compiled: Default::default(),
+                };
+                db.catalog.put_view(tx, def.clone());
+                Ok(def)
+            })
+            .await?;
+        if !def.is_ready() {
+            self.spawn_view_build(&def);
+        }
+        Ok(def)
+    }
+
+    /// Every view of a table, with its size once ready.
+    pub async fn list_views(self: &Arc<Self>, table: String) -> Result<ViewList> {
+        self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        self.read(move |db| {
+            let views = db.catalog.views(&table);
+            let views = views.iter().map(|v| db.view_info(v)).collect::<Result<_>>()?;
+            Ok(ViewList { views })
+        })
+        .await
+    }
+
+    /// A view's definition, state and size (no groups).
+    fn view_info(&self, def: &ViewDef) -> Result<ViewInfo> {
+        let size = if def.is_ready() {
+            let key = ViewKey::count(&def.table, &def.name).encode();
+            Some(maintain::decode_u64(self.store.get(Space::View, &key)?.as_deref()))
+        } else {
+            None
+        };
+        let (count, group_count) = match def.kind {
+            ViewKind::Filter => (size, None),
+            ViewKind::Group => (None, size),
+        };
+        Ok(ViewInfo { view: def.clone(), count, group_count, groups: None, cursor: None })
+    }
+
+    /// One view: definition, state and size; a ready group view also a page of its groups (or
+    /// the one group `query.key` names).
+    pub async fn get_view(self: &Arc<Self>, table: String, name: String, query: GroupQuery) -> Result<ViewInfo> {
+        self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        let def = self.catalog.view(&table, &name).ok_or(ServiceError::ViewNotFound { table, view: name })?;
+        if def.kind == ViewKind::Filter || !def.is_ready() {
+            if query.key.is_some() || query.cursor.is_some() || query.limit.is_some() {
+                read::readable(&def, ViewKind::Group)?;
+            }
+            return self.read(move |db| db.view_info(&def)).await;
+        }
+        self.read(move |db| db.read_groups(&def, &query)).await
+    }
+
+    /// Drops a view and removes its keys. The definition goes at once with a durable drop mark;
+    /// the name stays taken (`view_dropping`) until the keys are gone, also across a restart.
+    pub async fn drop_view(self: &Arc<Self>, table: String, name: String) -> Result<()> {
+        let db = self.clone();
+        self.detached(async move { db.drop_view_now(table, name).await }).await
+    }
+
+    async fn drop_view_now(self: &Arc<Self>, table: String, name: String) -> Result<()> {
+        let (t, n) = (table.clone(), name.clone());
+        let created_at = self
+            .write(move |tx, db| {
+                db.catalog.table(&t).ok_or_else(|| ServiceError::TableNotFound(t.clone()))?;
+                let def = db.catalog.view(&t, &n).ok_or(ServiceError::ViewNotFound { table: t, view: n })?;
+                db.catalog.drop_view(tx, &def);
+                Ok(def.created_at)
+            })
+            .await?;
+        self.purge_dropped_view(&table, &name, created_at)
+            .await
+            .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
+    }
+
+    /// Resumes what views left unfinished at the last close: builds, failed builds' keys, drops.
+    pub(super) fn resume_views(self: &Arc<Self>) {
+        for table in self.catalog.tables() {
+            for view in self.catalog.views(&table.name) {
+                match view.state {
+                    ViewState::Building { .. } => self.spawn_view_build(&view),
+                    ViewState::Failed { .. } => self.purge_failed_view(&view),
+                    ViewState::Ready => {}
+                }
+            }
+        }
+        for (table, view, created_at) in self.catalog.dropping_views() {
+            drop(self.purge_dropped_view(&table, &view, created_at));
+        }
+    }
+}
