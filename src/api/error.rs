@@ -125,6 +125,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::InvalidWeight(_)
         | ServiceError::TooManyBuckets(_)
         | ServiceError::StreamSortTooLarge { .. }
+        | ServiceError::StreamSortTooLargeBytes { .. }
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::Abandoned => StatusCode::REQUEST_TIMEOUT,
         ServiceError::ChangefeedExpired { .. } => StatusCode::GONE,

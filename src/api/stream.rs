@@ -288,6 +288,38 @@ mod tests {
         wants_ndjson(&h)
     }
 
+    /// A write longer than a piece is taken a piece at a time: no piece handed to the connection
+    /// is over [`PIECE`], whatever the length of one document.
+    #[test]
+    fn pieces_are_bounded() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let (tx, mut rx) = mpsc::channel(64);
+        let (_stop, stopping) = tokio::sync::watch::channel(false);
+        let window = Duration::from_secs(30);
+        let window_end = runtime.block_on(async { tokio::time::Instant::now() + window });
+        let mut pipe = Pipe {
+            tx,
+            runtime: runtime.handle().clone(),
+            window,
+            min_bytes: 1,
+            window_end,
+            sent: 0,
+            stopping,
+            piece: Vec::with_capacity(PIECE),
+        };
+        let doc = vec![b'x'; 3 * PIECE + 100];
+        io::Write::write_all(&mut pipe, b"{}\n").unwrap();
+        io::Write::write_all(&mut pipe, &doc).unwrap();
+        io::Write::flush(&mut pipe).unwrap();
+        drop(pipe);
+        let mut sizes = Vec::new();
+        while let Ok(piece) = rx.try_recv() {
+            sizes.push(piece.len());
+        }
+        assert_eq!(sizes.iter().sum::<usize>(), doc.len() + 3);
+        assert!(sizes.iter().all(|&n| n <= PIECE), "{sizes:?}");
+    }
+
     #[test]
     fn accept_negotiation() {
         assert!(accept("application/x-ndjson"));
