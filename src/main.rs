@@ -108,6 +108,9 @@ struct ServeArgs {
     /// an import body must bring at least this many bytes in every --timeout-secs window
     #[arg(long, env = "MOSAIC_IMPORT_MIN_BYTES", default_value_t = mosaicdb::service::DEFAULT_MIN_IMPORT_BYTES)]
     import_min_bytes: usize,
+    /// most streamed answers (NDJSON query streams and exports, backups) written at once; beyond, 503
+    #[arg(long, env = "MOSAIC_MAX_STREAMS", default_value_t = mosaicdb::server::DEFAULT_MAX_STREAMS)]
+    max_streams: usize,
     /// a query with `allow_scan: false` refuses a full scan of a table with more documents than this
     #[arg(long, env = "MOSAIC_SCAN_THRESHOLD", default_value_t = 1000)]
     scan_threshold: u64,
@@ -160,6 +163,7 @@ impl ServeArgs {
                 max_body_bytes: self.max_body_mb.max(1) << 20,
                 timeout: Duration::from_secs(self.timeout_secs.max(1)),
                 min_import_bytes: self.import_min_bytes.max(1),
+                max_streams: self.max_streams.max(1),
             },
             options: DbOptions { scan_threshold: self.scan_threshold, ..DbOptions::default() },
             tasks: TaskConfig {

@@ -11,6 +11,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// Default of `--max-streams`: streamed answers written at once (each holds a blocking-pool
+/// thread, of tokio's 512, while its client reads).
+pub const DEFAULT_MAX_STREAMS: usize = 16;
+
 /// Everything `mosaicdb serve` needs.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -38,6 +42,7 @@ impl ServerConfig {
                 max_body_bytes: 32 << 20,
                 timeout: Duration::from_secs(30),
                 min_import_bytes: crate::service::DEFAULT_MIN_IMPORT_BYTES,
+                max_streams: DEFAULT_MAX_STREAMS,
             },
             options: DbOptions::default(),
             tasks: TaskConfig::default(),
@@ -82,7 +87,7 @@ impl Server {
         tracing::info!("{}", config.access.describe());
         let scheduler = Scheduler::start(db.clone(), config.tasks);
         let done = tokio::spawn(async move {
-            accept_until(listener, app, stopped, &db).await;
+            accept_until(listener, app, stopped, &db, config.limits.timeout).await;
             // In-flight requests have finished: stop the periodic tasks (each at its next step)
             // and the background jobs, flush and fsync.
             scheduler.stop().await;
@@ -112,13 +117,16 @@ impl Server {
 }
 
 /// Accepts connections until `stopped` fires, then lets every connection finish the request under
-/// way (idle ones close at once; long-polls and change streams end at once) and returns when all
-/// are closed.
+/// way (idle ones close at once; long-polls, change streams and NDJSON streams end at once) and
+/// returns when all are closed — or once `grace` (the request timeout) has passed: a connection
+/// still open then (a client that stopped reading a response, an import still running) is
+/// dropped.
 async fn accept_until(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     mut stopped: oneshot::Receiver<()>,
     db: &Db,
+    grace: Duration,
 ) {
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
@@ -145,7 +153,12 @@ async fn accept_until(
     drop(listener);
     db.stop_change_waits();
     let _ = shutdown.send(true);
-    while connections.join_next().await.is_some() {}
+    let finished = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
+    if finished.is_err() {
+        tracing::warn!(open = connections.len(), "connections still open after the shutdown grace period: dropped");
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
+    }
 }
 
 /// Serves until SIGTERM or SIGINT, then shuts down gracefully.

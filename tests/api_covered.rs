@@ -160,8 +160,11 @@ async fn covered_pages_equal_the_pages_read_from_documents() {
         (json!({"filter": {"name": "n3"}, "fields": ["_id", "name"]}), true),
         (json!({"filter": {"name": {"$in": ["n1", "n2"]}}, "fields": ["name"]}), true),
         (json!({"filter": {"flag": true, "kind": "k1"}, "fields": ["_id", "flag", "kind"]}), true),
-        (json!({"filter": {"code": "c5"}, "fields": ["code"]}), true),
-        (json!({"filter": {"code": "c-none"}, "fields": ["code"]}), true),
+        // a unique point lookup runs inline on the async runtime: it reads its one document rather
+        // than the expiry entries a covered plan may read; a `$in` of several values is covered
+        (json!({"filter": {"code": "c5"}, "fields": ["code"]}), false),
+        (json!({"filter": {"code": "c-none"}, "fields": ["code"]}), false),
+        (json!({"filter": {"code": {"$in": ["c5", "c6"]}}, "fields": ["code"]}), true),
         (json!({"filter": {"at": {"$gte": 1_700_000_300_000u64}}, "fields": ["_id", "at"]}), true),
         // floats: `3.0` and `3` share a key, so only ids come from a float index
         (json!({"filter": {"score": {"$gt": 0.5}}, "fields": ["_id"]}), true),

@@ -217,3 +217,173 @@ async fn a_stream_outlasts_the_timeout_but_not_a_client_that_stops_reading() {
     let (st, _) = s.get("/v1/tables/big").await;
     assert_eq!(st, 200);
 }
+
+/// Sends `request` over a plain TCP connection and reads the answer until the server closes it
+/// (or `within` passes): the raw bytes.
+async fn raw_exchange(s: &TestServer, request: &str, half_close: bool, within: Duration) -> String {
+    use std::io::{Read, Write};
+    let (addr, request) = (s.base.trim_start_matches("http://").to_owned(), request.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(within)).unwrap();
+        tcp.write_all(request.as_bytes()).unwrap();
+        if half_close {
+            tcp.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        let mut out = Vec::new();
+        let _ = tcp.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    })
+    .await
+    .unwrap()
+}
+
+/// At most `--max-streams` streamed answers run at once (each holds a blocking thread and a
+/// snapshot): one more is refused with 503 `too_many_streams` and `Retry-After`, pages go on, and
+/// the slot is free again once the stream ends. A backup takes a slot too.
+#[tokio::test]
+async fn streams_are_capped_and_the_cap_frees_up() {
+    let s = TestServer::start_with(|c| c.limits.max_streams = 1).await;
+    fill(&s, "t", 3000, 200).await;
+    let open = || {
+        s.client
+            .get(format!("{}/v1/tables/t/documents", s.base))
+            .header("accept", NDJSON)
+            .header("accept-encoding", "identity")
+            .send()
+    };
+    // held open, unread: it keeps its slot
+    let first = open().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let r =
+        s.send(Method::POST, "/v1/tables/t/query", Some(&json!({"filter": {"age": 3}})), &[("accept", NDJSON)]).await;
+    assert!(r.is_problem(503, "too_many_streams"), "{:?} {}", r.status, r.body);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let r = s.send(Method::POST, "/v1/admin/backup", None, &[]).await;
+    assert!(r.is_problem(503, "too_many_streams"), "{:?} {}", r.status, r.body);
+    // pages are not streams
+    let (st, page) = s.post("/v1/tables/t/query", json!({"filter": {"age": 3}, "limit": 5})).await;
+    assert_eq!(st, 200, "{page}");
+    // the first stream read to its end frees its slot
+    let (_, whole) = read_slowly(first, Duration::ZERO, Duration::ZERO).await;
+    assert!(whole);
+    let mut tries = 0;
+    loop {
+        let resp = open().await.unwrap();
+        if resp.status() == 200 {
+            let (_, whole) = read_slowly(resp, Duration::ZERO, Duration::ZERO).await;
+            assert!(whole);
+            break;
+        }
+        tries += 1;
+        assert!(tries < 50, "the slot was not freed: {}", resp.status());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A client that reads a little every window, but less than `--import-min-bytes` per window (the
+/// request timeout), is cut: it cannot hold a thread and a snapshot for as long as it likes.
+#[tokio::test]
+async fn a_stream_read_too_slowly_is_cut() {
+    let s = TestServer::start_with(|c| {
+        c.limits.timeout = Duration::from_secs(1);
+        c.limits.min_import_bytes = 2 << 20;
+    })
+    .await;
+    fill(&s, "big", 20_000, 1000).await;
+    let resp = s
+        .client
+        .get(format!("{}/v1/tables/big/documents", s.base))
+        .header("accept", NDJSON)
+        .header("accept-encoding", "identity")
+        .send()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    // a piece every 200 ms: well under 2 MiB per second
+    let (read, whole) = read_slowly(resp, Duration::ZERO, Duration::from_millis(200)).await;
+    assert!(!whole, "a client reading {read} bytes in {:?} must be cut", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(40), "{:?}", started.elapsed());
+}
+
+/// Shutdown does not wait for a stream whose client stops reading but keeps the socket open:
+/// the stream ends (cut short) at once, and a connection still open after the grace period (the
+/// request timeout) is dropped.
+#[tokio::test]
+async fn shutdown_ends_a_stream_nobody_reads() {
+    let s = TestServer::start_with(|c| c.limits.timeout = Duration::from_secs(3)).await;
+    fill(&s, "big", 20_000, 1000).await;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    let request = "GET /v1/tables/big/documents HTTP/1.1\r\nhost: x\r\naccept: application/x-ndjson\r\n\r\n";
+    std::io::Write::write_all(&mut tcp, request.as_bytes()).unwrap();
+    // let the server fill every buffer on the way
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let stopped = tokio::time::timeout(Duration::from_secs(20), s.stop()).await;
+    assert!(stopped.is_ok(), "shutdown hung on a stream nobody reads");
+    assert!(started.elapsed() < Duration::from_secs(3), "shutdown took {:?}", started.elapsed());
+    drop(tcp);
+}
+
+/// A client may half-close its connection after the request (HTTP/1.1 allows it) and still
+/// read the whole stream: its FIN is not taken for leaving.
+#[tokio::test]
+async fn a_half_closed_client_gets_the_whole_stream() {
+    let s = TestServer::start().await;
+    fill(&s, "t", 3000, 300).await;
+    let request =
+        "GET /v1/tables/t/documents HTTP/1.1\r\nhost: x\r\naccept: application/x-ndjson\r\nconnection: close\r\n\r\n";
+    let answer = raw_exchange(&s, request, true, Duration::from_secs(20)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{}", &answer[..answer.len().min(300)]);
+    assert!(answer.ends_with("\r\n0\r\n\r\n"), "the stream was cut: {} bytes", answer.len());
+    assert_eq!(answer.matches("\"_id\":").count(), 3000);
+}
+
+/// Headers of the routes that answer pages or streams by `Accept`: pages vary on `Accept`, streams
+/// are not stored by caches and not compressed (a compressor would hold pieces back), a tie in
+/// `Accept` goes to JSON, and HTTP/1.0 (no chunked encoding: a cut stream would look whole) gets
+/// 406 for a stream.
+#[tokio::test]
+async fn stream_and_page_headers() {
+    let s = TestServer::start().await;
+    fill(&s, "t", 200, 100).await;
+    let r = s.send(Method::POST, "/v1/tables/t/query", Some(&json!({"filter": {}})), &[]).await;
+    assert_eq!(r.status, 200);
+    assert!(r.header("vary").is_some_and(|v| v.to_ascii_lowercase().contains("accept")), "{:?}", r.headers);
+    let r = s.send(Method::GET, "/v1/tables/t/documents", None, &[]).await;
+    assert!(r.header("vary").is_some_and(|v| v.to_ascii_lowercase().contains("accept")), "{:?}", r.headers);
+    let tie = s
+        .send(Method::GET, "/v1/tables/t/documents", None, &[("accept", "application/json, application/x-ndjson")])
+        .await;
+    assert!(tie.header("content-type").is_some_and(|c| c.starts_with("application/json")), "{:?}", tie.headers);
+
+    let request = "GET /v1/tables/t/documents HTTP/1.1\r\nhost: x\r\naccept: application/x-ndjson\r\n\
+        accept-encoding: gzip\r\nconnection: close\r\n\r\n";
+    let answer = raw_exchange(&s, request, false, Duration::from_secs(20)).await;
+    let head = answer.split("\r\n\r\n").next().unwrap_or("").to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("cache-control: no-store"), "{head}");
+    assert!(!head.contains("content-encoding"), "{head}");
+    assert_eq!(answer.matches("\"_id\":").count(), 200);
+
+    let request = "GET /v1/tables/t/documents HTTP/1.0\r\naccept: application/x-ndjson\r\n\r\n";
+    let answer = raw_exchange(&s, request, false, Duration::from_secs(20)).await;
+    assert!(answer.starts_with("HTTP/1.0 406") || answer.starts_with("HTTP/1.1 406"), "{answer}");
+    assert!(answer.contains("not_acceptable"), "{answer}");
+}
+
+/// `"sort": ["_id"]` is the scan's own order: a stream of more matches than a stream sorts in
+/// memory is not refused, and equals the export.
+#[tokio::test]
+async fn a_stream_sorted_by_id_is_not_sorted_in_memory() {
+    let s = TestServer::start().await;
+    fill(&s, "t", 10_500, 10).await;
+    let sorted = stream(&s, Method::POST, "/v1/tables/t/query", Some(&json!({"sort": ["_id"]}))).await;
+    assert_eq!(sorted.len(), 10_500);
+    assert_eq!(sorted, stream(&s, Method::GET, "/v1/tables/t/documents", None).await);
+    // and pages sorted by `_id` give the same
+    let paged = pages(&s, "t", &json!({"sort": ["_id"], "filter": {"age": {"$lt": 10}}})).await;
+    let want: Vec<Value> = sorted.iter().filter(|d| d["age"].as_u64().unwrap() < 10).cloned().collect();
+    assert_eq!(paged, want);
+}

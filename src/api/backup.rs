@@ -4,7 +4,7 @@
 use super::{AppState, ClientGone};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderValue, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use std::io;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -29,6 +29,8 @@ struct BackupArchive(Vec<u8>);
 /// the backup, and the body is cut short (an archive without its trailer, which every reader
 /// refuses).
 #[utoipa::path(post, path = "/v1/admin/backup", tag = "admin", responses(
+    (status = 503, description = "the server already writes `--max-streams` streamed answers (`too_many_streams`, with \
+        `Retry-After`)", body = super::error::Problem, content_type = "application/problem+json"),
     (status = 200, description = "the archive, streamed", content_type = "application/octet-stream", body = BackupArchive,
         headers(
             ("Content-Disposition" = String,
@@ -38,13 +40,18 @@ struct BackupArchive(Vec<u8>);
         )),
 ))]
 async fn backup(State(state): State<AppState>, gone: Option<Extension<ClientGone>>) -> Response {
+    // a backup is a streamed answer like the others: it takes one of their slots
+    let slot = match super::stream::slot(&state) {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
     // the snapshot point: before the answer's head is sent
     let backup = state.db.backup();
     let snapshot_at = backup.header().created_at.clone();
     let logged_at = snapshot_at.clone();
     let disposition = format!("attachment; filename=\"{}\"", backup.file_name());
     // an archive that did not end is cut short rather than ended cleanly
-    let mut response = super::stream::piped(&state, gone.map(|g| g.0), (), move |pipe| {
+    let mut response = super::stream::piped(&state, slot, gone.map(|g| g.0), (), move |pipe| {
         let (_, summary) = backup.write_to(pipe).map_err(io::Error::other)?;
         tracing::info!(
             snapshot_at = logged_at,

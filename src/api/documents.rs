@@ -235,11 +235,16 @@ async fn insert_documents(
         (status = 400, description = "bad limit, cursor or path; a limit or cursor with an export", body = Problem,
             content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 406, description = "an export asked for over HTTP/1.0, which cannot tell a cut stream from a whole one \
+            (`not_acceptable`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "an export asked for while the server already writes `--max-streams` streamed answers \
+            (`too_many_streams`, with `Retry-After`)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_documents(
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
     headers: HeaderMap,
+    version: axum::http::Version,
     gone: Option<axum::Extension<super::ClientGone>>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Response, ApiError> {
@@ -251,13 +256,16 @@ async fn list_documents(
                 "an export (Accept: application/x-ndjson) returns every document: limit and cursor are for pages",
             ));
         }
+        super::stream::check_version(version)?;
+        let slot = super::stream::slot(&state)?;
         let mut stream = state.db.query_stream(table, crate::service::QueryRequest::default()).await?;
         let guard = stream.abandon_guard();
-        return Ok(super::stream::ndjson(&state, gone.map(|g| g.0), guard, move |pipe| {
+        return Ok(super::stream::ndjson(&state, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
         }));
     }
-    Ok(super::json_text(state.db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?.to_json()))
+    let page = state.db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?;
+    Ok(super::stream::vary_accept(super::json_text(page.to_json())))
 }
 
 /// Imports newline-delimited JSON (one document per line), streamed: good lines are written in

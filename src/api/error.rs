@@ -43,12 +43,28 @@ pub struct ApiError {
     operation: Option<usize>,
     lines: Option<Vec<crate::service::timeseries::LineError>>,
     oldest_seq: Option<u64>,
+    /// seconds for a `Retry-After` header
+    retry_after: Option<u32>,
 }
 
 impl ApiError {
     /// An error with an explicit status and code.
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        ApiError { status, code, detail: detail.into(), operation: None, lines: None, oldest_seq: None }
+        ApiError {
+            status,
+            code,
+            detail: detail.into(),
+            operation: None,
+            lines: None,
+            oldest_seq: None,
+            retry_after: None,
+        }
+    }
+
+    /// The same error, answered with `Retry-After: {seconds}`.
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// The problem document of this error.
@@ -109,6 +125,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::InvalidWeight(_)
         | ServiceError::TooManyBuckets(_)
         | ServiceError::StreamSortTooLarge { .. }
+        | ServiceError::StreamSortTooLargeBytes { .. }
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::Abandoned => StatusCode::REQUEST_TIMEOUT,
         ServiceError::ChangefeedExpired { .. } => StatusCode::GONE,
@@ -144,7 +161,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::ChangefeedExpired { oldest, .. } => Some(*oldest),
             _ => None,
         };
-        ApiError { status, code: e.code(), detail, operation, lines, oldest_seq }
+        ApiError { status, code: e.code(), detail, operation, lines, oldest_seq, retry_after: None }
     }
 }
 
@@ -173,6 +190,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, axum::Json(self.problem())).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
 }

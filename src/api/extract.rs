@@ -6,6 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 
 /// Deepest nesting of a request body: a document's own limit plus the envelope of the deepest
 /// route (`/v1/batch`: `{"operations":[{"document": …}]}`). The document itself is held to
@@ -105,15 +106,24 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
-/// Put on import requests by the server: turns `true` when the client has closed its connection,
-/// seen even while hyper holds body bytes the import is still working through.
+/// Put on import, backup and stream requests by the server: turns `true` when the client has
+/// gone away, seen even while hyper holds body bytes the import is still working through; with
+/// the connection's socket, which [`ClientGone::cut`] shuts down.
 #[derive(Debug, Clone)]
-pub struct ClientGone(pub tokio::sync::watch::Receiver<bool>);
+pub struct ClientGone(pub tokio::sync::watch::Receiver<bool>, pub Option<Arc<tokio::net::TcpStream>>);
 
 impl ClientGone {
+    /// Shuts the connection's socket down both ways: a write hyper has pending (to a client that
+    /// reads nothing) fails at once, and the connection ends.
+    pub fn cut(&self) {
+        if let Some(socket) = &self.1 {
+            let _ = socket2::SockRef::from(&**socket).shutdown(std::net::Shutdown::Both);
+        }
+    }
+
     /// Resolves once the client is gone; never when nobody watches.
     pub async fn wait(gone: Option<Self>) {
-        if let Some(ClientGone(mut rx)) = gone
+        if let Some(ClientGone(mut rx, _)) = gone
             && rx.wait_for(|gone| *gone).await.is_ok()
         {
             return;

@@ -52,6 +52,10 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// what an import must keep to
     pub import: crate::service::ImportLimits,
+    /// the streamed answers (NDJSON streams, backups) that may run at once
+    pub(super) streams: Arc<tokio::sync::Semaphore>,
+    /// their number (`--max-streams`)
+    pub(super) max_streams: usize,
     /// this server's metrics (`GET /metrics`)
     pub(crate) metrics: Arc<metrics::Metrics>,
 }
@@ -64,8 +68,12 @@ pub struct HttpLimits {
     /// longest a request may take (import excepted); also the window in which an import body
     /// must bring `min_import_bytes`
     pub timeout: Duration,
-    /// the least bytes an import body must bring per `timeout` window
+    /// the least bytes an import body must bring per `timeout` window (and a streamed answer's
+    /// client must take, while the server waits for it)
     pub min_import_bytes: usize,
+    /// most streamed answers (NDJSON streams of queries and exports, backups) written at once;
+    /// beyond, 503 `too_many_streams`
+    pub max_streams: usize,
 }
 
 #[derive(OpenApi)]
@@ -130,7 +138,9 @@ pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
     };
     let metrics = Arc::new(metrics::Metrics::new(db.clone()));
     let record = metrics.layer();
-    let state = AppState { db, max_body_bytes: limits.max_body_bytes, import, metrics };
+    let max_streams = limits.max_streams.max(1);
+    let streams = Arc::new(tokio::sync::Semaphore::new(max_streams));
+    let state = AppState { db, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics };
     let (timed, _) = routes().split_for_parts();
     // imports and backups stream for as long as they take: no request timeout
     let (import, _) = documents::import_router().split_for_parts();
@@ -153,7 +163,10 @@ pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(RequestDecompressionLayer::new())
         // Small bodies (a document, a status) cost more to deflate than they save on the wire.
-        .layer(CompressionLayer::new().compress_when(SizeAbove::new(1024).and(NotForContentType::SSE)))
+        // Streams (SSE, NDJSON) are not compressed: the encoder would hold pieces back.
+        .layer(CompressionLayer::new().compress_when(
+            SizeAbove::new(1024).and(NotForContentType::SSE).and(NotForContentType::const_new(stream::NDJSON_TYPES[0])),
+        ))
         .layer(axum::middleware::map_response(error::problem_for_bare_errors))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(auth::request_span).on_body_chunk(()).on_eos(()))

@@ -8,7 +8,7 @@ use super::{AppState, ClientGone};
 use crate::service::{QueryRequest, QueryResponse, QueryResult};
 use axum::Json;
 use axum::extract::{Extension, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Version};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -41,30 +41,39 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
             example = json!({"type": "urn:mosaicdb:problem:invalid_filter", "title": "Bad Request", "status": 400,
                 "detail": "invalid filter: unknown operator $foo", "code": "invalid_filter"})),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 406, description = "an NDJSON stream asked for over HTTP/1.0, which cannot tell a cut stream from a whole one \
+            (`not_acceptable`)", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "the scan passed the request timeout and stopped (`request_timeout`)", body = Problem,
             content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "a body of the wrong shape (e.g. a sort entry that is not a string); a streamed query whose \
-            sort no index gives matches more than 10,000 documents (`stream_sort_too_large`)", body = Problem,
+            sort no index gives matches more than 10,000 documents, or sort values over 64 MiB (`stream_sort_too_large`)", body = Problem,
             content_type = "application/problem+json"),
+        (status = 503, description = "a stream asked for while the server already writes `--max-streams` streamed answers \
+            (`too_many_streams`, with `Retry-After`)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn query(
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
     headers: HeaderMap,
+    version: Version,
     gone: Option<Extension<ClientGone>>,
     ApiJson(req): ApiJson<QueryRequest>,
 ) -> Result<Response, ApiError> {
     if wants_ndjson(&headers) {
+        super::stream::check_version(version)?;
+        // taken before planning: an in-memory sort is part of the stream's cost
+        let slot = super::stream::slot(&state)?;
         let mut stream = state.db.query_stream(table, req).await?;
         let guard = stream.abandon_guard();
-        return Ok(super::stream::ndjson(&state, gone.map(|g| g.0), guard, move |pipe| {
+        return Ok(super::stream::ndjson(&state, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
         }));
     }
-    Ok(match state.db.query(table, req).await? {
+    let response = match state.db.query(table, req).await? {
         QueryResult::Page(page) => super::json_text(page.to_json()),
         QueryResult::Explain(plan) => Json(plan).into_response(),
-    })
+    };
+    Ok(super::stream::vary_accept(response))
 }

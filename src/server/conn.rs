@@ -33,8 +33,8 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
     let io = hyper_util::rt::TokioIo::new(Conn { tcp, answering: answering.clone(), replacement: None });
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let guard = Answering::start(&answering);
-        if watched(&req)
-            && let Some(gone) = peer.watch()
+        if let Some(fin_is_gone) = watched(&req)
+            && let Some(gone) = peer.watch(fin_is_gone)
         {
             req.extensions_mut().insert(gone);
         }
@@ -53,6 +53,9 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
     // `MOSAIC_BENCH_ONLY=ceiling,identity cargo bench --bench http`, point GETs went from 69.7%
     // of the HTTP ceiling without it to 58.9% with it. As with `axum::serve` before, there is none.
     builder.header_read_timeout(None);
+    // a client may shut its write side down after its request and still read the answer (HTTP/1.1
+    // allows it); without this, hyper drops the connection at that FIN
+    builder.half_close(true);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     let mut shutdown = shutdown;
@@ -73,16 +76,21 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
     }
 }
 
-/// True for the requests that may outlast the request timeout and so watch their client: an
-/// import, a backup, and an NDJSON stream of query results or of a table's documents.
-fn watched(req: &Request<Incoming>) -> bool {
+/// For the requests that may outlast the request timeout and so watch their client (an import, a
+/// backup, and an NDJSON stream of query results or of a table's documents): whether the client's
+/// FIN means it is gone. For an import it does (the import would otherwise go on until hyper next
+/// reads); a backup or a stream answers a client that may have half-closed the connection after
+/// its request (HTTP/1.1 allows it), so only a reset ends them — or their writes failing, which a
+/// client that closed and reads no more soon causes.
+fn watched(req: &Request<Incoming>) -> Option<bool> {
     use axum::http::Method;
     let path = req.uri().path();
     match *req.method() {
-        Method::POST if path.ends_with("/import") || path == "/v1/admin/backup" => true,
-        Method::POST if path.ends_with("/query") => crate::api::wants_ndjson(req.headers()),
-        Method::GET if path.ends_with("/documents") => crate::api::wants_ndjson(req.headers()),
-        _ => false,
+        Method::POST if path.ends_with("/import") => Some(true),
+        Method::POST if path == "/v1/admin/backup" => Some(false),
+        Method::POST if path.ends_with("/query") => crate::api::wants_ndjson(req.headers()).then_some(false),
+        Method::GET if path.ends_with("/documents") => crate::api::wants_ndjson(req.headers()).then_some(false),
+        _ => None,
     }
 }
 
@@ -110,31 +118,36 @@ impl Peer {
         }
     }
 
-    /// Starts watching the socket for the client's close; the signal's receivers see `true` then.
-    /// The watch ends when every receiver is dropped (the request is over).
-    fn watch(&self) -> Option<ClientGone> {
+    /// Starts watching the socket for the client's close (a reset; its FIN too if `fin_is_gone`);
+    /// the signal's receivers see `true` then. The watch ends when every receiver is dropped (the
+    /// request is over).
+    fn watch(&self, fin_is_gone: bool) -> Option<ClientGone> {
         #[cfg(unix)]
         {
             use std::os::fd::AsFd;
             // the watch has its own descriptor, so that the socket closes when the connection
             // ends, whatever the watch is doing
             let socket = self.socket.upgrade()?.as_fd().try_clone_to_owned().ok()?;
-            let socket = TcpStream::from_std(std::net::TcpStream::from(socket)).ok()?;
+            let socket = Arc::new(TcpStream::from_std(std::net::TcpStream::from(socket)).ok()?);
             let (tx, rx) = tokio::sync::watch::channel(false);
-            tokio::spawn(watch_peer(socket, tx));
-            Some(ClientGone(rx))
+            tokio::spawn(watch_peer(socket.clone(), tx, fin_is_gone));
+            Some(ClientGone(rx, Some(socket)))
         }
         #[cfg(not(unix))]
-        None
+        {
+            let _ = fin_is_gone;
+            None
+        }
     }
 }
 
 /// Waits for the client to close the connection without reading anything hyper has to read:
-/// the socket's readiness says "read closed" once the client's FIN arrived, even with body bytes
-/// still waiting in front of it. Readable-but-open readiness is cleared and waited on again, so
-/// the watch sleeps until the socket changes.
+/// the socket's readiness says "read closed" once the client's FIN (or reset) arrived, even with
+/// body bytes still waiting in front of it. Readable-but-open readiness is cleared and waited on
+/// again, so the watch sleeps until the socket changes. Unless `fin_is_gone`, a FIN alone (a
+/// half-close: the client still reads) ends the watch without a signal.
 #[cfg(unix)]
-async fn watch_peer(socket: TcpStream, gone: tokio::sync::watch::Sender<bool>) {
+async fn watch_peer(socket: Arc<TcpStream>, gone: tokio::sync::watch::Sender<bool>, fin_is_gone: bool) {
     use tokio::io::Interest;
     loop {
         tokio::select! {
@@ -144,6 +157,7 @@ async fn watch_peer(socket: TcpStream, gone: tokio::sync::watch::Sender<bool>) {
                     // nothing to take from the socket: only forget this readiness
                     let _ = socket.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
                 }
+                Ok(_) if !fin_is_gone && !matches!(socket.take_error(), Ok(Some(_))) => return,
                 _ => {
                     let _ = gone.send(true);
                     return;

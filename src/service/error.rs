@@ -178,6 +178,15 @@ pub enum ServiceError {
         /// the most documents a stream sorts in memory
         max: usize,
     },
+    /// A streamed query's sort needs its results in memory, and their sort values take more than
+    /// a stream may hold.
+    #[error(
+        "the sort of this streamed query needs more than {max_bytes} bytes of sort values in memory: sort by a range-indexed field, sort by shorter fields, narrow the filter, or read pages"
+    )]
+    StreamSortTooLargeBytes {
+        /// the most bytes a stream sorts in memory
+        max_bytes: usize,
+    },
     /// The request was abandoned (timed out or the client went away) while its scan ran.
     #[error("the request was abandoned before its scan finished")]
     Abandoned,
@@ -348,7 +357,9 @@ impl ServiceError {
             ServiceError::InvalidExpiry(_) => "invalid_expiry",
             ServiceError::InvalidCursor(_) => "invalid_cursor",
             ServiceError::QueryTooComplex(_) => "query_too_complex",
-            ServiceError::StreamSortTooLarge { .. } => "stream_sort_too_large",
+            ServiceError::StreamSortTooLarge { .. } | ServiceError::StreamSortTooLargeBytes { .. } => {
+                "stream_sort_too_large"
+            }
             ServiceError::Abandoned => "request_timeout",
             ServiceError::InvalidRequest(_) => "invalid_request",
             ServiceError::ChangefeedExpired { .. } => "changefeed_expired",

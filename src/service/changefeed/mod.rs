@@ -287,6 +287,12 @@ impl Db {
         self.feed.stopping.send_replace(true);
     }
 
+    /// A signal that turns `true` once [`Db::stop_change_waits`] was called (the server is
+    /// stopping): streamed answers end at it.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.feed.stopping.subscribe()
+    }
+
     /// True once [`Db::stop_change_waits`] was called.
     pub fn change_waits_stopped(&self) -> bool {
         *self.feed.stopping.borrow()

@@ -24,7 +24,7 @@ use super::filter::{Filter, Op};
 use super::plan::{self, Access, Bounds, IndexScan, Range, SortKey};
 use crate::catalog::{ColumnType, IndexDef, IndexKind, TableDef};
 use crate::entity::FieldDict;
-use crate::keys::{Component, IdxKey, KeyWriter, MetaKey, RidxKey};
+use crate::keys::{Component, EntityKey, IdxKey, KeyWriter, MetaKey, RidxKey};
 use crate::service::schema::ID_FIELD;
 use crate::service::stop::Stop;
 use crate::service::ttl::expiry::Expiry;
@@ -34,7 +34,9 @@ use serde_json::{Map, Value};
 use std::collections::HashSet;
 
 /// Most not yet swept expired documents a covered query skips by id; beyond, it reads documents.
-const MAX_EXPIRED: usize = 10_000;
+/// Each is read once (its expiry checked as the matcher would), so a covered plan costs at most
+/// this many point reads on top of its scan.
+const MAX_EXPIRED: usize = 256;
 
 /// How a covered plan builds each result from an index key.
 #[derive(Debug)]
@@ -136,6 +138,7 @@ fn exact_column(table: Option<&TableDef>, field: &str) -> bool {
 pub(super) fn cover(
     view: &ReadView,
     catalog: &crate::catalog::Catalog,
+    (rules, now): (Option<&Expiry>, i64),
     dict: &FieldDict,
     table: &str,
     filter: &Filter,
@@ -175,19 +178,53 @@ pub(super) fn cover(
             (false, None) => return Ok(None),
         }
     }
-    let expired = match Expiry::of(catalog, dict, table) {
+    let expired = match rules {
         None => HashSet::new(),
-        // while a TTL index builds, the expiry entries are not all there yet
-        Some(rules) if rules.building() => return Ok(None),
-        Some(_) => {
-            let now = crate::service::ttl::now_ms();
-            match crate::service::ttl::expired_ids_at_most(view, table, now, stop, MAX_EXPIRED)? {
-                Some(ids) => ids,
-                None => return Ok(None),
-            }
-        }
+        Some(rules) => match expired_ids(view, catalog, rules, dict, table, now, stop)? {
+            Some(ids) => ids,
+            None => return Ok(None),
+        },
     };
     Ok(Some(Covered { kind: def.kind, arity: def.fields.len(), fields: out, sort: sort_at, expired }))
+}
+
+/// The documents of `table` a covered scan must skip as expired at `now`: exactly those the
+/// matcher's `rules` find expired. The snapshot's expiry entries name the candidates — complete
+/// once every TTL index the rules come from is ready in the snapshot (`None` otherwise: a build
+/// may not have written them all) — and each one's document is read and checked against the
+/// rules, so an entry left stale (by a TTL index being dropped, whose entries a background job
+/// repairs later) skips nothing the rules keep. `None` too beyond [`MAX_EXPIRED`] entries.
+fn expired_ids(
+    view: &ReadView,
+    catalog: &crate::catalog::Catalog,
+    rules: &Expiry,
+    dict: &FieldDict,
+    table: &str,
+    now: i64,
+    stop: &Stop,
+) -> Result<Option<HashSet<String>>> {
+    if rules.building() {
+        return Ok(None);
+    }
+    for def in catalog.ttl_indexes(table) {
+        let key = MetaKey::Index(table.into(), def.name.as_str().into()).encode();
+        let Some(value) = view.get(Space::Meta, &key)? else { return Ok(None) };
+        let snap: IndexDef = serde_json::from_slice(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        if !snap.is_ready() {
+            return Ok(None);
+        }
+    }
+    let Some(ids) = crate::service::ttl::expired_ids_at_most(view, table, now, stop, MAX_EXPIRED)? else {
+        return Ok(None);
+    };
+    let mut out = HashSet::with_capacity(ids.len());
+    for id in ids {
+        let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, &id).encode())? else { continue };
+        if rules.expired(&blob, dict, now)? {
+            out.insert(id);
+        }
+    }
+    Ok(Some(out))
 }
 
 impl Covered {
@@ -218,12 +255,26 @@ impl Covered {
             .collect()
     }
 
-    /// The result document: `_id` and the requested fields, as `project` would write them.
-    pub(super) fn project(&self, id: &str, values: &[Component<'static>]) -> Result<Vec<u8>> {
+    /// Of a candidate's indexed values, those of the requested fields (other than `_id`), in the
+    /// order of the fields: what a result keeps until it is written.
+    pub(super) fn kept(&self, values: Vec<Component<'static>>) -> Vec<Component<'static>> {
+        self.fields
+            .iter()
+            .filter_map(|(_, at)| *at)
+            .map(|i| values.get(i).cloned().unwrap_or(Component::Null))
+            .collect()
+    }
+
+    /// The result document: `_id` and the requested fields (`kept`: their values, see
+    /// [`Covered::kept`]), as `project` would write them.
+    pub(super) fn project(&self, id: &str, kept: &[Component<'static>]) -> Result<Vec<u8>> {
         let mut out = Map::new();
         out.insert(ID_FIELD.to_owned(), Value::String(id.to_owned()));
+        let mut kept = kept.iter();
         for (field, at) in &self.fields {
-            if let Some(v) = at.and_then(|i| values.get(i)) {
+            if at.is_some()
+                && let Some(v) = kept.next()
+            {
                 out.insert(field.clone(), v.to_json());
             }
         }
@@ -334,5 +385,62 @@ mod tests {
         assert_eq!(page(query(&["_id", "age"], false).await), want, "the covered query read no document");
         let names: Vec<Value> = page(query(&["name"], false).await).into_iter().map(|d| d["_id"].clone()).collect();
         assert_eq!(names, [json!("b"), json!("d")], "the uncovered query reads the documents");
+    }
+
+    /// A covered query skips exactly the documents the uncovered one finds expired: an expiry
+    /// entry that no rule of the table stands behind (as a TTL index being dropped leaves until
+    /// its entries are repaired) hides nothing. `_expires_at` is in use (another table), so the
+    /// table has expiry rules and the covered plan reads the expiry entries.
+    #[tokio::test]
+    async fn a_stale_expiry_entry_hides_nothing_from_a_covered_query() {
+        use crate::keys::TtlKey;
+        use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions, QueryRequest, QueryResult};
+        use crate::storage::StorageConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let options = DbOptions { background_jobs: false, ..DbOptions::default() };
+        let db = Db::open(StorageConfig::new(dir.path()), options).unwrap();
+        let table: CreateTable = serde_json::from_value(json!({"name": "t", "columns": [
+            {"name": "age", "type": "int"}, {"name": "name", "type": "string"}]}))
+        .unwrap();
+        db.create_table(table).await.unwrap();
+        db.create_table(serde_json::from_value(json!({"name": "other"})).unwrap()).await.unwrap();
+        let index: CreateIndex =
+            serde_json::from_value(json!({"name": "by_age", "kind": "range", "fields": ["age"]})).unwrap();
+        db.create_index("t".into(), index).await.unwrap();
+        for (id, age) in [("a", 10), ("b", 20), ("c", 30), ("d", 40)] {
+            let doc = json!({"age": age, "name": id}).as_object().unwrap().clone();
+            db.put_document("t".into(), id.into(), doc, Preconditions::default()).await.unwrap();
+        }
+        let later = json!({"_expires_at": "2999-01-01T00:00:00Z"}).as_object().unwrap().clone();
+        db.put_document("other".into(), "x".into(), later, Preconditions::default()).await.unwrap();
+        // a stale entry: "c" expired long ago, says the entry; no rule of "t" says so
+        let key = TtlKey::new("t", 1_000, "c").encode();
+        db.store()
+            .write(move |tx| {
+                tx.put(Space::Ttlidx, key, Vec::new());
+                Ok::<_, crate::storage::StorageError>(())
+            })
+            .await
+            .unwrap();
+        let ids = |fields: &[&str], explain: bool| {
+            let req = json!({"filter": {"age": {"$gte": 20}}, "fields": fields, "explain": explain});
+            let req: QueryRequest = serde_json::from_value(req).unwrap();
+            let db = db.clone();
+            async move {
+                match db.query("t".into(), req).await.unwrap() {
+                    QueryResult::Page(p) => p
+                        .documents
+                        .iter()
+                        .map(|d| serde_json::from_slice::<Value>(d).unwrap()["_id"].clone())
+                        .collect::<Vec<_>>(),
+                    QueryResult::Explain(e) => vec![json!(e.plan.covered)],
+                }
+            }
+        };
+        assert_eq!(ids(&["_id", "age"], true).await, [json!(true)], "the query is covered");
+        let covered = ids(&["_id", "age"], false).await;
+        let uncovered = ids(&["_id", "name"], false).await;
+        assert_eq!(uncovered, [json!("b"), json!("c"), json!("d")]);
+        assert_eq!(covered, uncovered);
     }
 }

@@ -12,7 +12,7 @@ use super::{MAX_MET, first_branch, order_key, project};
 use crate::entity::FieldDict;
 use crate::keys::{Component, EntityKey};
 use crate::service::Result;
-use crate::service::ttl::expiry::{Expiry, now_ms};
+use crate::service::ttl::expiry::Expiry;
 use crate::storage::{ReadView, Slice, Space};
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -21,7 +21,8 @@ use std::collections::HashSet;
 pub(super) enum Source {
     /// the stored document
     Blob(Slice),
-    /// the index key's values (a covered plan)
+    /// the values of the requested fields, from the index key (a covered plan; see
+    /// `Covered::kept`)
     Key(Vec<Component<'static>>),
     /// the stored document, read again by id when it is written out (a stream sorted in memory
     /// keeps only the positions of its results)
@@ -32,6 +33,30 @@ pub(super) enum Source {
 pub(super) struct Hit {
     pub key: OrderKey,
     pub source: Source,
+}
+
+/// Heap bytes of a component beyond its own size.
+fn heap_bytes(c: &Component<'_>) -> usize {
+    match c {
+        Component::Str(s) => s.len(),
+        Component::Bytes(b) => b.len(),
+        _ => 0,
+    }
+}
+
+impl Hit {
+    /// About the memory the result takes when kept without its document (a stream sorted in
+    /// memory): the struct, its id, its sort values and a covered result's values.
+    pub fn kept_bytes(&self) -> usize {
+        let component = std::mem::size_of::<Component<'static>>();
+        let values = self.key.values.iter().map(|(c, _)| component + 8 + heap_bytes(c)).sum::<usize>();
+        let source = match &self.source {
+            Source::Key(vals) => vals.iter().map(|c| component + heap_bytes(c)).sum(),
+            Source::Blob(b) => b.len(),
+            Source::Reread => 0,
+        };
+        std::mem::size_of::<Hit>() + self.key.id.len() + values + source
+    }
 }
 impl PartialEq for Hit {
     fn eq(&self, o: &Self) -> bool {
@@ -59,7 +84,7 @@ pub(super) struct Matcher<'a> {
     sort: &'a [SortKey],
     dict: &'a FieldDict,
     covered: Option<&'a Covered>,
-    rules: Option<Expiry>,
+    rules: Option<&'a Expiry>,
     now: i64,
     met: Vec<HashSet<String>>,
     /// candidates taken from the scan (multikey repeats excepted)
@@ -72,7 +97,7 @@ impl<'a> Matcher<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         view: &'a ReadView,
-        catalog: &crate::catalog::Catalog,
+        (rules, now): (Option<&'a Expiry>, i64),
         dict: &'a FieldDict,
         table: &'a str,
         access: &'a Access,
@@ -80,8 +105,8 @@ impl<'a> Matcher<'a> {
         sort: &'a [SortKey],
         covered: Option<&'a Covered>,
     ) -> Self {
-        // expired documents not yet swept are skipped like deleted ones
-        let rules = Expiry::of(catalog, dict, table);
+        // expired documents not yet swept are skipped like deleted ones (by the rules and the time
+        // the query was prepared with, which a covered plan's expiry set used too)
         Matcher {
             view,
             table,
@@ -91,7 +116,7 @@ impl<'a> Matcher<'a> {
             dict,
             covered,
             rules,
-            now: now_ms(),
+            now,
             met: Vec::new(),
             examined: 0,
             documents_read: 0,
@@ -116,7 +141,8 @@ impl<'a> Matcher<'a> {
             let values = covered.values(&cand)?;
             let sorted = covered.sort_values(&values, &cand.id);
             let values_of = sorted.into_iter().zip(self.sort).map(|(v, k)| (v, k.desc)).collect();
-            return Ok(Some(Hit { key: OrderKey { values: values_of, id: cand.id }, source: Source::Key(values) }));
+            let kept = covered.kept(values);
+            return Ok(Some(Hit { key: OrderKey { values: values_of, id: cand.id }, source: Source::Key(kept) }));
         }
         // A multikey scan meets a document once per entry, and only the first meeting counts: a
         // document met before in this scan is skipped before its blob is read (so a sorted scan

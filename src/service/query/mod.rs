@@ -305,12 +305,19 @@ struct Prepared {
     /// the table's document count
     count: u64,
     covered: Option<covered::Covered>,
+    /// the table's expiry rules and the time the query runs at, taken once: the matcher and the
+    /// covered plan's expiry set decide with the same
+    expiry: Option<Expiry>,
+    now: i64,
 }
 
 /// Which page of a query to produce: its order, size, and where the previous page ended.
 struct Paging {
     /// `$view`: the filter view whose members the query starts from
     view: Option<String>,
+    /// run on the calling thread (a unique point lookup): not covered, which may read expiry
+    /// entries
+    inline: bool,
     sort: Vec<SortKey>,
     limit: usize,
     cursor: Option<Cursor>,
@@ -339,7 +346,7 @@ impl Db {
             None => requested,
         };
         check_fields(req.fields.as_deref())?;
-        let paging = Paging { view, sort, limit, cursor, binding };
+        let mut paging = Paging { view, inline: false, sort, limit, cursor, binding };
         // The scan stops at the request timeout, or (on the blocking pool) as soon as this future
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
         // with it.
@@ -347,6 +354,7 @@ impl Db {
         if paging.view.is_none() && plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool (the
             // deadline still bounds it, should the plan not be the point it looks like)
+            paging.inline = true;
             return self.read_point(|db| db.run_query(&table, &filter, paging, &req, &stop));
         }
         self.read(move |db| db.run_query(&table, &filter, paging, &req, &stop)).await
@@ -364,6 +372,7 @@ impl Db {
         order_fixed: bool,
         limit: usize,
         req: &QueryRequest,
+        may_cover: bool,
         stop: &Stop,
     ) -> Result<Prepared> {
         self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
@@ -405,16 +414,32 @@ impl Db {
                 threshold: self.scan_threshold,
             });
         }
-        // Candidates that arrive in result order allow stopping at `limit`.
-        let id_ordered = sort.is_empty()
+        // Candidates that arrive in result order allow stopping at `limit`; a sort of `_id`
+        // ascending alone is that order too.
+        let by_id = matches!(sort.as_slice(), [SortKey { field, desc: false }] if field == super::schema::ID_FIELD);
+        let id_ordered = (sort.is_empty() || by_id)
             && match &access {
                 Access::FullScan | Access::Intersect(_) | Access::Ids(_) | Access::View(_) => true,
                 Access::Index(s) => s.id_ordered(),
                 Access::Union(_) => false,
             };
-        let covered =
-            covered::cover(&view, &self.catalog, &dict, table, filter, &access, req.fields.as_deref(), &sort, stop)?;
-        Ok(Prepared { view, combined, dict, access, sort, sort_by_index, id_ordered, count, covered })
+        let (expiry, now) = (Expiry::of(&self.catalog, &dict, table), now_ms());
+        let covered = match may_cover {
+            true => covered::cover(
+                &view,
+                &self.catalog,
+                (expiry.as_ref(), now),
+                &dict,
+                table,
+                filter,
+                &access,
+                req.fields.as_deref(),
+                &sort,
+                stop,
+            )?,
+            false => None,
+        };
+        Ok(Prepared { view, combined, dict, access, sort, sort_by_index, id_ordered, count, covered, expiry, now })
     }
 
     fn run_query(
@@ -425,12 +450,12 @@ impl Db {
         req: &QueryRequest,
         stop: &Stop,
     ) -> Result<QueryResult> {
-        let Paging { view: view_name, sort, limit, cursor, binding } = paging;
+        let Paging { view: view_name, inline, sort, limit, cursor, binding } = paging;
         // A later page keeps the first page's order, whatever this page's plan is.
         let order_fixed = cursor.is_some();
         let cursor = cursor.map(|c| c.after);
-        let Prepared { view, combined, dict, mut access, sort, sort_by_index, id_ordered, count, covered } =
-            self.prepare(table, filter, view_name.as_deref(), &sort, order_fixed, limit, req, stop)?;
+        let Prepared { view, combined, dict, mut access, sort, sort_by_index, id_ordered, count, covered, expiry, now } =
+            self.prepare(table, filter, view_name.as_deref(), &sort, order_fixed, limit, req, !inline, stop)?;
         let filter = combined.as_ref().unwrap_or(filter);
         let sort = sort.as_slice();
         let after_id = if id_ordered { cursor.as_ref().map(|c| c.id.as_str()) } else { None };
@@ -459,7 +484,8 @@ impl Db {
         // A one-key sort served by the scan of that key's index arrives in exact result order
         // (value, then `_id` in the same direction): stop as soon as the page is full.
         let exact_order = id_ordered || (sort_by_index && sort.len() == 1);
-        let mut matcher = Matcher::new(&view, &self.catalog, &dict, table, &access, filter, sort, covered.as_ref());
+        let mut matcher =
+            Matcher::new(&view, (expiry.as_ref(), now), &dict, table, &access, filter, sort, covered.as_ref());
         for cand in exec::candidates(&view, table, &access, after_id, stop) {
             let cand = cand?;
             if heap.len() >= capacity && exact_order {

@@ -1,12 +1,13 @@
 //! Streamed queries: every match of a query, one JSON document per line, from one snapshot, in
 //! bounded memory — for `Accept: application/x-ndjson` on the query and the document listing.
 //!
-//! The order is the one pages give. Where the scan yields it (`_id` order, a range scan's natural
-//! order, or a one-key sort served by a range index), results are written as the scan meets them.
+//! The order is the one pages give. Where the scan yields it (`_id` order — also for a sort of
+//! `["_id"]` alone —, a range scan's natural order, or a one-key sort served by a range index), results are written as the scan meets them.
 //! Any other order needs the results in memory: their positions (sort values and id; for a
 //! covered plan the key values too, never the documents, which are read again as they are
-//! written) are collected before the answer starts, up to [`MAX_STREAM_SORT`]. Beyond that, a
-//! requested sort is refused (422 `stream_sort_too_large`); without a sort, the query streams a
+//! written) are collected before the answer starts, up to [`MAX_STREAM_SORT`] results and
+//! [`MAX_STREAM_SORT_BYTES`]. Beyond that, a requested sort is refused (422
+//! `stream_sort_too_large`); without a sort, the query streams a
 //! full scan in `_id` order instead, which checks every document against the filter and gives
 //! the same results.
 
@@ -22,6 +23,9 @@ use std::sync::Arc;
 
 /// Most results a stream sorts in memory.
 pub const MAX_STREAM_SORT: usize = 10_000;
+/// Most memory the results a stream sorts in memory may take (their sort values, ids and covered
+/// values: sort values are as long as the documents' fields).
+pub const MAX_STREAM_SORT_BYTES: usize = 64 << 20;
 
 /// A query planned for streaming; [`QueryStream::write_to`] writes its results.
 pub struct QueryStream {
@@ -61,7 +65,7 @@ impl Db {
         let db = self.clone();
         self.read(move |this| {
             let mut prepared =
-                this.prepare(&table, &filter, view_name.as_deref(), &sort, false, MAX_LIMIT, &req, &stop)?;
+                this.prepare(&table, &filter, view_name.as_deref(), &sort, false, MAX_LIMIT, &req, true, &stop)?;
             // with `$view`, every candidate must match the view's filter too
             let filter = prepared.combined.take().unwrap_or(filter);
             let (stream_stop, abandon) = Stop::new(None);
@@ -96,29 +100,35 @@ impl QueryStream {
             return Ok(());
         }
         let mut hits = Vec::new();
-        let mut over = false;
+        let (mut over, mut bytes) = (None, 0usize);
         {
             let mut matcher = self.matcher();
             for cand in exec::candidates(&p.view, &self.table, &p.access, None, stop) {
                 let Some(mut hit) = matcher.accept(cand?)? else { continue };
                 if hits.len() >= MAX_STREAM_SORT {
-                    over = true;
+                    over = Some(ServiceError::StreamSortTooLarge { max: MAX_STREAM_SORT });
                     break;
                 }
                 if let Source::Blob(_) = hit.source {
                     hit.source = Source::Reread;
                 }
+                bytes = bytes.saturating_add(hit.kept_bytes());
+                if bytes > MAX_STREAM_SORT_BYTES {
+                    over = Some(ServiceError::StreamSortTooLargeBytes { max_bytes: MAX_STREAM_SORT_BYTES });
+                    break;
+                }
                 hits.push(hit);
             }
         }
-        if !over {
+        let Some(too_large) = over else {
             hits.sort_unstable();
             self.sorted = Some(hits);
             return Ok(());
-        }
+        };
         if sorted {
-            return Err(ServiceError::StreamSortTooLarge { max: MAX_STREAM_SORT });
+            return Err(too_large);
         }
+        drop(hits);
         // `_id` order, from a full scan of the table
         if allow_scan == Some(false) && p.count > self.db.scan_threshold {
             return Err(ServiceError::ScanRefused {
@@ -136,7 +146,8 @@ impl QueryStream {
         let p = &self.prepared;
         let sort: &[SortKey] = &p.sort;
         let covered: Option<&Covered> = p.covered.as_ref();
-        Matcher::new(&p.view, &self.db.catalog, &p.dict, &self.table, &p.access, &self.filter, sort, covered)
+        let expiry = (p.expiry.as_ref(), p.now);
+        Matcher::new(&p.view, expiry, &p.dict, &self.table, &p.access, &self.filter, sort, covered)
     }
 
     /// True when the results are built from index keys alone (no document is read).
@@ -182,5 +193,39 @@ impl QueryStream {
         }
         out.flush()?;
         Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::DbOptions;
+    use crate::storage::StorageConfig;
+    use serde_json::json;
+
+    /// A sort no index gives keeps its results' sort values in memory: fewer than
+    /// [`MAX_STREAM_SORT`] results whose sort values take more than [`MAX_STREAM_SORT_BYTES`] are
+    /// refused (422 `stream_sort_too_large`) before the answer starts, not held.
+    #[tokio::test]
+    async fn a_stream_sort_is_bounded_by_bytes_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = DbOptions { background_jobs: false, ..DbOptions::default() };
+        let db = Db::open(StorageConfig::new(dir.path()), options).unwrap();
+        db.create_table(serde_json::from_value(json!({"name": "t"})).unwrap()).await.unwrap();
+        let n = 9_000;
+        let long = "x".repeat(MAX_STREAM_SORT_BYTES / n + 1);
+        for chunk in 0..9 {
+            let docs = (0..n / 9).map(|i| json!({"_id": format!("d{chunk}-{i}"), "s": format!("{long}{i}")})).collect();
+            db.insert_documents("t".into(), docs).await.unwrap();
+        }
+        let req =
+            |sort: &str| serde_json::from_value::<QueryRequest>(json!({"sort": [sort], "fields": ["_id"]})).unwrap();
+        let err = db.query_stream("t".into(), req("s")).await.err().unwrap();
+        assert!(matches!(err, ServiceError::StreamSortTooLargeBytes { .. }), "{err:?}");
+        assert_eq!(err.code(), "stream_sort_too_large");
+        // sorting by `_id` is the scan's order: nothing is held
+        let stream = db.query_stream("t".into(), req("_id")).await.unwrap();
+        let mut out = Vec::new();
+        assert_eq!(stream.write_to(&mut out).unwrap(), n as u64);
     }
 }
