@@ -40,8 +40,12 @@ pub struct ViewKey<'a> {
     pub part: ViewPart<'a>,
 }
 
+/// Room for a view key's group and value components beside its names (a key grows without
+/// reallocating while they fit: keys are made on the write path, several per view per write).
+const COMPONENTS_ROOM: usize = 64;
+
 fn head(table: &str, view: &str, kind: &str) -> KeyWriter {
-    KeyWriter::default().str(table).str(view).str(kind)
+    KeyWriter::with_capacity(table.len() + view.len() + kind.len() + 9 + COMPONENTS_ROOM).str(table).str(view).str(kind)
 }
 
 impl<'a> ViewKey<'a> {

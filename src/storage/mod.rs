@@ -171,6 +171,7 @@ impl Store {
             next_seq,
             fail_next_sync: fail_next_sync.clone(),
             present: Default::default(),
+            values: Default::default(),
             counters: counters.clone(),
             durable: durable.clone(),
         };

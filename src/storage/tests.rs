@@ -374,6 +374,61 @@ fn contains_follows_the_writes_own_staged_keys() {
         .unwrap();
 }
 
+/// `get_cached` answers as `get` does: staged first, then committed, also in later writes after
+/// other writes (put, put_new, delete) changed a key it remembered; a failed or panicking write
+/// changes nothing it remembers.
+#[test]
+fn get_cached_follows_every_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    let read = |store: &Store, key: &'static [u8]| {
+        store
+            .write_blocking(move |tx| {
+                let cached = tx.get_cached(Space::View, key)?;
+                assert_eq!(cached, tx.get(Space::View, key)?);
+                Ok::<_, StorageError>(cached)
+            })
+            .unwrap()
+    };
+    put(&store, Space::View, b"a", b"1");
+    store
+        .write_blocking(|tx| {
+            assert_eq!(tx.get_cached(Space::View, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+            assert_eq!(tx.get_cached(Space::View, b"b").unwrap(), None);
+            assert_eq!(tx.get_cached(Space::Idx, b"a").unwrap(), None);
+            tx.put(Space::View, b"a".to_vec(), b"2".to_vec());
+            tx.put(Space::View, b"b".to_vec(), b"3".to_vec());
+            assert_eq!(tx.get_cached(Space::View, b"a").unwrap().as_deref(), Some(&b"2"[..]));
+            assert_eq!(tx.get_cached(Space::View, b"b").unwrap().as_deref(), Some(&b"3"[..]));
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    assert_eq!(read(&store, b"a").as_deref(), Some(&b"2"[..]));
+    assert_eq!(read(&store, b"b").as_deref(), Some(&b"3"[..]));
+    // changed by writes that never read them
+    store
+        .write_blocking(|tx| {
+            tx.delete(Space::View, b"a".to_vec());
+            tx.put_new(Space::View, b"b".to_vec(), b"4".to_vec());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    assert_eq!(read(&store, b"a"), None);
+    assert_eq!(read(&store, b"b").as_deref(), Some(&b"4"[..]));
+    let failed: Result<(), StorageError> = store.write_blocking(|tx| {
+        tx.put(Space::View, b"a".to_vec(), b"5".to_vec());
+        Err(StorageError::Closed)
+    });
+    assert!(failed.is_err());
+    let panicked: Result<(), StorageError> = store.write_blocking(|tx| {
+        tx.delete(Space::View, b"b".to_vec());
+        panic!("a bug in a write function")
+    });
+    assert!(matches!(panicked, Err(StorageError::Aborted)));
+    assert_eq!(read(&store, b"a"), None);
+    assert_eq!(read(&store, b"b").as_deref(), Some(&b"4"[..]));
+}
+
 #[test]
 fn stats_count_groups_writes_and_fsyncs_and_describe_every_family() {
     let dir = tempfile::tempdir().unwrap();

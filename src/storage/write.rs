@@ -129,6 +129,23 @@ impl<'c> WriteTx<'c> {
         Ok(self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec()))
     }
 
+    /// Like [`WriteTx::get`], remembering the committed value on the committer
+    /// ([`Committer::values`]) so that the next write reading the key finds it without a lookup.
+    /// For small keys that many writes read and rewrite (a view's group states and value
+    /// counts): a lookup of such a hot key walks the memtable's many versions of it.
+    pub fn get_cached(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let k = (space, key.to_vec());
+        if let Some(staged) = self.staged.get(&k) {
+            return Ok(staged.clone());
+        }
+        if let Some(known) = self.committer.values.borrow().map.get(&k) {
+            return Ok(known.clone());
+        }
+        let found = self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec());
+        self.committer.values.borrow_mut().insert(k, found.clone());
+        Ok(found)
+    }
+
     /// Whether `key` exists as this write sees it (its own staged put or delete, else the committed
     /// state), without reading the value.
     pub fn contains(&self, space: Space, key: &[u8]) -> Result<bool> {
@@ -299,6 +316,10 @@ pub(super) struct Committer {
     /// (an edge naming a hub vertex reads it once, not once per edge). Cleared past
     /// [`MAX_PRESENT`] keys and after a failed commit.
     pub(super) present: std::cell::RefCell<std::collections::HashMap<(Space, Vec<u8>), bool>>,
+    /// The committed values of keys [`WriteTx::get_cached`] read: as exact as `present` (each
+    /// commit updates the keys it changes here), cleared past [`MAX_VALUE_BYTES`] and after a
+    /// failed commit.
+    pub(super) values: std::cell::RefCell<ValueCache>,
     /// groups, writes and fsyncs, for [`super::Store::stats`]
     pub(super) counters: Arc<super::stats::CommitCounters>,
     /// the last sequence number that is committed and as durable as the store promises (fsynced
@@ -308,6 +329,50 @@ pub(super) struct Committer {
 
 /// Most keys [`Committer::present`] remembers.
 const MAX_PRESENT: usize = 1 << 20;
+
+/// Most bytes (keys, values and a per-entry overhead) [`Committer::values`] holds.
+const MAX_VALUE_BYTES: usize = 32 << 20;
+
+/// What a [`ValueCache`] entry costs beside its key and value bytes (about: the map's slot and
+/// the two allocations' headers).
+const ENTRY_OVERHEAD: usize = 64;
+
+/// Committed values by key, with the bytes they take.
+#[derive(Default)]
+pub(super) struct ValueCache {
+    map: foldhash::HashMap<(Space, Vec<u8>), Option<Vec<u8>>>,
+    bytes: usize,
+}
+
+fn entry_bytes(key: &[u8], value: Option<&Vec<u8>>) -> usize {
+    key.len() + value.map_or(0, Vec::len) + ENTRY_OVERHEAD
+}
+
+impl ValueCache {
+    fn insert(&mut self, key: (Space, Vec<u8>), value: Option<Vec<u8>>) {
+        let added = entry_bytes(&key.1, value.as_ref());
+        if self.bytes + added > MAX_VALUE_BYTES {
+            self.clear();
+        }
+        let old = self.map.get(&key).map(|v| entry_bytes(&key.1, v.as_ref()));
+        self.map.insert(key, value);
+        self.bytes = (self.bytes + added).saturating_sub(old.unwrap_or(0));
+    }
+
+    /// Sets a committed key's new value, if the cache holds the key.
+    fn committed(&mut self, key: &(Space, Vec<u8>), value: Option<&Vec<u8>>) {
+        if let Some(slot) = self.map.get_mut(key) {
+            let (before, after) = (slot.as_ref().map_or(0, Vec::len), value.map_or(0, Vec::len));
+            *slot = value.cloned();
+            self.bytes = (self.bytes + after).saturating_sub(before);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.map.clear();
+        self.bytes = 0;
+    }
+}
 
 impl Committer {
     pub(super) fn run(mut self, queue: mpsc::Receiver<Job>) {
@@ -393,16 +458,29 @@ impl Committer {
         }
         let mut batch = self.db.batch();
         let mut present = self.present.borrow_mut();
+        let mut values = self.values.borrow_mut();
         let tracking = !present.is_empty();
+        let caching = !values.map.is_empty();
         for (space, key, value) in fresh {
-            if tracking && let Some(known) = present.get_mut(&(space, key.clone())) {
-                *known = true;
+            if tracking || caching {
+                let k = (space, key);
+                if tracking && let Some(known) = present.get_mut(&k) {
+                    *known = true;
+                }
+                if caching {
+                    values.committed(&k, Some(&value));
+                }
+                batch.insert(&self.spaces[space as usize], k.1, value);
+                continue;
             }
             batch.insert(&self.spaces[space as usize], key, value);
         }
         for (k, value) in staged {
             if tracking && let Some(known) = present.get_mut(&k) {
                 *known = value.is_some();
+            }
+            if caching {
+                values.committed(&k, value.as_ref());
             }
             let (space, key) = k;
             let ks = &self.spaces[space as usize];
@@ -413,6 +491,7 @@ impl Committer {
         }
         batch.commit().map_err(|e| {
             present.clear();
+            values.clear();
             self.poison(e.into())
         })
     }

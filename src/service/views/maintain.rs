@@ -206,7 +206,7 @@ impl Delta {
                 continue;
             }
             let key = ViewKey::group(table, view, group).encode();
-            let old = tx.get(Space::View, &key)?;
+            let old = tx.get_cached(Space::View, &key)?;
             let mut state = match &old {
                 Some(v) => GroupState::decode(v, c.sum_fields.len()).ok_or_else(|| damaged(&key))?,
                 None => GroupState::new(c.sum_fields.len()),
@@ -231,7 +231,7 @@ impl Delta {
             }
             let name = c.range_fields.get(field).map(String::as_str).unwrap_or_default();
             let key = ViewKey::value(table, view, name, group, value).encode();
-            let old = decode_u64(tx.get(Space::View, &key)?.as_deref());
+            let old = decode_u64(tx.get_cached(Space::View, &key)?.as_deref());
             match old.saturating_add_signed(d) {
                 0 => tx.delete(Space::View, key),
                 n => tx.put(Space::View, key, n.to_be_bytes().to_vec()),
@@ -239,7 +239,7 @@ impl Delta {
         }
         if size != 0 {
             let key = ViewKey::count(table, view).encode();
-            match decode_u64(tx.get(Space::View, &key)?.as_deref()).saturating_add_signed(size) {
+            match decode_u64(tx.get_cached(Space::View, &key)?.as_deref()).saturating_add_signed(size) {
                 0 => tx.delete(Space::View, key),
                 n => tx.put(Space::View, key, n.to_be_bytes().to_vec()),
             }
