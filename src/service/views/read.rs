@@ -184,8 +184,10 @@ impl Db {
     /// A page of a ready filter view's members, in `_id` order, from one snapshot.
     pub async fn view_documents(self: &Arc<Self>, table: String, name: String, query: PageQuery) -> Result<RawPage> {
         let limit = limit_of(query.limit)?;
-        let fields: Option<Vec<String>> =
-            query.fields.as_deref().map(|f| f.split(',').map(|s| s.trim().to_owned()).collect());
+        let fields: Option<Vec<String>> = query
+            .fields
+            .as_deref()
+            .map(|f| f.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect());
         if let Some(fields) = &fields
             && (fields.len() > crate::service::query::MAX_FIELDS
                 || fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)))
