@@ -21,26 +21,6 @@ impl Rng {
     }
 }
 
-/// Every page of a query (pages of 7, through the cursors), its documents in order.
-async fn all_pages(s: &TestServer, table: &str, query: &Value) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut q = query.clone();
-        q["limit"] = json!(7);
-        if let Some(c) = &cursor {
-            q["cursor"] = json!(c);
-        }
-        let (st, page) = s.post(&format!("/v1/tables/{table}/query"), q).await;
-        assert_eq!(st, 200, "{query}: {page}");
-        out.extend(page["documents"].as_array().unwrap().iter().cloned());
-        match page["cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => return out,
-        }
-    }
-}
-
 async fn plan(s: &TestServer, table: &str, query: &Value) -> Value {
     let mut q = query.clone();
     q["explain"] = json!(true);
@@ -62,8 +42,8 @@ async fn same_as_uncovered(s: &TestServer, table: &str, query: Value, extra: &st
     wider["fields"].as_array_mut().unwrap().push(json!(extra));
     let p = plan(s, table, &wider).await;
     assert_eq!(p["covered"], false, "{wider}: {p}");
-    let got = all_pages(s, table, &query).await;
-    let mut want = all_pages(s, table, &wider).await;
+    let got = s.query_pages(table, &query, 7).await;
+    let mut want = s.query_pages(table, &wider, 7).await;
     for d in &mut want {
         d.as_object_mut().unwrap().remove(extra);
     }
@@ -235,7 +215,7 @@ async fn schemaless_values_are_never_taken_from_keys() {
     assert_eq!(st, 200, "{body}");
     let q = json!({"filter": {"v": 5}, "fields": ["_id"]});
     assert_eq!(plan(&s, "loose", &q).await["covered"], true);
-    let ids = all_pages(&s, "loose", &q).await;
+    let ids = s.query_pages("loose", &q, 7).await;
     assert!(!ids.contains(&json!({"_id": "x000"})), "{ids:?}");
     same_as_uncovered(&s, "loose", q, "other", true).await;
 }

@@ -66,26 +66,6 @@ async fn stream(s: &TestServer, method: Method, path: &str, body: Option<&Value>
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-/// Every page of a query (pages of 1000, through the cursors).
-async fn pages(s: &TestServer, table: &str, query: &Value) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut q = query.clone();
-        q["limit"] = json!(1000);
-        if let Some(c) = &cursor {
-            q["cursor"] = json!(c);
-        }
-        let (st, page) = s.post(&format!("/v1/tables/{table}/query"), q).await;
-        assert_eq!(st, 200, "{query}: {page}");
-        out.extend(page["documents"].as_array().unwrap().iter().cloned());
-        match page["cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => return out,
-        }
-    }
-}
-
 #[tokio::test]
 async fn streams_equal_the_pages_and_exports_import_back() {
     let s = TestServer::start().await;
@@ -116,7 +96,7 @@ async fn streams_equal_the_pages_and_exports_import_back() {
         let (_, plan) = s.post("/v1/tables/people/query", explain).await;
         assert_eq!(plan["plan"]["strategy"], strategy, "{query}: {plan}");
         let streamed = stream(&s, Method::POST, "/v1/tables/people/query", Some(&query)).await;
-        let paged = pages(&s, "people", &query).await;
+        let paged = s.query_pages("people", &query, 1000).await;
         assert_eq!(streamed.len(), paged.len(), "{query}");
         assert!(streamed == paged, "{query}: the stream differs from the pages");
         assert!(!streamed.is_empty(), "{query}");
@@ -383,7 +363,7 @@ async fn a_stream_sorted_by_id_is_not_sorted_in_memory() {
     assert_eq!(sorted.len(), 10_500);
     assert_eq!(sorted, stream(&s, Method::GET, "/v1/tables/t/documents", None).await);
     // and pages sorted by `_id` give the same
-    let paged = pages(&s, "t", &json!({"sort": ["_id"], "filter": {"age": {"$lt": 10}}})).await;
+    let paged = s.query_pages("t", &json!({"sort": ["_id"], "filter": {"age": {"$lt": 10}}}), 1000).await;
     let want: Vec<Value> = sorted.iter().filter(|d| d["age"].as_u64().unwrap() < 10).cloned().collect();
     assert_eq!(paged, want);
 }

@@ -149,6 +149,25 @@ impl TestServer {
             }
         }
     }
+    /// Every document a query returns, in order: its pages of `limit`, through the cursors.
+    pub async fn query_pages(&self, table: &str, query: &Value, limit: usize) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut q = query.clone();
+            q["limit"] = serde_json::json!(limit);
+            if let Some(c) = &cursor {
+                q["cursor"] = serde_json::json!(c);
+            }
+            let (status, page) = self.post(&format!("/v1/tables/{table}/query"), q).await;
+            assert_eq!(status, 200, "{query}: {page}");
+            out.extend(page["documents"].as_array().unwrap().iter().cloned());
+            match page["cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return out,
+            }
+        }
+    }
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
         let r = self.send(Method::POST, path, Some(&body), &[]).await;
         (r.status, r.body)
