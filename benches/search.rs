@@ -17,7 +17,7 @@ use mosaicdb::storage::Durability;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{BoxError, MakeRequest, client, env_or, load, start_server};
+use support::{BoxError, MakeRequest, Rng, client, env_or, load, start_server};
 
 /// Distinct words of the vocabulary.
 const VOCAB: usize = 30_000;
@@ -30,19 +30,6 @@ type QueryText = Arc<dyn Fn(u64) -> String + Send + Sync>;
 /// @docs.ndjson` would send it (the server commits it in chunks, preparing the next while the
 /// last commits).
 const IMPORT_CHUNK: usize = 1_000_000;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// Pronounceable words made of syllables, one per rank (rank 0 most frequent).
 fn vocabulary() -> Vec<String> {

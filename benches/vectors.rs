@@ -27,33 +27,21 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{BoxError, MakeRequest, client, env_or, load, start_server};
+use support::{BoxError, MakeRequest, Rng, client, env_or, load, start_server};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 11) as f32 / (1u64 << 53) as f32
-    }
-    /// about normal (sum of four uniforms)
-    fn gauss(&mut self) -> f32 {
-        (self.unit() + self.unit() + self.unit() + self.unit() - 2.0) * 1.7
-    }
+/// About normal (the sum of four uniforms).
+fn gauss(rng: &mut Rng) -> f32 {
+    ((rng.unit() + rng.unit() + rng.unit() + rng.unit() - 2.0) * 1.7) as f32
 }
 
 fn clustered(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let centres: Vec<Vec<f32>> = (0..100).map(|_| (0..dim).map(|_| rng.gauss() * 3.0).collect()).collect();
+    let centres: Vec<Vec<f32>> = (0..100).map(|_| (0..dim).map(|_| gauss(&mut rng) * 3.0).collect()).collect();
     let mut rng = Rng(seed);
     (0..n)
         .map(|_| {
             let c = &centres[(rng.next() % 100) as usize];
-            c.iter().map(|x| x + rng.gauss() * 0.6).collect()
+            c.iter().map(|x| x + gauss(&mut rng) * 0.6).collect()
         })
         .collect()
 }
