@@ -3,7 +3,9 @@
 //! more. A job stopped this way resumes at the next open: builds stay `building`, drops keep
 //! their marks.
 
-use super::{Db, Result};
+use super::purge::Purge;
+use super::{Db, Result, ServiceError};
+use crate::storage::WriteTx;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,6 +18,14 @@ pub(super) struct Jobs {
     closing: AtomicBool,
     running: AtomicUsize,
     idle: Notify,
+}
+
+/// Where a background build stands after one chunk.
+pub(super) enum Chunk<P> {
+    /// more to do, after this position
+    More(P),
+    /// the table is done, or the build is no longer the one this job runs (dropped, replaced)
+    Done,
 }
 
 /// One running job; dropped after the job's future, so after the job's hold on the database.
@@ -60,6 +70,43 @@ impl Db {
             drop(running);
             out
         })
+    }
+
+    /// Runs a background build (an index's backfill, a view's build) chunk by chunk: `step` does
+    /// one chunk from the position the previous one ended at. Closing stops it between chunks, and
+    /// so does a store that refuses writes: the build stays `building` and resumes at the next
+    /// open. Any other error would fail again on a retry: `fail` records it in the definition (in
+    /// one write) and `purge` removes what the build wrote.
+    pub(super) async fn run_build<P, F, Fut>(
+        self: &Arc<Self>,
+        mut step: F,
+        fail: impl FnOnce(&mut WriteTx<'_>, &Db, String) + Send + 'static,
+        purge: Purge,
+    ) -> Result<()>
+    where
+        F: FnMut(Option<P>) -> Fut,
+        Fut: Future<Output = Result<Chunk<P>>>,
+    {
+        let mut position = None;
+        loop {
+            if self.closing() {
+                return Ok(());
+            }
+            match step(position.take()).await {
+                Ok(Chunk::More(p)) => position = Some(p),
+                Ok(Chunk::Done) => return Ok(()),
+                Err(e @ ServiceError::Unavailable(_)) => return Err(e),
+                Err(e) => {
+                    let error = e.to_string();
+                    self.write(move |tx, db| {
+                        fail(tx, db, error);
+                        Ok(())
+                    })
+                    .await?;
+                    return self.purge(purge).await;
+                }
+            }
+        }
     }
 
     /// Stops the background jobs at their next step, waits for them, then waits for queued

@@ -3,6 +3,7 @@
 pub mod entries;
 pub mod geo;
 
+use super::jobs::Chunk;
 use super::purge::Purge;
 use super::search::maintain::{self, PreparedText};
 use super::search::options::FulltextOptions;
@@ -217,12 +218,6 @@ fn put_entry(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, e: &Entry) -> Resul
     Ok(())
 }
 
-enum Step {
-    More(Vec<u8>),
-    Done,
-    Stale,
-}
-
 impl Db {
     /// Creates an index; on a non-empty table it is `building` until a background job has indexed
     /// every document (queries do not use it before it is `ready`).
@@ -286,40 +281,25 @@ impl Db {
     /// each document is still the version read and stages its entries ([`commit_chunk`]), so
     /// other writes wait for no reading, decoding or entry computation.
     async fn backfill(self: &Arc<Self>, table: &str, name: &str, created_at: i64) -> Result<()> {
-        let mut after: Option<Vec<u8>> = None;
         let chunk = self.backfill_chunk.max(1);
-        loop {
-            // Closing: the index stays building and its build resumes at the next open.
-            if self.closing() {
-                return Ok(());
-            }
-            let (t, n, from) = (table.to_owned(), name.to_owned(), after.take());
-            let step = match self.read(move |db| prepare_chunk(db, &t, &n, created_at, from, chunk)).await {
-                Ok(Some(prepared)) => self.write(move |tx, db| commit_chunk(tx, &db.catalog, prepared)).await,
-                Ok(None) => Ok(Step::Stale),
-                Err(e) => Err(e),
-            };
-            match step {
-                Ok(Step::More(last)) => after = Some(last),
-                Ok(Step::Done | Step::Stale) => return Ok(()),
-                // The store stopped taking writes: the index stays building and resumes at open.
-                Err(e @ ServiceError::Unavailable(_)) => return Err(e),
-                // Anything else would fail again on a retry: say why, and stop maintaining it.
-                Err(e) => {
-                    let (t, n, error) = (table.to_owned(), name.to_owned(), e.to_string());
-                    self.write(move |tx, db| {
-                        if let Some(def) = db.catalog.index(&t, &n).filter(|d| d.created_at == created_at) {
-                            let mut def = (*def).clone();
-                            def.state = IndexState::Failed { error };
-                            db.catalog.put_index(tx, def);
-                        }
-                        Ok(())
-                    })
-                    .await?;
-                    return self.purge(failed_purge(table, name, created_at)).await;
+        let step = |from: Option<Vec<u8>>| {
+            let (db, t, n) = (self.clone(), table.to_owned(), name.to_owned());
+            async move {
+                match db.read(move |db| prepare_chunk(db, &t, &n, created_at, from, chunk)).await? {
+                    Some(prepared) => db.write(move |tx, db| commit_chunk(tx, &db.catalog, prepared)).await,
+                    None => Ok(Chunk::Done),
                 }
             }
-        }
+        };
+        let (t, n) = (table.to_owned(), name.to_owned());
+        let fail = move |tx: &mut WriteTx<'_>, db: &Db, error: String| {
+            if let Some(def) = db.catalog.index(&t, &n).filter(|d| d.created_at == created_at) {
+                let mut def = (*def).clone();
+                def.state = IndexState::Failed { error };
+                db.catalog.put_index(tx, def);
+            }
+        };
+        self.run_build(step, fail, failed_purge(table, name, created_at)).await
     }
 
     /// Every index of a table.
@@ -502,12 +482,12 @@ fn prepare_chunk(
 /// that changed it already replaced its entries (writes maintain a building index), and entries
 /// of the old version would be stale. So is its entry error, if it had one: the new version is
 /// the one that counts, and its write was checked against the index.
-fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: PreparedChunk) -> Result<Step> {
+fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: PreparedChunk) -> Result<Chunk<Vec<u8>>> {
     let PreparedChunk { def: read_def, docs, chunk } = prepared;
     let Some(def) = catalog.index(&read_def.table, &read_def.name).filter(|d| {
         d.created_at == read_def.created_at && d.kind == read_def.kind && d.fields == read_def.fields && !d.is_ready()
     }) else {
-        return Ok(Step::Stale);
+        return Ok(Chunk::Done);
     };
     let (read, last) = (docs.len(), docs.last().map(|d| d.key.to_vec()));
     let mut multikey = def.multikey;
@@ -549,7 +529,7 @@ fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: Prepared
     };
     catalog.put_index(tx, next);
     Ok(match last {
-        Some(key) if !finished => Step::More(key),
-        _ => Step::Done,
+        Some(key) if !finished => Chunk::More(key),
+        _ => Chunk::Done,
     })
 }

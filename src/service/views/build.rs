@@ -13,18 +13,13 @@ use super::def::compiled;
 use super::maintain::{Delta, change};
 use crate::catalog::{ViewDef, ViewState};
 use crate::keys::{EntityKey, ViewKey, prefix_successor};
+use crate::service::jobs::Chunk;
 use crate::service::purge::Purge;
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
-
-enum Step {
-    More,
-    Done,
-    Stale,
-}
 
 /// A chunk read from a snapshot: each document's key, blob, and its change to the view.
 struct Prepared {
@@ -47,37 +42,26 @@ impl Db {
 
     async fn build_view(self: &Arc<Self>, table: &str, name: &str, created_at: i64) -> Result<()> {
         let chunk = self.backfill_chunk.max(1);
-        loop {
-            // Closing: the view stays building and its build resumes at the next open.
-            if self.closing() {
-                return Ok(());
-            }
-            let (t, n) = (table.to_owned(), name.to_owned());
-            let step = match self.read(move |db| prepare(db, &t, &n, created_at, chunk)).await {
-                Ok(Some(p)) => self.write(move |tx, db| commit(tx, db, p)).await,
-                Ok(None) => Ok(Step::Stale),
-                Err(e) => Err(e),
-            };
-            match step {
-                Ok(Step::More) => {}
-                Ok(Step::Done | Step::Stale) => return Ok(()),
-                Err(e @ ServiceError::Unavailable(_)) => return Err(e),
-                // A document the view cannot hold: say which, stop maintaining it, remove its keys.
-                Err(e) => {
-                    let (t, n, error) = (table.to_owned(), name.to_owned(), e.to_string());
-                    self.write(move |tx, db| {
-                        if let Some(def) = db.catalog.view(&t, &n).filter(|d| d.created_at == created_at) {
-                            let mut def = (*def).clone();
-                            def.state = ViewState::Failed { error };
-                            db.catalog.put_view(tx, def);
-                        }
-                        Ok(())
-                    })
-                    .await?;
-                    return self.purge(failed_purge(table, name, created_at)).await;
+        // the position is in the view's `building` state, so each chunk starts where it says
+        let step = |_: Option<()>| {
+            let (db, t, n) = (self.clone(), table.to_owned(), name.to_owned());
+            async move {
+                match db.read(move |db| prepare(db, &t, &n, created_at, chunk)).await? {
+                    Some(p) => db.write(move |tx, db| commit(tx, db, p)).await,
+                    None => Ok(Chunk::Done),
                 }
             }
-        }
+        };
+        // A document the view cannot hold: say which, stop maintaining it, remove its keys.
+        let (t, n) = (table.to_owned(), name.to_owned());
+        let fail = move |tx: &mut WriteTx<'_>, db: &Db, error: String| {
+            if let Some(def) = db.catalog.view(&t, &n).filter(|d| d.created_at == created_at) {
+                let mut def = (*def).clone();
+                def.state = ViewState::Failed { error };
+                db.catalog.put_view(tx, def);
+            }
+        };
+        self.run_build(step, fail, failed_purge(table, name, created_at)).await
     }
 
     /// Removes a dropped view's keys in a task of its own, then its drop mark.
@@ -175,12 +159,12 @@ fn name_document(id: &str, e: ServiceError) -> ServiceError {
 
 /// On the committer: adds the chunk's range of documents as committed now (the prepared change
 /// where the document is still the version read), and moves the build's position past it.
-fn commit(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<Step> {
+fn commit(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<Chunk<()>> {
     let Prepared { def: read_def, mut docs, last } = prepared;
     let Some(def) = db.catalog.view(&read_def.table, &read_def.name).filter(|d| {
         d.created_at == read_def.created_at && d.is_maintained() && !d.is_ready() && after_of(d) == after_of(&read_def)
     }) else {
-        return Ok(Step::Stale);
+        return Ok(Chunk::Done);
     };
     let c = compiled(&def)?;
     let dict = db.catalog.dict();
@@ -213,5 +197,5 @@ fn commit(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<Step> {
         (other, false) => other.clone(),
     };
     db.catalog.put_view(tx, next);
-    Ok(if finished { Step::Done } else { Step::More })
+    Ok(if finished { Chunk::Done } else { Chunk::More(()) })
 }
