@@ -330,13 +330,10 @@ mod tests {
         assert!(exact_ranges(&Filter::parse(&json!({"a": 1})).unwrap(), "t", &multikey).is_none());
     }
 
-    /// A covered query reads no document: with a matching document's entity key removed from
-    /// the store behind the index's back, the covered query still returns it from its key, while
-    /// the same query asking for a field outside the index (so reading documents) does not.
-    #[tokio::test]
-    async fn covered_results_come_from_the_keys_alone() {
-        use crate::keys::EntityKey;
-        use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions, QueryRequest, QueryResult};
+    /// A typed table `t` (`age` int, `name` string) with a range index on `age` and four
+    /// documents a, b, c, d aged 10 to 40, in a database without background jobs.
+    async fn typed_table_by_age() -> (tempfile::TempDir, std::sync::Arc<crate::service::Db>) {
+        use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions};
         use crate::storage::StorageConfig;
         let dir = tempfile::tempdir().unwrap();
         let options = DbOptions { background_jobs: false, ..DbOptions::default() };
@@ -352,6 +349,17 @@ mod tests {
             let doc = json!({"age": age, "name": id}).as_object().unwrap().clone();
             db.put_document("t".into(), id.into(), doc, Preconditions::default()).await.unwrap();
         }
+        (dir, db)
+    }
+
+    /// A covered query reads no document: with a matching document's entity key removed from
+    /// the store behind the index's back, the covered query still returns it from its key, while
+    /// the same query asking for a field outside the index (so reading documents) does not.
+    #[tokio::test]
+    async fn covered_results_come_from_the_keys_alone() {
+        use crate::keys::EntityKey;
+        use crate::service::{QueryRequest, QueryResult};
+        let (_dir, db) = typed_table_by_age().await;
         let query = |fields: &[&str], explain: bool| {
             let req = json!({"filter": {"age": {"$gte": 20}}, "fields": fields, "explain": explain});
             let req: QueryRequest = serde_json::from_value(req).unwrap();
@@ -394,23 +402,9 @@ mod tests {
     #[tokio::test]
     async fn a_stale_expiry_entry_hides_nothing_from_a_covered_query() {
         use crate::keys::TtlKey;
-        use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions, QueryRequest, QueryResult};
-        use crate::storage::StorageConfig;
-        let dir = tempfile::tempdir().unwrap();
-        let options = DbOptions { background_jobs: false, ..DbOptions::default() };
-        let db = Db::open(StorageConfig::new(dir.path()), options).unwrap();
-        let table: CreateTable = serde_json::from_value(json!({"name": "t", "columns": [
-            {"name": "age", "type": "int"}, {"name": "name", "type": "string"}]}))
-        .unwrap();
-        db.create_table(table).await.unwrap();
+        use crate::service::{Preconditions, QueryRequest, QueryResult};
+        let (_dir, db) = typed_table_by_age().await;
         db.create_table(serde_json::from_value(json!({"name": "other"})).unwrap()).await.unwrap();
-        let index: CreateIndex =
-            serde_json::from_value(json!({"name": "by_age", "kind": "range", "fields": ["age"]})).unwrap();
-        db.create_index("t".into(), index).await.unwrap();
-        for (id, age) in [("a", 10), ("b", 20), ("c", 30), ("d", 40)] {
-            let doc = json!({"age": age, "name": id}).as_object().unwrap().clone();
-            db.put_document("t".into(), id.into(), doc, Preconditions::default()).await.unwrap();
-        }
         let later = json!({"_expires_at": "2999-01-01T00:00:00Z"}).as_object().unwrap().clone();
         db.put_document("other".into(), "x".into(), later, Preconditions::default()).await.unwrap();
         // a stale entry: "c" expired long ago, says the entry; no rule of "t" says so
