@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::TestServer;
+use common::{Rng, TestServer};
 use mosaicdb::service::backup::{ArchiveError, BackupError, restore};
 use mosaicdb::storage::StorageError;
 use serde_json::{Value, json};
@@ -65,18 +65,6 @@ impl Load {
             self.acked_after_head[me].fetch_add(1, SeqCst);
         }
         history.entry(key).or_default().push(Write { sent, acked, after });
-    }
-}
-
-/// xorshift: writers choose their operations reproducibly.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
     }
 }
 

@@ -4,22 +4,8 @@
 //! random data with missing fields, nulls, floats, one-element arrays and multikey fields.
 
 mod common;
-use common::TestServer;
+use common::{Rng, TestServer};
 use serde_json::{Value, json};
-
-/// A small deterministic generator (xorshift), so a failure replays.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 async fn plan(s: &TestServer, table: &str, query: &Value) -> Value {
     let mut q = query.clone();

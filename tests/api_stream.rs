@@ -4,23 +4,12 @@
 //! else, and is cut off after the stall window); and streams that outlast the request timeout.
 
 mod common;
-use common::TestServer;
+use common::{Rng, TestServer};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 const NDJSON: &str = "application/x-ndjson";
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 const CITIES: [&str; 4] = ["Oslo", "Rome", "Lima", "Pune"];
 

@@ -4,29 +4,17 @@
 
 mod common;
 
-use common::TestServer;
+use common::{Rng, TestServer};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
-const DIM: usize = 16;
-
-/// A deterministic xorshift generator, so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+/// Uniform in [-1, 1).
+fn unit(rng: &mut Rng) -> f32 {
+    (rng.next() >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
 }
+
+const DIM: usize = 16;
 
 /// Points around 20 cluster centres (not uniform noise): the centres are fixed by `seed`.
 struct Clusters {
@@ -36,13 +24,13 @@ struct Clusters {
 impl Clusters {
     fn new(seed: u64) -> Clusters {
         let mut rng = Rng(seed);
-        let centres = (0..20).map(|_| (0..DIM).map(|_| rng.unit() * 3.0).collect()).collect();
+        let centres = (0..20).map(|_| (0..DIM).map(|_| unit(&mut rng) * 3.0).collect()).collect();
         Clusters { centres, rng }
     }
     fn point(&mut self) -> Vec<f32> {
         let c = self.rng.below(self.centres.len() as u64) as usize;
         let spread = 0.3 + (c % 3) as f32 * 0.2;
-        (0..DIM).map(|i| self.centres[c][i] + self.rng.unit() * spread).collect()
+        (0..DIM).map(|i| self.centres[c][i] + unit(&mut self.rng) * spread).collect()
     }
 }
 

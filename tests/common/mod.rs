@@ -244,3 +244,20 @@ pub fn bearer(key: &str) -> String {
 pub fn seg(s: &str) -> String {
     mosaicdb::api::encode_path(s)
 }
+
+/// A small deterministic generator (xorshift64), so a failing run replays from its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
