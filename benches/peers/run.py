@@ -1,33 +1,45 @@
 #!/usr/bin/env python3
 """mosaicdb side by side with PostgreSQL 15 and a trivial axum handler, in one run.
 
-    python3 benches/peers/run.py            # everything: about 8 minutes
+    python3 benches/peers/run.py            # everything: about 15 minutes
     PEERS_SECS=3 PEERS_RUNS=1 python3 benches/peers/run.py   # a quick look
+    PEERS_BINARY=target/release/mosaicdb PEERS_ONLY=graph python3 benches/peers/run.py
 
 What it does, in order:
-1. builds the release server (`cargo build --release`) and the ceiling (`benches/peers/ceiling`,
-   a trivial axum handler with no layers, same axum/tokio/allocator);
-2. installs PostgreSQL 15, pgbench and wrk from Debian if they are missing (needs root or sudo);
-3. starts the three servers on loopback: mosaicdb with its default flags (sync durability) on a
-   fresh data directory, the ceiling, and a fresh PostgreSQL 15 cluster (`shared_buffers=1GB`,
+1. builds the release server (`cargo build --release`; skipped when PEERS_BINARY names a mosaicdb
+   binary to use instead) and, when the core group runs, the ceiling (`benches/peers/ceiling`, a
+   trivial axum handler with no layers, same axum/tokio/allocator);
+2. installs PostgreSQL 15, pgbench and wrk from Debian if they are missing (needs root or sudo),
+   and numpy (the vectors group) and matplotlib from PyPI into target/peers/venv;
+3. starts the servers on loopback: mosaicdb with its default flags (sync durability) on a fresh
+   data directory, the ceiling, and a fresh PostgreSQL 15 cluster (`shared_buffers=1GB`,
    otherwise defaults: fsync and synchronous_commit on), reached over TCP like the others;
-4. per run (PEERS_RUNS, default 3), each workload against each system, one after the other:
-   - import of 100k documents of ~200 bytes into a table with a range index on `age` and a hash
-     index on `city` (mosaicdb: one NDJSON import request; PostgreSQL: `\\copy` into a JSONB table
-     with the two expression indexes);
-   - point GET by id (wrk, 2 threads, 32 connections; PostgreSQL: pgbench, prepared statements,
-     32 clients, 2 threads) — and the ceiling's GET;
-   - durable PUT of new ids (wrk, c32; PostgreSQL: an upsert, c32);
-   - the ids of every document with `age` in a 3-value range (~3,000 of 100k), 1 client:
-     mosaicdb as one NDJSON stream per query, and as pages of 1000; PostgreSQL: a `select`;
-5. then an import of 1M documents into a fresh mosaicdb server, with its peak resident memory;
+4. per run (PEERS_RUNS, default 3), each workload group against each system, one after the other:
+   - core: import of 100k documents of ~200 bytes into a table with a range index on `age` and a
+     hash index on `city` (mosaicdb: one NDJSON import request; PostgreSQL: `\\copy` into a JSONB
+     table with the two expression indexes); point GET by id (wrk, 2 threads, 32 connections;
+     PostgreSQL: pgbench, prepared statements, 32 clients, 2 threads) — and the ceiling's GET;
+     durable PUT of new ids (wrk, c32; PostgreSQL: an upsert, c32); the ids of every document with
+     `age` in a 3-value range (~3,000 of 100k), 1 client: mosaicdb as one NDJSON stream per query,
+     and as pages of 1000; PostgreSQL: a `select`;
+   - search, vectors, graph, timeseries: the model workloads (full-text, kNN with its recall,
+     depth-3 traversal, line-protocol ingest), described in benches/peers/models.py;
+5. then (group big) an import of 1M documents into a fresh mosaicdb server, with its peak memory;
 6. prints one table (each system's range over the runs, and the ratios per run), writes it with
-   the machine's description to `docs/perf/peers.md`, and draws `docs/perf/peers.png`
-   (matplotlib, installed from PyPI into target/peers/venv).
+   the machine's description to peers.md and draws peers.png (matplotlib): into docs/perf when
+   every setting below is at its default, else into target/peers (PEERS_DOCS_OUT=<dir> chooses).
 
 The load generator runs on the same machine as the servers, as a new user would run it. Never
-part of CI. Environment: PEERS_SECS (10 per measurement), PEERS_RUNS (3), PEERS_DOCS (100000),
-PEERS_BIG (1000000; 0 skips the 1M import).
+part of CI. Environment:
+- PEERS_BINARY: a mosaicdb binary to measure; mosaicdb is then not built;
+- PEERS_ONLY: a comma list of the groups to run, of core, search, vectors, graph, timeseries, big
+  (default all);
+- PEERS_SECS (10 per measurement), PEERS_RUNS (3), PEERS_DOCS (100000, core), PEERS_BIG (1000000;
+  0 skips the 1M import);
+- the model groups' sizes: PEERS_FT_DOCS (50000 texts), PEERS_VECTORS (100000) and PEERS_DIM (64,
+  at most 100: cube's limit), PEERS_NODES (100000, 5 out-edges each), PEERS_SERIES (1000) x
+  PEERS_STEPS (1000) points sent by PEERS_TS_SENDERS (4) concurrent senders;
+- PEERS_DOCS_OUT: where peers.md and peers.png go.
 """
 
 import http.client
@@ -35,39 +47,29 @@ import json
 import os
 import platform
 import random
-import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = ROOT / "benches" / "peers"
-OUT = ROOT / "target" / "peers"
-DOCS_OUT = ROOT / "docs" / "perf"
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-SECS = int(os.environ.get("PEERS_SECS", "10"))
-RUNS = int(os.environ.get("PEERS_RUNS", "3"))
-NDOCS = int(os.environ.get("PEERS_DOCS", "100000"))
-BIG = int(os.environ.get("PEERS_BIG", "1000000"))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (HERE, OUT, PG_BIN, ROOT, Postgres, Workload, call, docs_out, import_ndjson, int_setting,  # noqa: E402
+                    log, only, run, start_mosaic, stop, venv_python, wait_port, wrk)
+import models  # noqa: E402
+
+SECS = int_setting("PEERS_SECS")
+RUNS = int_setting("PEERS_RUNS")
+NDOCS = int_setting("PEERS_DOCS")
+BIG = int_setting("PEERS_BIG")
 MOSAIC = ("127.0.0.1", 18080)
 CEILING = ("127.0.0.1", 18081)
 MOSAIC_BIG = ("127.0.0.1", 18082)
-PG_PORT = 5544
 CITIES = ["Oslo", "Bergen", "Lyon", "Porto"]
 TAGS = ["a", "b", "c", "d", "e"]
-
-
-def log(msg):
-    print(f"[peers] {msg}", file=sys.stderr, flush=True)
-
-
-def run(cmd, **kw):
-    log(" ".join(str(c) for c in cmd))
-    return subprocess.run(cmd, check=True, **kw)
 
 
 def as_root(cmd):
@@ -89,10 +91,14 @@ def ensure_tools():
             run(as_root(["apt-get", "install", "-y", *sorted(set(missing))]), env=env)
 
 
-def build():
-    run(["cargo", "build", "--release", "--quiet"], cwd=ROOT)
-    run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(HERE / "ceiling" / "Cargo.toml"),
-         "--target-dir", str(OUT / "ceiling-target")], cwd=ROOT)
+def build(groups):
+    if os.environ.get("PEERS_BINARY"):
+        log(f"PEERS_BINARY: measuring {os.environ['PEERS_BINARY']}, not building mosaicdb")
+    else:
+        run(["cargo", "build", "--release", "--quiet"], cwd=ROOT)
+    if "core" in groups:
+        run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(HERE / "ceiling" / "Cargo.toml"),
+             "--target-dir", str(OUT / "ceiling-target")], cwd=ROOT)
 
 
 def document(i, rng):
@@ -115,120 +121,10 @@ def write_data(n, name):
     return ndjson, tsv
 
 
-def wait_port(addr, proc, what, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise SystemExit(f"{what} exited with {proc.returncode}")
-        try:
-            socket.create_connection(addr, timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"{what} did not listen on {addr}")
-
-
-def call(addr, method, path, body=None, headers=None):
-    c = http.client.HTTPConnection(*addr, timeout=600)
-    h = {"Content-Type": "application/json", **(headers or {})}
-    c.request(method, path, body=json.dumps(body) if isinstance(body, (dict, list)) else body, headers=h)
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    if r.status >= 300:
-        raise SystemExit(f"{method} {path}: {r.status} {data[:300]!r}")
-    return json.loads(data) if data and r.getheader("content-type", "").startswith("application/json") else data
-
-
-def start_mosaic(addr, data_dir):
-    proc = subprocess.Popen([str(ROOT / "target" / "release" / "mosaicdb"), "--data-dir", str(data_dir),
-                             "--addr", f"{addr[0]}:{addr[1]}", "--log", "warn"])
-    wait_port(addr, proc, "mosaicdb")
-    return proc
-
-
-def stop(proc):
-    if proc and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-class Postgres:
-    def __init__(self):
-        self.dir = Path(tempfile.mkdtemp(prefix="mosaic-peers-pg-"))
-        self.user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        if self.user:
-            shutil.chown(self.dir, "postgres", "postgres")
-        run([*self.user, str(PG_BIN / "initdb"), "-D", str(self.dir / "data"), "-U", "postgres", "--auth=trust",
-             "-E", "UTF8"], stdout=subprocess.DEVNULL)
-        self.proc = subprocess.Popen([*self.user, str(PG_BIN / "postgres"), "-D", str(self.dir / "data"),
-                                      "-c", "shared_buffers=1GB", "-c", f"port={PG_PORT}",
-                                      "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}",
-                                      "-c", "max_connections=100"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(("127.0.0.1", PG_PORT), self.proc, "postgres")
-        time.sleep(1)
-
-    def args(self):
-        return ["-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres"]
-
-    def sql(self, text):
-        return subprocess.run(["psql", *self.args(), "-v", "ON_ERROR_STOP=1", "-qAtc", text], check=True,
-                              capture_output=True, text=True).stdout
-
-    def bench(self, script, clients, secs):
-        f = OUT / "pgbench.sql"
-        f.write_text(script)
-        out = subprocess.run(["pgbench", *self.args(), "-n", "-M", "prepared", "-c", str(clients),
-                              "-j", str(min(clients, 2)), "-T", str(secs), "-f", str(f), "postgres"],
-                             check=True, capture_output=True, text=True).stdout
-        m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
-        failed = re.search(r"number of failed transactions: (\d+)", out)
-        if not m or (failed and int(failed.group(1)) > 0):
-            raise SystemExit(f"pgbench: {out}")
-        return float(m.group(1))
-
-    def close(self):
-        stop(self.proc)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def wrk(addr, path, script, conns, threads, secs, env=None):
-    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{secs}s"]
-    if script:
-        cmd += ["-s", str(HERE / "wrk" / script)]
-    out = subprocess.run([*cmd, f"http://{addr[0]}:{addr[1]}{path}"], check=True, capture_output=True, text=True,
-                         env=dict(os.environ, **(env or {}))).stdout
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = re.search(r"Socket errors: (.*)", out)
-    if bad or errors:
-        raise SystemExit(f"wrk {path}: not every answer was a success:\n{out}")
-    return rate
-
-
 def mosaic_table(addr, name):
     call(addr, "POST", "/v1/tables", {"name": name})
     call(addr, "POST", f"/v1/tables/{name}/indexes", {"name": "by_age", "kind": "range", "fields": ["age"]})
     call(addr, "POST", f"/v1/tables/{name}/indexes", {"name": "by_city", "kind": "hash", "fields": ["city"]})
-
-
-def mosaic_import(addr, table, ndjson, n):
-    c = http.client.HTTPConnection(*addr, timeout=3600)
-    size = ndjson.stat().st_size
-    t0 = time.perf_counter()
-    with open(ndjson, "rb") as f:
-        c.request("POST", f"/v1/tables/{table}/import", body=f,
-                  headers={"Content-Type": "application/x-ndjson", "Content-Length": str(size)})
-        r = c.getresponse()
-        report = json.loads(r.read())
-    took = time.perf_counter() - t0
-    c.close()
-    if r.status != 200 or report.get("inserted") != n:
-        raise SystemExit(f"import: {r.status} {report}")
-    return n / took
 
 
 def pg_table(pg, name):
@@ -238,9 +134,7 @@ def pg_table(pg, name):
 
 
 def pg_import(pg, table, tsv, n):
-    t0 = time.perf_counter()
-    pg.sql(f"\\copy {table} from '{tsv}'")
-    took = time.perf_counter() - t0
+    took = pg.copy_in(table, [tsv])
     got = int(pg.sql(f"select count(*) from {table}"))
     if got != n:
         raise SystemExit(f"postgres import: {got} rows of {n}")
@@ -259,13 +153,7 @@ def mosaic_range_pages(addr, table, secs):
             body = {"filter": {"age": {"$gte": a, "$lte": a + 2}}, "fields": ["_id"], "limit": 1000}
             if cursor:
                 body["cursor"] = cursor
-            c.request("POST", f"/v1/tables/{table}/query", body=json.dumps(body),
-                      headers={"Content-Type": "application/json"})
-            r = c.getresponse()
-            page = json.loads(r.read())
-            if r.status != 200:
-                raise SystemExit(f"query: {r.status} {page}")
-            cursor = page.get("cursor")
+            cursor = call(addr, "POST", f"/v1/tables/{table}/query", body, conn=c).get("cursor")
             if not cursor:
                 break
         done += 1
@@ -288,160 +176,200 @@ def machine():
                 if l.startswith("MemTotal")), 0)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     pg = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True).stdout.strip()
+    binary = os.environ.get("PEERS_BINARY")
+    built = f"mosaicdb {binary} (PEERS_BINARY; tree at {rev})" if binary else f"mosaicdb {rev}"
     return (f"{os.cpu_count()} cores ({cpu}), {mem / 1048576:.0f} GiB, Linux {platform.release()}; "
-            f"mosaicdb {rev}, {pg}; {time.strftime('%Y-%m-%d %H:%M %Z')}")
+            f"{built}, {pg}; {time.strftime('%Y-%m-%d %H:%M %Z')}")
 
 
-# (workload, unit, target: the ratio mosaicdb/reference it should reach, the reference's key)
 IMPORT = f"import {NDOCS // 1000}k, 2 indexes"
-WORKLOADS = [
-    (IMPORT, "docs/s", [("postgres", 2.0)]),
-    ("point GET by id, c32", "req/s", [("ceiling", 0.85), ("postgres", 1.5)]),
-    ("durable PUT of new ids, c32", "req/s", [("postgres", 2.5)]),
-    ("age range ~3k ids, 1 client, stream", "answers/s", [("postgres", 1.0)]),
-    ("age range ~3k ids, 1 client, pages of 1000", "answers/s", [("postgres", 1.0)]),
+CORE = [
+    Workload(IMPORT, "docs/s", [("postgres", 2.0)]),
+    Workload("point GET by id, c32", "req/s", [("ceiling", 0.85), ("postgres", 1.5)]),
+    Workload("durable PUT of new ids, c32", "req/s", [("postgres", 2.5)]),
+    Workload("age range ~3k ids, 1 client, stream", "answers/s", [("postgres", 1.0)]),
+    Workload("age range ~3k ids, 1 client, pages of 1000", "answers/s", [("postgres", 1.0)]),
 ]
 
 
-def measure():
-    results = {w: {} for w, _, _ in WORKLOADS}
+def run_core(k, pg, ndjson, tsv, add):
+    table = f"docs{k}"
+    mosaic_table(MOSAIC, table)
+    add(IMPORT, "mosaicdb", NDOCS / import_ndjson(MOSAIC, table, ndjson, NDOCS))
+    pg_table(pg, table)
+    add(IMPORT, "postgres", pg_import(pg, table, tsv, NDOCS))
+    pg.sql(f"vacuum analyze {table}")
 
-    def add(w, system, value):
-        results[w].setdefault(system, []).append(value)
-        log(f"{w} / {system}: {value:,.1f}")
+    env = {"PEERS_TABLE": table, "PEERS_DOCS": str(NDOCS), "PEERS_RUN": str(k)}
+    add("point GET by id, c32", "mosaicdb", wrk(MOSAIC, "/", "get.lua", 32, 2, SECS, env))
+    add("point GET by id, c32", "ceiling", wrk(CEILING, "/", None, 32, 2, SECS))
+    add("point GET by id, c32", "postgres", pg.bench(
+        f"\\set n random(0, {NDOCS - 1})\nselect doc from {table} where id = 'd' || :n;\n", 32, SECS))
 
-    ndjson, tsv = write_data(NDOCS, f"docs{NDOCS}")
+    add("durable PUT of new ids, c32", "mosaicdb", wrk(MOSAIC, "/", "put.lua", 32, 2, SECS, env))
+    add("durable PUT of new ids, c32", "postgres", pg.bench(
+        "\\set n random(1, 2000000000)\n"
+        f"insert into puts values ('r{k}c' || :client_id || '-' || :n, "
+        "'{\"name\":\"user\",\"age\":42,\"city\":\"Oslo\",\"tags\":[\"a\",\"c\"],\"pad\":\"" + "x" * 100 + "\"}') "
+        "on conflict (id) do update set doc = excluded.doc;\n", 32, SECS))
+
+    add("age range ~3k ids, 1 client, stream", "mosaicdb", wrk(MOSAIC, "/", "range.lua", 1, 1, SECS, env))
+    add("age range ~3k ids, 1 client, pages of 1000", "mosaicdb", mosaic_range_pages(MOSAIC, table, SECS))
+    rng_sql = f"\\set a random(0, 97)\nselect id from {table} where (doc->>'age')::int between :a and :a + 2;\n"
+    v = pg.bench(rng_sql, 1, SECS)
+    add("age range ~3k ids, 1 client, stream", "postgres", v)
+    add("age range ~3k ids, 1 client, pages of 1000", "postgres", v)
+
+
+def measure_shared(core, model_groups, add):
+    """Every run of the core and model groups, against one mosaicdb, one PostgreSQL (and the ceiling)."""
+    if core:
+        ndjson, tsv = write_data(NDOCS, f"docs{NDOCS}")
+    for g in model_groups:
+        g.prepare()
     mdir = Path(tempfile.mkdtemp(prefix="mosaic-peers-data-", dir=OUT))
-    mosaic = start_mosaic(MOSAIC, mdir)
-    ceiling = subprocess.Popen([str(OUT / "ceiling-target" / "release" / "mosaic-ceiling"), f"{CEILING[0]}:{CEILING[1]}"])
-    wait_port(CEILING, ceiling, "ceiling")
-    pg = Postgres()
+    mosaic, ceiling, pg = start_mosaic(MOSAIC, mdir), None, None
     try:
-        pg.sql("create table puts (id text primary key, doc jsonb not null)")
-        call(MOSAIC, "POST", "/v1/tables", {"name": "puts"})
+        pg = Postgres()
+        if core:
+            ceiling = subprocess.Popen([str(OUT / "ceiling-target" / "release" / "mosaic-ceiling"),
+                                        f"{CEILING[0]}:{CEILING[1]}"])
+            wait_port(CEILING, ceiling, "ceiling")
+            pg.sql("create table puts (id text primary key, doc jsonb not null)")
+            call(MOSAIC, "POST", "/v1/tables", {"name": "puts"})
+        for g in model_groups:
+            g.setup(pg)
         for k in range(1, RUNS + 1):
             log(f"run {k} of {RUNS}")
-            table = f"docs{k}"
-            mosaic_table(MOSAIC, table)
-            add(IMPORT, "mosaicdb", mosaic_import(MOSAIC, table, ndjson, NDOCS))
-            pg_table(pg, table)
-            add(IMPORT, "postgres", pg_import(pg, table, tsv, NDOCS))
-            pg.sql(f"vacuum analyze {table}")
-
-            env = {"PEERS_TABLE": table, "PEERS_DOCS": str(NDOCS), "PEERS_RUN": str(k)}
-            add("point GET by id, c32", "mosaicdb", wrk(MOSAIC, "/", "get.lua", 32, 2, SECS, env))
-            add("point GET by id, c32", "ceiling", wrk(CEILING, "/", None, 32, 2, SECS))
-            add("point GET by id, c32", "postgres", pg.bench(
-                f"\\set n random(0, {NDOCS - 1})\nselect doc from {table} where id = 'd' || :n;\n", 32, SECS))
-
-            add("durable PUT of new ids, c32", "mosaicdb", wrk(MOSAIC, "/", "put.lua", 32, 2, SECS, env))
-            add("durable PUT of new ids, c32", "postgres", pg.bench(
-                "\\set n random(1, 2000000000)\n"
-                f"insert into puts values ('r{k}c' || :client_id || '-' || :n, "
-                "'{\"name\":\"user\",\"age\":42,\"city\":\"Oslo\",\"tags\":[\"a\",\"c\"],\"pad\":\"" + "x" * 100 + "\"}') "
-                "on conflict (id) do update set doc = excluded.doc;\n", 32, SECS))
-
-            add("age range ~3k ids, 1 client, stream", "mosaicdb", wrk(MOSAIC, "/", "range.lua", 1, 1, SECS, env))
-            add("age range ~3k ids, 1 client, pages of 1000", "mosaicdb", mosaic_range_pages(MOSAIC, table, SECS))
-            rng_sql = f"\\set a random(0, 97)\nselect id from {table} where (doc->>'age')::int between :a and :a + 2;\n"
-            v = pg.bench(rng_sql, 1, SECS)
-            add("age range ~3k ids, 1 client, stream", "postgres", v)
-            add("age range ~3k ids, 1 client, pages of 1000", "postgres", v)
+            if core:
+                run_core(k, pg, ndjson, tsv, add)
+            for g in model_groups:
+                g.run(k, add)
     finally:
         stop(mosaic)
         stop(ceiling)
-        pg.close()
+        if pg:
+            pg.close()
         shutil.rmtree(mdir, ignore_errors=True)
 
-    big = None
-    if BIG:
-        ndjson_big, _ = write_data(BIG, f"docs{BIG}")
-        bdir = Path(tempfile.mkdtemp(prefix="mosaic-peers-big-", dir=OUT))
-        proc = start_mosaic(MOSAIC_BIG, bdir)
-        try:
-            mosaic_table(MOSAIC_BIG, "big")
-            rate = mosaic_import(MOSAIC_BIG, "big", ndjson_big, BIG)
-            big = (rate, peak_rss_mb(proc.pid))
-            log(f"import of {BIG:,}: {rate:,.0f} docs/s, peak RSS {big[1]:.0f} MiB")
-        finally:
-            stop(proc)
-            shutil.rmtree(bdir, ignore_errors=True)
-    return results, big
+
+def measure_big():
+    """The import of BIG documents into a fresh server: (docs/s, peak RSS in MiB)."""
+    ndjson_big, _ = write_data(BIG, f"docs{BIG}")
+    bdir = Path(tempfile.mkdtemp(prefix="mosaic-peers-big-", dir=OUT))
+    proc = start_mosaic(MOSAIC_BIG, bdir)
+    try:
+        mosaic_table(MOSAIC_BIG, "big")
+        rate = BIG / import_ndjson(MOSAIC_BIG, "big", ndjson_big, BIG)
+        big = (rate, peak_rss_mb(proc.pid))
+        log(f"import of {BIG:,}: {rate:,.0f} docs/s, peak RSS {big[1]:.0f} MiB")
+        return big
+    finally:
+        stop(proc)
+        shutil.rmtree(bdir, ignore_errors=True)
+
+
+def measure(groups):
+    results = {}
+
+    def add(w, system, value):
+        results.setdefault(w, {}).setdefault(system, []).append(value)
+        log(f"{w} / {system}: {value:,.3f}")
+
+    core = "core" in groups
+    model_groups = [models.GROUPS[g](MOSAIC, SECS) for g in groups if g in models.GROUPS]
+    if core or model_groups:
+        measure_shared(core, model_groups, add)
+    big = measure_big() if BIG and "big" in groups else None
+    workloads = [w for w in CORE + [w for g in model_groups for w in g.workloads()] if w.name in results]
+    return workloads, results, big
 
 
 def span(values, fmt="{:,.0f}"):
     lo, hi = min(values), max(values)
-    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}–{fmt.format(hi)}"
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}–{fmt.format(hi)}"
 
 
-def report(results, big):
+def report(workloads, results, big, notes):
     lines = [f"Machine: {machine()}.", "",
-             f"{RUNS} runs of {SECS} s per measurement; wrk 2 threads / 32 connections (1 for the range), pgbench "
-             "prepared, the same concurrency; everything on the same cores.", "",
+             f"{RUNS} run(s) of {SECS} s per measurement; wrk 2 threads / 32 connections (1 for the 1-client rows), "
+             "pgbench prepared, the same concurrency; everything on the same cores.", "",
              "| workload | mosaicdb | ceiling (axum, no layers) | PostgreSQL 15 | ratio per run | target | met |",
              "|---|---|---|---|---|---|---|"]
-    for w, unit, targets in WORKLOADS:
-        r = results[w]
+    for w in workloads:
+        r = results[w.name]
         m = r.get("mosaicdb", [])
-        ratios, met = [], True
-        for ref, want in targets:
+        ratios, met, wanted = [], True, False
+        for ref, want in w.targets:
             per_run = [a / b for a, b in zip(m, r.get(ref, [])) if b]
-            if per_run:
+            if per_run and w.ratio:
                 ratios.append(f"{span(per_run, '{:.2f}')}× {ref}")
-                met &= min(per_run) >= want
-        target = ", ".join(f"≥ {want}× {ref}" for ref, want in targets)
-        lines.append(f"| {w} ({unit}) | {span(m)} | {span(r['ceiling']) if 'ceiling' in r else '—'} | "
-                     f"{span(r['postgres'])} | {'; '.join(ratios)} | {target} | {'yes' if met else 'no'} |")
+            if want is not None:
+                wanted = True
+                met &= bool(per_run) and min(per_run) >= want
+        target = ", ".join(f"≥ {want}× {ref}" for ref, want in w.targets if want is not None) or "— (reported)"
+        cell = (lambda s: span(r[s], w.fmt) if s in r else "—")
+        lines.append(f"| {w.name} ({w.unit}) | {cell('mosaicdb')} | {cell('ceiling')} | {cell('postgres')} | "
+                     f"{'; '.join(ratios) or '—'} | {target} | {('yes' if met else 'no') if wanted else '—'} |")
     if big:
         lines.append(f"| import {BIG:,} documents, 2 indexes (docs/s; peak RSS) | {big[0]:,.0f}; {big[1]:.0f} MiB | — | — | — "
                      f"| peak RSS ≤ 512 MiB | {'yes' if big[1] <= 512 else 'no'} |")
+    if notes:
+        lines += ["", *[f"- {n}" for n in notes]]
     return "\n".join(lines)
 
 
-def chart(results, path):
-    venv = OUT / "venv"
-    py = venv / "bin" / "python"
-    if not py.exists():
-        run([sys.executable, "-m", "venv", str(venv)])
-    if subprocess.run([str(py), "-c", "import matplotlib"], capture_output=True).returncode != 0:
-        run([str(py), "-m", "pip", "install", "--quiet", "matplotlib"])
-    data = json.dumps({"results": results, "workloads": [[w, u] for w, u, _ in WORKLOADS]})
+def chart(workloads, results, path):
+    py = venv_python("matplotlib")
+    data = OUT / "chart.json"
+    data.write_text(json.dumps({"results": results,
+                                "workloads": [[textwrap.fill(w.name, 34), w.unit, w.name] for w in workloads]}))
     script = r'''
-import json, sys
+import json, math, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-d = json.loads(sys.argv[1]); out = sys.argv[2]
+d = json.loads(open(sys.argv[1]).read()); out = sys.argv[2]
 ws = d["workloads"]; colors = {"mosaicdb": "#2a7ab9", "ceiling": "#9aa5b1", "postgres": "#d98c2b"}
-fig, axes = plt.subplots(1, len(ws), figsize=(3.2 * len(ws), 4.2))
-for ax, (w, unit) in zip(axes, ws):
+cols = min(5, len(ws)); rows = math.ceil(len(ws) / cols)
+fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.9 * rows), squeeze=False)
+for ax in axes.flat[len(ws):]:
+    ax.axis("off")
+for ax, (title, unit, w) in zip(axes.flat, ws):
     r = d["results"][w]; names = [s for s in ("mosaicdb", "ceiling", "postgres") if s in r]
     mid = [sorted(r[s])[len(r[s]) // 2] for s in names]
     err = [[m - min(r[s]) for s, m in zip(names, mid)], [max(r[s]) - m for s, m in zip(names, mid)]]
     ax.bar(names, mid, yerr=err, color=[colors[s] for s in names], capsize=4)
-    ax.set_title(w, fontsize=9); ax.set_ylabel(unit, fontsize=8); ax.tick_params(labelsize=8)
+    ax.set_title(title, fontsize=9); ax.set_ylabel(unit, fontsize=8); ax.tick_params(labelsize=8)
 fig.suptitle("mosaicdb, PostgreSQL 15 and a bare axum handler: median of the runs, bars from min to max", fontsize=10)
 fig.tight_layout(); fig.savefig(out, dpi=110)
 '''
-    run([str(py), "-c", script, data, str(path)])
+    log(f"drawing {path}")
+    subprocess.run([str(py), "-c", script, str(data), str(path)], check=True)
 
 
 def main():
+    groups = only()
     OUT.mkdir(parents=True, exist_ok=True)
     ensure_tools()
-    build()
-    results, big = measure()
-    table = report(results, big)
+    build(groups)
+    workloads, results, big = measure(groups)
+    notes = [n for g in groups if g in models.GROUPS for n in models.NOTES[g]]
+    table = report(workloads, results, big, notes)
     print(table)
-    DOCS_OUT.mkdir(parents=True, exist_ok=True)
-    (DOCS_OUT / "peers.md").write_text("# mosaicdb beside PostgreSQL 15 (`python3 benches/peers/run.py`)\n\n"
-                                       + table + "\n\n![chart](peers.png)\n")
+    out = docs_out()
+    out.mkdir(parents=True, exist_ok=True)
+    log(f"writing {out / 'peers.md'} and {out / 'peers.png'}")
+    (out / "peers.md").write_text("# mosaicdb beside PostgreSQL 15 (`python3 benches/peers/run.py`)\n\n"
+                                  + table + "\n\n![chart](peers.png)\n")
     (OUT / "results.json").write_text(json.dumps({"results": results, "big": big}, indent=1))
     try:
-        chart(results, DOCS_OUT / "peers.png")
+        chart(workloads, results, out / "peers.png")
     except (subprocess.CalledProcessError, OSError) as e:
         log(f"no chart: {e}")
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        raise SystemExit(__doc__)
     main()

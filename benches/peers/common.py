@@ -1,0 +1,225 @@
+"""What run.py and models.py share: settings from the environment, processes, HTTP, wrk, PostgreSQL."""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import namedtuple
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "benches" / "peers"
+OUT = ROOT / "target" / "peers"
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+PG_PORT = 5544
+
+# Every setting that changes what is measured, with its default. A run with all of them at their
+# defaults writes docs/perf; any other run writes target/peers (see `docs_out`).
+DEFAULTS = {
+    "PEERS_SECS": "10",
+    "PEERS_RUNS": "3",
+    "PEERS_DOCS": "100000",
+    "PEERS_BIG": "1000000",
+    "PEERS_ONLY": "core,search,vectors,graph,timeseries,big",
+    "PEERS_FT_DOCS": "50000",
+    "PEERS_VECTORS": "100000",
+    "PEERS_DIM": "64",
+    "PEERS_NODES": "100000",
+    "PEERS_SERIES": "1000",
+    "PEERS_STEPS": "1000",
+    "PEERS_TS_SENDERS": "4",
+}
+GROUPS = DEFAULTS["PEERS_ONLY"].split(",")
+
+# One row of the table. targets: [(reference system, the ratio mosaicdb/reference it should reach,
+# or None: the ratio is reported, no target)]; fmt formats the figures; ratio: show the ratios.
+Workload = namedtuple("Workload", "name unit targets fmt ratio", defaults=("{:,.0f}", True))
+
+
+def setting(name):
+    return os.environ.get(name) or DEFAULTS[name]
+
+
+def int_setting(name):
+    return int(setting(name))
+
+
+def only():
+    groups = [g.strip() for g in setting("PEERS_ONLY").split(",") if g.strip()]
+    unknown = sorted(set(groups) - set(GROUPS))
+    if unknown:
+        raise SystemExit(f"PEERS_ONLY: unknown group(s) {', '.join(unknown)}; the groups are {', '.join(GROUPS)}")
+    return groups
+
+
+def all_defaults():
+    return all(setting(k) == v for k, v in DEFAULTS.items())
+
+
+def docs_out():
+    """Where peers.md and peers.png go: PEERS_DOCS_OUT, else docs/perf for a run with every default,
+    else target/peers (so a quick run never replaces the published figures)."""
+    if os.environ.get("PEERS_DOCS_OUT"):
+        return Path(os.environ["PEERS_DOCS_OUT"]).resolve()
+    return ROOT / "docs" / "perf" if all_defaults() else OUT
+
+
+def mosaic_binary():
+    """PEERS_BINARY, else the release build of this checkout."""
+    given = os.environ.get("PEERS_BINARY")
+    return Path(given).resolve() if given else ROOT / "target" / "release" / "mosaicdb"
+
+
+def log(msg):
+    print(f"[peers] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    log(" ".join(str(c) for c in cmd))
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def wait_port(addr, proc, what, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(addr, timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{what} did not listen on {addr}")
+
+
+def call(addr, method, path, body=None, headers=None, conn=None):
+    """One request; `conn` reuses a keep-alive connection. The JSON answer, or SystemExit past 299."""
+    c = conn or http.client.HTTPConnection(*addr, timeout=600)
+    h = {"Content-Type": "application/json", **(headers or {})}
+    c.request(method, path, body=json.dumps(body) if isinstance(body, (dict, list)) else body, headers=h)
+    r = c.getresponse()
+    data = r.read()
+    if conn is None:
+        c.close()
+    if r.status >= 300:
+        raise SystemExit(f"{method} {path}: {r.status} {data[:300]!r}")
+    return json.loads(data) if data and r.getheader("content-type", "").startswith("application/json") else data
+
+
+def import_ndjson(addr, table, ndjson, n):
+    """One streamed NDJSON import; the seconds it took (SystemExit unless all `n` lines went in)."""
+    c = http.client.HTTPConnection(*addr, timeout=3600)
+    size = ndjson.stat().st_size
+    t0 = time.perf_counter()
+    with open(ndjson, "rb") as f:
+        c.request("POST", f"/v1/tables/{table}/import", body=f,
+                  headers={"Content-Type": "application/x-ndjson", "Content-Length": str(size)})
+        r = c.getresponse()
+        report = json.loads(r.read())
+    took = time.perf_counter() - t0
+    c.close()
+    if r.status != 200 or report.get("inserted") != n:
+        raise SystemExit(f"import into {table}: {r.status} {str(report)[:500]}")
+    return took
+
+
+def start_mosaic(addr, data_dir):
+    proc = subprocess.Popen([str(mosaic_binary()), "--data-dir", str(data_dir),
+                             "--addr", f"{addr[0]}:{addr[1]}", "--log", "warn"])
+    wait_port(addr, proc, "mosaicdb")
+    return proc
+
+
+def stop(proc):
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class Postgres:
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="mosaic-peers-pg-"))
+        self.user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.user:
+            shutil.chown(self.dir, "postgres", "postgres")
+        run([*self.user, str(PG_BIN / "initdb"), "-D", str(self.dir / "data"), "-U", "postgres", "--auth=trust",
+             "-E", "UTF8"], stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([*self.user, str(PG_BIN / "postgres"), "-D", str(self.dir / "data"),
+                                      "-c", "shared_buffers=1GB", "-c", f"port={PG_PORT}",
+                                      "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}",
+                                      "-c", "max_connections=100"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(("127.0.0.1", PG_PORT), self.proc, "postgres")
+        time.sleep(1)
+
+    def args(self):
+        return ["-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres"]
+
+    def sql(self, text):
+        r = subprocess.run(["psql", *self.args(), "-v", "ON_ERROR_STOP=1", "-qAtc", text], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"psql: {text[:300]}\n{r.stderr}")
+        return r.stdout
+
+    def copy_in(self, table, files):
+        """`\\copy` of each file into `table`, all at once (one psql per file); the seconds it took."""
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen(["psql", *self.args(), "-v", "ON_ERROR_STOP=1", "-qAtc",
+                                   f"\\copy {table} from '{f}'"]) for f in files]
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            raise SystemExit(f"\\copy into {table}: exit codes {codes}")
+        return time.perf_counter() - t0
+
+    def bench(self, script, clients, secs):
+        f = OUT / "pgbench.sql"
+        f.write_text(script)
+        r = subprocess.run(["pgbench", *self.args(), "-n", "-M", "prepared", "-c", str(clients),
+                            "-j", str(min(clients, 2)), "-T", str(secs), "-f", str(f), "postgres"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"pgbench {f}:\n{script}\n{r.stderr[-2000:]}")
+        out = r.stdout
+        m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
+        failed = re.search(r"number of failed transactions: (\d+)", out)
+        if not m or (failed and int(failed.group(1)) > 0):
+            raise SystemExit(f"pgbench: {out}")
+        return float(m.group(1))
+
+    def close(self):
+        stop(self.proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wrk(addr, path, script, conns, threads, secs, env=None):
+    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{secs}s"]
+    if script:
+        cmd += ["-s", str(HERE / "wrk" / script)]
+    out = subprocess.run([*cmd, f"http://{addr[0]}:{addr[1]}{path}"], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, **(env or {}))).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    if bad or errors:
+        raise SystemExit(f"wrk {path}: not every answer was a success:\n{out}")
+    return rate
+
+
+def venv_python(*packages):
+    """target/peers/venv's python, with `packages` installed from PyPI if missing."""
+    venv = OUT / "venv"
+    py = venv / "bin" / "python"
+    if not py.exists():
+        run([sys.executable, "-m", "venv", str(venv)])
+    for p in packages:
+        if subprocess.run([str(py), "-c", f"import {p}"], capture_output=True).returncode != 0:
+            run([str(py), "-m", "pip", "install", "--quiet", p])
+    return py
