@@ -212,7 +212,11 @@ fn code_of_status(status: StatusCode) -> &'static str {
 
 /// Gives error responses made by the router or a layer (404 route, 405, 408 timeout, …) a
 /// problem body, so every error a client sees has the same shape.
-pub async fn problem_for_bare_errors(response: Response) -> Response {
+pub fn problem_for_bare_errors<B>(response: axum::http::Response<B>) -> Response
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
     let status = response.status();
     if (status.is_client_error() || status.is_server_error()) && !response.headers().contains_key(header::CONTENT_TYPE)
     {
@@ -229,7 +233,7 @@ pub async fn problem_for_bare_errors(response: Response) -> Response {
         }
         return fresh;
     }
-    response
+    response.map(axum::body::Body::new)
 }
 
 /// The 500 answer to a panic in a handler; the server stays up.

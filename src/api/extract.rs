@@ -53,20 +53,48 @@ impl<T: DeserializeOwned + Send + 'static, S: Send + Sync> FromRequest<S> for Ap
 
 /// Answers 413 at once to a request whose `Content-Length` is over the body limit, instead of
 /// waiting for a body it would refuse (imports stream and limit lines, not bodies: they are not
-/// behind this). The connection is closed, since the body is not read.
-pub async fn refuse_oversized(
-    axum::extract::State(max): axum::extract::State<usize>,
-    req: Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        let mut response = too_large().into_response();
-        response.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
-        return response;
+/// behind this). The connection is closed, since the body is not read. A plain layer rather than
+/// `from_fn`: no boxed future and no service clone per request.
+#[derive(Debug, Clone, Copy)]
+pub struct RefuseOversizedLayer(pub usize);
+
+impl<S> tower_layer::Layer<S> for RefuseOversizedLayer {
+    type Service = RefuseOversized<S>;
+
+    fn layer(&self, inner: S) -> RefuseOversized<S> {
+        RefuseOversized { inner, max: self.0 }
     }
-    next.run(req).await
+}
+
+/// See [`RefuseOversizedLayer`].
+#[derive(Debug, Clone)]
+pub struct RefuseOversized<S> {
+    inner: S,
+    max: usize,
+}
+
+impl<S> tower_service::Service<Request> for RefuseOversized<S>
+where
+    S: tower_service::Service<Request, Response = axum::response::Response, Error = std::convert::Infallible>,
+{
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::Either<std::future::Ready<Result<Self::Response, Self::Error>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        use axum::response::IntoResponse;
+        let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max as u64) {
+            let mut response = too_large().into_response();
+            response.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+            return futures_util::future::Either::Left(std::future::ready(Ok(response)));
+        }
+        futures_util::future::Either::Right(self.inner.call(req))
+    }
 }
 
 fn is_json(headers: &HeaderMap) -> bool {

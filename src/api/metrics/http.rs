@@ -1,5 +1,7 @@
 //! The request metrics: a tower layer that counts every request and observes its latency by
-//! method, route template and status, and counts the requests in flight.
+//! method, route template and status, and counts the requests in flight. Being the outermost
+//! layer of every route, it also turns a panic of the layers and handler under it into the 500
+//! problem the client gets (and counts that 500), which saves a layer of its own.
 //!
 //! `Router::layer` wraps each route (each method of each path, and the fallback) in a service of
 //! its own, so each gets its own [`Endpoint`]: a few cells holding the series of the
@@ -11,12 +13,18 @@
 //! bucket, the sum) — no allocation, no lock.
 
 use super::histogram::{self, Histogram};
+use crate::api::error::panic_response;
+use axum::BoxError;
+use axum::body::HttpBody;
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::response::Response;
+use bytes::Bytes;
 use pin_project_lite::pin_project;
+use std::any::Any;
 use std::convert::Infallible;
 use std::future::Future;
+use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -200,9 +208,11 @@ pub(crate) struct Record<S> {
     endpoint: Arc<Endpoint>,
 }
 
-impl<S> tower_service::Service<Request> for Record<S>
+impl<S, B> tower_service::Service<Request> for Record<S>
 where
-    S: tower_service::Service<Request, Response = Response, Error = Infallible>,
+    S: tower_service::Service<Request, Response = axum::http::Response<B>, Error = Infallible>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
 {
     type Response = Response;
     type Error = Infallible;
@@ -218,7 +228,11 @@ where
         self.endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
         let pending =
             Pending { endpoint: self.endpoint.clone(), method, route, started: Instant::now(), answered: false };
-        RecordFuture { inner: self.inner.call(request), pending: Some(pending) }
+        let state = match panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
+            Ok(inner) => State::Running { inner },
+            Err(panicked) => State::Panicked { panicked: Some(panicked) },
+        };
+        RecordFuture { state, pending: Some(pending) }
     }
 }
 
@@ -249,23 +263,45 @@ impl Drop for Pending {
 }
 
 pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Running { #[pin] inner: F },
+        /// the service panicked in `call`: answered with a 500 at the first poll
+        Panicked { panicked: Option<Box<dyn Any + Send>> },
+    }
+}
+
+pin_project! {
     /// The response future of [`Record`].
     pub(crate) struct RecordFuture<F> {
         #[pin]
-        inner: F,
+        state: State<F>,
         pending: Option<Pending>,
     }
 }
 
-impl<F: Future<Output = Result<Response, Infallible>>> Future for RecordFuture<F> {
+impl<F, B> Future for RecordFuture<F>
+where
+    F: Future<Output = Result<axum::http::Response<B>, Infallible>>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     type Output = Result<Response, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let response = match this.inner.poll(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Ok(response)) => response,
-            Poll::Ready(Err(never)) => match never {},
+        let mut this = self.project();
+        let response = match this.state.as_mut().project() {
+            StateProj::Running { inner } => match panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+                Ok(Poll::Pending) => return Poll::Pending,
+                Ok(Poll::Ready(Ok(response))) => response.map(axum::body::Body::new),
+                Ok(Poll::Ready(Err(never))) => match never {},
+                Err(panicked) => {
+                    // never poll a future that panicked again
+                    this.state.set(State::Panicked { panicked: None });
+                    panic_response(panicked)
+                }
+            },
+            StateProj::Panicked { panicked } => panic_response(panicked.take().unwrap_or_else(|| Box::new(()))),
         };
         if let Some(mut pending) = this.pending.take() {
             pending.answer(response.status().as_u16());
@@ -288,7 +324,12 @@ mod tests {
             .route("/items/{id}", get(|| async { "item" }).delete(|| async { StatusCode::NO_CONTENT }))
             .route("/status/{code}", get(|Path(code): Path<u16>| async move { StatusCode::from_u16(code).unwrap() }))
             .route("/slow", get(std::future::pending::<&'static str>))
+            .route("/panic", get(panics))
             .layer(metrics.layer())
+    }
+
+    async fn panics() -> &'static str {
+        panic!("a handler bug")
     }
 
     fn request(method: &str, uri: &str) -> Request {
@@ -357,6 +398,21 @@ mod tests {
         assert_eq!(metrics.in_flight(), 0);
         assert_eq!(count(&metrics, "GET", "/slow", None), 1);
         assert_eq!(count(&metrics, "GET", "/slow", Some(200)), 0);
+    }
+
+    /// A handler's panic is answered with the 500 problem and counted as that 500; the next
+    /// request is served as usual.
+    #[tokio::test]
+    async fn a_panic_is_answered_with_a_counted_500() {
+        let metrics = Arc::new(HttpMetrics::default());
+        let mut app = app(&metrics);
+        let response = app.call(request("GET", "/panic")).await.unwrap();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(response.headers()["content-type"], "application/problem+json");
+        assert_eq!(send(&mut app, "GET", "/items/1").await, 200);
+        assert_eq!(count(&metrics, "GET", "/panic", Some(500)), 1);
+        assert_eq!(count(&metrics, "GET", "/panic", None), 0);
+        assert_eq!(metrics.in_flight(), 0);
     }
 
     /// Two servers' metrics never mix.
