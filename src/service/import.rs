@@ -186,7 +186,8 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
     super::ttl::expiry::check_blob(&blob, &catalog.dict())?;
     let text = super::search::maintain::prepare_text(catalog, &table.name, &id, &blob)?;
-    Ok(Prepared { id, blob, edge: None, text, vectors: Vec::new() })
+    let entries = super::indexes::entries::prepare(catalog, &table.name, &id, &blob);
+    Ok(Prepared { id, blob, edge: None, text, vectors: Vec::new(), entries })
 }
 
 /// Counts the imports under way while alive (also when the import's future is dropped).

@@ -143,6 +143,8 @@ pub(crate) struct Prepared {
     /// its inserts into the table's vector indexes, planned outside the committer (see
     /// [`Prepared::plan_vectors`]; empty: the committer plans them)
     pub vectors: Vec<super::vectors::PreparedVector>,
+    /// its entries in the table's other indexes (see [`super::indexes::entries::prepare`])
+    pub entries: Vec<super::indexes::entries::PreparedEntries>,
 }
 
 impl Prepared {
@@ -170,7 +172,8 @@ pub(crate) fn prepare(
         .encode_detached(&value, &EncodeOptions { vector_fields: &vectors })
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
     let text = prepare_text(catalog, &table.name, &id, &blob)?;
-    Ok(Prepared { id, blob, edge, text, vectors: Vec::new() })
+    let entries = super::indexes::entries::prepare(catalog, &table.name, &id, &blob);
+    Ok(Prepared { id, blob, edge, text, vectors: Vec::new(), entries })
 }
 
 fn edge_endpoints(table: &TableDef, doc: &Map<String, Value>) -> Option<EdgeEnds> {
@@ -237,7 +240,7 @@ pub(crate) fn put_encoded(
     if let Some(edge) = &doc.edge {
         adjacency::stage(tx, &table.name, &doc.id, edge, true);
     }
-    let pre = super::indexes::Precomputed { text: &mut doc.text, vectors: &mut doc.vectors };
+    let pre = super::indexes::Precomputed { text: &mut doc.text, vectors: &mut doc.vectors, entries: &mut doc.entries };
     super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), pre)?;
     if old.is_none() {
         bump_count(tx, &table.name, 1)?;
@@ -315,7 +318,7 @@ fn remove(
     if let Some(edge) = adjacency::stored_ends(catalog, table, old)? {
         adjacency::stage(tx, &table.name, id, &edge, false);
     }
-    let pre = super::indexes::Precomputed { text: &mut Vec::new(), vectors: &mut Vec::new() };
+    let pre = super::indexes::Precomputed { text: &mut Vec::new(), vectors: &mut Vec::new(), entries: &mut Vec::new() };
     super::indexes::update(tx, catalog, table, id, Some(old), None, pre)?;
     bump_count(tx, &table.name, -1)?;
     super::changefeed::record(tx, catalog, table, id, super::changefeed::Op::Delete, None)?;

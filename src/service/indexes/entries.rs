@@ -9,12 +9,13 @@
 //! - spatial indexes hold the point of a `{"lat", "lon"}` object or `[lon, lat]` array, if valid.
 
 use super::geo::Point;
-use crate::catalog::{IndexDef, IndexKind};
+use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{Component, IdxKey, Number, RidxKey, SidxKey, sidx};
 use crate::service::{Result, ServiceError};
 use crate::storage::Space;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// Most entries one document may have in one index: the product of the value counts of a
 /// composite index's fields (each array element is a value), or a range index's distinct values.
@@ -115,6 +116,40 @@ pub fn entries(def: &IndexDef, id: &str, blob: &[u8], dict: &FieldDict) -> Resul
             entries: count.map_or_else(|| "more than 2^64".to_owned(), |n| n.to_string()),
         }),
     }
+}
+
+/// A new document's entries in one index, computed before its write reaches the committer (see
+/// [`prepare`]).
+#[derive(Debug)]
+pub struct PreparedEntries {
+    /// the index they were computed for: its `created_at`, unique per index ever created
+    created_at: i64,
+    entries: Vec<Entry>,
+}
+
+/// The entries of a new document in every maintained entry index of `table` (not fulltext or
+/// vector: those prepare their own), computed outside the committer so that it only diffs them
+/// against the old document's. An index whose entries refuse the document (over the cap) is left
+/// out: the committer computes it again and reports the refusal, if the index is still there.
+/// `dict` must know every field name of the blob.
+pub fn prepare(catalog: &Catalog, table: &str, id: &str, blob: &[u8]) -> Vec<PreparedEntries> {
+    let defs = catalog.indexes(table);
+    let mut dict = None;
+    let mut out = Vec::new();
+    for def in defs.iter().filter(|d| d.is_maintained() && !matches!(d.kind, IndexKind::Fulltext | IndexKind::Vector)) {
+        let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| catalog.dict());
+        if let Ok(entries) = entries(def, id, blob, dict) {
+            out.push(PreparedEntries { created_at: def.created_at, entries });
+        }
+    }
+    out
+}
+
+/// The prepared entries for `def`, if they were prepared for it (the same index, not one dropped
+/// and created again under its name).
+pub fn take_prepared(prepared: &mut Vec<PreparedEntries>, def: &IndexDef) -> Option<Vec<Entry>> {
+    let at = prepared.iter().position(|p| p.created_at == def.created_at)?;
+    Some(prepared.swap_remove(at).entries)
 }
 
 /// The entries a document that is already stored can hold in `def`, never refused, so that a
@@ -267,6 +302,21 @@ mod tests {
         assert!(e(IndexKind::Spatial, &["b"]).is_empty());
         let u = entries(&def(IndexKind::Unique, &["b"]), "d1", &blob, &dict).unwrap();
         assert_eq!(u[0].value, b"d1");
+    }
+
+    /// Prepared entries serve only the index they were computed for: one dropped and created
+    /// again under the same name (a new `created_at`) gets its entries computed anew.
+    #[test]
+    fn prepared_entries_serve_only_their_own_index() {
+        let mut dict = FieldDict::new();
+        let blob = entity::encode(&json!({"a": 5}), &mut dict, &EncodeOptions::default()).unwrap();
+        let old = def(IndexKind::Range, &["a"]);
+        let mut prepared =
+            vec![PreparedEntries { created_at: old.created_at, entries: entries(&old, "d", &blob, &dict).unwrap() }];
+        let recreated = IndexDef { created_at: old.created_at + 1, ..old.clone() };
+        assert!(take_prepared(&mut prepared, &recreated).is_none());
+        assert_eq!(shown(&take_prepared(&mut prepared, &old).unwrap()), ["ridx:t:i:5:d"]);
+        assert!(take_prepared(&mut prepared, &old).is_none(), "taken once");
     }
 
     #[test]

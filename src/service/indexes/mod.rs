@@ -131,6 +131,8 @@ pub(crate) struct Precomputed<'a> {
     pub text: &'a mut Vec<PreparedText>,
     /// its vector inserts, planned
     pub vectors: &'a mut Vec<super::vectors::PreparedVector>,
+    /// its entries in the other indexes
+    pub entries: &'a mut Vec<entries::PreparedEntries>,
 }
 
 /// Replaces the index entries of document `id` (old blob → new blob) in the write, for every index
@@ -138,7 +140,7 @@ pub(crate) struct Precomputed<'a> {
 /// views (`views::update`); a unique index that already maps a new value to another document
 /// fails the write with `unique_violation`. `pre.text` holds the new document's fulltext terms
 /// where the write path analyzed it before the write, `pre.vectors` its vector inserts planned
-/// before it.
+/// before it, `pre.entries` its entries in the other indexes.
 pub(crate) fn update(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
@@ -148,7 +150,7 @@ pub(crate) fn update(
     new: Option<&[u8]>,
     pre: Precomputed<'_>,
 ) -> Result<()> {
-    let Precomputed { text, vectors: planned } = pre;
+    let Precomputed { text, vectors: planned, entries: prepared } = pre;
     super::ttl::stage(tx, catalog, &table.name, id, old, new)?;
     super::views::update(tx, catalog, &table.name, id, old, new)?;
     let defs = catalog.indexes(&table.name);
@@ -165,7 +167,13 @@ pub(crate) fn update(
         // The old document's entries are never refused: one stored before the index existed
         // may be over the cap, and must still be patchable and deletable.
         let before = old.map(|b| entries::stored_entries(def, id, b, &dict)).transpose()?.unwrap_or_default();
-        let after = new.map(|b| entries::entries(def, id, b, &dict)).transpose()?.unwrap_or_default();
+        let after = match new {
+            Some(b) => match entries::take_prepared(prepared, def) {
+                Some(after) => after,
+                None => entries::entries(def, id, b, &dict)?,
+            },
+            None => Vec::new(),
+        };
         for e in before.iter().filter(|e| after.binary_search(e).is_err()) {
             delete_entry(tx, def, e)?;
         }
