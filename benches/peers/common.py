@@ -203,8 +203,9 @@ def wrk(addr, path, script, conns, threads, secs, env=None):
     cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{secs}s"]
     if script:
         cmd += ["-s", str(HERE / "wrk" / script)]
+    # in the scripts' folder, where they load their shared part (threads.lua)
     out = subprocess.run([*cmd, f"http://{addr[0]}:{addr[1]}{path}"], check=True, capture_output=True, text=True,
-                         env=dict(os.environ, **(env or {}))).stdout
+                         env=dict(os.environ, **(env or {})), cwd=HERE / "wrk").stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = re.search(r"Socket errors: (.*)", out)

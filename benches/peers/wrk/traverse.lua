@@ -1,18 +1,10 @@
 -- Every vertex within PEERS_DEPTH out-edges of a random start among PEERS_NODES vertices (n0 …),
 -- each once, the start included: their ids.
+dofile("threads.lua")
 local n = tonumber(os.getenv("PEERS_NODES") or "100000")
 local vertices = os.getenv("PEERS_VERTICES") or "nodes1"
 local edges = os.getenv("PEERS_EDGES") or "links1"
 local depth = os.getenv("PEERS_DEPTH") or "3"
--- each wrk thread draws its own sequence
-local threads = 0
-setup = function(thread)
-  threads = threads + 1
-  thread:set("id", threads)
-end
-init = function()
-  math.randomseed(os.time() + 7919 * (id or 0))
-end
 request = function()
   local body = '{"start":"' .. vertices .. '/n' .. math.random(0, n - 1) .. '","edges":["' .. edges ..
     '"],"min_depth":0,"max_depth":' .. depth .. ',"limit":10000}'
