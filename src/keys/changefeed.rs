@@ -34,10 +34,17 @@ impl ChangeKey {
 /// `document`) as JSON text without braces, `txn` the seq of its write's first event and `count`
 /// the number of events in that write. Stored as served, so a page is the values joined.
 pub fn event_value(seq: u64, txn: u64, count: u64, body: &[u8]) -> Vec<u8> {
+    let mut digits = itoa::Buffer::new();
     let mut out = Vec::with_capacity(body.len() + 64);
-    out.extend_from_slice(format!("{{\"seq\":{seq},").as_bytes());
+    out.extend_from_slice(b"{\"seq\":");
+    out.extend_from_slice(digits.format(seq).as_bytes());
+    out.push(b',');
     out.extend_from_slice(body);
-    out.extend_from_slice(format!(",\"txn\":{txn},\"count\":{count}}}").as_bytes());
+    out.extend_from_slice(b",\"txn\":");
+    out.extend_from_slice(digits.format(txn).as_bytes());
+    out.extend_from_slice(b",\"count\":");
+    out.extend_from_slice(digits.format(count).as_bytes());
+    out.push(b'}');
     out
 }
 

@@ -9,7 +9,7 @@
 //! [`ImportLimits::window`]. When the client goes away, the handler is dropped with this future:
 //! no further line is read, and at most the chunk already handed over is written.
 
-use super::documents::{Prepared, live_table, new_id, prepare, put_encoded, take_id};
+use super::documents::{Prepared, add_to_count, live_table, new_id, prepare, put_uncounted, take_id};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
@@ -348,13 +348,19 @@ impl Db {
                                 return Ok(Err(live));
                             }
                             let mut outcome = ChunkOutcome::default();
+                            // the table's count moves once per chunk, not once per document
+                            let mut added = 0;
                             for (no, p) in good {
-                                match tx.attempt(|tx| put_encoded(tx, &db.catalog, &live, p, &Default::default())) {
-                                    Ok(_) => outcome.inserted += 1,
+                                match tx.attempt(|tx| put_uncounted(tx, &db.catalog, &live, p, &Default::default())) {
+                                    Ok((_, new)) => {
+                                        outcome.inserted += 1;
+                                        added += u64::from(new);
+                                    }
                                     Err(e) if fails_the_line_only(&e) => outcome.failures.push((no, e)),
                                     Err(e) => return Err(e),
                                 }
                             }
+                            add_to_count(tx, &live.name, added)?;
                             Ok(Ok(outcome))
                         })
                         .await?;

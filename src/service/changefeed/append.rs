@@ -59,7 +59,9 @@ pub(crate) fn record_as(
 pub(crate) fn body(table: &str, id: &str, op: Op, document: Option<&[u8]>) -> Vec<u8> {
     let mut out = Vec::with_capacity(48 + table.len() + id.len() + document.map_or(0, <[u8]>::len));
     let ts = crate::service::ttl::now_ms();
-    out.extend_from_slice(format!("\"ts\":{ts},\"op\":").as_bytes());
+    out.extend_from_slice(b"\"ts\":");
+    out.extend_from_slice(itoa::Buffer::new().format(ts).as_bytes());
+    out.extend_from_slice(b",\"op\":");
     out.extend_from_slice(match op {
         Op::Put => b"\"put\"",
         Op::Delete => b"\"delete\"",

@@ -215,14 +215,36 @@ fn bump_count(tx: &mut WriteTx<'_>, table: &str, delta: i64) -> Result<()> {
     Ok(())
 }
 
+/// Adds `n` new documents to the table's count in the write.
+pub(crate) fn add_to_count(tx: &mut WriteTx<'_>, table: &str, n: u64) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    bump_count(tx, table, i64::try_from(n).unwrap_or(i64::MAX))
+}
+
 /// Stores a prepared document (create or replace) in the write.
 pub(crate) fn put_encoded(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
     table: &TableDef,
-    mut doc: Prepared,
+    doc: Prepared,
     pre: &Preconditions,
 ) -> Result<PutOutcome> {
+    let (out, new) = put_uncounted(tx, catalog, table, doc, pre)?;
+    add_to_count(tx, &table.name, u64::from(new))?;
+    Ok(out)
+}
+
+/// [`put_encoded`] but for the table's document count, and saying whether the document's key is
+/// new: for a write that stores many and counts them once with [`add_to_count`] (an import chunk).
+pub(crate) fn put_uncounted(
+    tx: &mut WriteTx<'_>,
+    catalog: &Arc<Catalog>,
+    table: &TableDef,
+    mut doc: Prepared,
+    pre: &Preconditions,
+) -> Result<(PutOutcome, bool)> {
     let key = EntityKey::new(&table.name, &doc.id).encode();
     let old = tx.get(Space::Entity, &key)?;
     // An expired document not yet swept is replaced as if it were gone (its entries still go).
@@ -242,14 +264,11 @@ pub(crate) fn put_encoded(
     }
     let pre = super::indexes::Precomputed { text: &mut doc.text, vectors: &mut doc.vectors, entries: &mut doc.entries };
     super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), pre)?;
-    if old.is_none() {
-        bump_count(tx, &table.name, 1)?;
-    }
     catalog.stage_fields(tx);
     let tag = etag(&doc.blob);
     super::changefeed::record(tx, catalog, table, &doc.id, super::changefeed::Op::Put, Some(&doc.blob))?;
     tx.put(Space::Entity, key, doc.blob);
-    Ok(PutOutcome { id: doc.id, created: live.is_none(), etag: tag })
+    Ok((PutOutcome { id: doc.id, created: live.is_none(), etag: tag }, old.is_none()))
 }
 
 /// True when a stored document of `table` has expired: the write path treats it as gone.
