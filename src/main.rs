@@ -96,6 +96,9 @@ struct ServeArgs {
     /// block cache size in MiB
     #[arg(long, env = "MOSAIC_CACHE_MB", default_value_t = 256)]
     cache_mb: u64,
+    /// documents kept for reads by id, in MiB (0: none); writes evict what they change
+    #[arg(long, env = "MOSAIC_ROW_CACHE_MB", default_value_t = 64)]
+    row_cache_mb: u64,
     /// memtable size per key family in MiB
     #[arg(long, env = "MOSAIC_MEMTABLE_MB", default_value_t = 16)]
     memtable_mb: u64,
@@ -155,6 +158,7 @@ impl ServeArgs {
         let mut storage = StorageConfig::new(&self.data_dir);
         storage.durability = self.durability;
         storage.cache_bytes = self.cache_mb << 20;
+        storage.row_cache_bytes = self.row_cache_mb << 20;
         storage.memtable_bytes = self.memtable_mb.max(1) << 20;
         Ok(ServerConfig {
             addr: self.addr,

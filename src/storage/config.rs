@@ -42,6 +42,8 @@ pub struct StorageConfig {
     pub durability: Durability,
     /// block cache shared by all keyspaces, in bytes
     pub cache_bytes: u64,
+    /// cache of documents for point reads, in bytes (0: none)
+    pub row_cache_bytes: u64,
     /// memtable size of each keyspace, in bytes
     pub memtable_bytes: u64,
     /// journal size after which memtables are flushed, in bytes
@@ -53,12 +55,14 @@ pub struct StorageConfig {
 }
 
 impl StorageConfig {
-    /// Defaults for a data directory: sync durability, 256 MiB cache, 16 MiB memtables.
+    /// Defaults for a data directory: sync durability, 256 MiB block cache, 64 MiB document
+    /// cache, 16 MiB memtables.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         StorageConfig {
             path: path.into(),
             durability: Durability::Sync,
             cache_bytes: 256 << 20,
+            row_cache_bytes: 64 << 20,
             memtable_bytes: 16 << 20,
             max_journal_bytes: 512 << 20,
             worker_threads: 2,

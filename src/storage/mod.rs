@@ -9,7 +9,9 @@ mod config;
 mod error;
 mod load;
 mod read;
+mod rows;
 mod stats;
+mod sync;
 mod write;
 
 pub use config::{Durability, StorageConfig};
@@ -123,19 +125,29 @@ pub struct Store {
 struct Inner {
     db: Database,
     spaces: Arc<[fjall::Keyspace]>,
+    /// documents for point reads (the committer evicts what it commits)
+    rows: Arc<rows::Rows>,
     config: StorageConfig,
     poisoned: Arc<AtomicBool>,
     /// false once the committer thread has ended (closed, or taken down by a panic)
     running: Arc<AtomicBool>,
     #[cfg(test)]
     fail_next_sync: Arc<AtomicBool>,
+    /// the id of the journal file the fsync thread last synced (sync mode)
+    #[cfg(test)]
+    synced_journal: Arc<std::sync::atomic::AtomicU64>,
     queue: Mutex<Option<mpsc::Sender<Job>>>,
     committer: Mutex<Option<JoinHandle<()>>>,
+    /// the fsync thread (sync mode), which the committer joins when it ends
+    fsync_thread: Option<std::thread::ThreadId>,
     /// what the committer counts (groups, writes, fsyncs)
     counters: Arc<stats::CommitCounters>,
     /// see [`Store::durable_seq`]
     durable: Arc<tokio::sync::watch::Sender<u64>>,
 }
+
+/// Most committed groups waiting for their fsync (sync mode); past it the committer waits.
+const MAX_GROUPS_UNSYNCED: usize = 64;
 
 /// How long a shutdown waits for the memtable flush (see [`Store::close`]).
 const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -175,14 +187,44 @@ impl Store {
         let fail_next_sync = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(stats::CommitCounters::default());
         let durable = Arc::new(tokio::sync::watch::Sender::new(next_seq - 1));
+        let journal =
+            match config.durability {
+                Durability::Buffered => None,
+                Durability::Sync => Some(sync::Journal::open(&config.path).map_err(|source| StorageError::Io {
+                    context: "opening the journal for its fsync".into(),
+                    source,
+                })?),
+            };
+        #[cfg(test)]
+        let synced_journal = journal.as_ref().map(|j| j.synced.clone()).unwrap_or_default();
+        let syncer = match journal {
+            None => None,
+            Some(journal) => {
+                let syncer = sync::Syncer {
+                    journal,
+                    poisoned: poisoned.clone(),
+                    fail_next_sync: fail_next_sync.clone(),
+                    counters: counters.clone(),
+                    durable: durable.clone(),
+                };
+                let (tickets, taken) = mpsc::sync_channel(MAX_GROUPS_UNSYNCED);
+                let thread = std::thread::Builder::new()
+                    .name("mosaic-fsync".into())
+                    .spawn(move || syncer.run(taken))
+                    .map_err(|e| StorageError::Engine(format!("cannot start the fsync thread: {e}")))?;
+                Some((tickets, thread))
+            }
+        };
+        let fsync_thread = syncer.as_ref().map(|(_, thread)| thread.thread().id());
+        let rows = Arc::new(rows::Rows::new(usize::try_from(config.row_cache_bytes).unwrap_or(usize::MAX)));
         let committer = Committer {
             db: db.clone(),
             spaces: spaces.clone(),
-            durability: config.durability,
+            rows: rows.clone(),
+            syncer,
             poisoned: poisoned.clone(),
             max_group: config.max_group.max(1),
             next_seq,
-            fail_next_sync: fail_next_sync.clone(),
             present: Default::default(),
             values: Default::default(),
             counters: counters.clone(),
@@ -203,13 +245,17 @@ impl Store {
             inner: Arc::new(Inner {
                 db,
                 spaces,
+                rows,
                 config,
                 poisoned,
                 running,
                 #[cfg(test)]
                 fail_next_sync,
+                #[cfg(test)]
+                synced_journal,
                 queue: Mutex::new(Some(tx)),
                 committer: Mutex::new(Some(handle)),
+                fsync_thread,
                 counters,
                 durable,
             }),
@@ -232,9 +278,22 @@ impl Store {
         self.inner.running.load(Ordering::Acquire)
     }
 
-    /// The latest committed value of one key.
+    /// The latest committed value of one key. Documents come from the document cache when it
+    /// holds them (see `rows.rs`).
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        Ok(self.inner.spaces[space as usize].get(key)?.map(Slice))
+        let ks = &self.inner.spaces[space as usize];
+        if space != Space::Entity {
+            return Ok(ks.get(key)?.map(Slice));
+        }
+        let ticket = match self.inner.rows.get(key) {
+            Ok(hit) => return Ok(Some(hit)),
+            Err(ticket) => ticket,
+        };
+        let found = ks.get(key)?.map(Slice);
+        if let Some(value) = &found {
+            self.inner.rows.fill(ticket, key, value);
+        }
+        Ok(found)
     }
 
     /// A consistent view of every keyspace as of now.
@@ -262,8 +321,9 @@ impl Store {
 
     /// The store's figures now: the committer's counters, and per key family its disk space,
     /// approximate key count and table files, with the journal, cache, memtable and compaction
-    /// figures fjall keeps. Reads in-memory state, but waits for the journal's lock (held during
-    /// an fsync): call it from a blocking context.
+    /// figures fjall keeps. Reads in-memory state, but waits for the journal's lock (held while a
+    /// batch commits, and during fjall's own fsync when it flushes a memtable): call it from a
+    /// blocking context.
     pub fn stats(&self) -> StoreStats {
         self.inner.stats()
     }
@@ -398,6 +458,12 @@ impl Store {
         Ok(())
     }
 
+    /// Test hook: the id of the journal file the last fsync covered (sync mode).
+    #[cfg(test)]
+    pub(crate) fn synced_journal(&self) -> u64 {
+        self.inner.synced_journal.load(Ordering::Relaxed)
+    }
+
     /// Test hook: the next group fsync fails, as a broken disk would make it.
     #[cfg(test)]
     pub(crate) fn inject_sync_failure(&self) {
@@ -434,8 +500,10 @@ impl Drop for Inner {
         }
         if let Some(handle) = self.committer.lock().ok().and_then(|mut h| h.take()) {
             // The last handle may be dropped by a write function on the committer itself, which
-            // then ends on its own once the queue is gone.
-            if handle.thread().id() != std::thread::current().id() {
+            // then ends on its own once the queue is gone; or by a write's answer dropped on the
+            // fsync thread, which the committer joins as it ends.
+            let here = std::thread::current().id();
+            if handle.thread().id() != here && self.fsync_thread != Some(here) {
                 let _ = handle.join();
             }
         }

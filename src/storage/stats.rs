@@ -16,30 +16,32 @@ pub(super) struct CommitCounters {
 }
 
 impl CommitCounters {
-    /// A group taken from the queue, in which `writes` write functions committed keys, followed
-    /// by an fsync that took `fsync` if there was one. The fsync is counted last (release), and
-    /// [`Inner::stats`] reads it first (acquire), so a reader never sees more fsyncs than groups
-    /// or writes.
-    pub(super) fn group(&self, writes: u64, fsync: Option<Duration>) {
+    /// A group taken from the queue, in which `writes` write functions committed keys.
+    pub(super) fn group(&self, writes: u64) {
         self.groups.fetch_add(1, Ordering::Relaxed);
         self.writes.fetch_add(writes, Ordering::Relaxed);
-        if let Some(took) = fsync {
-            let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
-            self.fsync_nanos.fetch_add(nanos, Ordering::Relaxed);
-            self.fsyncs.fetch_add(1, Ordering::Release);
-        }
+    }
+
+    /// An fsync of the journal that took `took`, for the groups counted before it. The fsync is
+    /// counted last (release), and [`Inner::stats`] reads it first (acquire), so a reader never
+    /// sees more fsyncs than groups or writes.
+    pub(super) fn synced(&self, took: Duration) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.fsync_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.fsyncs.fetch_add(1, Ordering::Release);
     }
 }
 
 /// The store's figures at one moment.
 #[derive(Debug, Clone, Default)]
 pub struct StoreStats {
-    /// groups of writes the committer took from its queue (each commits its writes one by one,
-    /// then, in sync mode, fsyncs once if any of them wrote)
+    /// groups of writes the committer took from its queue (each commits its writes one by one;
+    /// in sync mode the fsync thread then fsyncs once for every group committed meanwhile)
     pub write_groups: u64,
     /// write functions whose keys were committed (a write that staged nothing is not counted)
     pub writes: u64,
-    /// fsyncs of the journal by the committer (sync mode: one per group that wrote)
+    /// fsyncs of the journal (sync mode: one covers every group that wrote while the one before
+    /// it ran, so at most one per group that wrote)
     pub fsyncs: u64,
     /// time spent in those fsyncs
     pub fsync_time: Duration,

@@ -158,10 +158,10 @@ fn a_failed_fsync_poisons_the_store() {
     assert!(store.get(Space::Entity, b"after").unwrap().is_none());
 }
 
-/// A write queued before a failed fsync poisoned the store is answered without running its
-/// function (which may change caches for a write that can never commit).
+/// A write committed while the fsync of an earlier group fails is never acknowledged: its
+/// durability is unknown (it sits in the journal after bytes the disk may have dropped).
 #[test]
-fn a_write_queued_before_the_store_is_poisoned_never_runs() {
+fn writes_behind_a_failed_fsync_are_never_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(open(dir.path(), Durability::Sync));
     store.inject_sync_failure();
@@ -177,7 +177,49 @@ fn a_write_queued_before_the_store_is_poisoned_never_runs() {
         })
     });
     entered.recv().unwrap();
-    // queued behind the held write, in the next group: its fsync fails meanwhile
+    // queued behind the held write: it commits in the next group, while or after its fsync fails
+    let queued = store
+        .submit(move |tx| {
+            tx.put(Space::Entity, b"queued".to_vec(), vec![]);
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    drop(release);
+    assert!(matches!(held.join().unwrap(), Err(StorageError::Poisoned)));
+    assert!(matches!(queued.blocking_recv(), Ok(Err(StorageError::Poisoned))));
+}
+
+/// A write already queued when a failed fsync poisons the store is answered without running its
+/// function (which may change caches for a write that can never commit).
+#[test]
+fn a_write_queued_before_the_store_is_poisoned_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(dir.path(), Durability::Sync));
+    store.inject_sync_failure();
+    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let failing = store
+        .submit(move |tx| {
+            let _ = entered_tx.send(());
+            let _ = gate.recv();
+            tx.put(Space::Entity, b"a".to_vec(), vec![]);
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    // once that write runs its group is taken: the next two form the next group, queued before
+    // the first group's fsync (held back until then) fails
+    entered.recv().unwrap();
+    let s = store.clone();
+    let waiting = store
+        .submit(move |_| {
+            // on the committer, until the fsync thread has failed the first group's fsync
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !s.is_poisoned() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
     let queued = store
@@ -187,9 +229,57 @@ fn a_write_queued_before_the_store_is_poisoned_never_runs() {
         })
         .unwrap();
     drop(release);
-    assert!(matches!(held.join().unwrap(), Err(StorageError::Poisoned)));
+    assert!(matches!(failing.blocking_recv(), Ok(Err(StorageError::Poisoned))));
+    assert!(matches!(waiting.blocking_recv(), Ok(Err(StorageError::Poisoned))));
     assert!(matches!(queued.blocking_recv(), Ok(Err(StorageError::Poisoned))));
     assert!(!ran.load(Ordering::Acquire));
+}
+
+/// fjall seals a journal (fsyncing it whole) and goes on in the next file once a flush finds it
+/// past 64 MB: the fsync thread must follow it to the file the writes go to.
+#[test]
+fn sealed_journals_are_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StorageConfig::new(dir.path());
+    cfg.cache_bytes = 8 << 20;
+    cfg.memtable_bytes = 1 << 20;
+    let store = Store::open(cfg).unwrap();
+    let first = super::sync::newest(dir.path()).unwrap();
+    // values that do not compress (the journal compresses large ones)
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let value: Vec<u8> = (0..64 << 10)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let mut written = 0u32;
+    // 1 MiB a write, each filling a memtable (and so queueing a flush), until a journal is sealed
+    while super::sync::newest(dir.path()).unwrap() == first && written < 400 {
+        let v = value.clone();
+        store
+            .write_blocking(move |tx| {
+                for i in 0..16u32 {
+                    tx.put(Space::Entity, (written * 16 + i).to_be_bytes().to_vec(), v.clone());
+                }
+                Ok::<_, StorageError>(())
+            })
+            .unwrap();
+        written += 1;
+    }
+    let sealed = super::sync::newest(dir.path()).unwrap();
+    assert!(sealed > first, "no journal was sealed after {written} MiB");
+    // the next write's fsync covers the journal it went to, not the sealed one
+    put(&store, Space::Entity, b"last", b"1");
+    assert!(store.synced_journal() >= sealed, "{} < {sealed}", store.synced_journal());
+    store.close().unwrap();
+    drop(store);
+    let store = open(dir.path(), Durability::Sync);
+    assert_eq!(store.get(Space::Entity, b"last").unwrap().as_deref(), Some(&b"1"[..]));
+    let kept = store.snapshot().scan(Space::Entity, KeyRange::Prefix(vec![]), false).count();
+    assert_eq!(kept, written as usize * 16 + 1);
 }
 
 #[test]
@@ -484,4 +574,71 @@ fn close_flushes_the_memtables() {
     assert_eq!(store.stats().write_buffer_bytes, 0, "the open replayed the journal into memtables");
     let view = store.snapshot();
     assert_eq!(view.scan(Space::Entity, KeyRange::Prefix(Vec::new()), false).count(), 2000);
+}
+
+/// Reads by key through the document cache, while one writer rewrites the same documents: a
+/// read that starts after a write was acknowledged never sees an older version (the committer
+/// evicts before it answers, and a read overtaken by a commit keeps nothing), and no reader sees
+/// a version older than one it saw before (no stale value is put back while a commit is under
+/// way). The cache is small, so entries also push each other out.
+#[test]
+fn the_document_cache_never_serves_a_version_older_than_acknowledged() {
+    use std::sync::atomic::AtomicU64;
+    for durability in [Durability::Buffered, Durability::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = StorageConfig::new(dir.path());
+        cfg.durability = durability;
+        cfg.cache_bytes = 8 << 20;
+        // about two entries per shard, for 512 keys over 64 shards
+        cfg.row_cache_bytes = 64 * 200;
+        let store = Arc::new(Store::open(cfg).unwrap());
+        const KEYS: u64 = 512;
+        let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+        let done = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|r| {
+                let (store, acked, done) = (store.clone(), acked.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut seen_before = vec![0u64; KEYS as usize];
+                    let mut reads = 0u64;
+                    let mut k = r;
+                    while !done.load(Ordering::Acquire) {
+                        // mostly the few keys being written now, sometimes any
+                        k = if reads.is_multiple_of(4) { (k * 31 + 7) % KEYS } else { (k + 1) % 8 };
+                        let floor = acked[k as usize].load(Ordering::Acquire);
+                        let seen = store
+                            .get(Space::Entity, &k.to_be_bytes())
+                            .unwrap()
+                            .map_or(0, |v| u64::from_be_bytes(v[..8].try_into().unwrap()));
+                        assert!(seen >= floor, "key {k}: read version {seen} after {floor} was acknowledged");
+                        assert!(
+                            seen >= seen_before[k as usize],
+                            "key {k}: read {seen} after {}",
+                            seen_before[k as usize]
+                        );
+                        seen_before[k as usize] = seen;
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for version in 1..=3000u64 {
+            let k = if version.is_multiple_of(2) { version % 8 } else { version % KEYS };
+            put(&store, Space::Entity, &k.to_be_bytes(), &version.to_be_bytes());
+            acked[k as usize].store(version, Ordering::Release);
+        }
+        done.store(true, Ordering::Release);
+        let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+        assert!(reads > 0);
+        // a removal is evicted like a new value
+        store.get(Space::Entity, &1u64.to_be_bytes()).unwrap().unwrap();
+        store
+            .write_blocking(|tx| {
+                tx.delete(Space::Entity, 1u64.to_be_bytes().to_vec());
+                Ok::<_, StorageError>(())
+            })
+            .unwrap();
+        assert!(store.get(Space::Entity, &1u64.to_be_bytes()).unwrap().is_none());
+    }
 }

@@ -4,11 +4,13 @@
 //! (the old document, unique-index owners, …), stages its puts and deletes, and returns. The
 //! committer commits each write's staged keys as one atomic fjall batch before running the next,
 //! so a write always reads the state every earlier write left — two updates of one document can
-//! never interleave — and sequence numbers are handed out in commit order, gap-free. After the
-//! group, one `fdatasync` covers every write in it (group commit) before any is acknowledged.
+//! never interleave — and sequence numbers are handed out in commit order, gap-free. In sync
+//! mode the group's answers then go to the fsync thread (`sync.rs`), and the committer goes on
+//! with the next group while the journal is fsynced: one `fdatasync` covers every group committed
+//! before it began, and no write is acknowledged before it.
 
-use super::{Durability, KeyRange, Result, Slice, Space, StorageError};
-use fjall::PersistMode;
+use super::sync::Ticket;
+use super::{KeyRange, Result, Slice, Space, StorageError};
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -305,12 +307,14 @@ pub(super) type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
 pub(super) struct Committer {
     pub(super) db: fjall::Database,
     pub(super) spaces: Arc<[fjall::Keyspace]>,
-    pub(super) durability: Durability,
+    /// the document cache of point reads: every entity key committed is evicted from it
+    pub(super) rows: Arc<super::rows::Rows>,
+    /// sync durability: where each group's answers wait for the fsync that makes it durable,
+    /// and the thread that does it (joined when the committer ends); buffered: none
+    pub(super) syncer: Option<(mpsc::SyncSender<Ticket>, std::thread::JoinHandle<()>)>,
     pub(super) poisoned: Arc<AtomicBool>,
     pub(super) max_group: usize,
     pub(super) next_seq: u64,
-    /// Test hook: fail the next fsync as a broken disk would.
-    pub(super) fail_next_sync: Arc<AtomicBool>,
     /// Whether keys [`WriteTx::contains`] looked up exist, as committed: only this thread writes,
     /// and each commit updates the keys it changes here, so the answers stay exact across writes
     /// (an edge naming a hub vertex reads it once, not once per edge). Cleared past
@@ -320,10 +324,11 @@ pub(super) struct Committer {
     /// commit updates the keys it changes here), cleared past [`MAX_VALUE_BYTES`] and after a
     /// failed commit.
     pub(super) values: std::cell::RefCell<ValueCache>,
-    /// groups, writes and fsyncs, for [`super::Store::stats`]
+    /// groups and writes, for [`super::Store::stats`]
     pub(super) counters: Arc<super::stats::CommitCounters>,
-    /// the last sequence number that is committed and as durable as the store promises (fsynced
-    /// in sync mode): published after each group, before any of its writes is answered
+    /// the last sequence number that is committed and as durable as the store promises:
+    /// published after each group in buffered mode (by the fsync thread in sync mode), before
+    /// any of its writes is answered
     pub(super) durable: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
@@ -386,6 +391,11 @@ impl Committer {
             }
             self.commit_group(group);
         }
+        // the fsync thread answers what it holds, then ends
+        if let Some((tickets, thread)) = self.syncer.take() {
+            drop(tickets);
+            let _ = thread.join();
+        }
     }
 
     fn commit_group(&mut self, group: Vec<Job>) {
@@ -425,26 +435,28 @@ impl Committer {
             }
             done.push((completion, result));
         }
-        let (synced, fsync_took) = if committed_any && self.durability == Durability::Sync {
-            let started = std::time::Instant::now();
-            (self.sync(), Some(started.elapsed()))
-        } else {
-            (Ok(()), None)
-        };
         // counted before any write of the group is answered
-        self.counters.group(writes, fsync_took);
-        // A failed fsync (or commit) poisons the store: from then on nothing is published, not
-        // even by a later group that wrote nothing — the seqs of writes whose fsync failed are
-        // taken, and a crash may lose their events, so no consumer may see them.
-        if synced.is_ok() && !self.poisoned.load(Ordering::Acquire) {
-            let last = self.next_seq - 1;
-            self.durable.send_if_modified(|d| std::mem::replace(d, last) != last);
+        self.counters.group(writes);
+        let last_seq = self.next_seq - 1;
+        if let Some((tickets, _)) = &self.syncer {
+            // Answered in order by the fsync thread, even a group that wrote nothing: its answers
+            // may rest on an earlier group's writes, which are not durable yet.
+            let ticket = Ticket { done, wrote: committed_any, last_seq };
+            if let Err(mpsc::SendError(ticket)) = tickets.send(ticket) {
+                self.poison(StorageError::Engine("the journal's fsync thread has stopped".into()));
+                for (completion, _) in ticket.done {
+                    completion(Err(StorageError::Poisoned));
+                }
+            }
+            return;
+        }
+        // Buffered: each batch reached the OS as it committed. A failed commit poisons the store:
+        // from then on nothing is published, not even by a later group that wrote nothing.
+        if !self.poisoned.load(Ordering::Acquire) {
+            self.durable.send_if_modified(|d| std::mem::replace(d, last_seq) != last_seq);
         }
         for (completion, result) in done {
-            completion(match (result, &synced) {
-                (Ok(()), Err(_)) => Err(StorageError::Poisoned),
-                (r, _) => r,
-            });
+            completion(result);
         }
     }
 
@@ -456,12 +468,18 @@ impl Committer {
         if staged.is_empty() && fresh.is_empty() {
             return Ok(());
         }
-        let mut batch = self.db.batch();
+        // Handed to the OS as it commits (fjall's default, said here): the fsync thread relies on it.
+        let mut batch = self.db.batch().durability(Some(fjall::PersistMode::Buffer));
         let mut present = self.present.borrow_mut();
         let mut values = self.values.borrow_mut();
         let tracking = !present.is_empty();
         let caching = !values.map.is_empty();
+        // the hashes of the entity keys, evicted from the document cache around the commit
+        let mut documents = Vec::new();
         for (space, key, value) in fresh {
+            if space == Space::Entity {
+                documents.push(self.rows.hash(&key));
+            }
             if tracking || caching {
                 let k = (space, key);
                 if tracking && let Some(known) = present.get_mut(&k) {
@@ -483,24 +501,27 @@ impl Committer {
                 values.committed(&k, value.as_ref());
             }
             let (space, key) = k;
+            if space == Space::Entity {
+                documents.push(self.rows.hash(&key));
+            }
             let ks = &self.spaces[space as usize];
             match value {
                 Some(v) => batch.insert(ks, key, v),
                 None => batch.remove(ks, key),
             }
         }
-        batch.commit().map_err(|e| {
+        for &hash in &documents {
+            self.rows.committing(hash);
+        }
+        let committed = batch.commit();
+        for &hash in &documents {
+            self.rows.committed(hash);
+        }
+        committed.map_err(|e| {
             present.clear();
             values.clear();
             self.poison(e.into())
         })
-    }
-
-    fn sync(&self) -> Result<()> {
-        if self.fail_next_sync.swap(false, Ordering::AcqRel) {
-            return Err(self.poison(StorageError::Engine("injected fsync failure".into())));
-        }
-        self.db.persist(PersistMode::SyncData).map_err(|e| self.poison(e.into()))
     }
 
     fn poison(&self, e: StorageError) -> StorageError {

@@ -185,7 +185,7 @@ fn storage(e: &mut DescriptorEncoder<'_>, s: &MetricsSnapshot) -> Result {
     counter(
         e,
         "mosaicdb_storage_fsyncs",
-        "fsyncs of the journal (sync durability: one per group that wrote)",
+        "fsyncs of the journal (sync durability: each covers every write group committed before it began)",
         None,
         st.fsyncs,
     )?;

@@ -72,12 +72,12 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/metrics", tag = "service", responses(
     (status = 200, description = "the metrics, in the OpenMetrics text format", body = String,
         content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        example = "# HELP mosaicdb_storage_fsyncs fsyncs of the journal (sync durability: one per group that wrote)\n\
+        example = "# HELP mosaicdb_storage_fsyncs fsyncs of the journal (sync durability: each covers every write group committed before it began)\n\
             # TYPE mosaicdb_storage_fsyncs counter\nmosaicdb_storage_fsyncs_total 42\n# EOF\n"),
 ))]
 async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let metrics = state.metrics.clone();
-    // the store's figures wait for the journal's lock, which an fsync holds
+    // the store's figures wait for the journal's lock, which commits and fjall's flushes hold
     let text = tokio::task::spawn_blocking(move || metrics.render())
         .await
         .map_err(|e| internal(format!("the metrics task failed: {e}")))?
