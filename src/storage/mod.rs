@@ -10,6 +10,7 @@ mod error;
 mod load;
 mod read;
 mod rows;
+mod staged;
 mod stats;
 mod sync;
 mod write;

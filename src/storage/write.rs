@@ -9,10 +9,10 @@
 //! with the next group while the journal is fsynced: one `fdatasync` covers every group committed
 //! before it began, and no write is acknowledged before it.
 
+use super::staged::Staged;
 use super::sync::Ticket;
 use super::{KeyRange, Result, Slice, Space, StorageError};
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +22,7 @@ use std::sync::mpsc;
 /// and a place to stage puts and deletes that commit together or not at all.
 pub struct WriteTx<'c> {
     committer: &'c Committer,
-    staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
+    staged: Staged,
     seqs_taken: u64,
     on_commit: Vec<Box<dyn FnOnce() + Send>>,
     deferred: Vec<Box<dyn Any + Send>>,
@@ -41,7 +41,7 @@ impl<'c> WriteTx<'c> {
     fn new(committer: &'c Committer) -> WriteTx<'c> {
         WriteTx {
             committer,
-            staged: BTreeMap::new(),
+            staged: Staged::default(),
             seqs_taken: 0,
             on_commit: Vec::new(),
             deferred: Vec::new(),
@@ -82,10 +82,10 @@ impl<'c> WriteTx<'c> {
     fn stage(&mut self, space: Space, key: Vec<u8>, value: Option<Vec<u8>>) {
         match &mut self.undo {
             None => {
-                self.staged.insert((space, key), value);
+                self.staged.insert(space, key, value);
             }
             Some(undo) => {
-                let previous = self.staged.insert((space, key.clone()), value);
+                let previous = self.staged.insert(space, key.clone(), value);
                 undo.push(((space, key), previous));
             }
         }
@@ -105,11 +105,13 @@ impl<'c> WriteTx<'c> {
         let result = f(self);
         let undo = std::mem::replace(&mut self.undo, outer).unwrap_or_default();
         if result.is_err() {
-            for (key, previous) in undo.into_iter().rev() {
+            for ((space, key), previous) in undo.into_iter().rev() {
                 match previous {
-                    Some(value) => self.staged.insert(key, value),
-                    None => self.staged.remove(&key),
-                };
+                    Some(value) => {
+                        self.staged.insert(space, key, value);
+                    }
+                    None => self.staged.remove(space, &key),
+                }
             }
             self.seqs_taken = seqs;
             self.on_commit.truncate(hooks);
@@ -125,7 +127,7 @@ impl<'c> WriteTx<'c> {
 
     /// The value of `key`: this write's own staged value if it staged one, else the committed one.
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(staged) = self.staged.get(&(space, key.to_vec())) {
+        if let Some(staged) = self.staged.get(space, key) {
             return Ok(staged.clone());
         }
         Ok(self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec()))
@@ -136,10 +138,10 @@ impl<'c> WriteTx<'c> {
     /// For small keys that many writes read and rewrite (a view's group states and value
     /// counts): a lookup of such a hot key walks the memtable's many versions of it.
     pub fn get_cached(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let k = (space, key.to_vec());
-        if let Some(staged) = self.staged.get(&k) {
+        if let Some(staged) = self.staged.get(space, key) {
             return Ok(staged.clone());
         }
+        let k = (space, key.to_vec());
         if let Some(known) = self.committer.values.borrow().map.get(&k) {
             return Ok(known.clone());
         }
@@ -151,10 +153,10 @@ impl<'c> WriteTx<'c> {
     /// Whether `key` exists as this write sees it (its own staged put or delete, else the committed
     /// state), without reading the value.
     pub fn contains(&self, space: Space, key: &[u8]) -> Result<bool> {
-        let k = (space, key.to_vec());
-        if let Some(staged) = self.staged.get(&k) {
+        if let Some(staged) = self.staged.get(space, key) {
             return Ok(staged.is_some());
         }
+        let k = (space, key.to_vec());
         if let Some(&known) = self.committer.present.borrow().get(&k) {
             return Ok(known);
         }
@@ -171,9 +173,7 @@ impl<'c> WriteTx<'c> {
     /// remembering the answer: for keys unlikely to be asked about again (time-series points),
     /// which would only crowd out the ones that are.
     pub fn probe(&self, space: Space, key: &[u8]) -> Result<bool> {
-        if !self.staged.is_empty()
-            && let Some(staged) = self.staged.get(&(space, key.to_vec()))
-        {
+        if let Some(staged) = self.staged.get(space, key) {
             return Ok(staged.is_some());
         }
         Ok(self.committer.spaces[space as usize].contains_key(key)?)
@@ -192,14 +192,7 @@ impl<'c> WriteTx<'c> {
     /// The key-value pairs under `prefix` as this write sees them: the committed ones with this
     /// write's own staged puts and deletes laid over them, in key order; at most `limit`.
     pub fn scan_current(&self, space: Space, prefix: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        use std::ops::Bound;
-        let lo = (space, prefix.to_vec());
-        let mut staged = self
-            .staged
-            .range((Bound::Included(&lo), Bound::Unbounded))
-            .take_while(|((s, k), _)| *s == space && k.starts_with(prefix))
-            .map(|((_, k), v)| (k, v))
-            .peekable();
+        let mut staged = self.staged.under(space, prefix).into_iter().peekable();
         let mut committed = self.scan(space, KeyRange::Prefix(prefix.to_vec()));
         let mut head: Option<(Slice, Slice)> = committed.next().transpose()?;
         let mut out = Vec::new();
@@ -460,11 +453,7 @@ impl Committer {
         }
     }
 
-    fn commit_one(
-        &self,
-        staged: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
-        fresh: Vec<(Space, Vec<u8>, Vec<u8>)>,
-    ) -> Result<()> {
+    fn commit_one(&self, staged: Staged, fresh: Vec<(Space, Vec<u8>, Vec<u8>)>) -> Result<()> {
         if staged.is_empty() && fresh.is_empty() {
             return Ok(());
         }
@@ -493,7 +482,7 @@ impl Committer {
             }
             batch.insert(&self.spaces[space as usize], key, value);
         }
-        for (k, value) in staged {
+        for (k, value) in staged.into_keys() {
             if tracking && let Some(known) = present.get_mut(&k) {
                 *known = value.is_some();
             }

@@ -180,10 +180,11 @@ pub(crate) fn update(
         // while the index builds, every entry is staged: the backfill skips a document changed
         // after its chunk was read, so this write indexes it
         let building = !def.is_ready();
-        for e in after.iter().filter(|e| building || before.binary_search(e).is_err()) {
+        let count = after.len();
+        for e in after.into_iter().filter(|e| building || before.binary_search(e).is_err()) {
             put_entry(tx, def, id, e)?;
         }
-        mark_multikey(tx, catalog, def, after.len());
+        mark_multikey(tx, catalog, def, count);
     }
     for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Fulltext) {
         maintain::update(tx, def, id, old, new, &dict, text)?;
@@ -211,7 +212,7 @@ fn mark_multikey(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, def: &IndexDef, e
     }
 }
 
-fn put_entry(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, e: &Entry) -> Result<()> {
+fn put_entry(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, e: Entry) -> Result<()> {
     if def.kind == IndexKind::Unique
         && let Some(owner) = tx.get(e.space, &e.key)?
         && owner != id.as_bytes()
@@ -222,7 +223,7 @@ fn put_entry(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, e: &Entry) -> Resul
             detail: format!("{key} belongs to document {:?}", String::from_utf8_lossy(&owner)),
         });
     }
-    tx.put(e.space, e.key.clone(), e.value.clone());
+    tx.put(e.space, e.key, e.value);
     Ok(())
 }
 
@@ -520,7 +521,7 @@ fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: Prepared
             continue;
         }
         multikey |= entries.len() > 1 && def.kind != IndexKind::Spatial;
-        for e in &entries {
+        for e in entries {
             put_entry(tx, &def, &doc.id, e)?;
         }
     }
