@@ -188,19 +188,19 @@ impl Store {
         let fail_next_sync = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(stats::CommitCounters::default());
         let durable = Arc::new(tokio::sync::watch::Sender::new(next_seq - 1));
-        let journal =
-            match config.durability {
-                Durability::Buffered => None,
-                Durability::Sync => Some(sync::Journal::open(&config.path).map_err(|source| StorageError::Io {
+        #[cfg(test)]
+        let mut synced_journal = Arc::default();
+        let syncer = match config.durability {
+            Durability::Buffered => None,
+            Durability::Sync => {
+                let journal = sync::Journal::open(&config.path).map_err(|source| StorageError::Io {
                     context: "opening the journal for its fsync".into(),
                     source,
-                })?),
-            };
-        #[cfg(test)]
-        let synced_journal = journal.as_ref().map(|j| j.synced.clone()).unwrap_or_default();
-        let syncer = match journal {
-            None => None,
-            Some(journal) => {
+                })?;
+                #[cfg(test)]
+                {
+                    synced_journal = journal.synced.clone();
+                }
                 let syncer = sync::Syncer {
                     journal,
                     poisoned: poisoned.clone(),
@@ -208,12 +208,7 @@ impl Store {
                     counters: counters.clone(),
                     durable: durable.clone(),
                 };
-                let (tickets, taken) = mpsc::sync_channel(MAX_GROUPS_UNSYNCED);
-                let thread = std::thread::Builder::new()
-                    .name("mosaic-fsync".into())
-                    .spawn(move || syncer.run(taken))
-                    .map_err(|e| StorageError::Engine(format!("cannot start the fsync thread: {e}")))?;
-                Some((tickets, thread))
+                Some(syncer.spawn(MAX_GROUPS_UNSYNCED)?)
             }
         };
         let fsync_thread = syncer.as_ref().map(|(_, thread)| thread.thread().id());
@@ -283,7 +278,7 @@ impl Store {
     /// holds them (see `rows.rs`).
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
         let ks = &self.inner.spaces[space as usize];
-        if space != Space::Entity {
+        if space != Space::Entity || self.inner.rows.is_off() {
             return Ok(ks.get(key)?.map(Slice));
         }
         let ticket = match self.inner.rows.get(key) {

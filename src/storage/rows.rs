@@ -75,6 +75,11 @@ impl Rows {
         }
     }
 
+    /// True for a cache of no capacity (`--row-cache-mb 0`): reads and commits pass it by.
+    pub(super) fn is_off(&self) -> bool {
+        self.shard_capacity == 0
+    }
+
     /// The hash by which `key` is held and evicted.
     pub(super) fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)

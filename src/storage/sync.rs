@@ -51,8 +51,19 @@ pub(super) struct Syncer {
 }
 
 impl Syncer {
+    /// Starts the fsync thread; at most `unsynced` tickets wait for it (past that, the sender
+    /// waits). It ends once the sender is dropped and every ticket is answered.
+    pub(super) fn spawn(self, unsynced: usize) -> Result<(mpsc::SyncSender<Ticket>, std::thread::JoinHandle<()>)> {
+        let (tickets, taken) = mpsc::sync_channel(unsynced);
+        let thread = std::thread::Builder::new()
+            .name("mosaic-fsync".into())
+            .spawn(move || self.run(taken))
+            .map_err(|e| StorageError::Engine(format!("cannot start the fsync thread: {e}")))?;
+        Ok((tickets, thread))
+    }
+
     /// Answers tickets in the order they come until the committer hangs up.
-    pub(super) fn run(mut self, tickets: mpsc::Receiver<Ticket>) {
+    fn run(mut self, tickets: mpsc::Receiver<Ticket>) {
         while let Ok(first) = tickets.recv() {
             let mut batch = vec![first];
             batch.extend(tickets.try_iter());

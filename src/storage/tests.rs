@@ -158,6 +158,26 @@ fn a_failed_fsync_poisons_the_store() {
     assert!(store.get(Space::Entity, b"after").unwrap().is_none());
 }
 
+/// Queues a write of `key` that holds the committer until `release` is dropped; returns once it
+/// runs (so its group is taken), with its answer and `release`.
+fn held_write(
+    store: &Store,
+    key: &'static [u8],
+) -> (tokio::sync::oneshot::Receiver<Result<(), StorageError>>, std::sync::mpsc::Sender<()>) {
+    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let answer = store
+        .submit(move |tx| {
+            let _ = entered_tx.send(());
+            let _ = gate.recv();
+            tx.put(Space::Entity, key.to_vec(), vec![]);
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    entered.recv().unwrap();
+    (answer, release)
+}
+
 /// A write committed while the fsync of an earlier group fails is never acknowledged: its
 /// durability is unknown (it sits in the journal after bytes the disk may have dropped).
 #[test]
@@ -165,18 +185,7 @@ fn writes_behind_a_failed_fsync_are_never_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(open(dir.path(), Durability::Sync));
     store.inject_sync_failure();
-    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let s = store.clone();
-    let held = std::thread::spawn(move || {
-        s.write_blocking(move |tx| {
-            let _ = entered_tx.send(());
-            let _ = gate.recv();
-            tx.put(Space::Entity, b"held".to_vec(), vec![]);
-            Ok::<_, StorageError>(())
-        })
-    });
-    entered.recv().unwrap();
+    let (held, release) = held_write(&store, b"held");
     // queued behind the held write: it commits in the next group, while or after its fsync fails
     let queued = store
         .submit(move |tx| {
@@ -185,7 +194,7 @@ fn writes_behind_a_failed_fsync_are_never_acknowledged() {
         })
         .unwrap();
     drop(release);
-    assert!(matches!(held.join().unwrap(), Err(StorageError::Poisoned)));
+    assert!(matches!(held.blocking_recv(), Ok(Err(StorageError::Poisoned))));
     assert!(matches!(queued.blocking_recv(), Ok(Err(StorageError::Poisoned))));
 }
 
@@ -196,19 +205,9 @@ fn a_write_queued_before_the_store_is_poisoned_never_runs() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(open(dir.path(), Durability::Sync));
     store.inject_sync_failure();
-    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let failing = store
-        .submit(move |tx| {
-            let _ = entered_tx.send(());
-            let _ = gate.recv();
-            tx.put(Space::Entity, b"a".to_vec(), vec![]);
-            Ok::<_, StorageError>(())
-        })
-        .unwrap();
     // once that write runs its group is taken: the next two form the next group, queued before
     // the first group's fsync (held back until then) fails
-    entered.recv().unwrap();
+    let (failing, release) = held_write(&store, b"a");
     let s = store.clone();
     let waiting = store
         .submit(move |_| {

@@ -465,8 +465,9 @@ impl Committer {
         let caching = !values.map.is_empty();
         // the hashes of the entity keys, evicted from the document cache around the commit
         let mut documents = Vec::new();
+        let cached = !self.rows.is_off();
         for (space, key, value) in fresh {
-            if space == Space::Entity {
+            if cached && space == Space::Entity {
                 documents.push(self.rows.hash(&key));
             }
             if tracking || caching {
@@ -490,7 +491,7 @@ impl Committer {
                 values.committed(&k, value.as_ref());
             }
             let (space, key) = k;
-            if space == Space::Entity {
+            if cached && space == Space::Entity {
                 documents.push(self.rows.hash(&key));
             }
             let ks = &self.spaces[space as usize];
