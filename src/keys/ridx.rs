@@ -40,6 +40,20 @@ impl<'a> RidxKey<'a> {
         Ok(k)
     }
 
+    /// The value and id of an entry of the index whose [`RidxKey::index_prefix`] is `prefix`:
+    /// what a scan of one index needs, without reading the table and index names again. A key
+    /// outside the prefix is decoded whole (and its names dropped).
+    pub fn value_and_id(key: &'a [u8], prefix: &[u8]) -> Result<(Component<'a>, Cow<'a, str>), KeyError> {
+        let Some(rest) = key.strip_prefix(prefix) else {
+            let k = RidxKey::decode(key)?;
+            return Ok((k.value, k.id));
+        };
+        let mut r = KeyReader::new(rest);
+        let (value, id) = (r.next_component()?, r.next_str()?);
+        r.end()?;
+        Ok((value, id))
+    }
+
     /// The prefix of every entry of one index.
     pub fn index_prefix(table: &str, index: &str) -> Vec<u8> {
         KeyWriter::default().str(table).str(index).finish()
@@ -66,6 +80,12 @@ mod tests {
         want.extend_from_slice(b"\x07bob\x00\x01");
         assert_eq!(bytes, want);
         assert_eq!(RidxKey::decode(&bytes).unwrap(), k);
+        let prefix = RidxKey::index_prefix("users", "by_age");
+        let want = (k.value.clone(), k.id.clone());
+        assert_eq!(RidxKey::value_and_id(&bytes, &prefix).unwrap(), want);
+        // a key of another index is decoded whole
+        assert_eq!(RidxKey::value_and_id(&bytes, &RidxKey::index_prefix("users", "by_x")).unwrap(), want);
+        assert!(RidxKey::value_and_id(&bytes[..bytes.len() - 1], &prefix).is_err());
         assert_eq!(super::super::display("ridx", &bytes), "ridx:users:by_age:-1.5:bob");
     }
 }

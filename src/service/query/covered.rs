@@ -19,7 +19,6 @@
 //! Anything else makes the query read documents as usual: covering is an optimisation the answer
 //! never depends on.
 
-use super::exec::Candidate;
 use super::filter::{Filter, Op};
 use super::plan::{self, Access, Bounds, IndexScan, Range, SortKey};
 use crate::catalog::{ColumnType, IndexDef, IndexKind, TableDef};
@@ -30,7 +29,7 @@ use crate::service::stop::Stop;
 use crate::service::ttl::expiry::Expiry;
 use crate::service::{Result, ServiceError};
 use crate::storage::{ReadView, Space};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashSet;
 
 /// Most not yet swept expired documents a covered query skips by id; beyond, it reads documents.
@@ -50,6 +49,28 @@ pub(super) struct Covered {
     sort: Vec<Option<usize>>,
     /// documents expired but not swept yet, to skip like deleted ones
     expired: HashSet<String>,
+    /// the members of each result, in the order [`Covered::project`] writes them (by name, as
+    /// the keys of a JSON object sort): each one's `"name":` text and its place among the kept
+    /// values (`None`: the id)
+    layout: Vec<(Vec<u8>, Option<usize>)>,
+}
+
+/// The members a result of `fields` has (see `Covered::layout`): `_id` and each field with a
+/// place in the key, by name, each once.
+fn layout(fields: &[(String, Option<usize>)]) -> Vec<(Vec<u8>, Option<usize>)> {
+    let kept = fields.iter().filter_map(|(f, at)| at.map(|_| f.as_str()));
+    let mut names: Vec<(&str, Option<usize>)> =
+        std::iter::once((ID_FIELD, None)).chain(kept.enumerate().map(|(k, f)| (f, Some(k)))).collect();
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    names.dedup_by(|a, b| a.0 == b.0);
+    names
+        .into_iter()
+        .map(|(name, at)| {
+            let mut text = Value::String(name.to_owned()).to_string().into_bytes();
+            text.push(b':');
+            (text, at)
+        })
+        .collect()
 }
 
 /// The ranges of an index scan that answer `filter` exactly on `def` (see the module doc), and
@@ -185,7 +206,8 @@ pub(super) fn cover(
             None => return Ok(None),
         },
     };
-    Ok(Some(Covered { kind: def.kind, arity: def.fields.len(), fields: out, sort: sort_at, expired }))
+    let layout = layout(&out);
+    Ok(Some(Covered { kind: def.kind, arity: def.fields.len(), fields: out, sort: sort_at, expired, layout }))
 }
 
 /// The documents of `table` a covered scan must skip as expired at `now`: exactly those the
@@ -230,17 +252,21 @@ fn expired_ids(
 impl Covered {
     /// True when the candidate's document expired (and is not swept yet).
     pub(super) fn expired(&self, id: &str) -> bool {
-        self.expired.contains(id)
+        !self.expired.is_empty() && self.expired.contains(id)
     }
 
-    /// The indexed values of a candidate, from its key.
-    pub(super) fn values(&self, cand: &Candidate) -> Result<Vec<Component<'static>>> {
+    /// The indexed values of a candidate, from its key (`scan_value`: the value a range scan
+    /// already read off it).
+    pub(super) fn values(
+        &self,
+        key: Option<&[u8]>,
+        scan_value: Option<Component<'static>>,
+    ) -> Result<Vec<Component<'static>>> {
         let internal = |e: crate::keys::KeyError| ServiceError::Internal(e.to_string());
         if self.kind == IndexKind::Range {
-            return Ok(cand.scan_value.iter().cloned().collect());
+            return Ok(scan_value.into_iter().collect());
         }
-        let key =
-            cand.key.as_deref().ok_or_else(|| ServiceError::Internal("a covered candidate without key".into()))?;
+        let key = key.ok_or_else(|| ServiceError::Internal("a covered candidate without key".into()))?;
         Ok(IdxKey::decode(key, self.arity).map_err(internal)?.values.into_iter().map(Component::into_owned).collect())
     }
 
@@ -266,19 +292,27 @@ impl Covered {
     }
 
     /// The result document: `_id` and the requested fields (`kept`: their values, see
-    /// [`Covered::kept`]), as `project` would write them.
+    /// [`Covered::kept`]), as `project` would write them — written straight from the layout,
+    /// without building the object.
     pub(super) fn project(&self, id: &str, kept: &[Component<'static>]) -> Result<Vec<u8>> {
-        let mut out = Map::new();
-        out.insert(ID_FIELD.to_owned(), Value::String(id.to_owned()));
-        let mut kept = kept.iter();
-        for (field, at) in &self.fields {
-            if at.is_some()
-                && let Some(v) = kept.next()
-            {
-                out.insert(field.clone(), v.to_json());
+        let mut out =
+            Vec::with_capacity(self.layout.iter().map(|(name, _)| name.len() + 8).sum::<usize>() + id.len() + 2);
+        out.push(b'{');
+        for (i, (name, at)) in self.layout.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
             }
+            out.extend_from_slice(name);
+            let written = match at.map(|k| kept.get(k)) {
+                None => serde_json::to_writer(&mut out, id),
+                Some(Some(Component::Str(s))) => serde_json::to_writer(&mut out, s.as_ref()),
+                Some(Some(c)) => serde_json::to_writer(&mut out, &c.to_json()),
+                Some(None) => serde_json::to_writer(&mut out, &Value::Null),
+            };
+            written.map_err(|e| ServiceError::Internal(e.to_string()))?;
         }
-        serde_json::to_vec(&out).map_err(|e| ServiceError::Internal(e.to_string()))
+        out.push(b'}');
+        Ok(out)
     }
 }
 
@@ -289,6 +323,36 @@ mod tests {
 
     fn def(kind: IndexKind, fields: &[&str]) -> IndexDef {
         IndexDef::ready_for_test(kind, fields)
+    }
+
+    /// A covered result is the object `project` builds of the same values: its members sorted
+    /// by name (`_id` among them, wherever it sorts), each once, strings escaped.
+    #[test]
+    fn a_covered_result_is_the_object_project_writes() {
+        use crate::keys::Number;
+        let fields: Vec<(String, Option<usize>)> =
+            [("b", Some(0)), ("Z", Some(1)), ("_id", None), ("b", Some(0)), ("a\"q", Some(2))]
+                .into_iter()
+                .map(|(f, at)| (f.to_owned(), at))
+                .collect();
+        let key = vec![Component::Str("x\"\u{1}é".into()), Component::Num(Number::Float(-2.5)), Component::Bool(true)];
+        let covered = Covered {
+            kind: IndexKind::Hash,
+            arity: 3,
+            layout: layout(&fields),
+            fields,
+            sort: Vec::new(),
+            expired: HashSet::new(),
+        };
+        let kept = covered.kept(key.clone());
+        let mut want = serde_json::Map::new();
+        want.insert("_id".into(), json!("d\\1"));
+        for (name, at) in [("b", 0), ("Z", 1), ("a\"q", 2)] {
+            want.insert(name.into(), key[at].to_json());
+        }
+        assert_eq!(covered.project("d\\1", &kept).unwrap(), serde_json::to_vec(&want).unwrap());
+        let only_id = Covered { layout: layout(&[]), ..covered };
+        assert_eq!(only_id.project("d7", &[]).unwrap(), br#"{"_id":"d7"}"#);
     }
 
     fn exact(kind: IndexKind, fields: &[&str], filter: Value) -> Option<bool> {

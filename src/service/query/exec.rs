@@ -24,7 +24,7 @@ pub struct Candidate {
     /// for a union: the branch whose scan produced it
     pub branch: usize,
     pub id: String,
-    pub key: Option<Vec<u8>>,
+    pub key: Option<Slice>,
     pub scan_value: Option<Component<'static>>,
     pub blob: Option<Slice>,
 }
@@ -54,11 +54,12 @@ impl Iterator for ScanKeys<'_> {
 }
 
 /// Decodes an index entry into a candidate (spatial entries outside the shape are skipped).
-fn decode_entry(scan: &IndexScan, key: Slice, value: Slice) -> Result<Option<Candidate>> {
+/// `prefix` is the index's key prefix, for a range index (its keys are read past it).
+fn decode_entry(scan: &IndexScan, prefix: &[u8], key: Slice, value: Slice) -> Result<Option<Candidate>> {
     let (id, scan_value) = match scan.def.kind {
         IndexKind::Range => {
-            let k = RidxKey::decode(&key).map_err(internal)?;
-            (k.id.into_owned(), Some(k.value.into_owned()))
+            let (value, id) = RidxKey::value_and_id(&key, prefix).map_err(internal)?;
+            (id.into_owned(), Some(value.into_owned()))
         }
         IndexKind::Spatial => {
             let k = SidxKey::decode(&key).map_err(internal)?;
@@ -82,7 +83,7 @@ fn decode_entry(scan: &IndexScan, key: Slice, value: Slice) -> Result<Option<Can
             (id, None)
         }
     };
-    Ok(Some(Candidate { branch: 0, id, key: Some(key.to_vec()), scan_value, blob: None }))
+    Ok(Some(Candidate { branch: 0, id, key: Some(key), scan_value, blob: None }))
 }
 
 /// True when `key` is the first key of this document that the scan meets: a multikey index
@@ -226,8 +227,12 @@ fn index_candidates<'v>(
     let keys = ScanKeys { view, space: scan.space(), ranges: ranges.into_iter(), reverse: scan.reverse, current: None };
     let keys = Watched::new(keys, stop);
     let scan = scan.clone();
+    let prefix = match scan.def.kind {
+        IndexKind::Range => RidxKey::index_prefix(&scan.def.table, &scan.def.name),
+        _ => Vec::new(),
+    };
     Box::new(keys.filter_map(move |item| match item {
-        Ok((k, v)) => decode_entry(&scan, k, v).transpose(),
+        Ok((k, v)) => decode_entry(&scan, &prefix, k, v).transpose(),
         Err(e) => Some(Err(e)),
     }))
 }

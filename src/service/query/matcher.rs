@@ -138,7 +138,7 @@ impl<'a> Matcher<'a> {
             if covered.expired(&cand.id) {
                 return Ok(None);
             }
-            let values = covered.values(&cand)?;
+            let values = covered.values(cand.key.as_deref(), cand.scan_value)?;
             let sorted = covered.sort_values(&values, &cand.id);
             let values_of = sorted.into_iter().zip(self.sort).map(|(v, k)| (v, k.desc)).collect();
             let kept = covered.kept(values);

@@ -479,16 +479,18 @@ impl Db {
             scan.seek(value);
         }
         let capacity = limit + 1;
-        let mut heap: BinaryHeap<Hit> = BinaryHeap::with_capacity(capacity + 1);
         let (mut matched, mut stopped_early) = (0u64, false);
         // A one-key sort served by the scan of that key's index arrives in exact result order
-        // (value, then `_id` in the same direction): stop as soon as the page is full.
+        // (value, then `_id` in the same direction): the hits are kept as they come, and the
+        // scan stops as soon as the page is full. Any other order keeps the best in a heap.
         let exact_order = id_ordered || (sort_by_index && sort.len() == 1);
+        let mut heap: BinaryHeap<Hit> = BinaryHeap::with_capacity(if exact_order { 0 } else { capacity + 1 });
+        let mut in_order: Vec<Hit> = Vec::with_capacity(if exact_order { capacity.min(1 << 12) } else { 0 });
         let mut matcher =
             Matcher::new(&view, (expiry.as_ref(), now), &dict, table, &access, filter, sort, covered.as_ref());
         for cand in exec::candidates(&view, table, &access, after_id, stop) {
             let cand = cand?;
-            if heap.len() >= capacity && exact_order {
+            if in_order.len() >= capacity {
                 stopped_early = true;
                 break;
             }
@@ -515,12 +517,17 @@ impl Db {
                 continue;
             }
             matched += 1;
+            if exact_order {
+                debug_assert!(in_order.last().is_none_or(|last| *last <= hit), "a scan in result order went back");
+                in_order.push(hit);
+                continue;
+            }
             heap.push(hit);
             if heap.len() > capacity {
                 heap.pop();
             }
         }
-        let mut hits = heap.into_sorted_vec();
+        let mut hits = if exact_order { in_order } else { heap.into_sorted_vec() };
         let more = hits.len() > limit;
         hits.truncate(limit);
         if req.explain {
