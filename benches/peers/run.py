@@ -188,8 +188,11 @@ CORE = [
     Workload("point GET by id, c32", "req/s", [("ceiling", 0.85), ("postgres", 1.5)]),
     Workload("durable PUT of new ids, c32", "req/s", [("postgres", 2.5)]),
     Workload("age range ~3k ids, 1 client, stream", "answers/s", [("postgres", 1.0)]),
-    Workload("age range ~3k ids, 1 client, pages of 1000", "answers/s", [("postgres", 1.0)]),
+    # the range target is for one streamed request or pages of 1000: the stream's row carries it
+    Workload("age range ~3k ids, 1 client, pages of 1000", "answers/s", [("postgres", None)]),
 ]
+CORE_NOTE = ("age range: the target (≥ 1× PostgreSQL) is for one streamed request or pages of 1000; the stream's "
+             "row carries it, the pages' ratio is reported.")
 
 
 def run_core(k, pg, ndjson, tsv, add):
@@ -296,6 +299,7 @@ def report(workloads, results, big, notes):
              "pgbench prepared, the same concurrency; everything on the same cores.", "",
              "| workload | mosaicdb | ceiling (axum, no layers) | PostgreSQL 15 | ratio per run | target | met |",
              "|---|---|---|---|---|---|---|"]
+    unmet = []
     for w in workloads:
         r = results[w.name]
         m = r.get("mosaicdb", [])
@@ -307,6 +311,8 @@ def report(workloads, results, big, notes):
             if want is not None:
                 wanted = True
                 met &= bool(per_run) and min(per_run) >= want
+        if wanted and not met:
+            unmet.append(w.name)
         target = ", ".join(f"≥ {want}× {ref}" for ref, want in w.targets if want is not None) or "— (reported)"
         cell = (lambda s: span(r[s], w.fmt) if s in r else "—")
         lines.append(f"| {w.name} ({w.unit}) | {cell('mosaicdb')} | {cell('ceiling')} | {cell('postgres')} | "
@@ -314,6 +320,11 @@ def report(workloads, results, big, notes):
     if big:
         lines.append(f"| import {BIG:,} documents, 2 indexes (docs/s; peak RSS) | {big[0]:,.0f}; {big[1]:.0f} MiB | — | — | — "
                      f"| peak RSS ≤ 512 MiB | {'yes' if big[1] <= 512 else 'no'} |")
+        if big[1] > 512:
+            unmet.append(f"import {BIG:,} documents (peak RSS)")
+    if unmet:
+        lines += ["", f"Not met in every run: {'; '.join(unmet)}. What bounds each of these (the profiles) and what "
+                  "would move it: README.md, section \"Performance\", \"Where the core targets stand\"."]
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]
     return "\n".join(lines)
@@ -354,7 +365,7 @@ def main():
     ensure_tools()
     build(groups)
     workloads, results, big = measure(groups)
-    notes = [n for g in groups if g in models.GROUPS for n in models.NOTES[g]]
+    notes = [CORE_NOTE] * ("core" in groups) + [n for g in groups if g in models.GROUPS for n in models.NOTES[g]]
     table = report(workloads, results, big, notes)
     print(table)
     out = docs_out()
