@@ -303,11 +303,11 @@ impl Covered {
                 out.push(b',');
             }
             out.extend_from_slice(name);
-            let written = match at.map(|k| kept.get(k)) {
+            // `kept` holds a value for every kept member (see `Covered::kept`)
+            let written = match at.map(|k| kept.get(k).unwrap_or(&Component::Null)) {
                 None => serde_json::to_writer(&mut out, id),
-                Some(Some(Component::Str(s))) => serde_json::to_writer(&mut out, s.as_ref()),
-                Some(Some(c)) => serde_json::to_writer(&mut out, &c.to_json()),
-                Some(None) => serde_json::to_writer(&mut out, &Value::Null),
+                Some(Component::Str(s)) => serde_json::to_writer(&mut out, s.as_ref()),
+                Some(c) => serde_json::to_writer(&mut out, &c.to_json()),
             };
             written.map_err(|e| ServiceError::Internal(e.to_string()))?;
         }
