@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -42,8 +42,11 @@ struct Inner {
     pending: Vec<(ReplyEmpty, SyncJob)>,
 }
 
+/// The filesystem; clones share one state, so the binary keeps a clone to
+/// fail held fsyncs at shutdown after the session took the original.
+#[derive(Clone)]
 pub struct PowerFs {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
 }
 
 fn errno(e: i32) -> Errno {
@@ -212,13 +215,22 @@ impl Inner {
 impl PowerFs {
     pub fn new(mode: Mode) -> PowerFs {
         PowerFs {
-            inner: Mutex::new(Inner {
+            inner: Arc::new(Mutex::new(Inner {
                 st: State::new(mode),
                 ctl: Control::default(),
                 handles: HashMap::new(),
                 next_fh: 1,
                 pending: Vec::new(),
-            }),
+            })),
+        }
+    }
+
+    /// Answers every held fsync with EIO. A process waiting in a FUSE fsync
+    /// cannot be killed, so shutting down without this could leave it (and
+    /// the mount) stuck.
+    pub fn fail_held(&self) {
+        for (reply, _) in self.lock().pending.drain(..) {
+            reply.error(Errno::EIO);
         }
     }
 

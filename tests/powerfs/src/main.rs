@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
+use std::time::Duration;
 
 use powerfs::Mode;
 
@@ -48,7 +49,7 @@ fn main() -> ExitCode {
         eprintln!("powerfs: cannot create {}: {e}", mountpoint.display());
         return ExitCode::FAILURE;
     }
-    let session = match powerfs::mount(mode, &mountpoint) {
+    let (session, fs) = match powerfs::mount(mode, &mountpoint) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("powerfs: cannot mount {}: {e}", mountpoint.display());
@@ -74,8 +75,13 @@ fn main() -> ExitCode {
     });
     let why = rx.recv().unwrap_or("channel closed");
     eprintln!("powerfs: {why}, unmounting {}", mountpoint.display());
-    match session.umount_and_join() {
+    match powerfs::unmount(session, &fs, &mountpoint, Duration::from_secs(5)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            // Detached already: exiting closes /dev/fuse and ends it.
+            eprintln!("powerfs: {e}; exiting anyway");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("powerfs: unmount: {e}");
             ExitCode::FAILURE

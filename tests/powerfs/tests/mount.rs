@@ -15,7 +15,7 @@ use powerfs::Mode;
 
 struct Mounted {
     dir: PathBuf,
-    session: Option<fuser::BackgroundSession>,
+    session: Option<(fuser::BackgroundSession, powerfs::PowerFs)>,
 }
 
 /// Why FUSE cannot be used here, if it cannot.
@@ -83,8 +83,8 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if let Some(s) = self.session.take() {
-            let _ = s.umount_and_join();
+        if let Some((s, fs)) = self.session.take() {
+            powerfs::unmount(s, &fs, &self.dir, Duration::from_secs(5)).unwrap();
         }
         let _ = fs::remove_dir(&self.dir);
     }
