@@ -85,11 +85,11 @@ fn json_str(s: &str) -> String {
 
 impl Control {
     /// One JSON line describing the filesystem.
-    pub fn status(&self, mode: &str, used: u64, pending: usize) -> String {
+    pub fn status(&self, mode: &str, used: u64, pending: usize, inodes: usize) -> String {
         let opt = |v: Option<u64>| v.map_or("null".to_owned(), |n| n.to_string());
         format!(
             "{{\"mode\":\"{mode}\",\"used\":{used},\"capacity\":{},\"fsyncs\":{},\
-             \"fsyncdirs\":{},\"cuts\":{},\"injected\":{},\"held\":{},\"pending\":{pending},\
+             \"fsyncdirs\":{},\"cuts\":{},\"injected\":{},\"held\":{},\"pending\":{pending},\"inodes\":{inodes},\
              \"fail_fsync\":\"{}\",\"fail_write\":\"{}\",\"fail_read\":{}}}\n",
             opt(self.capacity),
             self.fsyncs,
@@ -124,7 +124,7 @@ mod tests {
     #[test]
     fn status_is_one_json_line() {
         let c = Control { fail_read: Some("a\"b".into()), ..Control::default() };
-        let s = c.status("data", 5, 0);
+        let s = c.status("data", 5, 0, 1);
         assert!(s.ends_with("}\n") && s.matches('\n').count() == 1);
         assert!(s.contains("\"fail_read\":\"a\\\"b\""));
         assert!(s.contains("\"capacity\":null"));

@@ -136,7 +136,7 @@ impl Inner {
     }
 
     fn status(&self) -> String {
-        self.ctl.status(self.st.mode.name(), self.st.used, self.pending.len())
+        self.ctl.status(self.st.mode.name(), self.st.used, self.pending.len(), self.st.inodes.len())
     }
 
     /// Runs the commands in one write to the control file.

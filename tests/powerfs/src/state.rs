@@ -454,9 +454,35 @@ impl State {
         Ok(())
     }
 
+    /// Whether the incrementally kept link counts and `used` match a
+    /// recount: checked (in debug builds) at every cut, which recounts them.
+    pub fn counts_consistent(&self) -> bool {
+        let mut links: HashMap<u64, (u32, u32)> = HashMap::from([(ROOT, (1, 1))]);
+        let mut used = 0;
+        for node in self.inodes.values() {
+            match &node.kind {
+                Kind::Dir(d) => {
+                    for c in d.cur.values() {
+                        links.entry(*c).or_default().0 += 1;
+                    }
+                    for c in d.dur.values() {
+                        links.entry(*c).or_default().1 += 1;
+                    }
+                }
+                Kind::File(f) => used += f.cur.size,
+            }
+        }
+        used == self.used
+            && self.inodes.iter().all(|(ino, n)| {
+                let (l, d) = links.get(ino).copied().unwrap_or_default();
+                n.links == l && n.dlinks == d && (l > 0 || d > 0 || n.opens > 0)
+            })
+    }
+
     /// Power loss: keep what the durable namespace reaches, in its durable
     /// state; everything else is gone. Open handles are the caller's job.
     pub fn cut(&mut self) {
+        debug_assert!(self.counts_consistent(), "link counts drifted");
         let mut reach = HashSet::from([ROOT]);
         let mut stack = vec![ROOT];
         while let Some(ino) = stack.pop() {
@@ -498,5 +524,6 @@ impl State {
         root.links = 1;
         root.dlinks = 1;
         self.used = used;
+        debug_assert!(self.counts_consistent(), "cut miscounted");
     }
 }
