@@ -1,14 +1,13 @@
-//! The FUSE side: maps kernel requests onto `State`, runs control commands,
-//! and defers fsync replies while fsyncs are held.
+//! The FUSE side: maps kernel requests onto the shared `Inner` state (see
+//! inner.rs for the control commands and held fsyncs).
 //!
 //! fuser's session loop is one thread, so nothing here may block: a held
 //! fsync keeps its reply object and is answered when `release-fsync` (or a
 //! cut) arrives on the control file.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
@@ -16,86 +15,19 @@ use fuser::{
     ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::control::{self, Command, Control};
-use crate::state::{CONTROL, CONTROL_NAME, Inode, Kind, Mode, ROOT, Res, State, SyncJob};
+use crate::inner::{BLOCK, Inner, control_attr, errno};
+use crate::state::{CONTROL, CONTROL_NAME, Mode, ROOT, Res};
 
 /// Zero TTLs: the kernel asks again every time, so a cut is seen at once.
 const TTL: Duration = Duration::ZERO;
-const BLOCK: u64 = 4096;
 /// What statfs reports with no capacity set: "plenty" (1 PiB).
 const UNLIMITED: u64 = 1 << 50;
-
-struct Handle {
-    ino: u64,
-    /// The control file's status, taken at open so that a reader sees one
-    /// consistent line however it splits its reads.
-    status: Vec<u8>,
-}
-
-struct Inner {
-    st: State,
-    ctl: Control,
-    /// Open handles; a cut empties it so pre-cut handles fail with EIO.
-    handles: HashMap<u64, Handle>,
-    next_fh: u64,
-    /// Held fsyncs: the reply to send and the state to make durable.
-    pending: Vec<(ReplyEmpty, SyncJob)>,
-}
 
 /// The filesystem; clones share one state, so the binary keeps a clone to
 /// fail held fsyncs at shutdown after the session took the original.
 #[derive(Clone)]
 pub struct PowerFs {
     inner: Arc<Mutex<Inner>>,
-}
-
-fn errno(e: i32) -> Errno {
-    Errno::from_i32(e)
-}
-
-fn attr_of(ino: u64, node: &Inode, subdirs: u32) -> FileAttr {
-    let (kind, nlink) = match node.kind {
-        Kind::File(_) => (FileType::RegularFile, node.links),
-        Kind::Dir(_) => (FileType::Directory, 2 + subdirs),
-    };
-    let size = node.size();
-    FileAttr {
-        ino: INodeNo(ino),
-        size,
-        blocks: size.div_ceil(512),
-        atime: node.atime,
-        mtime: node.mtime,
-        ctime: node.ctime,
-        crtime: node.ctime,
-        kind,
-        perm: node.perm,
-        nlink,
-        uid: node.uid,
-        gid: node.gid,
-        rdev: 0,
-        blksize: BLOCK as u32,
-        flags: 0,
-    }
-}
-
-fn control_attr() -> FileAttr {
-    FileAttr {
-        ino: INodeNo(CONTROL),
-        size: 0,
-        blocks: 0,
-        atime: UNIX_EPOCH,
-        mtime: UNIX_EPOCH,
-        ctime: UNIX_EPOCH,
-        crtime: UNIX_EPOCH,
-        kind: FileType::RegularFile,
-        perm: 0o600,
-        nlink: 1,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize: BLOCK as u32,
-        flags: 0,
-    }
 }
 
 fn to_system_time(t: TimeOrNow) -> SystemTime {
@@ -105,124 +37,9 @@ fn to_system_time(t: TimeOrNow) -> SystemTime {
     }
 }
 
-impl Inner {
-    fn attr(&self, ino: u64) -> Res<FileAttr> {
-        if ino == CONTROL {
-            return Ok(control_attr());
-        }
-        let node = self.st.get(ino)?;
-        Ok(attr_of(ino, node, self.st.subdirs(ino)))
-    }
-
-    fn open_handle(&mut self, ino: u64) -> u64 {
-        let fh = self.next_fh;
-        self.next_fh += 1;
-        let status = if ino == CONTROL {
-            self.status().into_bytes()
-        } else {
-            if let Ok(n) = self.st.get_mut(ino) {
-                n.opens += 1;
-            }
-            Vec::new()
-        };
-        self.handles.insert(fh, Handle { ino, status });
-        fh
-    }
-
-    /// A handle from before a cut (or never opened) is EIO: the "disk" it
-    /// was reading went away.
-    fn check(&self, fh: FileHandle) -> Res<&Handle> {
-        self.handles.get(&fh.0).ok_or(libc::EIO)
-    }
-
-    fn status(&self) -> String {
-        self.ctl.status(self.st.mode.name(), self.st.used, self.pending.len(), self.st.inodes.len())
-    }
-
-    /// Runs the commands in one write to the control file.
-    fn command(&mut self, data: &[u8]) -> Res<()> {
-        let text = std::str::from_utf8(data).map_err(|_| libc::EINVAL)?;
-        let mut any = false;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            any = true;
-            self.run(control::parse(line)?)?;
-        }
-        if any { Ok(()) } else { Err(libc::EINVAL) }
-    }
-
-    fn run(&mut self, cmd: Command) -> Res<()> {
-        match cmd {
-            Command::Cut => {
-                self.ctl.cuts += 1;
-                // Held fsyncs never reached the disk.
-                for (reply, _) in self.pending.drain(..) {
-                    reply.error(Errno::EIO);
-                }
-                self.st.cut();
-                // Control handles survive: the driver keeps talking.
-                self.handles.retain(|_, h| h.ino == CONTROL);
-            }
-            Command::HoldFsync => self.ctl.held = true,
-            Command::ReleaseFsync => {
-                self.ctl.held = false;
-                for (reply, job) in std::mem::take(&mut self.pending) {
-                    self.st.apply(job);
-                    reply.ok();
-                }
-            }
-            Command::Capacity(c) => self.ctl.capacity = c,
-            Command::FailFsync(e) => self.ctl.fail_fsync = e,
-            Command::FailWrite(e) => self.ctl.fail_write = e,
-            Command::FailRead(s) => self.ctl.fail_read = s,
-            Command::Flip(path, off) => self.st.flip(&path, off)?,
-        }
-        Ok(())
-    }
-
-    /// fsync and fsyncdir: fail if told to, defer if held, else apply now.
-    fn sync(&mut self, ino: u64, fh: FileHandle, reply: ReplyEmpty) {
-        if let Err(e) = self.check(fh) {
-            return reply.error(errno(e));
-        }
-        if ino == CONTROL {
-            return reply.ok();
-        }
-        if let Some(e) = self.ctl.fail_fsync {
-            self.ctl.injected += 1;
-            return reply.error(errno(e));
-        }
-        match self.st.sync_job(ino) {
-            Err(e) => reply.error(errno(e)),
-            Ok(job) if self.ctl.held => self.pending.push((reply, job)),
-            Ok(job) => {
-                self.st.apply(job);
-                reply.ok();
-            }
-        }
-    }
-
-    fn release(&mut self, fh: FileHandle) {
-        // An unknown handle was dropped by a cut, which already reset opens.
-        if let Some(h) = self.handles.remove(&fh.0)
-            && let Ok(n) = self.st.get_mut(h.ino)
-        {
-            n.opens -= 1;
-            self.st.maybe_free(h.ino);
-        }
-    }
-}
-
 impl PowerFs {
     pub fn new(mode: Mode) -> PowerFs {
-        PowerFs {
-            inner: Arc::new(Mutex::new(Inner {
-                st: State::new(mode),
-                ctl: Control::default(),
-                handles: HashMap::new(),
-                next_fh: 1,
-                pending: Vec::new(),
-            })),
-        }
+        PowerFs { inner: Arc::new(Mutex::new(Inner::new(mode))) }
     }
 
     /// Answers every held fsync with EIO. A process waiting in a FUSE fsync

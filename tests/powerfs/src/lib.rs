@@ -8,6 +8,7 @@
 pub mod content;
 pub mod control;
 pub mod fs;
+mod inner;
 pub mod state;
 
 use std::ffi::CString;
