@@ -35,7 +35,7 @@ pub(super) fn patch_outside(
     patch: &Value,
     etag_ok: impl Fn(&str) -> bool,
 ) -> Result<Option<Patched>> {
-    let Some(base) = db.store.get(Space::Entity, &EntityKey::new(&table.name, id).encode())? else {
+    let Some(base) = db.store.get_committed(Space::Entity, &EntityKey::new(&table.name, id).encode())? else {
         return Ok(None);
     };
     if !etag_ok(&etag(&base)) || expired(&db.catalog, &table.name, &base)? {

@@ -5,6 +5,7 @@
 //! restore that was killed half-way never opens as a database that looks whole. The marker is
 //! removed only after the last write is fsynced; a failed load removes what it wrote.
 
+use super::dirs::sync_dir;
 use super::{Durability, Result, Space, StorageConfig, StorageError, Store};
 use std::path::{Path, PathBuf};
 
@@ -37,6 +38,7 @@ impl BulkLoad {
             let context = format!("{context} {path:?}");
             move |source| StorageError::Io { context, source }
         };
+        let missing = super::dirs::missing(&path);
         let created = match std::fs::read_dir(&path) {
             Ok(mut entries) => {
                 if entries.next().is_some() {
@@ -51,7 +53,13 @@ impl BulkLoad {
             Err(e) => return Err(io("cannot read")(e)),
         };
         let started = (|| {
-            std::fs::File::create(path.join(RESTORE_MARKER)).and_then(|f| f.sync_all()).map_err(io("cannot mark"))?;
+            // The marker's entry, and the directory's own when the load made it, are fsynced in
+            // their folders: a power cut must not leave the keys without the marker.
+            std::fs::File::create(path.join(RESTORE_MARKER))
+                .and_then(|f| f.sync_all())
+                .and_then(|()| sync_dir(&path))
+                .and_then(|()| missing.iter().try_for_each(|dir| sync_dir(super::dirs::parent_of(dir))))
+                .map_err(io("cannot mark"))?;
             config.durability = Durability::Buffered;
             Store::open_dir(config)
         })();
@@ -146,18 +154,5 @@ fn remove_written(path: &Path, created: bool) {
     };
     if let Err(e) = removed {
         tracing::warn!(path = %path.display(), error = %e, "removing what a failed restore wrote failed");
-    }
-}
-
-/// Makes a file's removal in `dir` durable.
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        std::fs::File::open(dir)?.sync_all()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        Ok(())
     }
 }

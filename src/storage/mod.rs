@@ -6,6 +6,7 @@
 //! be added here without touching the layers above.
 
 mod config;
+mod dirs;
 mod error;
 mod load;
 mod read;
@@ -145,7 +146,14 @@ struct Inner {
     counters: Arc<stats::CommitCounters>,
     /// see [`Store::durable_seq`]
     durable: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Sync mode: the state every read sees (see [`Store::snapshot`]), as of the last group the
+    /// fsync thread made durable. Buffered mode: none, reads see each commit at once.
+    durable_view: Option<DurableView>,
 }
+
+/// The snapshot that reads see in sync mode: the committer takes one after each group it
+/// commits, and the fsync thread swaps it in once the group is durable.
+pub(super) type DurableView = Arc<arc_swap::ArcSwap<fjall::Snapshot>>;
 
 /// Most committed groups waiting for their fsync (sync mode); past it the committer waits.
 const MAX_GROUPS_UNSYNCED: usize = 64;
@@ -165,6 +173,7 @@ impl Store {
 
     /// [`Store::open`] without the restore marker check (the bulk load's own open).
     fn open_dir(config: StorageConfig) -> Result<Store> {
+        let created = dirs::missing(&config.path);
         let db = Database::builder(&config.path)
             .cache_size(config.cache_bytes)
             .worker_threads(config.worker_threads.max(2))
@@ -176,6 +185,10 @@ impl Store {
             .map(|s| db.keyspace(s.name(), || s.options(memtable)))
             .collect::<Result<Vec<_>, fjall::Error>>()?
             .into();
+        dirs::sync_after_open(&config.path, &created).map_err(|source| StorageError::Io {
+            context: format!("fsync of the data directory {:?}", config.path),
+            source,
+        })?;
         // The next sequence number follows the last change event on disk.
         let next_seq = match spaces[Space::Changefeed as usize].last_key_value() {
             Some(g) => {
@@ -190,9 +203,18 @@ impl Store {
         let durable = Arc::new(tokio::sync::watch::Sender::new(next_seq - 1));
         #[cfg(test)]
         let mut synced_journal = Arc::default();
-        let syncer = match config.durability {
+        let rows = Arc::new(rows::Rows::new(usize::try_from(config.row_cache_bytes).unwrap_or(usize::MAX)));
+        let durable_view = match config.durability {
             Durability::Buffered => None,
             Durability::Sync => {
+                // What the open recovered from the journal reached the OS before a crash, but
+                // maybe not the disk: it is fsynced before anything reads it.
+                db.persist(fjall::PersistMode::SyncAll)?;
+                Some(Arc::new(arc_swap::ArcSwap::from_pointee(db.snapshot())))
+            }
+        };
+        let syncer = match (config.durability, &durable_view) {
+            (Durability::Sync, Some(view)) => {
                 let journal = sync::Journal::open(&config.path).map_err(|source| StorageError::Io {
                     context: "opening the journal for its fsync".into(),
                     source,
@@ -207,12 +229,14 @@ impl Store {
                     fail_next_sync: fail_next_sync.clone(),
                     counters: counters.clone(),
                     durable: durable.clone(),
+                    view: view.clone(),
+                    rows: rows.clone(),
                 };
                 Some(syncer.spawn(MAX_GROUPS_UNSYNCED)?)
             }
+            _ => None,
         };
         let fsync_thread = syncer.as_ref().map(|(_, thread)| thread.thread().id());
-        let rows = Arc::new(rows::Rows::new(usize::try_from(config.row_cache_bytes).unwrap_or(usize::MAX)));
         let committer = Committer {
             db: db.clone(),
             spaces: spaces.clone(),
@@ -254,6 +278,7 @@ impl Store {
                 fsync_thread,
                 counters,
                 durable,
+                durable_view,
             }),
         })
     }
@@ -274,27 +299,58 @@ impl Store {
         self.inner.running.load(Ordering::Acquire)
     }
 
-    /// The latest committed value of one key. Documents come from the document cache when it
-    /// holds them (see `rows.rs`).
+    /// The value of one key as reads see it: durable in sync mode (see [`Store::snapshot`]),
+    /// committed in buffered mode. Documents come from the document cache when it holds them
+    /// (see `rows.rs`).
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        let ks = &self.inner.spaces[space as usize];
         if space != Space::Entity || self.inner.rows.is_off() {
-            return Ok(ks.get(key)?.map(Slice));
+            return self.read_get(space, key);
         }
+        // The ticket first, then the read: see `rows.rs` for why a fill is then never stale.
         let ticket = match self.inner.rows.get(key) {
             Ok(hit) => return Ok(Some(hit)),
             Err(ticket) => ticket,
         };
-        let found = ks.get(key)?.map(Slice);
+        let found = self.read_get(space, key)?;
         if let Some(value) = &found {
             self.inner.rows.fill(ticket, key, value);
         }
         Ok(found)
     }
 
-    /// A consistent view of every keyspace as of now.
+    fn read_get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        let ks = &self.inner.spaces[space as usize];
+        Ok(match &self.inner.durable_view {
+            Some(view) => fjall::Readable::get(&**view.load(), ks, key)?,
+            None => ks.get(key)?,
+        }
+        .map(Slice))
+    }
+
+    /// The latest committed value of one key, durable or not: for work whose outcome the
+    /// committer checks again (a patch prepared outside it), never for an answer.
+    pub fn get_committed(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        Ok(self.inner.spaces[space as usize].get(key)?.map(Slice))
+    }
+
+    /// A consistent view of every keyspace, as reads may show it. In sync mode that is the state
+    /// as of the last fsync: a write is seen only once it is durable (and acknowledged), so no
+    /// answer ever shows what a power cut could take back — as PostgreSQL shows a commit only
+    /// after its WAL flush. Between the commit and its fsync (well under a millisecond to a few
+    /// milliseconds), reads still see the state before it. In buffered mode, the latest commit.
     pub fn snapshot(&self) -> ReadView {
-        ReadView { snapshot: self.inner.db.snapshot(), spaces: self.inner.spaces.clone() }
+        let snapshot = match &self.inner.durable_view {
+            Some(view) => view.load_full(),
+            None => Arc::new(self.inner.db.snapshot()),
+        };
+        ReadView { snapshot, spaces: self.inner.spaces.clone() }
+    }
+
+    /// A consistent view of every keyspace as committed now, durable or not: for in-memory
+    /// structures kept in step with the committer (loaded here, then changed by each commit) and
+    /// for work the committer checks again. Never for an answer: use [`Store::snapshot`].
+    pub fn committed(&self) -> ReadView {
+        ReadView { snapshot: Arc::new(self.inner.db.snapshot()), spaces: self.inner.spaces.clone() }
     }
 
     /// The last sequence number that is committed and durable (fsynced in sync mode, committed in

@@ -39,7 +39,7 @@ pub enum KeyRange {
 /// One consistent view of every keyspace: a request that reads several keys reads them here, so
 /// its answer never mixes two states. Keep it short-lived: it pins old versions.
 pub struct ReadView {
-    pub(super) snapshot: fjall::Snapshot,
+    pub(super) snapshot: std::sync::Arc<fjall::Snapshot>,
     pub(super) spaces: std::sync::Arc<[fjall::Keyspace]>,
 }
 

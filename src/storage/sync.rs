@@ -38,6 +38,11 @@ pub(super) struct Ticket {
     pub(super) wrote: bool,
     /// the last sequence number taken once the group committed
     pub(super) last_seq: u64,
+    /// the state as of the group (when it wrote), shown to reads once it is durable
+    pub(super) view: Option<Arc<fjall::Snapshot>>,
+    /// the hashes of the document keys the group committed, evicted from the document cache
+    /// as the view is shown
+    pub(super) documents: Vec<u64>,
 }
 
 /// The fsync thread's state.
@@ -48,6 +53,10 @@ pub(super) struct Syncer {
     pub(super) fail_next_sync: Arc<AtomicBool>,
     pub(super) counters: Arc<CommitCounters>,
     pub(super) durable: Arc<tokio::sync::watch::Sender<u64>>,
+    /// what reads see: replaced by each durable group's view
+    pub(super) view: super::DurableView,
+    /// the document cache, which holds only what reads see
+    pub(super) rows: Arc<super::rows::Rows>,
 }
 
 impl Syncer {
@@ -72,7 +81,7 @@ impl Syncer {
     }
 
     /// One fsync for every ticket taken (if any of them wrote), then their answers, in order.
-    fn settle(&mut self, batch: Vec<Ticket>) {
+    fn settle(&mut self, mut batch: Vec<Ticket>) {
         let synced = if batch.iter().any(|t| t.wrote) && !self.poisoned.load(Ordering::Acquire) {
             let started = Instant::now();
             let synced = self.sync();
@@ -85,6 +94,16 @@ impl Syncer {
         // even for a later group that wrote nothing (see `Committer::commit_group`).
         let poisoned = self.poisoned.load(Ordering::Acquire);
         if synced.is_ok() && !poisoned {
+            // Reads see the groups now, before any of their writes is answered: a client never
+            // reads back less than it was told is written. The cache's entries of the groups'
+            // documents go around the swap, as around a commit in buffered mode (`rows.rs`).
+            let view = batch.iter_mut().rev().find_map(|t| t.view.take());
+            let documents = || batch.iter().flat_map(|t| t.documents.iter().copied());
+            documents().for_each(|hash| self.rows.committing(hash));
+            if let Some(view) = view {
+                self.view.store(view);
+            }
+            documents().for_each(|hash| self.rows.committed(hash));
             let last = batch.iter().map(|t| t.last_seq).max().unwrap_or(0);
             self.durable.send_if_modified(|d| {
                 let moved = last > *d;

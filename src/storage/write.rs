@@ -393,6 +393,9 @@ impl Committer {
 
     fn commit_group(&mut self, group: Vec<Job>) {
         let mut done: Vec<(Completion, Result<()>)> = Vec::with_capacity(group.len());
+        // Sync mode: the documents the group commits, evicted from the document cache by the
+        // fsync thread when it shows them to reads (the cache holds what reads see).
+        let mut documents = Vec::new();
         let mut committed_any = false;
         let mut writes = 0;
         for job in group {
@@ -417,7 +420,7 @@ impl Committer {
             let fresh = std::mem::take(&mut tx.fresh);
             // a write that staged nothing needs no fsync
             let wrote = !staged.is_empty() || !fresh.is_empty();
-            let result = self.commit_one(staged, fresh);
+            let result = self.commit_one(staged, fresh, &mut documents);
             if result.is_ok() {
                 self.next_seq += seqs;
                 committed_any |= wrote;
@@ -434,7 +437,9 @@ impl Committer {
         if let Some((tickets, _)) = &self.syncer {
             // Answered in order by the fsync thread, even a group that wrote nothing: its answers
             // may rest on an earlier group's writes, which are not durable yet.
-            let ticket = Ticket { done, wrote: committed_any, last_seq };
+            // the state as of this group, which reads see once the group is durable
+            let view = committed_any.then(|| Arc::new(self.db.snapshot()));
+            let ticket = Ticket { done, wrote: committed_any, last_seq, view, documents };
             if let Err(mpsc::SendError(ticket)) = tickets.send(ticket) {
                 self.poison(StorageError::Engine("the journal's fsync thread has stopped".into()));
                 for (completion, _) in ticket.done {
@@ -453,7 +458,10 @@ impl Committer {
         }
     }
 
-    fn commit_one(&self, staged: Staged, fresh: Vec<(Space, Vec<u8>, Vec<u8>)>) -> Result<()> {
+    /// Commits one write's keys as one batch. The hashes of its entity keys are evicted from the
+    /// document cache around the commit in buffered mode (reads see the commit at once); in sync
+    /// mode they are added to `deferred`, for the fsync thread to evict when reads see them.
+    fn commit_one(&self, staged: Staged, fresh: Vec<(Space, Vec<u8>, Vec<u8>)>, deferred: &mut Vec<u64>) -> Result<()> {
         if staged.is_empty() && fresh.is_empty() {
             return Ok(());
         }
@@ -500,12 +508,15 @@ impl Committer {
                 None => batch.remove(ks, key),
             }
         }
-        for &hash in &documents {
-            self.rows.committing(hash);
+        let now = self.syncer.is_none();
+        if now {
+            documents.iter().for_each(|&hash| self.rows.committing(hash));
         }
         let committed = batch.commit();
-        for &hash in &documents {
-            self.rows.committed(hash);
+        if now {
+            documents.iter().for_each(|&hash| self.rows.committed(hash));
+        } else if committed.is_ok() {
+            deferred.extend(documents);
         }
         committed.map_err(|e| {
             present.clear();

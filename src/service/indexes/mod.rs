@@ -444,7 +444,8 @@ fn prepare_chunk(
     let Some(def) = db.catalog.index(table, name).filter(|d| d.created_at == created_at && !d.is_ready()) else {
         return Ok(None);
     };
-    let view = db.store.snapshot();
+    // as committed: the committer checks the chunk against what it holds then
+    let view = db.store.committed();
     // Taken after the snapshot, so it holds every field name the snapshot's blobs use.
     let dict = db.catalog.dict();
     let prefix = crate::keys::table_prefix(table);

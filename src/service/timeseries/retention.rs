@@ -85,7 +85,7 @@ impl Db {
     /// The series of a metric with their records, as committed now.
     async fn series_of(self: &Arc<Self>, metric: &str) -> Result<Vec<(String, SeriesStats)>> {
         let metric = metric.to_owned();
-        self.read(move |db| stats::records(&db.store.snapshot(), &metric, None, &Stop::default())).await
+        self.read(move |db| stats::records(&db.store.committed(), &metric, None, &Stop::default())).await
     }
 
     /// One run of the retention task at `now_ns`: removes every point older than its metric's

@@ -78,12 +78,13 @@ impl Db {
     }
 }
 
-/// Up to `limit` expiry entries of `table` due at `now`, after `after`, from a snapshot.
+/// Up to `limit` expiry entries of `table` due at `now`, after `after`, as committed (the
+/// committer checks each one again as it sweeps).
 fn due(db: &Db, table: &str, now: i64, after: Option<Vec<u8>>, limit: usize) -> Result<Vec<Vec<u8>>> {
     let lower = after.map_or_else(|| Bound::Included(table_prefix(table)), Bound::Excluded);
     let upper = Bound::Excluded(TtlKey::expired_until(table, now));
     db.store
-        .snapshot()
+        .committed()
         .scan(Space::Ttlidx, KeyRange::Between(lower, upper), false)
         .take(limit)
         .map(|r| r.map(|(k, _)| k.to_vec()).map_err(ServiceError::from))

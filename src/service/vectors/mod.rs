@@ -165,7 +165,7 @@ impl Db {
         for def in defs.iter().filter(|d| d.kind == IndexKind::Vector && d.is_maintained()) {
             let Ok(p) = params_of(def) else { continue };
             let Ok(Some(vector)) = doc_vector(def, &p, blob, &dict) else { continue };
-            let view = || self.store.snapshot();
+            let view = || self.store.committed();
             let Ok(Some(cached)) = self.vectors.get(&view, &self.catalog, &def.table, &def.name) else { continue };
             if cached.created_at != def.created_at {
                 continue;
@@ -328,7 +328,7 @@ pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db, touched: &std::sync::Mutex<Ve
         }
     }
     for ((table, index, created_at), ops) in by_index {
-        let view = || db.store.snapshot();
+        let view = || db.store.committed();
         let Some(cached) = db.vectors.get(&view, &db.catalog, &table, &index)? else { continue };
         if cached.created_at != created_at {
             continue;
@@ -365,7 +365,7 @@ impl Db {
         let started = std::time::Instant::now();
         for table in self.catalog.tables() {
             for def in self.catalog.indexes(&table.name).iter().filter(|d| d.kind == IndexKind::Vector) {
-                let view = || self.store.snapshot();
+                let view = || self.store.committed();
                 self.vectors.get(&view, &self.catalog, &def.table, &def.name)?;
             }
         }

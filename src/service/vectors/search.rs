@@ -156,7 +156,7 @@ impl Db {
             .ok_or_else(no_index)?;
         let p = params_of(def)?;
         let q = query_vector(&req.vector, p.dim, p.metric)?;
-        let snapshot = || self.store.snapshot();
+        let snapshot = || self.store.committed();
         let cached = self.vectors.get(&snapshot, &self.catalog, table, &def.name)?.ok_or_else(no_index)?;
         if cached.created_at != def.created_at {
             return Err(no_index());

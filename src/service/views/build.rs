@@ -133,7 +133,8 @@ fn prepare(db: &Db, table: &str, name: &str, created_at: i64, chunk: usize) -> R
         return Ok(None);
     }
     let c = compiled(&def)?;
-    let view = db.store.snapshot();
+    // as committed: the committer checks the chunk against what it holds then
+    let view = db.store.committed();
     // Taken after the snapshot, so it holds every field name the snapshot's blobs use.
     let dict = db.catalog.dict();
     let (lo, hi) = range(table, after_of(&def).as_deref(), None);
