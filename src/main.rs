@@ -102,6 +102,10 @@ struct ServeArgs {
     /// memtable size per key family in MiB
     #[arg(long, env = "MOSAIC_MEMTABLE_MB", default_value_t = 16)]
     memtable_mb: u64,
+    /// disk space kept free in MiB: while less is free, writes are refused (507) and resume on
+    /// their own once space is freed (0: no check)
+    #[arg(long, env = "MOSAIC_MIN_FREE_DISK_MB", default_value_t = 64)]
+    min_free_disk_mb: u64,
     /// largest request body (and longest import line) in MiB
     #[arg(long, env = "MOSAIC_MAX_BODY_MB", default_value_t = 32)]
     max_body_mb: usize,
@@ -160,6 +164,7 @@ impl ServeArgs {
         storage.cache_bytes = self.cache_mb << 20;
         storage.row_cache_bytes = self.row_cache_mb << 20;
         storage.memtable_bytes = self.memtable_mb.max(1) << 20;
+        storage.min_free_bytes = self.min_free_disk_mb.saturating_mul(1 << 20);
         Ok(ServerConfig {
             addr: self.addr,
             storage,

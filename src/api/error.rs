@@ -134,6 +134,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ServiceError::ImportStalled { .. } => StatusCode::REQUEST_TIMEOUT,
         ServiceError::BatchFailed { source, .. } => status_of(source),
+        ServiceError::Unavailable(_) if e.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
         ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -161,7 +162,9 @@ impl From<ServiceError> for ApiError {
             ServiceError::ChangefeedExpired { oldest, .. } => Some(*oldest),
             _ => None,
         };
-        ApiError { status, code: e.code(), detail, operation, lines, oldest_seq, retry_after: None }
+        // a full disk is freed by someone else: the write may be tried again after a while
+        let retry_after = e.is_disk_full().then_some(10);
+        ApiError { status, code: e.code(), detail, operation, lines, oldest_seq, retry_after }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::AppState;
 use super::error::{ApiError, Problem};
-use crate::service::Info;
+use crate::service::{Health, Info};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -28,22 +28,31 @@ async fn health() -> Json<Status> {
     Json(Status { status: "ok" })
 }
 
-/// The store is open and takes writes.
+/// The store is open and takes writes. When it does not, the problem says why: `store_failed`
+/// (a write to disk failed; writes are refused until a restart), `insufficient_storage` (the disk
+/// is nearly full; writes resume once space is freed) or `unavailable` (shutting down).
 #[utoipa::path(get, path = "/ready", tag = "service", responses(
     (status = 200, description = "ready", body = Status),
-    (status = 503, description = "the store refuses writes (a disk write failed)", body = Problem,
-        content_type = "application/problem+json"),
+    (status = 503, description = "the store refuses writes: `store_failed`, `insufficient_storage` or `unavailable`",
+        body = Problem, content_type = "application/problem+json"),
 ))]
 async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
-    if state.db.is_writable() {
-        Ok(Json(Status { status: "ready" }))
-    } else {
-        Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "the store is poisoned after a failed write to disk and refuses writes; restart after checking the disk",
-        ))
-    }
+    let (code, detail) = match state.db.health() {
+        Health::Ok => return Ok(Json(Status { status: "ready" })),
+        Health::DiskFull { free, reserve } => (
+            "insufficient_storage",
+            format!(
+                "the disk holding the data directory is nearly full ({free} bytes free, {reserve} kept in reserve): \
+                 writes are refused until space is freed, and resume on their own"
+            ),
+        ),
+        Health::Failed { reason } => (
+            "store_failed",
+            format!("a write to disk failed ({reason}): writes are refused until a restart; check the disk first"),
+        ),
+        _ => ("unavailable", "the store is shutting down or its write path stopped: restart the server".to_owned()),
+    };
+    Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, detail))
 }
 
 /// Version, uptime, data directory, durability and key counts per family.

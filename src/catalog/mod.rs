@@ -245,7 +245,7 @@ impl Catalog {
     pub fn put_table(self: &Arc<Self>, tx: &mut WriteTx<'_>, def: TableDef) {
         tx.put(Space::Meta, MetaKey::Table(def.name.as_str().into()).encode(), json(&def));
         let this = self.clone();
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             this.defs_mut().tables.insert(def.name.clone(), Arc::new(def));
         });
     }
@@ -274,7 +274,7 @@ impl Catalog {
         let mark = serde_json::to_vec(&mode).unwrap_or_default();
         tx.put(Space::Meta, MetaKey::Dropping(name.into()).encode(), mark);
         let (this, name) = (self.clone(), name.to_owned());
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             let mut defs = this.defs_mut();
             defs.tables.remove(&name);
             defs.indexes.remove(&name);
@@ -296,7 +296,7 @@ impl Catalog {
     pub fn finish_drop(self: &Arc<Self>, tx: &mut WriteTx<'_>, name: &str) {
         tx.delete(Space::Meta, MetaKey::Dropping(name.into()).encode());
         let (this, name) = (self.clone(), name.to_owned());
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             this.defs_mut().dropping.remove(&name);
         });
     }
@@ -305,7 +305,7 @@ impl Catalog {
     pub fn put_index(self: &Arc<Self>, tx: &mut WriteTx<'_>, def: IndexDef) {
         tx.put(Space::Meta, MetaKey::Index(def.table.as_str().into(), def.name.as_str().into()).encode(), json(&def));
         let this = self.clone();
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             this.defs_mut().indexes.entry(def.table.clone()).or_default().insert(def.name.clone(), Arc::new(def));
         });
     }
@@ -322,7 +322,7 @@ impl Catalog {
         let mark = MetaKey::IndexDropping(table.into(), name.into()).encode();
         tx.put(Space::Meta, mark, def.created_at.to_be_bytes().to_vec());
         let (this, table, name, generation) = (self.clone(), table.to_owned(), name.to_owned(), def.created_at);
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             let mut defs = this.defs_mut();
             if let Some(m) = defs.indexes.get_mut(&table) {
                 m.remove(&name);
@@ -335,7 +335,7 @@ impl Catalog {
     pub fn finish_index_drop(self: &Arc<Self>, tx: &mut WriteTx<'_>, table: &str, name: &str) {
         tx.delete(Space::Meta, MetaKey::IndexDropping(table.into(), name.into()).encode());
         let (this, key) = (self.clone(), (table.to_owned(), name.to_owned()));
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             this.defs_mut().dropping_indexes.remove(&key);
         });
     }
@@ -355,7 +355,7 @@ impl Catalog {
     pub fn put_metric(self: &Arc<Self>, tx: &mut WriteTx<'_>, config: MetricConfig) {
         tx.put(Space::Meta, MetaKey::Metric(config.name.as_str().into()).encode(), json(&config));
         let this = self.clone();
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             this.defs_mut().metrics.insert(config.name.clone(), Arc::new(config));
         });
     }
@@ -364,7 +364,7 @@ impl Catalog {
     pub fn remove_metric(self: &Arc<Self>, tx: &mut WriteTx<'_>, name: &str) {
         tx.delete(Space::Meta, MetaKey::Metric(name.into()).encode());
         let (this, name) = (self.clone(), name.to_owned());
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             this.defs_mut().metrics.remove(&name);
         });
     }
@@ -455,6 +455,7 @@ impl Catalog {
             tx.put(Space::Meta, MetaKey::Field(id).encode(), name.as_bytes().to_vec());
         }
         let this = self.clone();
+        // internal (names are never shown by themselves), and staged by ordinary writes
         tx.on_commit(move || {
             this.fields.persisted.fetch_max(len, Ordering::AcqRel);
         });

@@ -118,7 +118,7 @@ impl Catalog {
         let key = MetaKey::View(def.table.as_str().into(), def.name.as_str().into()).encode();
         tx.put(Space::Meta, key, json(&def));
         let this = self.clone();
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             this.defs_mut().views.entry(def.table.clone()).or_default().insert(def.name.clone(), Arc::new(def));
         });
     }
@@ -132,7 +132,7 @@ impl Catalog {
         let mark = MetaKey::ViewDropping(table.into(), name.into()).encode();
         tx.put(Space::Meta, mark, def.created_at.to_be_bytes().to_vec());
         let (this, table, name, generation) = (self.clone(), table.to_owned(), name.to_owned(), def.created_at);
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             let mut defs = this.defs_mut();
             if let Some(m) = defs.views.get_mut(&table) {
                 m.remove(&name);
@@ -145,7 +145,7 @@ impl Catalog {
     pub fn finish_view_drop(self: &Arc<Self>, tx: &mut WriteTx<'_>, table: &str, name: &str) {
         tx.delete(Space::Meta, MetaKey::ViewDropping(table.into(), name.into()).encode());
         let (this, key) = (self.clone(), (table.to_owned(), name.to_owned()));
-        tx.on_commit(move || {
+        tx.on_durable(move || {
             this.defs_mut().dropping_views.remove(&key);
         });
     }

@@ -310,8 +310,10 @@ pub enum ServiceError {
     /// An edge's weight is missing, not a number, or negative.
     #[error("invalid weight: {0}")]
     InvalidWeight(String),
-    /// The store refuses writes (poisoned after a disk failure, its committer stopped, or
-    /// shutting down).
+    /// The store cannot answer: it refuses writes, poisoned after a disk failure (`store_failed`),
+    /// its disk nearly full (`insufficient_storage`), its committer stopped or shutting down
+    /// (`unavailable`); or a read from disk failed (`io_error`) or found damaged data
+    /// (`data_corrupted`), which is never served.
     #[error("{0}")]
     Unavailable(StorageError),
     /// Anything else: a bug or a damaged data directory. Logged; details stay out of responses.
@@ -320,6 +322,12 @@ pub enum ServiceError {
 }
 
 impl ServiceError {
+    /// True for a write refused because the disk is nearly full (it may succeed once space is
+    /// freed).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, ServiceError::Unavailable(StorageError::DiskFull { .. }))
+    }
+
     /// The stable error code clients match on.
     pub fn code(&self) -> &'static str {
         match self {
@@ -374,6 +382,10 @@ impl ServiceError {
             ServiceError::NoPath { .. } => "no_path",
             ServiceError::MaxVisited(_) => "max_visited_exceeded",
             ServiceError::InvalidWeight(_) => "invalid_weight",
+            ServiceError::Unavailable(StorageError::DiskFull { .. }) => "insufficient_storage",
+            ServiceError::Unavailable(StorageError::Poisoned) => "store_failed",
+            ServiceError::Unavailable(StorageError::Corrupt(_)) => "data_corrupted",
+            ServiceError::Unavailable(StorageError::Io { .. }) => "io_error",
             ServiceError::Unavailable(_) => "unavailable",
             ServiceError::Internal(_) => "internal",
         }
@@ -402,7 +414,12 @@ impl From<crate::entity::TextError> for ServiceError {
 impl From<StorageError> for ServiceError {
     fn from(e: StorageError) -> Self {
         match e {
-            StorageError::Poisoned | StorageError::Closed | StorageError::CommitterDown => ServiceError::Unavailable(e),
+            StorageError::Poisoned
+            | StorageError::Closed
+            | StorageError::CommitterDown
+            | StorageError::DiskFull { .. }
+            | StorageError::Corrupt(_)
+            | StorageError::Io { .. } => ServiceError::Unavailable(e),
             other => ServiceError::Internal(other.to_string()),
         }
     }

@@ -31,6 +31,7 @@ pub mod ttl;
 pub mod vectors;
 pub mod views;
 
+pub use crate::storage::Health;
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
 pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome, RawPage};
@@ -189,7 +190,12 @@ impl Db {
     /// True when the store takes writes: not poisoned, and its committer runs (not closed, not
     /// taken down by a bug).
     pub fn is_writable(&self) -> bool {
-        !self.store.is_poisoned() && self.store.is_running()
+        self.store.health() == Health::Ok
+    }
+
+    /// Whether the store takes writes now, and why not.
+    pub fn health(&self) -> Health {
+        self.store.health()
     }
 
     /// Waits for queued writes and fsyncs everything.

@@ -52,11 +52,14 @@ pub struct StorageConfig {
     pub worker_threads: usize,
     /// how many queued writes one commit group may take
     pub max_group: usize,
+    /// bytes kept free on the data directory's disk: writes are refused (and resume on their
+    /// own) while less is free (0: no check); see `health.rs`
+    pub min_free_bytes: u64,
 }
 
 impl StorageConfig {
     /// Defaults for a data directory: sync durability, 256 MiB block cache, 64 MiB document
-    /// cache, 16 MiB memtables.
+    /// cache, 16 MiB memtables, 64 MiB of disk kept free.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         StorageConfig {
             path: path.into(),
@@ -67,6 +70,7 @@ impl StorageConfig {
             max_journal_bytes: 512 << 20,
             worker_threads: 2,
             max_group: 1024,
+            min_free_bytes: 64 << 20,
         }
     }
 }

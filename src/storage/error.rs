@@ -8,9 +8,25 @@ pub enum StorageError {
     /// (and the disk checked). Reads still work.
     #[error("the store is poisoned after a failed write to disk; restart after checking the disk")]
     Poisoned,
+    /// The data directory's disk has less free space than the store keeps in reserve: the write
+    /// was refused before anything was written. Free space (or grow the disk); writes resume
+    /// on their own.
+    #[error(
+        "the disk holding the data directory is nearly full ({free} bytes free, {reserve} kept in reserve): writes are refused until space is freed"
+    )]
+    DiskFull {
+        /// bytes free
+        free: u64,
+        /// bytes kept free
+        reserve: u64,
+    },
     /// The store is shutting down and takes no more writes.
     #[error("the store is closed")]
     Closed,
+    /// Data read from disk failed its checksum or could not be decoded (a damaged table file):
+    /// nothing of it is served. Restore the data directory from a backup.
+    #[error("damaged data on disk: {0}; nothing of it is served (restore from a backup)")]
+    Corrupt(String),
     /// An I/O or engine error: report it; the store may have been poisoned by it.
     #[error("storage engine error: {0}")]
     Engine(String),
@@ -40,8 +56,23 @@ pub enum StorageError {
 
 impl From<fjall::Error> for StorageError {
     fn from(e: fjall::Error) -> Self {
+        use fjall::LsmError as Tree;
         match e {
             fjall::Error::Poisoned => StorageError::Poisoned,
+            fjall::Error::Io(source) | fjall::Error::Storage(Tree::Io(source)) => {
+                StorageError::Io { context: "the storage engine's disk access".into(), source }
+            }
+            fjall::Error::Storage(
+                e @ (Tree::ChecksumMismatch { .. }
+                | Tree::Decompress(_)
+                | Tree::InvalidTrailer
+                | Tree::InvalidHeader(_)
+                | Tree::InvalidTag(_)
+                | Tree::Utf8(_)),
+            ) => {
+                tracing::error!(error = ?e, "damaged data in a table file");
+                StorageError::Corrupt(format!("{e:?}"))
+            }
             other => StorageError::Engine(other.to_string()),
         }
     }

@@ -8,6 +8,7 @@
 mod config;
 mod dirs;
 mod error;
+mod health;
 mod load;
 mod read;
 mod rows;
@@ -18,6 +19,7 @@ mod write;
 
 pub use config::{Durability, StorageConfig};
 pub use error::{Result, StorageError};
+pub use health::Health;
 pub use load::{BulkLoad, RESTORE_MARKER};
 pub use read::{KeyRange, ReadView, Scan, Slice};
 pub use stats::{FamilyStats, StoreStats};
@@ -130,11 +132,15 @@ struct Inner {
     /// documents for point reads (the committer evicts what it commits)
     rows: Arc<rows::Rows>,
     config: StorageConfig,
-    poisoned: Arc<AtomicBool>,
+    poisoned: Arc<health::Poison>,
+    /// the free disk space the committer keeps
+    reserve: Arc<health::DiskReserve>,
     /// false once the committer thread has ended (closed, or taken down by a panic)
     running: Arc<AtomicBool>,
     #[cfg(test)]
     fail_next_sync: Arc<AtomicBool>,
+    #[cfg(test)]
+    hold_sync: Arc<Mutex<()>>,
     /// the id of the journal file the fsync thread last synced (sync mode)
     #[cfg(test)]
     synced_journal: Arc<std::sync::atomic::AtomicU64>,
@@ -197,8 +203,11 @@ impl Store {
             }
             None => 1,
         };
-        let poisoned = Arc::new(AtomicBool::new(false));
+        let poisoned = Arc::new(health::Poison::default());
+        let reserve = Arc::new(health::DiskReserve::new(config.path.clone(), config.min_free_bytes));
         let fail_next_sync = Arc::new(AtomicBool::new(false));
+        #[cfg(test)]
+        let hold_sync = Arc::new(Mutex::new(()));
         let counters = Arc::new(stats::CommitCounters::default());
         let durable = Arc::new(tokio::sync::watch::Sender::new(next_seq - 1));
         #[cfg(test)]
@@ -227,6 +236,8 @@ impl Store {
                     journal,
                     poisoned: poisoned.clone(),
                     fail_next_sync: fail_next_sync.clone(),
+                    #[cfg(test)]
+                    hold: hold_sync.clone(),
                     counters: counters.clone(),
                     durable: durable.clone(),
                     view: view.clone(),
@@ -243,6 +254,8 @@ impl Store {
             rows: rows.clone(),
             syncer,
             poisoned: poisoned.clone(),
+            reserve: reserve.clone(),
+            full: Default::default(),
             max_group: config.max_group.max(1),
             next_seq,
             present: Default::default(),
@@ -268,9 +281,12 @@ impl Store {
                 rows,
                 config,
                 poisoned,
+                reserve,
                 running,
                 #[cfg(test)]
                 fail_next_sync,
+                #[cfg(test)]
+                hold_sync,
                 #[cfg(test)]
                 synced_journal,
                 queue: Mutex::new(Some(tx)),
@@ -290,7 +306,19 @@ impl Store {
 
     /// True after a failed write to disk: writes are refused until restart.
     pub fn is_poisoned(&self) -> bool {
-        self.inner.poisoned.load(Ordering::Acquire)
+        self.inner.poisoned.is_set()
+    }
+
+    /// Whether the store takes writes now, and why not (see [`Health`]). Reads no disk: the
+    /// free space is as the committer last read it.
+    pub fn health(&self) -> Health {
+        if let Some(reason) = self.inner.poisoned.reason().filter(|_| self.is_poisoned()) {
+            return Health::Failed { reason };
+        }
+        if !self.is_running() {
+            return Health::Stopped;
+        }
+        self.inner.reserve.health().unwrap_or(Health::Ok)
     }
 
     /// True while the committer thread runs (false after [`Store::close`], or once a bug took
@@ -442,11 +470,12 @@ impl Store {
         }
         let (reply, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |tx: &mut WriteTx<'_>| -> Completion {
-            // a write queued before the store was poisoned is answered without running: its
-            // function may change caches (a vector graph) for a write that can never commit
-            if tx.store_poisoned() {
+            // a write queued before the store was poisoned (or its disk filled up) is answered
+            // without running: its function may change caches (a vector graph) for a write that
+            // is not committed
+            if let Some(refusal) = tx.refusal() {
                 return Box::new(move |_| {
-                    let _ = reply.send(Err(StorageError::Poisoned.into()));
+                    let _ = reply.send(Err(refusal.into()));
                 });
             }
             match f(tx) {
@@ -514,6 +543,12 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn synced_journal(&self) -> u64 {
         self.inner.synced_journal.load(Ordering::Relaxed)
+    }
+
+    /// Test hook: fsyncs wait until the guard is dropped, as on a slow disk.
+    #[cfg(test)]
+    pub(crate) fn hold_fsyncs(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner.hold_sync.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Test hook: the next group fsync fails, as a broken disk would make it.

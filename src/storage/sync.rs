@@ -48,9 +48,12 @@ pub(super) struct Ticket {
 /// The fsync thread's state.
 pub(super) struct Syncer {
     pub(super) journal: Journal,
-    pub(super) poisoned: Arc<AtomicBool>,
+    pub(super) poisoned: Arc<super::health::Poison>,
     /// Test hook: fail the next fsync as a broken disk would.
     pub(super) fail_next_sync: Arc<AtomicBool>,
+    /// Test hook: an fsync waits while this lock is held elsewhere, as a slow disk would.
+    #[cfg(test)]
+    pub(super) hold: Arc<std::sync::Mutex<()>>,
     pub(super) counters: Arc<CommitCounters>,
     pub(super) durable: Arc<tokio::sync::watch::Sender<u64>>,
     /// what reads see: replaced by each durable group's view
@@ -82,7 +85,7 @@ impl Syncer {
 
     /// One fsync for every ticket taken (if any of them wrote), then their answers, in order.
     fn settle(&mut self, mut batch: Vec<Ticket>) {
-        let synced = if batch.iter().any(|t| t.wrote) && !self.poisoned.load(Ordering::Acquire) {
+        let synced = if batch.iter().any(|t| t.wrote) && !self.poisoned.is_set() {
             let started = Instant::now();
             let synced = self.sync();
             self.counters.synced(started.elapsed());
@@ -92,7 +95,7 @@ impl Syncer {
         };
         // A failed fsync (or commit) poisons the store: from then on nothing is published, not
         // even for a later group that wrote nothing (see `Committer::commit_group`).
-        let poisoned = self.poisoned.load(Ordering::Acquire);
+        let poisoned = self.poisoned.is_set();
         if synced.is_ok() && !poisoned {
             // Reads see the groups now, before any of their writes is answered: a client never
             // reads back less than it was told is written. The cache's entries of the groups'
@@ -122,6 +125,8 @@ impl Syncer {
     }
 
     fn sync(&mut self) -> Result<()> {
+        #[cfg(test)]
+        let _held = self.hold.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.fail_next_sync.swap(false, Ordering::AcqRel) {
             return Err(self.poison(StorageError::Engine("injected fsync failure".into())));
         }
@@ -132,7 +137,7 @@ impl Syncer {
 
     fn poison(&self, e: StorageError) -> StorageError {
         tracing::error!(error = %e, "fsync of the journal failed: the store refuses writes from now on");
-        self.poisoned.store(true, Ordering::Release);
+        self.poisoned.set(&e);
         e
     }
 }

@@ -641,3 +641,111 @@ fn the_document_cache_never_serves_a_version_older_than_acknowledged() {
         assert!(store.get(Space::Entity, &1u64.to_be_bytes()).unwrap().is_none());
     }
 }
+
+/// Waits until the committer has committed `key` = `value` (durable or not).
+fn until_committed(store: &Store, key: &[u8], value: &[u8]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.get_committed(Space::Entity, key).unwrap().as_deref() != Some(value) {
+        assert!(std::time::Instant::now() < deadline, "the write was never committed");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn in_sync_mode_no_read_sees_a_write_before_its_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    for cache in [0, 1 << 20] {
+        let mut cfg = StorageConfig::new(dir.path().join(format!("cache{cache}")));
+        cfg.row_cache_bytes = cache;
+        let store = Store::open(cfg).unwrap();
+        put(&store, Space::Entity, b"doc", b"old");
+        // read once, so the document cache (when on) holds the old version
+        assert_eq!(store.get(Space::Entity, b"doc").unwrap().as_deref(), Some(&b"old"[..]));
+        let held = store.hold_fsyncs();
+        let writer = {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                store.write_blocking(|tx| {
+                    tx.put(Space::Entity, b"doc".to_vec(), b"new".to_vec());
+                    tx.put(Space::Entity, b"other".to_vec(), b"1".to_vec());
+                    tx.put(Space::Idx, b"doc-idx".to_vec(), vec![]);
+                    Ok::<_, StorageError>(())
+                })
+            })
+        };
+        until_committed(&store, b"doc", b"new");
+        // committed, not durable: every read shows the state before the write
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!writer.is_finished(), "acknowledged before its fsync");
+        assert_eq!(store.get(Space::Entity, b"doc").unwrap().as_deref(), Some(&b"old"[..]));
+        assert_eq!(store.get(Space::Entity, b"other").unwrap(), None);
+        let view = store.snapshot();
+        assert_eq!(view.get(Space::Entity, b"doc").unwrap().as_deref(), Some(&b"old"[..]));
+        assert_eq!(view.scan(Space::Idx, KeyRange::Prefix(b"doc".to_vec()), false).count(), 0);
+        assert_eq!(store.committed().get(Space::Entity, b"other").unwrap().as_deref(), Some(&b"1"[..]));
+        drop(view);
+        drop(held);
+        writer.join().unwrap().unwrap();
+        // acknowledged: every read shows it, the cache included
+        assert_eq!(store.get(Space::Entity, b"doc").unwrap().as_deref(), Some(&b"new"[..]));
+        assert_eq!(store.get(Space::Entity, b"other").unwrap().as_deref(), Some(&b"1"[..]));
+        assert_eq!(store.snapshot().scan(Space::Idx, KeyRange::Prefix(b"doc".to_vec()), false).count(), 1);
+        store.close().unwrap();
+    }
+}
+
+#[test]
+fn in_buffered_mode_reads_see_each_commit_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    put(&store, Space::Entity, b"doc", b"v1");
+    assert_eq!(store.get(Space::Entity, b"doc").unwrap().as_deref(), Some(&b"v1"[..]));
+    put(&store, Space::Entity, b"doc", b"v2");
+    assert_eq!(store.get(Space::Entity, b"doc").unwrap().as_deref(), Some(&b"v2"[..]));
+    assert_eq!(store.snapshot().get(Space::Entity, b"doc").unwrap().as_deref(), Some(&b"v2"[..]));
+}
+
+#[test]
+fn a_nearly_full_disk_refuses_writes_before_they_run_and_reads_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data");
+    let store = open(&path, Durability::Sync);
+    put(&store, Space::Entity, b"kept", b"1");
+    store.close().unwrap();
+    drop(store);
+    let mut cfg = StorageConfig::new(&path);
+    cfg.min_free_bytes = u64::MAX;
+    let store = Store::open(cfg).unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = store.write_blocking({
+        let ran = ran.clone();
+        move |tx| {
+            ran.store(true, Ordering::Release);
+            tx.put(Space::Entity, b"new".to_vec(), vec![]);
+            Ok::<_, StorageError>(())
+        }
+    });
+    assert!(matches!(r, Err(StorageError::DiskFull { reserve: u64::MAX, .. })), "{r:?}");
+    assert!(!ran.load(Ordering::Acquire), "a refused write ran");
+    assert!(matches!(store.health(), Health::DiskFull { .. }), "{:?}", store.health());
+    assert!(!store.is_poisoned());
+    assert_eq!(store.get(Space::Entity, b"kept").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(store.get_committed(Space::Entity, b"new").unwrap(), None);
+}
+
+#[test]
+fn a_failed_fsync_is_reported_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Sync);
+    assert_eq!(store.health(), Health::Ok);
+    store.inject_sync_failure();
+    let r = store.write_blocking(|tx| {
+        tx.put(Space::Entity, b"k".to_vec(), vec![]);
+        Ok::<_, StorageError>(())
+    });
+    assert!(matches!(r, Err(StorageError::Poisoned)), "{r:?}");
+    match store.health() {
+        Health::Failed { reason } => assert!(reason.contains("injected fsync failure"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}

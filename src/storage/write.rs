@@ -15,7 +15,6 @@ use super::{KeyRange, Result, Slice, Space, StorageError};
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 /// What a write function gets: reads of the latest committed state (plus its own staged keys),
@@ -24,7 +23,8 @@ pub struct WriteTx<'c> {
     committer: &'c Committer,
     staged: Staged,
     seqs_taken: u64,
-    on_commit: Vec<Box<dyn FnOnce() + Send>>,
+    /// hooks to run once the write commits, each marked whether it must wait for durability
+    on_commit: Vec<(bool, Box<dyn FnOnce() + Send>)>,
     deferred: Vec<Box<dyn Any + Send>>,
     /// keys staged with [`WriteTx::put_new`]
     fresh: Vec<(Space, Vec<u8>, Vec<u8>)>,
@@ -229,7 +229,15 @@ impl<'c> WriteTx<'c> {
     /// Runs `hook` on the committer right after this write commits (never if it fails): the place
     /// to update in-memory caches, so they only ever show committed state.
     pub fn on_commit(&mut self, hook: impl FnOnce() + Send + 'static) {
-        self.on_commit.push(Box::new(hook));
+        self.on_commit.push((false, Box::new(hook)));
+    }
+
+    /// Like [`WriteTx::on_commit`], for hooks whose change answers show (definitions in the
+    /// catalog): in sync mode the committer first fsyncs the journal, so what the hook shows is
+    /// durable — no client sees a table that a power cut takes back. Costs an fsync on the
+    /// committer: for rare writes only.
+    pub fn on_durable(&mut self, hook: impl FnOnce() + Send + 'static) {
+        self.on_commit.push((true, Box::new(hook)));
     }
 
     /// Logs an item of work that the write's owner applies at the end of the write (e.g. changes
@@ -239,9 +247,16 @@ impl<'c> WriteTx<'c> {
         self.deferred.push(item);
     }
 
-    /// True once the store is poisoned: nothing this write stages would be committed.
-    pub(super) fn store_poisoned(&self) -> bool {
-        self.committer.poisoned.load(Ordering::Acquire)
+    /// Why the store refuses this write before it runs, if it does: poisoned (nothing it staged
+    /// would be committed), or its disk nearly full.
+    pub(super) fn refusal(&self) -> Option<StorageError> {
+        if self.committer.poisoned.is_set() {
+            Some(StorageError::Poisoned)
+        } else if self.committer.full.get() {
+            Some(self.committer.reserve.refusal())
+        } else {
+            None
+        }
     }
 
     /// Takes the logged items, in the order they were logged.
@@ -305,7 +320,11 @@ pub(super) struct Committer {
     /// sync durability: where each group's answers wait for the fsync that makes it durable,
     /// and the thread that does it (joined when the committer ends); buffered: none
     pub(super) syncer: Option<(mpsc::SyncSender<Ticket>, std::thread::JoinHandle<()>)>,
-    pub(super) poisoned: Arc<AtomicBool>,
+    pub(super) poisoned: Arc<super::health::Poison>,
+    /// the free disk space kept: while under it, writes are refused before they run
+    pub(super) reserve: Arc<super::health::DiskReserve>,
+    /// whether the disk was nearly full as the group began (its writes are refused)
+    pub(super) full: std::cell::Cell<bool>,
     pub(super) max_group: usize,
     pub(super) next_seq: u64,
     /// Whether keys [`WriteTx::contains`] looked up exist, as committed: only this thread writes,
@@ -398,13 +417,15 @@ impl Committer {
         let mut documents = Vec::new();
         let mut committed_any = false;
         let mut writes = 0;
+        self.full.set(self.reserve.is_full());
         for job in group {
-            if self.poisoned.load(Ordering::Acquire) {
-                // Run nothing more: the job answers Poisoned without running its function.
+            let refused = WriteTx::new(self).refusal();
+            if let Some(refusal) = refused {
+                // Run nothing: the job answers its refusal without running its function.
                 let mut tx = WriteTx::new(self);
                 let completion = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
                 if let Ok(c) = completion {
-                    done.push((c, Err(StorageError::Poisoned)));
+                    done.push((c, Err(refusal)));
                 }
                 continue;
             }
@@ -420,12 +441,16 @@ impl Committer {
             let fresh = std::mem::take(&mut tx.fresh);
             // a write that staged nothing needs no fsync
             let wrote = !staged.is_empty() || !fresh.is_empty();
-            let result = self.commit_one(staged, fresh, &mut documents);
+            let mut result = self.commit_one(staged, fresh, &mut documents);
+            if result.is_ok() && self.syncer.is_some() && hooks.iter().any(|(durable, _)| *durable) {
+                // the fsync the hooks wait for (see `WriteTx::on_durable`)
+                result = self.db.persist(fjall::PersistMode::SyncData).map_err(|e| self.poison(e.into()));
+            }
             if result.is_ok() {
                 self.next_seq += seqs;
                 committed_any |= wrote;
                 writes += u64::from(wrote);
-                for hook in hooks {
+                for (_, hook) in hooks {
                     hook();
                 }
             }
@@ -450,7 +475,7 @@ impl Committer {
         }
         // Buffered: each batch reached the OS as it committed. A failed commit poisons the store:
         // from then on nothing is published, not even by a later group that wrote nothing.
-        if !self.poisoned.load(Ordering::Acquire) {
+        if !self.poisoned.is_set() {
             self.durable.send_if_modified(|d| std::mem::replace(d, last_seq) != last_seq);
         }
         for (completion, result) in done {
@@ -527,7 +552,7 @@ impl Committer {
 
     fn poison(&self, e: StorageError) -> StorageError {
         tracing::error!(error = %e, "write to disk failed: the store refuses writes from now on");
-        self.poisoned.store(true, Ordering::Release);
+        self.poisoned.set(&e);
         e
     }
 }

@@ -1,0 +1,167 @@
+//! Whether the store takes writes, and why not: a failed write to disk (the store is poisoned
+//! for good, until a restart), or a disk too full to take more (writes wait for space).
+//!
+//! **Disk full.** A journal write or a flush that meets ENOSPC poisons fjall (its journal may
+//! hold half a batch), and only a restart recovers. So the committer refuses writes *before* the
+//! disk is full: it reads the free space of the data directory's file system (`statvfs`, at
+//! most every [`CHECK_EVERY`]) and while it is under the reserve, each write is answered
+//! [`StorageError::DiskFull`] without running. Space freed by the operator (or by compaction)
+//! lets writes in again, with no restart. The reserve covers what a write can still need once
+//! admitted: a journal file (fjall preallocates 64 MiB), a memtable flush, a compaction's output.
+
+use super::StorageError;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How often the committer reads the free disk space, at most.
+const CHECK_EVERY: Duration = Duration::from_millis(200);
+
+/// What the store can do now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Health {
+    /// Reads and writes.
+    Ok,
+    /// Reads; writes are refused while the data directory's disk has less than `reserve` bytes
+    /// free, and resume on their own once it has more.
+    DiskFull {
+        /// bytes free when last read
+        free: u64,
+        /// bytes kept free (`--min-free-disk-mb`)
+        reserve: u64,
+    },
+    /// Reads; writes are refused until a restart, after a write to disk failed (`reason`).
+    Failed {
+        /// the first failure
+        reason: String,
+    },
+    /// Reads; the write path stopped (shut down, or a bug took it down).
+    Stopped,
+}
+
+/// Set once a write to disk fails: from then on nothing is committed or published.
+#[derive(Default)]
+pub(super) struct Poison {
+    set: AtomicBool,
+    reason: Mutex<Option<String>>,
+}
+
+impl Poison {
+    pub(super) fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
+
+    /// Poisons the store with `e` as the reason (the first reason is kept).
+    pub(super) fn set(&self, e: &StorageError) {
+        let mut reason = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
+        reason.get_or_insert_with(|| e.to_string());
+        self.set.store(true, Ordering::Release);
+    }
+
+    /// Why the store was poisoned.
+    pub(super) fn reason(&self) -> Option<String> {
+        self.reason.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// The committer's view of the free disk space.
+pub(super) struct DiskReserve {
+    path: PathBuf,
+    reserve: u64,
+    full: AtomicBool,
+    free: AtomicU64,
+    checked: Mutex<Option<Instant>>,
+}
+
+impl DiskReserve {
+    /// Keeps `reserve` bytes free on the file system of `path` (0: no check).
+    pub(super) fn new(path: PathBuf, reserve: u64) -> DiskReserve {
+        DiskReserve {
+            path,
+            reserve,
+            full: AtomicBool::new(false),
+            free: AtomicU64::new(u64::MAX),
+            checked: Mutex::new(None),
+        }
+    }
+
+    /// Whether writes must wait for space, reading the free space again if the last reading is
+    /// older than [`CHECK_EVERY`]. A file system that cannot say is taken as having room.
+    pub(super) fn is_full(&self) -> bool {
+        if self.reserve == 0 {
+            return false;
+        }
+        let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+        if checked.is_none_or(|at| at.elapsed() >= CHECK_EVERY) {
+            *checked = Some(Instant::now());
+            match free_bytes(&self.path) {
+                Ok(free) => {
+                    self.free.store(free, Ordering::Relaxed);
+                    let full = free < self.reserve;
+                    if full != self.full.swap(full, Ordering::AcqRel) {
+                        if full {
+                            tracing::error!(
+                                free,
+                                reserve = self.reserve,
+                                "the disk is nearly full: writes are refused until space is freed"
+                            );
+                        } else {
+                            tracing::warn!(free, reserve = self.reserve, "disk space is back: writes are taken again");
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read the free disk space"),
+            }
+        }
+        self.full.load(Ordering::Acquire)
+    }
+
+    /// The refusal of a write while the disk is full.
+    pub(super) fn refusal(&self) -> StorageError {
+        StorageError::DiskFull { free: self.free.load(Ordering::Relaxed), reserve: self.reserve }
+    }
+
+    /// Health as of the last reading (no new reading).
+    pub(super) fn health(&self) -> Option<Health> {
+        self.full
+            .load(Ordering::Acquire)
+            .then(|| Health::DiskFull { free: self.free.load(Ordering::Relaxed), reserve: self.reserve })
+    }
+}
+
+/// Bytes an unprivileged process may still write on the file system of `path`.
+fn free_bytes(path: &std::path::Path) -> std::io::Result<u64> {
+    let s = rustix::fs::statvfs(path)?;
+    Ok(s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reserve_larger_than_the_disk_is_full_and_none_never_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let huge = DiskReserve::new(dir.path().into(), u64::MAX);
+        assert!(huge.is_full());
+        assert!(matches!(huge.refusal(), StorageError::DiskFull { reserve: u64::MAX, .. }));
+        assert!(matches!(huge.health(), Some(Health::DiskFull { .. })));
+        let none = DiskReserve::new(dir.path().into(), 0);
+        assert!(!none.is_full());
+        assert_eq!(none.health(), None);
+        let small = DiskReserve::new(dir.path().into(), 1);
+        assert!(!small.is_full());
+    }
+
+    #[test]
+    fn poison_keeps_its_first_reason() {
+        let p = Poison::default();
+        assert!(!p.is_set() && p.reason().is_none());
+        p.set(&StorageError::Engine("fsync: EIO".into()));
+        p.set(&StorageError::Engine("later".into()));
+        assert!(p.is_set());
+        assert_eq!(p.reason().unwrap(), "storage engine error: fsync: EIO");
+    }
+}
