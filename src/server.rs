@@ -57,6 +57,10 @@ pub enum ServerError {
     /// the data directory could not be opened
     #[error("cannot open the data directory: {0}")]
     Open(#[from] ServiceError),
+    /// the shutdown's final fsync and flush failed (a store poisoned by a failed write to disk
+    /// ends here too): what was acknowledged is durable, the next start replays the journal
+    #[error("closing the data directory: {0}")]
+    Close(ServiceError),
     /// the address could not be bound, or serving failed
     #[error("network error: {0}")]
     Io(#[from] std::io::Error),
@@ -91,7 +95,7 @@ impl Server {
             // In-flight requests have finished: stop the periodic tasks (each at its next step)
             // and the background jobs, flush and fsync.
             scheduler.stop().await;
-            db.shutdown().await?;
+            db.shutdown().await.map_err(ServerError::Close)?;
             Ok(())
         });
         Ok(Server { addr, stop: Some(stop), done })

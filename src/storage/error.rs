@@ -73,6 +73,12 @@ impl From<fjall::Error> for StorageError {
                 tracing::error!(error = ?e, "damaged data in a table file");
                 StorageError::Corrupt(format!("{e:?}"))
             }
+            fjall::Error::JournalRecovery(e) => {
+                tracing::error!(error = ?e, "the journal is damaged");
+                StorageError::Corrupt(format!(
+                    "the journal is damaged ({e:?}): opening past the damage would drop acknowledged writes"
+                ))
+            }
             other => StorageError::Engine(other.to_string()),
         }
     }

@@ -444,7 +444,10 @@ impl Committer {
             let mut result = self.commit_one(staged, fresh, &mut documents);
             if result.is_ok() && self.syncer.is_some() && hooks.iter().any(|(durable, _)| *durable) {
                 // the fsync the hooks wait for (see `WriteTx::on_durable`)
-                result = self.db.persist(fjall::PersistMode::SyncData).map_err(|e| self.poison(e.into()));
+                result = self.db.persist(fjall::PersistMode::SyncData).map_err(|e| {
+                    self.poison(e.into());
+                    StorageError::Poisoned
+                });
             }
             if result.is_ok() {
                 self.next_seq += seqs;
@@ -546,7 +549,10 @@ impl Committer {
         committed.map_err(|e| {
             present.clear();
             values.clear();
-            self.poison(e.into())
+            // The write's outcome is unknown (part of it may have reached the journal, and
+            // fjall's buffer may still write it out): it is answered as the store's failure.
+            self.poison(e.into());
+            StorageError::Poisoned
         })
     }
 
