@@ -45,8 +45,16 @@ pub async fn start(dir: &Path, durability: &str, client: &reqwest::Client) -> Se
 }
 
 /// SIGKILL, and wait for the process to be gone.
-pub fn kill(mut server: ServerProc) {
+pub fn kill(server: ServerProc) {
+    kill_and(server, || {});
+}
+
+/// SIGKILL, then `meanwhile`, then wait for the process to be gone. A thread blocked in a
+/// filesystem call that the filesystem has taken (an fsync powerfs holds) exits only once that
+/// call is answered: `meanwhile` is what answers it (powerfs's `cut`).
+pub fn kill_and(mut server: ServerProc, meanwhile: impl FnOnce()) {
     server.child.kill().unwrap();
+    meanwhile();
     let deadline = Instant::now() + WAIT;
     while server.child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "the killed server did not exit");
