@@ -27,10 +27,16 @@ impl Drop for ServerProc {
 /// Starts the binary on `dir` with `durability` (`sync` or `buffered`) on a free port, and
 /// returns once `/ready` answers.
 pub async fn start(dir: &Path, durability: &str, client: &reqwest::Client) -> ServerProc {
+    start_with(dir, durability, &[], client).await
+}
+
+/// [`start`] with more flags.
+pub async fn start_with(dir: &Path, durability: &str, extra: &[&str], client: &reqwest::Client) -> ServerProc {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new(BIN)
         .args(["--data-dir", dir.to_str().unwrap(), "--durability", durability, "--log", "error"])
         .args(["--addr", &format!("127.0.0.1:{port}"), "--cache-mb", "16"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -59,5 +65,20 @@ pub fn kill_and(mut server: ServerProc, meanwhile: impl FnOnce()) {
     while server.child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "the killed server did not exit");
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// SIGTERM (a graceful stop: the memtables are flushed to table files), and wait for the exit;
+/// returns whether it exited 0.
+pub fn stop(mut server: ServerProc) -> bool {
+    let pid = server.child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status.success();
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -1,0 +1,96 @@
+//! powerfs (`tests/powerfs`) mounted for a test: a FUSE file system that keeps only what was
+//! fsynced when told to `cut`, and injects disk faults. The tests that use it are `#[ignore]`:
+//! they need root, `/dev/fuse` and the powerfs binary in `MOSAIC_POWERFS` (`.ci/run` builds it).
+#![allow(dead_code)] // each test uses what it needs
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What the tests on powerfs need.
+pub const NEEDS: &str = "needs root, /dev/fuse and the powerfs binary in MOSAIC_POWERFS";
+/// No wait for powerfs lasts longer.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// powerfs mounted on a temp dir; dropping it closes powerfs's stdin, which unmounts.
+pub struct PowerFs {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    mount: PathBuf,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl PowerFs {
+    pub fn mount(mode: &str) -> PowerFs {
+        let bin = std::env::var("MOSAIC_POWERFS").unwrap_or_else(|_| {
+            panic!(
+                "MOSAIC_POWERFS must name the powerfs binary: `cargo build --release --manifest-path \
+                 tests/powerfs/Cargo.toml`, then MOSAIC_POWERFS=$PWD/tests/powerfs/target/release/powerfs \
+                 (these tests also need root and /dev/fuse)"
+            )
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let mount = dir.path().join("mnt");
+        let mut child = Command::new(&bin)
+            .args(["--mode", mode, mount.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run MOSAIC_POWERFS={bin}: {e}"));
+        // its output goes to the test's (captured) output; the first stdout line says it is mounted
+        let (tx, rx) = mpsc::channel();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let _ = tx.send(line.clone());
+                eprintln!("powerfs: {line}");
+            }
+        });
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || stderr.lines().map_while(Result::ok).for_each(|l| eprintln!("{l}")));
+        let stdin = child.stdin.take();
+        let fs = PowerFs { child, stdin, mount, dir: Some(dir) };
+        match rx.recv_timeout(WAIT) {
+            Ok(line) if line == "ready" => fs,
+            other => panic!("powerfs --mode {mode} did not mount ({other:?}); {NEEDS}"),
+        }
+    }
+
+    /// Where the server keeps its data: created by the server's first open.
+    pub fn data(&self) -> PathBuf {
+        self.mount.join("data")
+    }
+
+    /// Runs a control command (`cut`, `hold-fsync`, `release-fsync`, ...).
+    pub fn ctl(&self, cmd: &str) {
+        let mut f = std::fs::OpenOptions::new().write(true).open(self.mount.join(".powerfs")).unwrap();
+        f.write_all(format!("{cmd}\n").as_bytes()).unwrap_or_else(|e| panic!("powerfs {cmd}: {e}"));
+    }
+
+    pub fn status(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(self.mount.join(".powerfs")).unwrap()).unwrap()
+    }
+}
+
+impl Drop for PowerFs {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + WAIT;
+        while self.child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // leaves the temp dir behind rather than deleting into a mount that is still there
+        if std::fs::read_dir(&self.mount).is_ok_and(|mut d| d.next().is_some()) {
+            let _ = self.dir.take().map(tempfile::TempDir::keep);
+        }
+    }
+}
