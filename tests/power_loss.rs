@@ -100,14 +100,35 @@ impl PowerFs {
         self.mount.join("data")
     }
 
-    /// Runs a control command (`cut`, `hold-fsync`, `release-fsync`, ...).
+    /// Runs a control command (`cut`, `release-fsync`, ...).
     fn ctl(&self, cmd: &str) {
-        let mut f = std::fs::OpenOptions::new().write(true).open(self.mount.join(".powerfs")).unwrap();
-        f.write_all(format!("{cmd}\n").as_bytes()).unwrap_or_else(|e| panic!("powerfs {cmd}: {e}"));
+        self.try_ctl(cmd).unwrap_or_else(|e| panic!("powerfs {cmd}: {e}"));
+    }
+
+    fn try_ctl(&self, cmd: &str) -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).open(self.mount.join(".powerfs"))?;
+        f.write_all(format!("{cmd}\n").as_bytes())
+    }
+
+    /// Holds every fsync until the guard is dropped. Take it after starting the server, so a
+    /// failing assertion drops it first: a killed process stuck in a held fsync cannot be reaped
+    /// until the fsync is answered, and the test would hang instead of failing.
+    fn hold(&self) -> Hold<'_> {
+        self.ctl("hold-fsync");
+        Hold(self)
     }
 
     fn status(&self) -> Value {
         serde_json::from_str(&std::fs::read_to_string(self.mount.join(".powerfs")).unwrap()).unwrap()
+    }
+}
+
+/// Every fsync held while it lives; released when dropped.
+struct Hold<'a>(&'a PowerFs);
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.try_ctl("release-fsync");
     }
 }
 
@@ -410,7 +431,7 @@ async fn in_sync_mode_no_read_sees_a_write_before_the_fsync_that_makes_it_durabl
     assert_eq!(observe(&client, &live.base, since).await, expect(&[("a", 1)], &[]));
 
     // held, then released: the writes wait for their fsync, and nothing shows them meanwhile
-    fs.ctl("hold-fsync");
+    let held = fs.hold();
     let new = put_later(&client, &live.base, "b", 2);
     let changed = put_later(&client, &live.base, "a", 3);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -418,7 +439,7 @@ async fn in_sync_mode_no_read_sees_a_write_before_the_fsync_that_makes_it_durabl
     assert_eq!(observe(&client, &live.base, since).await, expect(&[("a", 1)], &[]), "a read saw a held write");
     assert!(!new.is_finished() && !changed.is_finished(), "a write was acknowledged with its fsync held");
     assert!(fs.status()["pending"].as_u64().unwrap() > 0, "{}", fs.status());
-    fs.ctl("release-fsync");
+    drop(held);
     assert_eq!(tokio::time::timeout(WAIT, new).await.unwrap().unwrap(), Some(201));
     assert_eq!(tokio::time::timeout(WAIT, changed).await.unwrap().unwrap(), Some(200));
     let mut shown = observe(&client, &live.base, since).await;
@@ -428,7 +449,7 @@ async fn in_sync_mode_no_read_sees_a_write_before_the_fsync_that_makes_it_durabl
     // held, then the power cut: the writes are gone, and no read showed them
     let since = last_seq(&client, &live.base).await;
     let before = expect(&[("a", 3), ("b", 2)], &[]);
-    fs.ctl("hold-fsync");
+    let held = fs.hold();
     let new = put_later(&client, &live.base, "c", 5);
     let changed = put_later(&client, &live.base, "a", 4);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -438,7 +459,7 @@ async fn in_sync_mode_no_read_sees_a_write_before_the_fsync_that_makes_it_durabl
     kill_and(live, || fs.ctl("cut"));
     assert_eq!(tokio::time::timeout(WAIT, new).await.unwrap().unwrap(), None);
     assert_eq!(tokio::time::timeout(WAIT, changed).await.unwrap().unwrap(), None);
-    fs.ctl("release-fsync");
+    drop(held);
     let (ok, report) = offline_check(&data);
     assert!(ok && report["ok"] == true, "{report}");
     let live = start(&data, "sync", &client).await;
@@ -472,7 +493,7 @@ async fn in_buffered_mode_reads_see_a_write_before_it_is_durable_and_a_power_cut
     assert_eq!(observe(&client, &live.base, since).await, expect(&[("a", 1)], &[]));
 
     // with every fsync held, the writes are acknowledged and every read shows them...
-    fs.ctl("hold-fsync");
+    let held = fs.hold();
     let new = put_later(&client, &live.base, "b", 2);
     let changed = put_later(&client, &live.base, "a", 3);
     assert_eq!(tokio::time::timeout(WAIT, new).await.unwrap().unwrap(), Some(201));
@@ -483,7 +504,7 @@ async fn in_buffered_mode_reads_see_a_write_before_it_is_durable_and_a_power_cut
 
     // ...and a power cut takes them back, the events a consumer was served with them
     kill_and(live, || fs.ctl("cut"));
-    fs.ctl("release-fsync");
+    drop(held);
     let (ok, report) = offline_check(&data);
     assert!(ok && report["ok"] == true, "{report}");
     let live = start(&data, "sync", &client).await;
