@@ -328,7 +328,7 @@ async fn in_sync_mode_no_read_sees_a_write_before_the_fsync_that_makes_it_durabl
     assert_eq!(observe(&client, &live.base, since).await, expect(&[("a", 1)], &[]));
 
     // held, then released: the writes wait for their fsync, and nothing shows them meanwhile
-    fs.ctl("hold-fsync");
+    let held = fs.hold();
     let new = put_later(&client, &live.base, "b", 2);
     let changed = put_later(&client, &live.base, "a", 3);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -336,7 +336,7 @@ async fn in_sync_mode_no_read_sees_a_write_before_the_fsync_that_makes_it_durabl
     assert_eq!(observe(&client, &live.base, since).await, expect(&[("a", 1)], &[]), "a read saw a held write");
     assert!(!new.is_finished() && !changed.is_finished(), "a write was acknowledged with its fsync held");
     assert!(fs.status()["pending"].as_u64().unwrap() > 0, "{}", fs.status());
-    fs.ctl("release-fsync");
+    drop(held);
     assert_eq!(tokio::time::timeout(WAIT, new).await.unwrap().unwrap(), Some(201));
     assert_eq!(tokio::time::timeout(WAIT, changed).await.unwrap().unwrap(), Some(200));
     let mut shown = observe(&client, &live.base, since).await;
@@ -346,7 +346,7 @@ async fn in_sync_mode_no_read_sees_a_write_before_the_fsync_that_makes_it_durabl
     // held, then the power cut: the writes are gone, and no read showed them
     let since = last_seq(&client, &live.base).await;
     let before = expect(&[("a", 3), ("b", 2)], &[]);
-    fs.ctl("hold-fsync");
+    let held = fs.hold();
     let new = put_later(&client, &live.base, "c", 5);
     let changed = put_later(&client, &live.base, "a", 4);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -356,7 +356,7 @@ async fn in_sync_mode_no_read_sees_a_write_before_the_fsync_that_makes_it_durabl
     kill_and(live, || fs.ctl("cut"));
     assert_eq!(tokio::time::timeout(WAIT, new).await.unwrap().unwrap(), None);
     assert_eq!(tokio::time::timeout(WAIT, changed).await.unwrap().unwrap(), None);
-    fs.ctl("release-fsync");
+    drop(held);
     let (ok, report) = offline_check(&data);
     assert!(ok && report["ok"] == true, "{report}");
     let live = start(&data, "sync", &client).await;
@@ -390,7 +390,7 @@ async fn in_buffered_mode_reads_see_a_write_before_it_is_durable_and_a_power_cut
     assert_eq!(observe(&client, &live.base, since).await, expect(&[("a", 1)], &[]));
 
     // with every fsync held, the writes are acknowledged and every read shows them...
-    fs.ctl("hold-fsync");
+    let held = fs.hold();
     let new = put_later(&client, &live.base, "b", 2);
     let changed = put_later(&client, &live.base, "a", 3);
     assert_eq!(tokio::time::timeout(WAIT, new).await.unwrap().unwrap(), Some(201));
@@ -401,7 +401,7 @@ async fn in_buffered_mode_reads_see_a_write_before_it_is_durable_and_a_power_cut
 
     // ...and a power cut takes them back, the events a consumer was served with them
     kill_and(live, || fs.ctl("cut"));
-    fs.ctl("release-fsync");
+    drop(held);
     let (ok, report) = offline_check(&data);
     assert!(ok && report["ok"] == true, "{report}");
     let live = start(&data, "sync", &client).await;

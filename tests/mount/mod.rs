@@ -65,14 +65,35 @@ impl PowerFs {
         self.mount.join("data")
     }
 
-    /// Runs a control command (`cut`, `hold-fsync`, `release-fsync`, ...).
+    /// Runs a control command (`cut`, `release-fsync`, `fail-write enospc`, ...).
     pub fn ctl(&self, cmd: &str) {
-        let mut f = std::fs::OpenOptions::new().write(true).open(self.mount.join(".powerfs")).unwrap();
-        f.write_all(format!("{cmd}\n").as_bytes()).unwrap_or_else(|e| panic!("powerfs {cmd}: {e}"));
+        self.try_ctl(cmd).unwrap_or_else(|e| panic!("powerfs {cmd}: {e}"));
+    }
+
+    fn try_ctl(&self, cmd: &str) -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).open(self.mount.join(".powerfs"))?;
+        f.write_all(format!("{cmd}\n").as_bytes())
+    }
+
+    /// Holds every fsync until the guard is dropped. Take it after starting the server, so a
+    /// failing assertion drops it first: a killed process stuck in a held fsync cannot be reaped
+    /// until the fsync is answered, and the test would hang instead of failing.
+    pub fn hold(&self) -> Hold<'_> {
+        self.ctl("hold-fsync");
+        Hold(self)
     }
 
     pub fn status(&self) -> Value {
         serde_json::from_str(&std::fs::read_to_string(self.mount.join(".powerfs")).unwrap()).unwrap()
+    }
+}
+
+/// Every fsync held while it lives; released when dropped.
+pub struct Hold<'a>(&'a PowerFs);
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.try_ctl("release-fsync");
     }
 }
 
