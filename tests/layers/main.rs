@@ -55,43 +55,22 @@ const ALLOWED: &[&[&str]] = &[
         "api/vectors.rs",
         "api/views.rs",
     ],
+    &["service/adjacency.rs", "service/schema.rs", "service/ttl/expiry.rs"],
     &[
-        "service/adjacency.rs",
         "service/batch.rs",
         "service/changefeed/append.rs",
         "service/changefeed/mod.rs",
-        "service/cursor.rs",
-        "service/documents/conditions.rs",
         "service/documents/mod.rs",
-        "service/error.rs",
-        "service/indexes/entries.rs",
-        "service/indexes/geo.rs",
         "service/indexes/mod.rs",
         "service/jobs.rs",
         "service/mod.rs",
         "service/patch.rs",
         "service/purge.rs",
-        "service/query/filter.rs",
-        "service/schema.rs",
-        "service/search/analyzer.rs",
-        "service/search/maintain.rs",
-        "service/search/options.rs",
-        "service/search/postings.rs",
-        "service/stop.rs",
         "service/tasks.rs",
-        "service/timeseries/line.rs",
         "service/timeseries/mod.rs",
         "service/timeseries/read.rs",
-        "service/timeseries/stats.rs",
-        "service/timeseries/time.rs",
-        "service/timeseries/write.rs",
-        "service/ttl/expiry.rs",
         "service/ttl/mod.rs",
-        "service/vectors/layout.rs",
         "service/vectors/mod.rs",
-        "service/views/def.rs",
-        "service/views/maintain.rs",
-        "service/views/state.rs",
     ],
     &[
         "service/check.rs",
@@ -102,6 +81,7 @@ const ALLOWED: &[&[&str]] = &[
         "service/check/vector.rs",
         "service/check/view.rs",
     ],
+    &["service/error.rs", "service/timeseries/line.rs", "service/timeseries/time.rs"],
     &[
         "service/query/covered.rs",
         "service/query/exec.rs",
@@ -134,7 +114,12 @@ fn no_new_import_circles() {
     let mut problems = Vec::new();
     for circle in found.difference(&allowed) {
         let grew = allowed.iter().any(|a| a.iter().all(|f| circle.contains(f)));
-        let kind = if grew { "a circle that grew" } else { "a new circle" };
+        let part = allowed.iter().any(|a| circle.iter().all(|f| a.contains(f)));
+        let kind = match (grew, part) {
+            (true, _) => "a circle that grew",
+            (false, true) => "what is left of an allowed circle that shrank or split (put it in ALLOWED)",
+            (false, false) => "a new circle",
+        };
         problems.push(format!("{kind}: {}", circle.join(", ")));
     }
     for circle in allowed.difference(&found) {

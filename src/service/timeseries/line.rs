@@ -4,8 +4,8 @@
 //! field `f` the metric `{measurement}.{f}`. Integer, unsigned, float and boolean fields are
 //! stored as numbers; string fields are skipped and counted.
 
+use super::batch::{Batch, MAX_POINTS_PER_WRITE};
 use super::time::Precision;
-use super::write::Batch;
 use crate::service::{Result, ServiceError};
 use influxdb_line_protocol::{FieldValue, ParsedLine};
 
@@ -45,11 +45,8 @@ pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed
             Ok(strings) => skipped += strings,
             Err(error) => errors.push(LineError { line: number, error }),
         }
-        if batch.len() > super::write::MAX_POINTS_PER_WRITE {
-            return Err(ServiceError::InvalidRequest(format!(
-                "at most {} points per request",
-                super::write::MAX_POINTS_PER_WRITE
-            )));
+        if batch.len() > MAX_POINTS_PER_WRITE {
+            return Err(ServiceError::InvalidRequest(format!("at most {} points per request", MAX_POINTS_PER_WRITE)));
         }
     }
     if !errors.is_empty() {

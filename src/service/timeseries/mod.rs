@@ -4,6 +4,7 @@
 //! span in `meta:series:` (see [`stats`]).
 
 mod aggregate;
+mod batch;
 mod line;
 mod read;
 mod retention;
@@ -119,7 +120,7 @@ impl Db {
     /// Sets a metric's retention, creating the metric if it does not exist yet (so a retention
     /// can be set before the first point arrives).
     pub async fn set_retention(self: &Arc<Self>, metric: String, retention: Retention) -> Result<Retention> {
-        write::check_metric(&metric).map_err(ServiceError::InvalidRequest)?;
+        batch::check_metric(&metric).map_err(ServiceError::InvalidRequest)?;
         let retention_ms = retention.max_age.as_deref().map(|a| time::duration_param("max_age", a)).transpose()?;
         self.write(move |tx, db| {
             if db.timeseries.is_dropping(&metric) {
