@@ -55,7 +55,6 @@ const ALLOWED: &[&[&str]] = &[
         "api/vectors.rs",
         "api/views.rs",
     ],
-    &["service/adjacency.rs", "service/schema.rs", "service/ttl/expiry.rs"],
     &[
         "service/batch.rs",
         "service/changefeed/append.rs",
