@@ -80,7 +80,6 @@ const ALLOWED: &[&[&str]] = &[
         "service/check/vector.rs",
         "service/check/view.rs",
     ],
-    &["service/error.rs", "service/timeseries/line.rs", "service/timeseries/time.rs"],
     &[
         "service/query/covered.rs",
         "service/query/exec.rs",

@@ -6,17 +6,9 @@
 
 use super::batch::{Batch, MAX_POINTS_PER_WRITE};
 use super::time::Precision;
+use crate::service::error::LineError;
 use crate::service::{Result, ServiceError};
 use influxdb_line_protocol::{FieldValue, ParsedLine};
-
-/// One refused line: its 1-based number and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-pub struct LineError {
-    /// the line's number, counting from 1
-    pub line: usize,
-    /// why it was refused
-    pub error: String,
-}
 
 /// The points of a line-protocol body, or every bad line.
 pub(crate) struct Parsed {

@@ -12,8 +12,8 @@ pub(crate) mod stats;
 pub mod time;
 mod write;
 
+pub use crate::service::error::LineError;
 pub use aggregate::{AggregateFn, AggregateRequest, AggregateResponse, Bucket, MAX_BUCKETS, SeriesBuckets};
-pub use line::LineError;
 pub use read::{MAX_POINTS_LIMIT, Order, PointOut, PointsPage, PointsRequest};
 pub use retention::REMOVE_CHUNK;
 pub use time::Precision;
