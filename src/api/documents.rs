@@ -3,7 +3,7 @@
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
-use super::spec::{DocumentPath, InsertAnswer, InsertBody, TablePath};
+use super::spec::{DocumentPath, InsertAnswer, InsertBody, Inserted, TablePath};
 use super::stream::{NDJSON_TYPES, NdjsonDocuments, wants_ndjson};
 use crate::service::{DocumentPage, ImportReport, PutOutcome};
 use axum::Json;
@@ -11,9 +11,9 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -36,13 +36,6 @@ pub struct ListParams {
     pub limit: Option<usize>,
     /// the `cursor` of the previous page (opaque)
     pub cursor: Option<String>,
-}
-
-/// The answer to inserting several documents.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Inserted {
-    /// one entry per document, in order
-    pub documents: Vec<PutOutcome>,
 }
 
 fn with_etag(mut response: Response, etag: &str) -> Response {

@@ -81,7 +81,14 @@ pub enum InsertAnswer {
     /// the body was one document
     One(PutOutcome),
     /// the body was an array
-    Many(super::documents::Inserted),
+    Many(Inserted),
+}
+
+/// The answer to inserting several documents.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Inserted {
+    /// one entry per document, in order
+    pub documents: Vec<PutOutcome>,
 }
 
 /// Index kinds that take 1-8 fields.

@@ -3,7 +3,7 @@
 //! to refuse its delete or to cascade it — from those entries alone. `documents` calls these from
 //! `put_encoded` / `delete_in`, so every write path (PUT, POST, PATCH, batch, import) follows them.
 
-use super::schema::{FROM_FIELD, TO_FIELD};
+use super::fields::{FROM_FIELD, TO_FIELD};
 use super::ttl::expiry::{Expiry, now_ms};
 use super::{Result, ServiceError};
 use crate::catalog::{Catalog, OnVertexDelete, TableDef, TableKind};
@@ -28,11 +28,6 @@ pub(crate) struct EdgeEnds {
 /// `"table/id"` split at its first `/` (table names have none; ids may).
 pub fn split_vertex(vertex: &str) -> Option<(&str, &str)> {
     vertex.split_once('/').filter(|(t, id)| !t.is_empty() && !id.is_empty())
-}
-
-/// A weight field's value as a weight: a finite number >= 0.
-pub(crate) fn weight_of(v: &serde_json::Value) -> Option<f64> {
-    v.as_f64().filter(|w| w.is_finite() && *w >= 0.0)
 }
 
 /// A stored field's value as a weight: a finite number >= 0.

@@ -104,7 +104,7 @@ pub enum ServiceError {
     MetricDropping(String),
     /// Line protocol that does not parse: every bad line with its number; nothing was written.
     #[error("{}", describe_lines(.0))]
-    InvalidLines(Vec<crate::service::timeseries::LineError>),
+    InvalidLines(Vec<LineError>),
     /// An aggregation would answer with more buckets than allowed: widen `step` or narrow the window.
     #[error("the aggregation would return more than {0} buckets: widen step or narrow from/to")]
     TooManyBuckets(usize),
@@ -392,9 +392,20 @@ impl ServiceError {
     }
 }
 
+// Defined here, with the error that carries it, so that this file imports no model (`timeseries`
+// re-exports it). Its doc comment is its OpenAPI description.
+/// One refused line: its 1-based number and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct LineError {
+    /// the line's number, counting from 1
+    pub line: usize,
+    /// why it was refused
+    pub error: String,
+}
+
 /// The detail of [`ServiceError::InvalidLines`]: the first bad lines (all of them are in the
 /// problem's `lines`).
-fn describe_lines(lines: &[crate::service::timeseries::LineError]) -> String {
+fn describe_lines(lines: &[LineError]) -> String {
     let shown: Vec<String> = lines.iter().take(10).map(|l| format!("line {}: {}", l.line, l.error)).collect();
     let more = lines.len().saturating_sub(shown.len());
     let tail = if more > 0 { format!("; and {more} more") } else { String::new() };

@@ -10,6 +10,7 @@ mod cursor;
 pub(crate) mod documents;
 pub mod duration;
 mod error;
+mod fields;
 pub mod graph;
 mod import;
 pub mod indexes;

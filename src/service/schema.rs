@@ -5,14 +5,9 @@ use super::{Result, ServiceError};
 use crate::catalog::{ColumnDef, ColumnType, TableDef, TableKind};
 use serde_json::{Map, Value};
 
-/// Fields the system owns: the id, the expiry, and an edge's endpoints.
-pub const ID_FIELD: &str = "_id";
-/// An edge's source vertex, `"table/id"`.
-pub const FROM_FIELD: &str = "_from";
-/// An edge's target vertex, `"table/id"`.
-pub const TO_FIELD: &str = "_to";
-/// When the document expires (RFC 3339 or epoch milliseconds; see `service::ttl`), on any table.
-pub const EXPIRES_FIELD: &str = "_expires_at";
+// The system fields and their value rules live in `fields.rs`, a leaf the write path, TTL and
+// graph code all use; re-exported here, where they have always been named.
+pub use super::fields::{EXPIRES_FIELD, FROM_FIELD, ID_FIELD, TO_FIELD, parse_rfc3339_millis};
 
 /// Checks a column name: non-empty, not starting with `_` (reserved for system fields), and
 /// without `.`: filters, sorts and indexes address nested fields by dotted paths, so a column
@@ -50,7 +45,7 @@ pub fn conform(table: &TableDef, doc: &mut Map<String, Value>) -> Result<()> {
     if table.kind == TableKind::Edge {
         check_edge(doc)?;
         if let Some(w) = &table.weight_field
-            && doc.get(w).and_then(super::adjacency::weight_of).is_none()
+            && doc.get(w).and_then(super::fields::weight_of).is_none()
         {
             return Err(violation(w, "is the table's weight field: every edge needs it as a number >= 0"));
         }
@@ -118,12 +113,6 @@ pub fn check_value(column: &ColumnDef, value: &mut Value) -> Result<()> {
         },
     };
     if ok { Ok(()) } else { Err(violation(name, format!("must be of type {}", column.ty))) }
-}
-
-/// Milliseconds since the Unix epoch of an RFC 3339 timestamp.
-pub fn parse_rfc3339_millis(s: &str) -> Option<i64> {
-    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ use fjall::{Database, KeyspaceCreateOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
-use write::{Committer, Completion, Job};
+use sync::Completion;
+use write::{Committer, Job};
 
 /// The keyspaces, one per key family (see `keys`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

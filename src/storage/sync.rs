@@ -20,7 +20,6 @@
 //! `Cargo.toml`; `sealed_journals_are_followed` in the storage tests keeps it honest.
 
 use super::stats::CommitCounters;
-use super::write::Completion;
 use super::{Result, StorageError};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -28,6 +27,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
+
+/// Called once the write's fate is known: `Ok` only when it is committed and as durable as the
+/// store promises. Here, with the thread that settles it, so that this file need not import the
+/// committer (`write.rs`) that hands it over.
+pub(super) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
 
 /// One committed group's answers, waiting for the fsync that makes it durable.
 pub(super) struct Ticket {

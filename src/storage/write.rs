@@ -10,7 +10,7 @@
 //! before it began, and no write is acknowledged before it.
 
 use super::staged::Staged;
-use super::sync::Ticket;
+use super::sync::{Completion, Ticket};
 use super::{KeyRange, Result, Slice, Space, StorageError};
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -305,9 +305,6 @@ impl<'c> WriteTx<'c> {
     }
 }
 
-/// Called once the write's fate is known: `Ok` only when it is committed and as durable as the
-/// store promises.
-pub(super) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
 /// A queued write.
 pub(super) type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
 

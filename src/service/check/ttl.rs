@@ -9,7 +9,7 @@ use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{EntityKey, TtlKey, table_prefix};
 use crate::service::Result;
 use crate::service::duration::parse_duration_ms;
-use crate::service::schema::{EXPIRES_FIELD, parse_rfc3339_millis};
+use crate::service::fields::{EXPIRES_FIELD, parse_rfc3339_millis};
 use crate::service::stop::{Stop, Watched};
 use crate::storage::{KeyRange, ReadView, Space};
 

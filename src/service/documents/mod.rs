@@ -5,8 +5,9 @@
 //! (`changefeed::record`) change together.
 
 use super::adjacency::{self, EdgeEnds};
+use super::fields::{FROM_FIELD, ID_FIELD, TO_FIELD};
 use super::patch::{patch_in, patch_outside, unchanged};
-use super::schema::{self, FROM_FIELD, ID_FIELD, TO_FIELD};
+use super::schema;
 use super::search::maintain::{PreparedText, prepare_text};
 use super::ttl::expiry::{self, Expiry, now_ms};
 use super::{Db, Result, ServiceError};
@@ -181,7 +182,7 @@ fn edge_endpoints(table: &TableDef, doc: &Map<String, Value>) -> Option<EdgeEnds
         return None;
     }
     let get = |f: &str| doc.get(f).and_then(Value::as_str).map(str::to_owned);
-    let weight = table.weight_field.as_ref().and_then(|w| doc.get(w)).and_then(adjacency::weight_of);
+    let weight = table.weight_field.as_ref().and_then(|w| doc.get(w)).and_then(super::fields::weight_of);
     Some(EdgeEnds { from: get(FROM_FIELD)?, to: get(TO_FIELD)?, weight })
 }
 

@@ -57,7 +57,7 @@ fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>
     }
     // `_id` is not in the document: queries read it from the entity keys, so an index on it
     // would hold only nulls
-    if req.fields.iter().any(|f| f.split('.').next() == Some(crate::service::schema::ID_FIELD)) {
+    if req.fields.iter().any(|f| f.split('.').next() == Some(crate::service::fields::ID_FIELD)) {
         return bad("`_id` needs no index: queries on it read the documents' own keys".into());
     }
     let options = req.options.clone().unwrap_or_default();

@@ -24,7 +24,7 @@ use super::plan::{self, Access, Bounds, IndexScan, Range, SortKey};
 use crate::catalog::{ColumnType, IndexDef, IndexKind, TableDef};
 use crate::entity::FieldDict;
 use crate::keys::{Component, EntityKey, IdxKey, KeyWriter, MetaKey, RidxKey};
-use crate::service::schema::ID_FIELD;
+use crate::service::fields::ID_FIELD;
 use crate::service::stop::Stop;
 use crate::service::ttl::expiry::Expiry;
 use crate::service::{Result, ServiceError};

@@ -14,9 +14,9 @@
 
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{Component, Number};
+use crate::service::fields::ID_FIELD;
 use crate::service::indexes::entries::component;
 use crate::service::indexes::geo::{GeoBox, Point};
-use crate::service::schema::ID_FIELD;
 use crate::service::{Result, ServiceError};
 use serde_json::Value;
 use std::cmp::Ordering;

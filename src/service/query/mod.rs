@@ -139,7 +139,7 @@ pub enum QueryResponse {
 /// A field's sort value: its smallest value ascending, its largest descending (arrays), with
 /// missing fields as null — the value at which a range index scan first meets the document.
 fn sort_value(blob: &[u8], dict: &FieldDict, key: &SortKey, id: &str) -> Result<Component<'static>> {
-    if key.field == super::schema::ID_FIELD {
+    if key.field == super::fields::ID_FIELD {
         return Ok(Component::Str(id.to_owned().into()));
     }
     let values = field_values(blob, dict, &key.field)?;
@@ -157,7 +157,7 @@ fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Resul
 pub(crate) fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
     let Some(fields) = fields else { return crate::service::documents::json_with_id(dict, id, blob) };
     let mut out = Map::new();
-    out.insert(super::schema::ID_FIELD.to_owned(), Value::String(id.to_owned()));
+    out.insert(super::fields::ID_FIELD.to_owned(), Value::String(id.to_owned()));
     for f in fields {
         let steps: Vec<&str> = f.split('.').collect();
         if let Some(v) = entity::get_path(blob, dict, &steps)? {
@@ -416,7 +416,7 @@ impl Db {
         }
         // Candidates that arrive in result order allow stopping at `limit`; a sort of `_id`
         // ascending alone is that order too.
-        let by_id = matches!(sort.as_slice(), [SortKey { field, desc: false }] if field == super::schema::ID_FIELD);
+        let by_id = matches!(sort.as_slice(), [SortKey { field, desc: false }] if field == super::fields::ID_FIELD);
         let id_ordered = (sort.is_empty() || by_id)
             && match &access {
                 Access::FullScan | Access::Intersect(_) | Access::Ids(_) | Access::View(_) => true,

@@ -4,19 +4,11 @@
 //! field `f` the metric `{measurement}.{f}`. Integer, unsigned, float and boolean fields are
 //! stored as numbers; string fields are skipped and counted.
 
+use super::batch::{Batch, MAX_POINTS_PER_WRITE};
 use super::time::Precision;
-use super::write::Batch;
+use crate::service::error::LineError;
 use crate::service::{Result, ServiceError};
 use influxdb_line_protocol::{FieldValue, ParsedLine};
-
-/// One refused line: its 1-based number and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-pub struct LineError {
-    /// the line's number, counting from 1
-    pub line: usize,
-    /// why it was refused
-    pub error: String,
-}
 
 /// The points of a line-protocol body, or every bad line.
 pub(crate) struct Parsed {
@@ -45,11 +37,8 @@ pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed
             Ok(strings) => skipped += strings,
             Err(error) => errors.push(LineError { line: number, error }),
         }
-        if batch.len() > super::write::MAX_POINTS_PER_WRITE {
-            return Err(ServiceError::InvalidRequest(format!(
-                "at most {} points per request",
-                super::write::MAX_POINTS_PER_WRITE
-            )));
+        if batch.len() > MAX_POINTS_PER_WRITE {
+            return Err(ServiceError::InvalidRequest(format!("at most {} points per request", MAX_POINTS_PER_WRITE)));
         }
     }
     if !errors.is_empty() {

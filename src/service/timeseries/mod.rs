@@ -4,6 +4,7 @@
 //! span in `meta:series:` (see [`stats`]).
 
 mod aggregate;
+mod batch;
 mod line;
 mod read;
 mod retention;
@@ -11,8 +12,8 @@ pub(crate) mod stats;
 pub mod time;
 mod write;
 
+pub use crate::service::error::LineError;
 pub use aggregate::{AggregateFn, AggregateRequest, AggregateResponse, Bucket, MAX_BUCKETS, SeriesBuckets};
-pub use line::LineError;
 pub use read::{MAX_POINTS_LIMIT, Order, PointOut, PointsPage, PointsRequest};
 pub use retention::REMOVE_CHUNK;
 pub use time::Precision;
@@ -119,7 +120,7 @@ impl Db {
     /// Sets a metric's retention, creating the metric if it does not exist yet (so a retention
     /// can be set before the first point arrives).
     pub async fn set_retention(self: &Arc<Self>, metric: String, retention: Retention) -> Result<Retention> {
-        write::check_metric(&metric).map_err(ServiceError::InvalidRequest)?;
+        batch::check_metric(&metric).map_err(ServiceError::InvalidRequest)?;
         let retention_ms = retention.max_age.as_deref().map(|a| time::duration_param("max_age", a)).transpose()?;
         self.write(move |tx, db| {
             if db.timeseries.is_dropping(&metric) {

@@ -160,7 +160,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::timeseries::write::Batch;
+    use crate::service::timeseries::batch::Batch;
     use crate::storage::{Durability, StorageConfig};
 
     #[tokio::test]

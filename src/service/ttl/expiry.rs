@@ -6,7 +6,7 @@
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::service::duration::parse_duration_ms;
-use crate::service::schema::{EXPIRES_FIELD, parse_rfc3339_millis};
+use crate::service::fields::{EXPIRES_FIELD, parse_rfc3339_millis};
 use crate::service::{Result, ServiceError};
 use serde_json::{Map, Value};
 

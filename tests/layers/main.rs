@@ -1,0 +1,146 @@
+//! No import circles between the files of `src/`.
+//!
+//! What it reads: every `src/**/*.rs`, as text, with comments, string and char literals removed.
+//! One file is one node (`a/mod.rs` and `a.rs` are module `a`; `a/b.rs` is `a::b`; an inline
+//! `mod x { … }` belongs to the file it is written in). An edge `f → g` is one of:
+//!
+//! - a `use` item in `f` (any nesting, `{…}` groups expanded) that names an item of `g`, with the
+//!   path starting at `crate::`, `super::`, `self::` or a child module of the scope it is in;
+//! - a path written inline in code (`crate::a::b::f(…)`, `super::X`, `child::f`, or `m::f` where
+//!   `m` is a module brought in by a `use`) that reaches an item of `g`.
+//!
+//! Where a path goes through a `use` of another module (`crate::service::Result` is `use`d in
+//! `service/mod.rs` from `service/error.rs`), it is followed to the file the name comes from, so a
+//! `pub use` re-export is a passage, not an import: a `mod.rs` that only re-exports its children
+//! does not import them, and a child that names `super::Result` imports `error.rs`, not its
+//! parent. A `use` of a whole module is no edge by itself; the paths through it are. A `mod x;`
+//! declaration is no edge. A child that uses an item its parent file defines (`super::ViewInfo`
+//! from `views/read.rs`) is an edge child → parent, and a parent that calls into a child
+//! (`read::readable(…)` in `views/mod.rs`) is an edge parent → child, so the two are a circle.
+//! Paths into other crates (`std::`, `serde::`) are not followed; `mosaicdb::` (from `main.rs`)
+//! is this crate.
+//!
+//! A circle is a strongly connected component of more than one file. The test prints the circles
+//! it finds, each with the imports inside it (file:line → file), and fails when they differ from
+//! `ALLOWED` below.
+mod graph;
+mod walk;
+
+use graph::Graph;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The circles that remain. Each entry is debt to remove: the test fails on a new circle, on a
+/// circle that grows, and on an entry here that no longer matches a circle (a circle that shrank
+/// or disappeared must be shrunk or removed here too), so the list only shrinks. Files are paths
+/// under `src/`, sorted.
+const ALLOWED: &[&[&str]] = &[
+    &[
+        "api/admin.rs",
+        "api/backup.rs",
+        "api/batch.rs",
+        "api/changes.rs",
+        "api/documents.rs",
+        "api/graph.rs",
+        "api/indexes.rs",
+        "api/metrics/mod.rs",
+        "api/mod.rs",
+        "api/query.rs",
+        "api/search.rs",
+        "api/spec.rs",
+        "api/stream.rs",
+        "api/system.rs",
+        "api/tables.rs",
+        "api/timeseries.rs",
+        "api/vectors.rs",
+        "api/views.rs",
+    ],
+    &[
+        "service/batch.rs",
+        "service/changefeed/append.rs",
+        "service/changefeed/mod.rs",
+        "service/documents/mod.rs",
+        "service/indexes/mod.rs",
+        "service/jobs.rs",
+        "service/mod.rs",
+        "service/patch.rs",
+        "service/purge.rs",
+        "service/tasks.rs",
+        "service/timeseries/mod.rs",
+        "service/timeseries/read.rs",
+        "service/ttl/mod.rs",
+        "service/vectors/mod.rs",
+    ],
+    &[
+        "service/check.rs",
+        "service/check/changefeed.rs",
+        "service/check/fulltext.rs",
+        "service/check/timeseries.rs",
+        "service/check/ttl.rs",
+        "service/check/vector.rs",
+        "service/check/view.rs",
+    ],
+    &[
+        "service/query/covered.rs",
+        "service/query/exec.rs",
+        "service/query/matcher.rs",
+        "service/query/mod.rs",
+        "service/query/viewscan.rs",
+        "service/views/mod.rs",
+        "service/views/read.rs",
+    ],
+    &[
+        "storage/mod.rs",
+        "storage/read.rs",
+        "storage/rows.rs",
+        "storage/staged.rs",
+        "storage/stats.rs",
+        "storage/sync.rs",
+        "storage/write.rs",
+    ],
+];
+
+#[test]
+fn no_new_import_circles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = Graph::read(&root);
+    let circles = graph.circles();
+    let report = graph.describe(&circles);
+    println!("{} import circle(s) between files of src/:\n{report}", circles.len());
+    let found: BTreeSet<Vec<String>> = circles.iter().cloned().collect();
+    let allowed: BTreeSet<Vec<String>> = ALLOWED.iter().map(|c| c.iter().map(|f| f.to_string()).collect()).collect();
+    let mut problems = Vec::new();
+    for circle in found.difference(&allowed) {
+        let grew = allowed.iter().any(|a| a.iter().all(|f| circle.contains(f)));
+        let part = allowed.iter().any(|a| circle.iter().all(|f| a.contains(f)));
+        let kind = match (grew, part) {
+            (true, _) => "a circle that grew",
+            (false, true) => "what is left of an allowed circle that shrank or split (put it in ALLOWED)",
+            (false, false) => "a new circle",
+        };
+        problems.push(format!("{kind}: {}", circle.join(", ")));
+    }
+    for circle in allowed.difference(&found) {
+        problems.push(format!(
+            "an allowed circle that is no longer there (shrink or remove it in ALLOWED): {}",
+            circle.join(", ")
+        ));
+    }
+    assert!(problems.is_empty(), "{}\n\nthe circles now:\n{report}", problems.join("\n"));
+}
+
+#[test]
+fn reader_sees_uses_paths_and_passages() {
+    // A tiny tree: a/mod.rs re-exports b's item and calls c; c uses the parent's own item.
+    let files = [
+        ("lib.rs", "mod a;"),
+        ("a/mod.rs", "mod b; mod c; pub use b::Thing; pub struct Own; fn f() { c::run(); } // crate::z::x"),
+        ("a/b.rs", "pub struct Thing; const S: &str = \"crate::a::c::run\";"),
+        ("a/c.rs", "use super::{Own, Thing};\npub fn run() { let _ = crate::z::f(); }"),
+        ("z.rs", "pub fn f() {}"),
+    ];
+    let graph = Graph::from_sources(files.iter().map(|(p, s)| (p.to_string(), s.to_string())).collect());
+    let edges: Vec<(&str, &str)> = graph.edges.keys().map(|(f, t)| (f.as_str(), t.as_str())).collect();
+    assert_eq!(edges, [("a/c.rs", "a/b.rs"), ("a/c.rs", "a/mod.rs"), ("a/c.rs", "z.rs"), ("a/mod.rs", "a/c.rs")]);
+    assert_eq!(graph.circles(), [vec!["a/c.rs".to_string(), "a/mod.rs".to_string()]]);
+}
