@@ -216,7 +216,7 @@ fn check_table(
         }
     }
     report.checked.documents += documents;
-    let counted = super::decode_count(view.get(Space::Meta, &MetaKey::Count(name.into()).encode())?.as_deref());
+    let counted = super::counts::decode(view.get(Space::Meta, &super::counts::key(name))?.as_deref());
     if counted != documents {
         report.problem(
             "count_mismatch",

@@ -9,7 +9,7 @@
 //! [`ImportLimits::window`]. When the client goes away, the handler is dropped with this future:
 //! no further line is read, and at most the chunk already handed over is written.
 
-use super::documents::{Prepared, add_to_count, live_table, new_id, prepare, put_uncounted, take_id};
+use super::documents::{Prepared, live_table, new_id, prepare, put_uncounted, take_id};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
@@ -360,7 +360,7 @@ impl Db {
                                     Err(e) => return Err(e),
                                 }
                             }
-                            add_to_count(tx, &live.name, added)?;
+                            super::counts::add(tx, &live.name, added)?;
                             Ok(Ok(outcome))
                         })
                         .await?;

@@ -6,6 +6,7 @@ pub mod backup;
 mod batch;
 pub mod changefeed;
 mod check;
+mod counts;
 mod cursor;
 pub(crate) mod documents;
 pub mod duration;
@@ -20,6 +21,7 @@ mod metrics_snapshot;
 mod patch;
 mod purge;
 pub mod query;
+mod render;
 pub mod schema;
 pub mod search;
 mod stop;
@@ -54,11 +56,6 @@ use crate::catalog::Catalog;
 use crate::storage::{StorageConfig, Store, WriteTx};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// A stored document count (`meta:count:{table}`, u64 big-endian); absent means 0.
-pub(crate) fn decode_count(value: Option<&[u8]>) -> u64 {
-    value.and_then(|v| v.try_into().ok()).map_or(0, u64::from_be_bytes)
-}
 
 /// The open database: the store, its catalog, and the rules of every model.
 pub struct Db {

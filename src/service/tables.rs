@@ -84,7 +84,7 @@ fn check_columns(columns: &[ColumnDef]) -> Result<()> {
 
 impl Db {
     fn count(&self, table: &str) -> Result<u64> {
-        Ok(super::decode_count(self.store.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref()))
+        Ok(super::counts::decode(self.store.get(Space::Meta, &super::counts::key(table))?.as_deref()))
     }
 
     /// Creates a table.

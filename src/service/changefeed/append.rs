@@ -46,9 +46,7 @@ pub(crate) fn record_as(
         return Ok(());
     }
     let document = match (mode, op, blob) {
-        (ChangefeedMode::Full, Op::Put, Some(b)) => {
-            Some(crate::service::documents::json_with_id(&catalog.dict(), id, b)?)
-        }
+        (ChangefeedMode::Full, Op::Put, Some(b)) => Some(crate::service::render::json_with_id(&catalog.dict(), id, b)?),
         _ => None,
     };
     tx.append_event(body(table, id, op, document.as_deref()));

@@ -12,8 +12,8 @@ use super::search::maintain::{PreparedText, prepare_text};
 use super::ttl::expiry::{self, Expiry, now_ms};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
-use crate::entity::{self, EncodeOptions, ValueRef};
-use crate::keys::{EntityKey, MetaKey};
+use crate::entity::EncodeOptions;
+use crate::keys::EntityKey;
 use crate::storage::{KeyRange, Space, WriteTx};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -204,26 +204,6 @@ pub(crate) fn same_schema(live: &TableDef, prepared: &TableDef) -> bool {
     live.kind == prepared.kind && live.columns == prepared.columns
 }
 
-/// The table's document count as the write sees it.
-pub(crate) fn count_in(tx: &WriteTx<'_>, table: &str) -> Result<u64> {
-    Ok(super::decode_count(tx.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref()))
-}
-
-/// Adds `delta` to the table's document count, in the write.
-fn bump_count(tx: &mut WriteTx<'_>, table: &str, delta: i64) -> Result<()> {
-    let next = count_in(tx, table)?.saturating_add_signed(delta);
-    tx.put(Space::Meta, MetaKey::Count(table.into()).encode(), next.to_be_bytes().to_vec());
-    Ok(())
-}
-
-/// Adds `n` new documents to the table's count in the write.
-pub(crate) fn add_to_count(tx: &mut WriteTx<'_>, table: &str, n: u64) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    bump_count(tx, table, i64::try_from(n).unwrap_or(i64::MAX))
-}
-
 /// Stores a prepared document (create or replace) in the write.
 pub(crate) fn put_encoded(
     tx: &mut WriteTx<'_>,
@@ -233,12 +213,12 @@ pub(crate) fn put_encoded(
     pre: &Preconditions,
 ) -> Result<PutOutcome> {
     let (out, new) = put_uncounted(tx, catalog, table, doc, pre)?;
-    add_to_count(tx, &table.name, u64::from(new))?;
+    super::counts::add(tx, &table.name, u64::from(new))?;
     Ok(out)
 }
 
 /// [`put_encoded`] but for the table's document count, and saying whether the document's key is
-/// new: for a write that stores many and counts them once with [`add_to_count`] (an import chunk).
+/// new: for a write that stores many and counts them once with [`super::counts::add`] (an import chunk).
 pub(crate) fn put_uncounted(
     tx: &mut WriteTx<'_>,
     catalog: &Arc<Catalog>,
@@ -340,23 +320,10 @@ fn remove(
     }
     let pre = super::indexes::Precomputed { text: &mut Vec::new(), vectors: &mut Vec::new(), entries: &mut Vec::new() };
     super::indexes::update(tx, catalog, table, id, Some(old), None, pre)?;
-    bump_count(tx, &table.name, -1)?;
+    super::counts::bump(tx, &table.name, -1)?;
     super::changefeed::record(tx, catalog, table, id, super::changefeed::Op::Delete, None)?;
     tx.delete(Space::Entity, key);
     Ok(())
-}
-
-/// The document as JSON text with its `_id` first, written straight from the blob.
-pub(crate) fn json_with_id(dict: &crate::entity::FieldDict, id: &str, blob: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(blob.len() * 2 + id.len() + 16);
-    out.extend_from_slice(b"{\"_id\":");
-    serde_json::to_writer(&mut out, id).map_err(|e| ServiceError::Internal(e.to_string()))?;
-    match entity::root(blob)? {
-        ValueRef::Object(o) => entity::write_entries(o, dict, &mut out, true)?,
-        _ => return Err(ServiceError::Internal("a stored document is not an object".into())),
-    }
-    out.push(b'}');
-    Ok(out)
 }
 
 /// A listing cursor is bound to its table (see [`super::cursor`]).
@@ -397,7 +364,7 @@ impl Db {
                 if expiry::is_expired(&db.catalog, dict, &table, &blob, now_ms())? {
                     return Err(gone());
                 }
-                json_with_id(dict, &id, &blob)
+                super::render::json_with_id(dict, &id, &blob)
             })?;
             Ok(Document { json, etag: etag(&blob) })
         })
@@ -600,7 +567,7 @@ impl Db {
                     }
                     let id =
                         EntityKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned();
-                    documents.push(json_with_id(dict, &id, &blob)?);
+                    documents.push(super::render::json_with_id(dict, &id, &blob)?);
                     last_id = Some(id);
                 }
                 Ok(())

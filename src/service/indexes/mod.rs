@@ -252,7 +252,7 @@ impl Db {
                 if db.catalog.index_dropping(&table, &req.name).is_some() {
                     return Err(ServiceError::IndexDropping { table, index: req.name });
                 }
-                let docs = super::documents::count_in(tx, &table)?;
+                let docs = super::counts::count_in(tx, &table)?;
                 let state = if docs == 0 { IndexState::Ready } else { IndexState::Building { done: 0, total: docs } };
                 let created_at = db.catalog.next_created_at(tx)?;
                 let def = IndexDef {

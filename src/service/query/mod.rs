@@ -155,7 +155,7 @@ fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Resul
 /// The result document as JSON text: the whole document, or the requested fields (dotted paths,
 /// nested in the output); `_id` always.
 pub(crate) fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
-    let Some(fields) = fields else { return crate::service::documents::json_with_id(dict, id, blob) };
+    let Some(fields) = fields else { return crate::service::render::json_with_id(dict, id, blob) };
     let mut out = Map::new();
     out.insert(super::fields::ID_FIELD.to_owned(), Value::String(id.to_owned()));
     for f in fields {
@@ -406,7 +406,7 @@ impl Db {
             }
             _ => sort.to_vec(),
         };
-        let count = super::decode_count(view.get(Space::Meta, &MetaKey::Count(table.into()).encode())?.as_deref());
+        let count = super::counts::decode(view.get(Space::Meta, &super::counts::key(table))?.as_deref());
         if matches!(access, Access::FullScan) && req.allow_scan == Some(false) && count > self.scan_threshold {
             return Err(ServiceError::ScanRefused {
                 table: table.to_owned(),

@@ -401,7 +401,7 @@ impl Db {
                     for (k, _) in keys {
                         tx.delete(Space::Vec, k);
                     }
-                    let docs = super::documents::count_in(tx, &table)?;
+                    let docs = super::counts::count_in(tx, &table)?;
                     let mut next = (*def).clone();
                     next.state = crate::catalog::IndexState::Building { done: 0, total: docs };
                     db.catalog.put_index(tx, next.clone());

@@ -83,7 +83,7 @@ impl Db {
                         def::MAX_VIEWS_PER_TABLE
                     )));
                 }
-                let docs = super::documents::count_in(tx, &table)?;
+                let docs = super::counts::count_in(tx, &table)?;
                 let state = if docs == 0 {
                     ViewState::Ready
                 } else {
