@@ -518,14 +518,15 @@ impl Store {
         }
         self.inner.db.persist(fjall::PersistMode::SyncAll)?;
         // Everything is durable now; the flush only saves the next open its replay. Sealing a
-        // keyspace's active memtable queues its flush, `rotate_memtable_and_wait` waits for it,
-        // and journal files every keyspace has flushed past are deleted. (That call is fjall's
-        // own, outside its documented surface, hence the exact version pin.) A flush that cannot
-        // finish (a failing disk) must not hang the shutdown: it gets [`CLOSE_FLUSH_WAIT`].
-        let spaces = self.inner.spaces.clone();
+        // keyspace's active memtable queues its flush, and journal files every keyspace has
+        // flushed past are deleted. (Those calls are fjall's own, outside its documented surface,
+        // hence the exact version pin.) A flush that cannot finish (a failing disk) must not hang
+        // the shutdown: it gets [`CLOSE_FLUSH_WAIT`], and a flush that failed none (see
+        // [`flush_memtables`]).
+        let (db, spaces) = (self.inner.db.clone(), self.inner.spaces.clone());
         let (done, flushed) = mpsc::channel();
         let flusher = std::thread::Builder::new().name("mosaic-close-flush".into()).spawn(move || {
-            let _ = done.send(spaces.iter().try_for_each(fjall::Keyspace::rotate_memtable_and_wait));
+            let _ = done.send(flush_memtables(&db, &spaces));
         });
         match flusher.map(|_| flushed.recv_timeout(CLOSE_FLUSH_WAIT)) {
             Ok(Ok(Ok(()))) => {}
@@ -570,6 +571,31 @@ impl Store {
             std::thread::yield_now();
         }
     }
+}
+
+/// Seals every keyspace's active memtable and waits until fjall's workers have written them all
+/// to table files (or one of them failed).
+///
+/// Not fjall's `Keyspace::rotate_memtable_and_wait` (fjall 3.1.13 src/keyspace/mod.rs): after the
+/// rotation it polls `sealed_memtable_count() > 0` with no other way out. A flush or compaction
+/// that fails (an I/O error: a failing disk, a data directory removed under the store) ends the
+/// fjall worker that ran it and poisons the database (src/worker_pool.rs, `worker_tick`'s error
+/// arm, "Worker #{i} crashed"); the sealed memtable stays, no worker flushes it, and that loop
+/// spun until [`CLOSE_FLUSH_WAIT`] gave up on it (issue 26, point 4: 30 s per test server). This
+/// loop also checks for the poison, through `Database::persist` (the one public call that
+/// reports it; in `Buffer` mode it only flushes the journal's buffer, which the fsync before this
+/// emptied). It seals every keyspace first and then waits once, so the flushes run on all the
+/// workers together. When fjall's own wait gives up on a poisoned database, this can go back to
+/// calling it.
+fn flush_memtables(db: &Database, spaces: &[fjall::Keyspace]) -> std::result::Result<(), fjall::Error> {
+    for space in spaces {
+        space.rotate_memtable()?;
+    }
+    while spaces.iter().any(|s| s.sealed_memtable_count() > 0) {
+        db.persist(fjall::PersistMode::Buffer)?;
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
 }
 
 /// Clears the running flag when the committer thread ends, however it ends.

@@ -575,6 +575,28 @@ fn close_flushes_the_memtables() {
     assert_eq!(view.scan(Space::Entity, KeyRange::Prefix(Vec::new()), false).count(), 2000);
 }
 
+/// A flush that fails at shutdown does not hold the close for [`CLOSE_FLUSH_WAIT`]. The data
+/// directory is removed under the open store (as the test servers' temp dirs are when a test
+/// ends before its server's shutdown has finished): the flush of the first keyspace fails, the
+/// fjall worker that ran it ends and poisons the database, and no worker is left to empty the
+/// sealed memtables `close` waits for. The close notices the poison and returns at once, its
+/// writes durable anyway (fsynced before the flush).
+#[test]
+fn close_does_not_wait_for_a_flush_that_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    put(&store, Space::Entity, b"a", b"1");
+    put(&store, Space::Meta, b"m", b"1");
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    let started = std::time::Instant::now();
+    let closed = store.close();
+    let took = started.elapsed();
+    eprintln!("close with a failing flush took {took:?}");
+    assert!(closed.is_ok(), "{closed:?}");
+    // well under a second; the bound leaves room for a loaded machine
+    assert!(took < std::time::Duration::from_secs(10), "close took {took:?}");
+}
+
 /// Reads by key through the document cache, while one writer rewrites the same documents: a
 /// read that starts after a write was acknowledged never sees an older version (the committer
 /// evicts before it answers, and a read overtaken by a commit keeps nothing), and no reader sees
