@@ -1,6 +1,6 @@
 //! powerfs (`tests/powerfs`) mounted for a test: a FUSE file system that keeps only what was
-//! fsynced when told to `cut`, and injects disk faults. The tests that use it are `#[ignore]`:
-//! they need root, `/dev/fuse` and the powerfs binary in `MOSAIC_POWERFS` (`.ci/run` builds it).
+//! fsynced when told to `cut`, and injects disk faults. The tests that use it need
+//! root, `/dev/fuse` and the powerfs binary (see [`PowerFs::binary`]; `.ci/run` builds it).
 #![allow(dead_code)] // each test uses what it needs
 
 use serde_json::Value;
@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// What the tests on powerfs need.
-pub const NEEDS: &str = "needs root, /dev/fuse and the powerfs binary in MOSAIC_POWERFS";
+pub const NEEDS: &str = "needs root, /dev/fuse and the powerfs binary (MOSAIC_POWERFS or tests/powerfs/target/release)";
 /// No wait for powerfs lasts longer.
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -24,17 +24,42 @@ pub struct PowerFs {
 }
 
 impl PowerFs {
-    pub fn mount(mode: &str) -> PowerFs {
-        let bin = std::env::var("MOSAIC_POWERFS").unwrap_or_else(|_| {
-            panic!(
-                "MOSAIC_POWERFS must name the powerfs binary: `cargo build --release --manifest-path \
-                 tests/powerfs/Cargo.toml`, then MOSAIC_POWERFS=$PWD/tests/powerfs/target/release/powerfs \
-                 (these tests also need root and /dev/fuse)"
-            )
+    /// The powerfs binary these tests can run, or why they cannot here (said on stderr): the
+    /// one `MOSAIC_POWERFS` names, else `tests/powerfs/target/release/powerfs` once built
+    /// (`.ci/run` builds it); and root with `/dev/fuse`. Where one is missing a test on powerfs
+    /// says so and checks nothing; `.ci/run` runs them all on machines that have FUSE.
+    pub fn binary() -> Option<String> {
+        let bin = std::env::var("MOSAIC_POWERFS").ok().or_else(|| {
+            let built = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/powerfs/target/release/powerfs");
+            std::path::Path::new(built).exists().then(|| built.to_owned())
         });
+        let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        let fuse = std::path::Path::new("/dev/fuse").exists();
+        match bin {
+            Some(bin) if root && fuse => Some(bin),
+            _ => {
+                eprintln!(
+                    "powerfs tests skipped here: {NEEDS} (cargo build --release --manifest-path tests/powerfs/Cargo.toml)"
+                );
+                None
+            }
+        }
+    }
+
+    /// Mounts powerfs in `mode`, or says why it cannot here (see [`PowerFs::binary`]).
+    pub fn try_mount(mode: &str) -> Option<PowerFs> {
+        Some(PowerFs::mount_with(&PowerFs::binary()?, mode))
+    }
+
+    /// Mounts powerfs in `mode`; where it cannot run, the calling test fails.
+    pub fn mount(mode: &str) -> PowerFs {
+        PowerFs::mount_with(&PowerFs::binary().expect(NEEDS), mode)
+    }
+
+    fn mount_with(bin: &str, mode: &str) -> PowerFs {
         let dir = tempfile::tempdir().unwrap();
         let mount = dir.path().join("mnt");
-        let mut child = Command::new(&bin)
+        let mut child = Command::new(bin)
             .args(["--mode", mode, mount.to_str().unwrap()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
