@@ -587,7 +587,7 @@ async fn answers_survive_a_restart() {
     s.check_ok().await;
 }
 
-/// The README's graph walk-through answers as it says.
+/// The graph walk-through of docs/graph.md answers as it says.
 #[tokio::test]
 async fn the_readme_walkthrough_answers_as_documented() {
     let s = TestServer::start().await;

@@ -324,7 +324,7 @@ def report(workloads, results, big, notes):
             unmet.append(f"import {BIG:,} documents (peak RSS)")
     if unmet:
         lines += ["", f"Not met in every run: {'; '.join(unmet)}. What bounds each of these (the profiles) and what "
-                  "would move it: README.md, section \"Performance\", \"Where the core targets stand\"."]
+                  "would move it: docs/performance.md, \"Where the core targets stand\"."]
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]
     return "\n".join(lines)
