@@ -14,7 +14,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 }
 
 /// A backup archive (binary): magic `MOSAICBK`, format version, JSON header, length-prefixed
-/// records, a trailer with record counts and a SHA-256 (the README describes the format).
+/// records, a trailer with record counts and a SHA-256 (docs/operations.md describes the format).
 #[derive(utoipa::ToSchema)]
 #[schema(value_type = String, format = Binary)]
 #[allow(dead_code)] // only its schema is used

@@ -245,7 +245,7 @@ pub struct VectorIndex {
     pub options: VectorOptionsBody,
 }
 
-/// The body of `POST …/indexes`. TTL indexes are described in the README.
+/// The body of `POST …/indexes`. TTL indexes are described in docs/ttl.md.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum CreateIndexBody {
@@ -368,7 +368,7 @@ pub struct FieldPath(String);
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueryBody {
-    /// the filter (see the README for operators); omitted or null = every document
+    /// the filter (see docs/queries.md for operators); omitted or null = every document
     #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}, "city": "Oslo"}))]
     pub filter: Option<Map<String, Value>>,
     /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id` (in the

@@ -1,6 +1,6 @@
 //! The collectors a scrape runs: the request metrics, and the database's figures read at that
 //! moment ([`crate::service::Db::metrics_snapshot`]). Every family is named `mosaicdb_…`; the
-//! README lists them.
+//! docs/operations.md lists them.
 
 use super::http::{HttpMetrics, SeriesSnapshot};
 use crate::service::{Db, IndexBuild, MetricsSnapshot};

@@ -68,7 +68,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 /// Requests and their latency by method, route template and status, requests in flight; the
 /// store's write groups, writes and fsyncs, disk space and keys per key family, journal, cache,
 /// memtables and compactions; the periodic tasks' runs, errors, items removed and time taken;
-/// each index's state and build progress. The README lists every family.
+/// each index's state and build progress. docs/operations.md lists every family.
 #[utoipa::path(get, path = "/metrics", tag = "service", responses(
     (status = 200, description = "the metrics, in the OpenMetrics text format", body = String,
         content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8",

@@ -30,17 +30,18 @@ pub struct CreateIndex {
     /// index name, unique within the table
     #[schema(example = "by_age")]
     pub name: String,
-    /// `hash`, `unique`, `range`, `spatial`, `fulltext`, `ngram` or `ttl`
+    /// `hash`, `unique`, `range`, `spatial`, `fulltext`, `ngram`, `ttl` or `vector`
     pub kind: IndexKind,
     /// dotted field paths: 1-8 for hash and unique (composite) and fulltext, exactly 1 for range,
-    /// spatial, ngram and ttl (a time: RFC 3339 string or epoch milliseconds)
+    /// spatial, ngram, ttl (a time: RFC 3339 string or epoch milliseconds) and vector
     #[schema(example = json!(["age"]))]
     pub fields: Vec<String>,
     /// fulltext only: `language` (`english` by default, `none`, or another Snowball language),
     /// `stemming` (default true), `stop_words` (true: the language's list, false (default), or a
     /// list of words), `field_weights` (`{"title": 2.0}`, default 1); ttl only: `expire_after`
     /// (required; a duration `90s`, `1h`, `7d`, units `ms s m h d w`): a document expires that
-    /// long after the indexed time
+    /// long after the indexed time; vector only: `dimension` (required), `metric`, `m`,
+    /// `ef_construction` (see docs/vectors.md)
     #[serde(default)]
     #[schema(value_type = Option<Object>, example = json!({"language": "english", "stop_words": true}))]
     pub options: Option<serde_json::Map<String, serde_json::Value>>,

@@ -46,7 +46,7 @@ pub const MAX_FIELDS: usize = 256;
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueryRequest {
-    /// the filter (see the README for operators); omitted = every document
+    /// the filter (see docs/queries.md for operators); omitted = every document
     #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}, "city": "Oslo"}))]
     pub filter: Option<Value>,
     /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id` (in the
@@ -104,7 +104,7 @@ pub struct Explain {
     pub stopped_early: bool,
     /// true when every result was built from the index key alone (its values and the document
     /// id) and no document was read: one exact index scan answers the filter, and the index holds
-    /// every field of `fields` and `sort` (see the README)
+    /// every field of `fields` and `sort` (see docs/queries.md)
     pub covered: bool,
     /// documents read from storage (0 for a covered plan)
     pub documents_read: u64,

@@ -88,7 +88,7 @@ pub struct VectorHit {
 pub struct VectorSearchResponse {
     /// the hits, nearest first
     pub hits: Vec<VectorHit>,
-    /// `hnsw`, `filtered_exact` or `exact` (see the README)
+    /// `hnsw`, `filtered_exact` or `exact` (see docs/vectors.md)
     pub strategy: &'static str,
 }
 
