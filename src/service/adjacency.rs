@@ -1,7 +1,8 @@
 //! The graph rules of the write path: an edge's vertices must exist, its adjacency entries
 //! (`graph:out` at `_from`, `graph:in` at `_to`) change with it, and a vertex's edges are found —
-//! to refuse its delete or to cascade it — from those entries alone. `documents` calls these from
-//! `put_encoded` / `delete_in`, so every write path (PUT, POST, PATCH, batch, import) follows them.
+//! to refuse its delete or to cascade it — from those entries alone. [`stage`] is the graph's
+//! step of every document change (`write::derived`), so every write path (PUT, POST, PATCH,
+//! batch, import, TTL sweep, cascade) follows them.
 
 use super::fields::{FROM_FIELD, TO_FIELD};
 use super::ttl::expiry::{Expiry, now_ms};
@@ -9,6 +10,7 @@ use super::{Result, ServiceError};
 use crate::catalog::{Catalog, OnVertexDelete, TableDef, TableKind};
 use crate::entity::{self, ValueRef};
 use crate::keys::{AdjValue, Direction, EntityKey, GraphKey};
+use crate::service::write::{Change, Write};
 use crate::storage::{Space, WriteTx};
 use std::sync::Arc;
 
@@ -63,7 +65,7 @@ pub(crate) fn stored_ends(catalog: &Catalog, table: &TableDef, blob: &[u8]) -> R
 
 /// Refuses an edge whose `_from` or `_to` names no existing document, as this write sees the
 /// store (its own staged writes included), so a concurrent delete cannot slip in between.
-pub(crate) fn check_vertices(tx: &WriteTx<'_>, catalog: &Catalog, ends: &EdgeEnds) -> Result<()> {
+fn check_vertices(tx: &WriteTx<'_>, catalog: &Catalog, ends: &EdgeEnds) -> Result<()> {
     for (field, vertex) in [(FROM_FIELD, &ends.from), (TO_FIELD, &ends.to)] {
         let missing = |why: &str| ServiceError::InvalidDocument(format!("{field}: vertex {vertex:?} {why}"));
         let (table, id) = split_vertex(vertex).ok_or_else(|| missing("is not \"table/id\""))?;
@@ -87,8 +89,27 @@ pub(crate) fn check_vertices(tx: &WriteTx<'_>, catalog: &Catalog, ends: &EdgeEnd
     Ok(())
 }
 
+/// The graph's step of a document change: for an edge, `new_ends` (its new version's ends,
+/// prepared) must name existing vertices, and its adjacency entries move from the old version's
+/// ends to the new one's.
+pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>, new_ends: Option<&EdgeEnds>) -> Result<()> {
+    if c.table.kind != TableKind::Edge {
+        return Ok(());
+    }
+    if let Some(ends) = new_ends {
+        check_vertices(w, w.catalog(), ends)?;
+    }
+    if let Some(old) = c.old.map(|b| stored_ends(w.catalog(), c.table, b)).transpose()?.flatten() {
+        put_entries(w, &c.table.name, c.id, &old, false);
+    }
+    if let Some(ends) = new_ends {
+        put_entries(w, &c.table.name, c.id, ends, true);
+    }
+    Ok(())
+}
+
 /// Stages (or removes) the two adjacency entries of edge `id` of `table`.
-pub(crate) fn stage(tx: &mut WriteTx<'_>, table: &str, id: &str, ends: &EdgeEnds, insert: bool) {
+fn put_entries(tx: &mut WriteTx<'_>, table: &str, id: &str, ends: &EdgeEnds, insert: bool) {
     let out = GraphKey::new(Direction::Out, table, &ends.from, id).encode();
     let inn = GraphKey::new(Direction::In, table, &ends.to, id).encode();
     if insert {

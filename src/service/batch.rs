@@ -1,19 +1,17 @@
 //! `POST /v1/batch`: several writes, all or nothing, in one atomic write.
 
-use super::documents::{
-    Preconditions, Prepared, PutOutcome, delete_in, live_table, prepare, put_encoded, same_schema, take_id,
-};
+use super::documents::{Preconditions, PutOutcome, check_id, delete_in, put_encoded};
 use super::patch::{PATCH_ATTEMPTS, Patched, patch_in, patch_outside, unchanged};
+use super::write::{Prepared, Write, live_table, prepare, same_schema, take_id};
 use super::{Db, Result, ServiceError};
 use crate::catalog::TableDef;
-use crate::storage::WriteTx;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
 /// Most operations one batch may hold.
-pub const MAX_BATCH_OPS: usize = 10_000;
+pub const MAX_BATCH_OPS: usize = super::documents::MAX_INSERT;
 /// Most operations of one batch on the same document.
 pub const MAX_OPS_PER_DOCUMENT: usize = 64;
 
@@ -116,7 +114,7 @@ impl Db {
         for op in ops {
             let def = self.catalog.table(&op.table);
             let work = match (&def, op.op, &op.document) {
-                _ if let Err(e) = super::documents::check_id(&op.id) => Work::Invalid(e),
+                _ if let Err(e) = check_id(&op.id) => Work::Invalid(e),
                 (None, _, _) => Work::Invalid(ServiceError::TableNotFound(op.table.clone())),
                 (Some(def), OpKind::Put, Some(Value::Object(doc))) => {
                     let mut doc = doc.clone();
@@ -180,7 +178,7 @@ impl Db {
 
 /// Runs a planned batch on the committer; `None` (nothing staged) when something it was
 /// prepared from changed: a table's columns, or a patched document.
-fn apply(tx: &mut WriteTx<'_>, db: &Db, planned: Vec<Planned>) -> Result<Option<BatchOutcome>> {
+fn apply(tx: &mut Write<'_, '_>, db: &Db, planned: Vec<Planned>) -> Result<Option<BatchOutcome>> {
     for p in &planned {
         let Some(def) = &p.def else { continue };
         let live = db.catalog.table(&p.table);
@@ -205,8 +203,7 @@ fn apply(tx: &mut WriteTx<'_>, db: &Db, planned: Vec<Planned>) -> Result<Option<
         let created = match work {
             Work::Invalid(e) => return Err(fail(e)),
             Work::Put(prepared) => {
-                let PutOutcome { created, .. } =
-                    put_encoded(tx, &db.catalog, &table, prepared, &none).map_err(&fail)?;
+                let PutOutcome { created, .. } = put_encoded(tx, &table, prepared, &none).map_err(&fail)?;
                 Some(created)
             }
             Work::Patch(patched, patch) => {
@@ -217,16 +214,16 @@ fn apply(tx: &mut WriteTx<'_>, db: &Db, planned: Vec<Planned>) -> Result<Option<
                 } else {
                     patch_in(tx, &db.catalog, &table, &p.id, &patch, &none).map_err(&fail)?
                 };
-                put_encoded(tx, &db.catalog, &table, prepared, &none).map_err(&fail)?;
+                put_encoded(tx, &table, prepared, &none).map_err(&fail)?;
                 None
             }
             Work::PatchInWrite(patch) => {
                 let prepared = patch_in(tx, &db.catalog, &table, &p.id, &patch, &none).map_err(&fail)?;
-                put_encoded(tx, &db.catalog, &table, prepared, &none).map_err(&fail)?;
+                put_encoded(tx, &table, prepared, &none).map_err(&fail)?;
                 None
             }
             Work::Delete => {
-                if !delete_in(tx, &db.catalog, &table, &p.id, &none).map_err(&fail)? {
+                if !delete_in(tx, &table, &p.id, &none).map_err(&fail)? {
                     return Err(fail(ServiceError::DocumentNotFound { table: p.table, id: p.id }));
                 }
                 None

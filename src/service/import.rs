@@ -9,7 +9,8 @@
 //! [`ImportLimits::window`]. When the client goes away, the handler is dropped with this future:
 //! no further line is read, and at most the chunk already handed over is written.
 
-use super::documents::{Prepared, live_table, new_id, prepare, put_uncounted, take_id};
+use super::documents::{new_id, put_uncounted};
+use super::write::{Prepared, check_id, from_blob, live_table, prepare, same_schema, take_id};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
@@ -180,14 +181,12 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
             v.as_str().map(str::to_owned).ok_or_else(|| ServiceError::InvalidDocument("_id must be a string".into()))?
         }
     };
-    super::documents::check_id(&id)?;
+    check_id(&id)?;
     let blob = catalog
         .encode_simd_detached(&value, &EncodeOptions::default())
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
     super::ttl::expiry::check_blob(&blob, &catalog.dict())?;
-    let text = super::search::maintain::prepare_text(catalog, &table.name, &id, &blob)?;
-    let entries = super::indexes::entries::prepare(catalog, &table.name, &id, &blob);
-    Ok(Prepared { id, blob, edge: None, text, vectors: Vec::new(), entries })
+    from_blob(catalog, table, id, blob, None)
 }
 
 /// Counts the imports under way while alive (also when the import's future is dropped).
@@ -344,14 +343,14 @@ impl Db {
                     let written = db
                         .write(move |tx, db| {
                             let live = live_table(&db.catalog, &t, Some(&d))?;
-                            if !super::documents::same_schema(&live, &d) {
+                            if !same_schema(&live, &d) {
                                 return Ok(Err(live));
                             }
                             let mut outcome = ChunkOutcome::default();
                             // the table's count moves once per chunk, not once per document
                             let mut added = 0;
                             for (no, p) in good {
-                                match tx.attempt(|tx| put_uncounted(tx, &db.catalog, &live, p, &Default::default())) {
+                                match tx.attempt(|tx| put_uncounted(tx, &live, p, &Default::default())) {
                                     Ok((_, new)) => {
                                         outcome.inserted += 1;
                                         added += u64::from(new);

@@ -109,7 +109,7 @@ impl Db {
             tables_dropping: self.catalog.dropping().len() as u64,
             indexes_dropping: self.catalog.dropping_indexes().len() as u64,
             storage: self.store.stats(),
-            tasks: self.task_figures(),
+            tasks: self.tasks.figures(),
             indexes,
             changefeed: self.change_stats_now(),
         }

@@ -4,6 +4,7 @@
 mod adjacency;
 pub mod backup;
 mod batch;
+mod build;
 pub mod changefeed;
 mod check;
 mod counts;
@@ -18,6 +19,7 @@ pub mod indexes;
 mod info;
 mod jobs;
 mod metrics_snapshot;
+mod options;
 mod patch;
 mod purge;
 pub mod query;
@@ -33,6 +35,7 @@ pub mod timeseries;
 pub mod ttl;
 pub mod vectors;
 pub mod views;
+pub mod write;
 
 pub use crate::storage::Health;
 pub use batch::{BatchOp, BatchOutcome, OpKind};
@@ -43,6 +46,7 @@ pub use import::{DEFAULT_MIN_IMPORT_BYTES, ImportLimits, ImportReport};
 pub use indexes::CreateIndex;
 pub use info::{Info, KeyCount};
 pub use metrics_snapshot::{IndexBuild, IndexFigures, MetricsSnapshot};
+pub use options::{BACKFILL_CHUNK, DbOptions, PURGE_CHUNK};
 pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult, QueryStream};
 pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 pub use stop::AbandonOnDrop;
@@ -53,7 +57,7 @@ pub use vectors::{VectorSearchRequest, VectorSearchResponse};
 pub use views::{CreateView, ViewInfo, ViewList};
 
 use crate::catalog::Catalog;
-use crate::storage::{StorageConfig, Store, WriteTx};
+use crate::storage::{StorageConfig, Store};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -90,35 +94,6 @@ pub struct Db {
 /// See [`Db::backfill_hook`].
 #[cfg(test)]
 type BackfillHook = Arc<dyn Fn(usize) + Send + Sync>;
-
-/// Service settings.
-#[derive(Debug, Clone, Copy)]
-pub struct DbOptions {
-    /// a query with `allow_scan: false` refuses a full scan of a table with more documents
-    pub scan_threshold: u64,
-    /// resume unfinished index builds and table drops at open (off for offline tools such as
-    /// `mosaicdb check`, which must not change the data they inspect)
-    pub background_jobs: bool,
-    /// a query's scan gives up (408 `request_timeout`) this long after it started; the server
-    /// sets it to the request timeout, so no scan outlives its request
-    pub query_timeout: Option<std::time::Duration>,
-    /// documents an index backfill indexes per write
-    pub backfill_chunk: usize,
-    /// keys a table or index purge removes per write
-    pub purge_chunk: usize,
-}
-
-impl Default for DbOptions {
-    fn default() -> Self {
-        DbOptions {
-            scan_threshold: 1000,
-            background_jobs: true,
-            query_timeout: None,
-            backfill_chunk: indexes::BACKFILL_CHUNK,
-            purge_chunk: purge::PURGE_CHUNK,
-        }
-    }
-}
 
 impl Db {
     /// Opens the data directory, loads the catalog, and resumes unfinished index builds, index
@@ -231,34 +206,25 @@ impl Db {
         }
     }
 
-    /// Runs a write on the committer.
-    async fn write<T: Send + 'static>(
-        self: &Arc<Self>,
-        f: impl FnOnce(&mut WriteTx<'_>, &Db) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let db = self.clone();
-        let touched = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let t = touched.clone();
-        let out = self
-            .store
-            .write(move |tx| {
-                let out = f(tx, &db)?;
-                // the write's fulltext changes, merged (see `search::maintain`)
-                search::maintain::apply(tx, &db.catalog, &db.known_terms)?;
-                // the write's vector changes, applied to the cached graphs and staged (see
-                // `vectors`): last, after everything that can refuse the write
-                vectors::apply(tx, &db, &t)?;
-                Ok(out)
-            })
-            .await;
-        if out.is_err() {
-            // graphs changed for a write that did not commit: reloaded from the keys on next use
-            let touched = std::mem::take(&mut *touched.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-            for (table, index) in touched {
-                self.vectors.forget(&table, &index);
-            }
-        }
-        out
+    /// Registers a periodic task (again: its record starts afresh).
+    pub fn register_task(&self, name: &str, description: &str, interval: std::time::Duration) {
+        self.tasks.register(name, description, interval);
+    }
+
+    /// A run of periodic task `name` starts.
+    pub fn task_started(&self, name: &str) {
+        self.tasks.started(name);
+    }
+
+    /// A run of periodic task `name` ended, having removed `removed` items, with `error` if it
+    /// failed.
+    pub fn task_finished(&self, name: &str, removed: u64, error: Option<String>) {
+        self.tasks.finished(name, removed, error);
+    }
+
+    /// Every periodic task's record.
+    pub fn tasks(&self) -> TaskList {
+        self.tasks.list()
     }
 
     /// Runs `work` in a task of its own and waits for it. If this future is dropped (the request

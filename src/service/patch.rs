@@ -2,7 +2,9 @@
 //! read, patched, checked against its table and encoded before the write is queued, and the write
 //! only checks that the document is still the version patched (else the caller patches again).
 
-use super::documents::{Preconditions, Prepared, etag, expired, prepare, take_id};
+use super::documents::{Preconditions, etag};
+use super::ttl::expiry::expired;
+use super::write::{Prepared, prepare, take_id};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef};
 use crate::keys::EntityKey;

@@ -12,9 +12,6 @@ use crate::storage::{KeyRange, Space, WriteTx};
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// Keys removed per write unless [`super::DbOptions::purge_chunk`] says otherwise.
-pub const PURGE_CHUNK: usize = 1000;
-
 /// A check run in every chunk's write: false stops the purge (what it removes is gone or reused).
 pub(super) type Live = Box<dyn Fn(&Db) -> bool + Send + Sync>;
 /// Staged in the write that removes the last keys (e.g. the removal of a drop mark).

@@ -1,7 +1,6 @@
 //! The record of the periodic background tasks (TTL sweep, retention): what each did last and in
 //! total, for `GET /v1/admin/tasks`. The scheduler in `background` runs them and reports here.
 
-use super::Db;
 use serde::{Deserialize, Serialize};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
@@ -84,16 +83,16 @@ fn now_rfc3339() -> Option<String> {
     time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).ok()
 }
 
-impl Db {
+impl Tasks {
     fn with_task(&self, name: &str, f: impl FnOnce(&mut Record)) {
-        let mut list = self.tasks.list.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(record) = list.iter_mut().find(|r| r.info.name == name) {
             f(record);
         }
     }
 
     /// Registers a periodic task (again: its record starts afresh).
-    pub fn register_task(&self, name: &str, description: &str, interval: Duration) {
+    pub fn register(&self, name: &str, description: &str, interval: Duration) {
         let info = TaskInfo {
             name: name.to_owned(),
             description: description.to_owned(),
@@ -107,13 +106,13 @@ impl Db {
             last_error: None,
         };
         let record = Record { info, started: None, errors: 0, duration_total: Duration::ZERO, last_duration: None };
-        let mut list = self.tasks.list.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         list.retain(|r| r.info.name != name);
         list.push(record);
     }
 
     /// A run of `name` starts.
-    pub fn task_started(&self, name: &str) {
+    pub fn started(&self, name: &str) {
         self.with_task(name, |r| {
             r.info.running = true;
             r.info.last_started_at = now_rfc3339();
@@ -122,7 +121,7 @@ impl Db {
     }
 
     /// A run of `name` ended, having removed `removed` items, with `error` if it failed.
-    pub fn task_finished(&self, name: &str, removed: u64, error: Option<String>) {
+    pub fn finished(&self, name: &str, removed: u64, error: Option<String>) {
         self.with_task(name, |r| {
             let took = r.started.take().map(|s| s.elapsed());
             let info = &mut r.info;
@@ -139,14 +138,14 @@ impl Db {
     }
 
     /// Every periodic task's record.
-    pub fn tasks(&self) -> TaskList {
-        let list = self.tasks.list.lock().unwrap_or_else(PoisonError::into_inner);
+    pub fn list(&self) -> TaskList {
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         TaskList { tasks: list.iter().map(|r| r.info.clone()).collect() }
     }
 
     /// Every periodic task's figures, totals included.
-    pub(super) fn task_figures(&self) -> Vec<TaskFigures> {
-        let list = self.tasks.list.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(super) fn figures(&self) -> Vec<TaskFigures> {
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         list.iter()
             .map(|r| TaskFigures {
                 name: r.info.name.clone(),

@@ -12,7 +12,6 @@
 use super::staged::Staged;
 use super::sync::{Completion, Ticket};
 use super::{KeyRange, Result, Slice, Space, StorageError};
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -25,7 +24,6 @@ pub struct WriteTx<'c> {
     seqs_taken: u64,
     /// hooks to run once the write commits, each marked whether it must wait for durability
     on_commit: Vec<(bool, Box<dyn FnOnce() + Send>)>,
-    deferred: Vec<Box<dyn Any + Send>>,
     /// keys staged with [`WriteTx::put_new`]
     fresh: Vec<(Space, Vec<u8>, Vec<u8>)>,
     /// change event bodies from [`WriteTx::append_event`], numbered when the write commits
@@ -44,7 +42,6 @@ impl<'c> WriteTx<'c> {
             staged: Staged::default(),
             seqs_taken: 0,
             on_commit: Vec::new(),
-            deferred: Vec::new(),
             fresh: Vec::new(),
             events: Vec::new(),
             undo: None,
@@ -100,8 +97,7 @@ impl<'c> WriteTx<'c> {
     ) -> std::result::Result<T, E> {
         let outer = self.undo.take();
         self.undo = Some(Vec::new());
-        let (seqs, hooks, deferred, fresh, events) =
-            (self.seqs_taken, self.on_commit.len(), self.deferred.len(), self.fresh.len(), self.events.len());
+        let (seqs, hooks, fresh, events) = (self.seqs_taken, self.on_commit.len(), self.fresh.len(), self.events.len());
         let result = f(self);
         let undo = std::mem::replace(&mut self.undo, outer).unwrap_or_default();
         if result.is_err() {
@@ -115,7 +111,6 @@ impl<'c> WriteTx<'c> {
             }
             self.seqs_taken = seqs;
             self.on_commit.truncate(hooks);
-            self.deferred.truncate(deferred);
             self.fresh.truncate(fresh);
             self.events.truncate(events);
         } else if let Some(outer) = &mut self.undo {
@@ -240,13 +235,6 @@ impl<'c> WriteTx<'c> {
         self.on_commit.push((true, Box::new(hook)));
     }
 
-    /// Logs an item of work that the write's owner applies at the end of the write (e.g. changes
-    /// that are cheaper merged across the many documents of one write). A failing
-    /// [`WriteTx::attempt`] drops the items it logged, as it undoes its keys.
-    pub fn defer(&mut self, item: Box<dyn Any + Send>) {
-        self.deferred.push(item);
-    }
-
     /// Why the store refuses this write before it runs, if it does: poisoned (nothing it staged
     /// would be committed), or its disk nearly full.
     pub(super) fn refusal(&self) -> Option<StorageError> {
@@ -257,11 +245,6 @@ impl<'c> WriteTx<'c> {
         } else {
             None
         }
-    }
-
-    /// Takes the logged items, in the order they were logged.
-    pub fn take_deferred(&mut self) -> Vec<Box<dyn Any + Send>> {
-        std::mem::take(&mut self.deferred)
     }
 
     /// The committed key-value pair with the greatest key in `lower..=upper`, if any (not this
@@ -283,7 +266,6 @@ impl<'c> WriteTx<'c> {
         self.staged.clear();
         self.seqs_taken = 0;
         self.on_commit.clear();
-        self.deferred.clear();
         self.fresh.clear();
         self.events.clear();
     }

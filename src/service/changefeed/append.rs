@@ -1,13 +1,14 @@
 //! Appending change events: the one helper every document change calls, inside its write.
 //!
-//! [`super::super::documents`] calls [`record`] where it stages or removes an entity key (every
-//! put, patch, delete, batch, import, TTL expiry and cascade goes through there), and a table
-//! drop's purge calls it for each document it removes; so no path that changes a document can
+//! [`stage`] is the changefeed's step of every document write (`write::derived`: every put,
+//! patch, delete, batch, import, TTL expiry and cascade goes through there), and a table drop's
+//! purge calls [`record_as`] for each document it removes; so no path that changes a document can
 //! leave the feed behind. The storage layer numbers the events when the write commits.
 
-use crate::catalog::{Catalog, ChangefeedMode, TableDef};
+use crate::catalog::{Catalog, ChangefeedMode};
 
 use crate::service::Result;
+use crate::service::write::{Change, Write};
 use crate::storage::WriteTx;
 
 /// What happened to the document.
@@ -19,20 +20,16 @@ pub(crate) enum Op {
     Delete,
 }
 
-/// Appends the event of one document change to the write, as `table`'s mode says: nothing when
-/// it is `off`; with the new document (`blob`, on puts) when it is `full`.
-pub(crate) fn record(
-    tx: &mut WriteTx<'_>,
-    catalog: &Catalog,
-    table: &TableDef,
-    id: &str,
-    op: Op,
-    blob: Option<&[u8]>,
-) -> Result<()> {
-    record_as(tx, catalog, &table.name, table.changefeed_mode(), id, op, blob)
+/// The changefeed's step of a document change: its event is appended to the write, as the
+/// table's mode says — nothing when it is `off`; with the new document (on puts) when `full`.
+pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
+    let op = if c.new.is_some() { Op::Put } else { Op::Delete };
+    let catalog = w.catalog();
+    record_as(w, catalog, &c.table.name, c.table.changefeed_mode(), c.id, op, c.new)
 }
 
-/// [`record`] for a table known by name and mode (a dropped table's purge).
+/// Appends the event of one change of document `id` of `table` (known by name and mode: a
+/// dropped table's purge too) to the write.
 pub(crate) fn record_as(
     tx: &mut WriteTx<'_>,
     catalog: &Catalog,

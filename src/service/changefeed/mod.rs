@@ -1,7 +1,7 @@
 //! The changefeed: every committed document change as an event under `changefeed:{seq}`, read
 //! back in pages (`GET /v1/changes`, long-poll) or as a stream (`GET /v1/changes/stream`).
 //!
-//! Writing: [`append::record`] appends an event body to the write, and the committer numbers
+//! Writing: [`append::stage`] (and `append::record_as`) appends an event body to the write, and the committer numbers
 //! the write's events with its next sequence numbers and stages them in the same atomic batch —
 //! so seqs are gap-free among committed events, strictly increasing in commit order, and a
 //! write that fails leaves neither the change nor its event.
@@ -13,9 +13,11 @@
 //! watermark's notification (or the shutdown's), not a polling loop.
 
 pub(crate) mod append;
+mod feed;
 mod retention;
 
-pub(crate) use append::{Op, record};
+pub(crate) use append::{Op, stage};
+pub(crate) use feed::Feed;
 pub use retention::Retention;
 
 use super::{Db, Result, ServiceError};
@@ -25,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use utoipa::ToSchema;
 
@@ -38,30 +40,6 @@ pub const MAX_WAIT_MS: u64 = 60_000;
 /// Events one page reads at most (those of tables filtered out included), so a filter matching
 /// nothing costs a bounded read per page; `next` then still moves on.
 const SCAN_BUDGET: usize = 10_000;
-
-/// The feed's in-memory state.
-pub(crate) struct Feed {
-    /// the lowest seq that may still be stored: what retention left (events below are gone)
-    first_kept: AtomicU64,
-    /// set once the server stops: waits end at once
-    stopping: tokio::sync::watch::Sender<bool>,
-}
-
-impl Feed {
-    /// The state of an opened store: the first kept event is the first one stored (or, with none,
-    /// the next one to come).
-    pub(crate) fn load(store: &crate::storage::Store) -> Result<Feed> {
-        let view = store.snapshot();
-        let first = match view.scan(Space::Changefeed, KeyRange::Prefix(Vec::new()), false).next() {
-            Some(item) => {
-                let (k, _) = item?;
-                ChangeKey::decode(&k).map_err(|e| ServiceError::Internal(format!("bad changefeed key: {e}")))?.seq
-            }
-            None => *store.durable_seq().borrow() + 1,
-        };
-        Ok(Feed { first_kept: AtomicU64::new(first), stopping: tokio::sync::watch::Sender::new(false) })
-    }
-}
 
 /// A request for one page of events.
 #[derive(Debug, Clone, Default)]

@@ -1,20 +1,19 @@
 //! Documents: get, put, patch (RFC 7396 merge patch), delete and list, with content ETags.
 //!
-//! Every change of a document goes through [`put_encoded`] or [`delete_in`], inside one write:
-//! the entity, the table's count, (for edges) the graph adjacency and the change event
-//! (`changefeed::record`) change together.
+//! Each write operation is one recipe over the write pipeline (`service::write`): the document
+//! is prepared outside the committer; on the committer, [`put_uncounted`] and [`remove`] read the
+//! stored version, check the preconditions, stage every derived family's change
+//! (`write::derived`: adjacency, TTL, views, vectors, index entries, fulltext, changefeed), then
+//! the table's count and the entity key. [`delete_stored`] adds the cascade over a vertex's edges.
 
-use super::adjacency::{self, EdgeEnds};
-use super::fields::{FROM_FIELD, ID_FIELD, TO_FIELD};
-use super::patch::{patch_in, patch_outside, unchanged};
-use super::schema;
-use super::search::maintain::{PreparedText, prepare_text};
-use super::ttl::expiry::{self, Expiry, now_ms};
+use super::adjacency;
+use super::patch::{PATCH_ATTEMPTS, patch_in, patch_outside, unchanged};
+use super::ttl::expiry::{self, Expiry, expired, now_ms};
+use super::write::{self, Change, Derived, Prepared, Write, live_table, prepare, same_schema};
 use super::{Db, Result, ServiceError};
-use crate::catalog::{Catalog, TableDef, TableKind};
-use crate::entity::EncodeOptions;
+use crate::catalog::TableDef;
 use crate::keys::EntityKey;
-use crate::storage::{KeyRange, Space, WriteTx};
+use crate::storage::{KeyRange, Space};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::ops::Bound;
@@ -23,14 +22,14 @@ use utoipa::ToSchema;
 
 mod conditions;
 
+pub use super::render::{DocumentPage, RawPage};
 pub use conditions::{EtagMatch, Preconditions, etag};
+pub use write::{check_id, take_id};
 
-/// Longest document id, in bytes.
-pub const MAX_ID_LEN: usize = 1024;
 /// Most documents one list call returns.
 pub const MAX_PAGE: usize = 1000;
 /// Most documents one insert takes (as many as a batch has operations).
-pub const MAX_INSERT: usize = super::batch::MAX_BATCH_OPS;
+pub const MAX_INSERT: usize = 10_000;
 /// Inserts of more documents than this are encoded on the blocking pool.
 const INLINE_PREPARE: usize = 16;
 
@@ -56,249 +55,78 @@ pub struct PutOutcome {
     pub etag: String,
 }
 
-/// One page of documents (a listing or a query's results), for the OpenAPI document; the
-/// service builds it as a [`RawPage`].
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct DocumentPage {
-    /// the documents, each with its `_id`
-    #[schema(value_type = Vec<Object>)]
-    pub documents: Vec<Map<String, Value>>,
-    /// pass as `cursor` for the next page; null on the last page
-    pub cursor: Option<String>,
-}
-
-/// A page as the service produces it: each document already JSON text, written straight from
-/// its blob (the shape of [`DocumentPage`]).
-#[derive(Debug, Clone)]
-pub struct RawPage {
-    /// the documents, each compact JSON text
-    pub documents: Vec<Vec<u8>>,
-    /// the next page's cursor
-    pub cursor: Option<String>,
-}
-
-impl RawPage {
-    /// The page as the JSON text of a [`DocumentPage`].
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.documents.iter().map(|d| d.len() + 1).sum::<usize>() + 64);
-        out.extend_from_slice(b"{\"documents\":[");
-        for (i, d) in self.documents.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(d);
-        }
-        out.extend_from_slice(b"],\"cursor\":");
-        match &self.cursor {
-            // a cursor is base64url: no escaping needed
-            Some(c) => {
-                out.push(b'"');
-                out.extend_from_slice(c.as_bytes());
-                out.push(b'"');
-            }
-            None => out.extend_from_slice(b"null"),
-        }
-        out.push(b'}');
-        out
-    }
-}
-
-/// Checks a document id.
-pub fn check_id(id: &str) -> Result<()> {
-    if id.is_empty() {
-        return Err(ServiceError::InvalidId("must not be empty"));
-    }
-    if id.len() > MAX_ID_LEN {
-        return Err(ServiceError::InvalidId("must be at most 1024 bytes"));
-    }
-    Ok(())
-}
-
 /// A new time-ordered id (UUIDv7).
 pub fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-/// Takes `_id` out of a document body: it must be a string and, when `path_id` is given, equal it.
-pub fn take_id(doc: &mut Map<String, Value>, path_id: Option<&str>) -> Result<Option<String>> {
-    match doc.remove(ID_FIELD) {
-        None => Ok(None),
-        Some(Value::String(id)) => match path_id {
-            Some(p) if p != id => {
-                Err(ServiceError::InvalidDocument(format!("_id {id:?} differs from the id in the path")))
-            }
-            _ => Ok(Some(id)),
-        },
-        Some(_) => Err(ServiceError::InvalidDocument("_id must be a string".into())),
-    }
-}
-
-/// A document ready to be stored: checked against its table and encoded (outside the committer).
-pub(crate) struct Prepared {
-    pub id: String,
-    pub blob: Vec<u8>,
-    /// an edge's endpoints and weight
-    pub edge: Option<EdgeEnds>,
-    /// its terms for the table's fulltext indexes
-    pub text: Vec<PreparedText>,
-    /// its inserts into the table's vector indexes, planned outside the committer (see
-    /// [`Prepared::plan_vectors`]; empty: the committer plans them)
-    pub vectors: Vec<super::vectors::PreparedVector>,
-    /// its entries in the table's other indexes (see [`super::indexes::entries::prepare`])
-    pub entries: Vec<super::indexes::entries::PreparedEntries>,
-}
-
-impl Prepared {
-    /// Plans the document's vector inserts on the cached graphs (the expensive neighbour search),
-    /// so the committer only validates and applies them.
-    pub(crate) fn plan_vectors(&mut self, db: &Db, table: &TableDef) {
-        self.vectors = db.plan_vectors(table, &self.id, &self.blob);
-    }
-}
-
-/// Checks `doc` against `table` and encodes it. `doc` must not hold `_id` any more.
-pub(crate) fn prepare(
-    catalog: &Catalog,
-    table: &TableDef,
-    id: String,
-    mut doc: Map<String, Value>,
-) -> Result<Prepared> {
-    check_id(&id)?;
-    expiry::check_document(&doc)?;
-    schema::conform(table, &mut doc)?;
-    let edge = edge_endpoints(table, &doc);
-    let vectors = table.vector_fields();
-    let value = Value::Object(doc);
-    let blob = catalog
-        .encode_detached(&value, &EncodeOptions { vector_fields: &vectors })
-        .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
-    let text = prepare_text(catalog, &table.name, &id, &blob)?;
-    let entries = super::indexes::entries::prepare(catalog, &table.name, &id, &blob);
-    Ok(Prepared { id, blob, edge, text, vectors: Vec::new(), entries })
-}
-
-fn edge_endpoints(table: &TableDef, doc: &Map<String, Value>) -> Option<EdgeEnds> {
-    if table.kind != TableKind::Edge {
-        return None;
-    }
-    let get = |f: &str| doc.get(f).and_then(Value::as_str).map(str::to_owned);
-    let weight = table.weight_field.as_ref().and_then(|w| doc.get(w)).and_then(super::fields::weight_of);
-    Some(EdgeEnds { from: get(FROM_FIELD)?, to: get(TO_FIELD)?, weight })
-}
-
-/// The table as the write sees it: it must exist and be the same table the document was prepared
-/// for (not dropped and re-created in between).
-pub(crate) fn live_table(catalog: &Catalog, name: &str, prepared_for: Option<&TableDef>) -> Result<Arc<TableDef>> {
-    let table = catalog.table(name).ok_or_else(|| ServiceError::TableNotFound(name.to_owned()))?;
-    if let Some(p) = prepared_for
-        && p.created_at != table.created_at
-    {
-        return Err(ServiceError::TableNotFound(name.to_owned()));
-    }
-    Ok(table)
-}
-
-/// True when a document prepared for table definition `prepared` still fits `live`: a column
-/// added in between (with a default to fill in) means preparing it again.
-pub(crate) fn same_schema(live: &TableDef, prepared: &TableDef) -> bool {
-    live.kind == prepared.kind && live.columns == prepared.columns
-}
-
 /// Stores a prepared document (create or replace) in the write.
 pub(crate) fn put_encoded(
-    tx: &mut WriteTx<'_>,
-    catalog: &Arc<Catalog>,
+    w: &mut Write<'_, '_>,
     table: &TableDef,
     doc: Prepared,
     pre: &Preconditions,
 ) -> Result<PutOutcome> {
-    let (out, new) = put_uncounted(tx, catalog, table, doc, pre)?;
-    super::counts::add(tx, &table.name, u64::from(new))?;
+    let (out, new) = put_uncounted(w, table, doc, pre)?;
+    super::counts::add(w, &table.name, u64::from(new))?;
     Ok(out)
 }
 
 /// [`put_encoded`] but for the table's document count, and saying whether the document's key is
 /// new: for a write that stores many and counts them once with [`super::counts::add`] (an import chunk).
 pub(crate) fn put_uncounted(
-    tx: &mut WriteTx<'_>,
-    catalog: &Arc<Catalog>,
+    w: &mut Write<'_, '_>,
     table: &TableDef,
-    mut doc: Prepared,
+    doc: Prepared,
     pre: &Preconditions,
 ) -> Result<(PutOutcome, bool)> {
-    let key = EntityKey::new(&table.name, &doc.id).encode();
-    let old = tx.get(Space::Entity, &key)?;
+    let Prepared { id, blob, mut derived } = doc;
+    let catalog = w.catalog();
+    let key = EntityKey::new(&table.name, &id).encode();
+    let old = w.get(Space::Entity, &key)?;
     // An expired document not yet swept is replaced as if it were gone (its entries still go).
     let live = match &old {
         Some(b) if !expired(catalog, &table.name, b)? => Some(etag(b)),
         _ => None,
     };
     pre.check(live.as_deref())?;
-    if let Some(edge) = &doc.edge {
-        adjacency::check_vertices(tx, catalog, edge)?;
-    }
-    if let Some(old_edge) = old.as_deref().map(|b| adjacency::stored_ends(catalog, table, b)).transpose()?.flatten() {
-        adjacency::stage(tx, &table.name, &doc.id, &old_edge, false);
-    }
-    if let Some(edge) = &doc.edge {
-        adjacency::stage(tx, &table.name, &doc.id, edge, true);
-    }
-    let pre = super::indexes::Precomputed { text: &mut doc.text, vectors: &mut doc.vectors, entries: &mut doc.entries };
-    super::indexes::update(tx, catalog, table, &doc.id, old.as_deref(), Some(&doc.blob), pre)?;
-    catalog.stage_fields(tx);
-    let tag = etag(&doc.blob);
-    super::changefeed::record(tx, catalog, table, &doc.id, super::changefeed::Op::Put, Some(&doc.blob))?;
-    tx.put(Space::Entity, key, doc.blob);
-    Ok((PutOutcome { id: doc.id, created: live.is_none(), etag: tag }, old.is_none()))
-}
-
-/// True when a stored document of `table` has expired: the write path treats it as gone.
-pub(crate) fn expired(catalog: &Catalog, table: &str, blob: &[u8]) -> Result<bool> {
-    expiry::is_expired(catalog, &catalog.dict(), table, blob, now_ms())
+    let change = Change { table, id: &id, old: old.as_deref(), new: Some(&blob) };
+    write::derived(w, &change, &mut derived)?;
+    catalog.stage_fields(w);
+    let tag = etag(&blob);
+    w.put(Space::Entity, key, blob);
+    Ok((PutOutcome { id, created: live.is_none(), etag: tag }, old.is_none()))
 }
 
 /// Deletes a document in the write; `Ok(false)` when it does not exist or has expired (and no
 /// precondition demanded it). See [`delete_stored`].
-pub(crate) fn delete_in(
-    tx: &mut WriteTx<'_>,
-    catalog: &Arc<Catalog>,
-    table: &TableDef,
-    id: &str,
-    pre: &Preconditions,
-) -> Result<bool> {
+pub(crate) fn delete_in(w: &mut Write<'_, '_>, table: &TableDef, id: &str, pre: &Preconditions) -> Result<bool> {
     let key = EntityKey::new(&table.name, id).encode();
-    let mut old = tx.get(Space::Entity, &key)?;
+    let mut old = w.get(Space::Entity, &key)?;
     // an expired document is gone for its clients; the sweep deletes it
     if let Some(b) = &old
-        && expired(catalog, &table.name, b)?
+        && expired(w.catalog(), &table.name, b)?
     {
         old = None;
     }
     pre.check(old.as_deref().map(etag).as_deref())?;
     let Some(old) = old else { return Ok(false) };
-    delete_stored(tx, catalog, table, id, key, &old)?;
+    delete_stored(w, table, id, key, &old)?;
     Ok(true)
 }
 
 /// Deletes stored document `id` (stored as `old` under `key`) in the write: the user delete's
 /// and the TTL sweep's one path. As a vertex, its edges in cascade edge tables go with it (and
 /// theirs, when an edge is itself a vertex); an edge in a reject edge table refuses the delete.
-pub(crate) fn delete_stored(
-    tx: &mut WriteTx<'_>,
-    catalog: &Arc<Catalog>,
-    table: &TableDef,
-    id: &str,
-    key: Vec<u8>,
-    old: &[u8],
-) -> Result<()> {
-    remove(tx, catalog, table, id, key, old)?;
+pub(crate) fn delete_stored(w: &mut Write<'_, '_>, table: &TableDef, id: &str, key: Vec<u8>, old: &[u8]) -> Result<()> {
+    remove(w, table, id, key, old)?;
     let mut vertices = vec![format!("{}/{id}", table.name)];
     let mut cascaded = 0;
     while let Some(vertex) = vertices.pop() {
-        for (edge_table, edge_id) in adjacency::incident(tx, catalog, &vertex, adjacency::MAX_CASCADE - cascaded)? {
+        for (edge_table, edge_id) in adjacency::incident(w, w.catalog(), &vertex, adjacency::MAX_CASCADE - cascaded)? {
             let key = EntityKey::new(&edge_table.name, &edge_id).encode();
-            let Some(old) = tx.get(Space::Entity, &key)? else { continue };
-            remove(tx, catalog, &edge_table, &edge_id, key, &old)?;
+            let Some(old) = w.get(Space::Entity, &key)? else { continue };
+            remove(w, &edge_table, &edge_id, key, &old)?;
             cascaded += 1;
             vertices.push(format!("{}/{edge_id}", edge_table.name));
         }
@@ -306,23 +134,12 @@ pub(crate) fn delete_stored(
     Ok(())
 }
 
-/// Removes a stored document: its entity, index entries, count and (for an edge) adjacency.
-fn remove(
-    tx: &mut WriteTx<'_>,
-    catalog: &Arc<Catalog>,
-    table: &TableDef,
-    id: &str,
-    key: Vec<u8>,
-    old: &[u8],
-) -> Result<()> {
-    if let Some(edge) = adjacency::stored_ends(catalog, table, old)? {
-        adjacency::stage(tx, &table.name, id, &edge, false);
-    }
-    let pre = super::indexes::Precomputed { text: &mut Vec::new(), vectors: &mut Vec::new(), entries: &mut Vec::new() };
-    super::indexes::update(tx, catalog, table, id, Some(old), None, pre)?;
-    super::counts::bump(tx, &table.name, -1)?;
-    super::changefeed::record(tx, catalog, table, id, super::changefeed::Op::Delete, None)?;
-    tx.delete(Space::Entity, key);
+/// Removes a stored document: every derived family's part of it, its count and its entity.
+fn remove(w: &mut Write<'_, '_>, table: &TableDef, id: &str, key: Vec<u8>, old: &[u8]) -> Result<()> {
+    let change = Change { table, id, old: Some(old), new: None };
+    write::derived(w, &change, &mut Derived::default())?;
+    super::counts::bump(w, &table.name, -1)?;
+    w.delete(Space::Entity, key);
     Ok(())
 }
 
@@ -401,7 +218,7 @@ impl Db {
                     if !same_schema(&live, &def) {
                         return Ok(None);
                     }
-                    put_encoded(tx, &db.catalog, &live, prepared, &pre).map(Some)
+                    put_encoded(tx, &live, prepared, &pre).map(Some)
                 })
                 .await?;
             if let Some(outcome) = done {
@@ -458,11 +275,7 @@ impl Db {
                         return Ok(None);
                     }
                     let none = Preconditions::default();
-                    prepared
-                        .into_iter()
-                        .map(|p| put_encoded(tx, &db.catalog, &live, p, &none))
-                        .collect::<Result<_>>()
-                        .map(Some)
+                    prepared.into_iter().map(|p| put_encoded(tx, &live, p, &none)).collect::<Result<_>>().map(Some)
                 })
                 .await?;
             if let Some(outcomes) = done {
@@ -487,7 +300,7 @@ impl Db {
         }
         // Merged and encoded outside the committer from the document as read; the write checks
         // it is still that version (and the table's columns unchanged).
-        for _ in 0..super::patch::PATCH_ATTEMPTS {
+        for _ in 0..PATCH_ATTEMPTS {
             let def = self.table_or_404(&table)?;
             let Some(patched) = patch_outside(self, &def, &id, &patch, |tag| pre.check(Some(tag)).is_ok())? else {
                 break;
@@ -499,7 +312,7 @@ impl Db {
                     if !same_schema(&live, &def) || !unchanged(tx, &t, &i, &patched.base)? {
                         return Ok(None);
                     }
-                    put_encoded(tx, &db.catalog, &live, patched.prepared, &pre).map(Some)
+                    put_encoded(tx, &live, patched.prepared, &pre).map(Some)
                 })
                 .await?;
             if let Some(outcome) = done {
@@ -510,7 +323,7 @@ impl Db {
         self.write(move |tx, db| {
             let live = live_table(&db.catalog, &table, None)?;
             let prepared = patch_in(tx, &db.catalog, &live, &id, &patch, &pre)?;
-            put_encoded(tx, &db.catalog, &live, prepared, &Preconditions::default())
+            put_encoded(tx, &live, prepared, &Preconditions::default())
         })
         .await
     }
@@ -522,11 +335,7 @@ impl Db {
         self.table_or_404(&table)?;
         self.write(move |tx, db| {
             let live = live_table(&db.catalog, &table, None)?;
-            if delete_in(tx, &db.catalog, &live, &id, &pre)? {
-                Ok(())
-            } else {
-                Err(ServiceError::DocumentNotFound { table, id })
-            }
+            if delete_in(tx, &live, &id, &pre)? { Ok(()) } else { Err(ServiceError::DocumentNotFound { table, id }) }
         })
         .await
     }

@@ -2,24 +2,25 @@
 
 pub mod entries;
 pub mod geo;
+pub(crate) mod stage;
 
-use super::jobs::Chunk;
+use super::build::Chunk;
 use super::purge::Purge;
-use super::search::maintain::{self, PreparedText};
+use super::search::maintain;
 use super::search::options::FulltextOptions;
 use super::search::postings::{self, DocPostings};
+use super::write::Write;
 use super::{Db, Result, ServiceError};
-use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState, TableDef};
+use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState};
 use crate::keys::{EntityKey, FtStatKey, FtidxKey, IdxKey, RidxKey, SidxKey, prefix_successor};
 use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use entries::Entry;
 use serde::Deserialize;
+use stage::put_entry;
 use std::ops::Bound;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
-/// Documents indexed per backfill write unless [`super::DbOptions::backfill_chunk`] says otherwise.
-pub const BACKFILL_CHUNK: usize = 2000;
 /// Most fields of a composite index.
 const MAX_FIELDS: usize = 8;
 
@@ -124,108 +125,6 @@ fn index_prefixes(table: &str, index: &str) -> Vec<(Space, Vec<u8>)> {
     ];
     out.extend(FtStatKey::index_prefixes(table, index).into_iter().map(|p| (Space::Ftstat, p)));
     out
-}
-
-/// What the write path computed for a document before its write.
-pub(crate) struct Precomputed<'a> {
-    /// its fulltext terms
-    pub text: &'a mut Vec<PreparedText>,
-    /// its vector inserts, planned
-    pub vectors: &'a mut Vec<super::vectors::PreparedVector>,
-    /// its entries in the other indexes
-    pub entries: &'a mut Vec<entries::PreparedEntries>,
-}
-
-/// Replaces the index entries of document `id` (old blob → new blob) in the write, for every index
-/// that is building or ready, moves its expiry entry (`ttl::stage`) and updates the table's
-/// views (`views::update`); a unique index that already maps a new value to another document
-/// fails the write with `unique_violation`. `pre.text` holds the new document's fulltext terms
-/// where the write path analyzed it before the write, `pre.vectors` its vector inserts planned
-/// before it, `pre.entries` its entries in the other indexes.
-pub(crate) fn update(
-    tx: &mut WriteTx<'_>,
-    catalog: &Arc<Catalog>,
-    table: &TableDef,
-    id: &str,
-    old: Option<&[u8]>,
-    new: Option<&[u8]>,
-    pre: Precomputed<'_>,
-) -> Result<()> {
-    let Precomputed { text, vectors: planned, entries: prepared } = pre;
-    super::ttl::stage(tx, catalog, &table.name, id, old, new)?;
-    super::views::update(tx, catalog, &table.name, id, old, new)?;
-    let defs = catalog.indexes(&table.name);
-    if defs.is_empty() {
-        return Ok(());
-    }
-    let dict = catalog.dict();
-    // Fulltext changes are logged last: nothing after them in this document's change can fail
-    // for a reason of the document's own (a unique violation), which would leave them logged.
-    for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Vector) {
-        super::vectors::update(tx, def, &dict, id, old, new, planned)?;
-    }
-    for def in defs.iter().filter(|d| d.is_maintained() && !matches!(d.kind, IndexKind::Fulltext | IndexKind::Vector)) {
-        // The old document's entries are never refused: one stored before the index existed
-        // may be over the cap, and must still be patchable and deletable.
-        let before = old.map(|b| entries::stored_entries(def, id, b, &dict)).transpose()?.unwrap_or_default();
-        let after = match new {
-            Some(b) => match entries::take_prepared(prepared, def) {
-                Some(after) => after,
-                None => entries::entries(def, id, b, &dict)?,
-            },
-            None => Vec::new(),
-        };
-        for e in before.iter().filter(|e| after.binary_search(e).is_err()) {
-            delete_entry(tx, def, e)?;
-        }
-        // while the index builds, every entry is staged: the backfill skips a document changed
-        // after its chunk was read, so this write indexes it
-        let building = !def.is_ready();
-        let count = after.len();
-        for e in after.into_iter().filter(|e| building || before.binary_search(e).is_err()) {
-            put_entry(tx, def, id, e)?;
-        }
-        mark_multikey(tx, catalog, def, count);
-    }
-    for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Fulltext) {
-        maintain::update(tx, def, id, old, new, &dict, text)?;
-    }
-    Ok(())
-}
-
-/// Removes an entry the document had. A unique entry is removed only while it names this
-/// document: during a backfill, a document the backfill has not reached may share its value with
-/// one already indexed, whose entry it is.
-fn delete_entry(tx: &mut WriteTx<'_>, def: &IndexDef, e: &Entry) -> Result<()> {
-    if def.kind == IndexKind::Unique && tx.get(e.space, &e.key)?.is_none_or(|owner| owner != e.value) {
-        return Ok(());
-    }
-    tx.delete(e.space, e.key.clone());
-    Ok(())
-}
-
-/// Sets the index's multikey flag, in the write, the first time a document has several entries.
-fn mark_multikey(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, def: &IndexDef, entries: usize) {
-    if entries > 1 && !def.multikey && matches!(def.kind, IndexKind::Hash | IndexKind::Unique | IndexKind::Range) {
-        let mut next = def.clone();
-        next.multikey = true;
-        catalog.put_index(tx, next);
-    }
-}
-
-fn put_entry(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, e: Entry) -> Result<()> {
-    if def.kind == IndexKind::Unique
-        && let Some(owner) = tx.get(e.space, &e.key)?
-        && owner != id.as_bytes()
-    {
-        let key = crate::keys::display(e.space.name(), &e.key);
-        return Err(ServiceError::UniqueViolation {
-            index: def.name.clone(),
-            detail: format!("{key} belongs to document {:?}", String::from_utf8_lossy(&owner)),
-        });
-    }
-    tx.put(e.space, e.key, e.value);
-    Ok(())
 }
 
 impl Db {
@@ -493,7 +392,7 @@ fn prepare_chunk(
 /// that changed it already replaced its entries (writes maintain a building index), and entries
 /// of the old version would be stale. So is its entry error, if it had one: the new version is
 /// the one that counts, and its write was checked against the index.
-fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: PreparedChunk) -> Result<Chunk<Vec<u8>>> {
+fn commit_chunk(tx: &mut Write<'_, '_>, catalog: &Arc<Catalog>, prepared: PreparedChunk) -> Result<Chunk<Vec<u8>>> {
     let PreparedChunk { def: read_def, docs, chunk } = prepared;
     let Some(def) = catalog.index(&read_def.table, &read_def.name).filter(|d| {
         d.created_at == read_def.created_at && d.kind == read_def.kind && d.fields == read_def.fields && !d.is_ready()
@@ -512,7 +411,7 @@ fn commit_chunk(tx: &mut WriteTx<'_>, catalog: &Arc<Catalog>, prepared: Prepared
         }
         // the document's one expiry entry moves to the earliest time, this index's included
         if def.kind == IndexKind::Ttl {
-            super::ttl::stage(tx, catalog, &def.table, &doc.id, Some(&doc.blob), Some(&doc.blob))?;
+            super::ttl::move_entry(tx, catalog, &def.table, &doc.id, Some(&doc.blob), Some(&doc.blob))?;
             continue;
         }
         let entries = doc.entries?;

@@ -13,7 +13,7 @@ pub mod plan;
 mod stream;
 mod viewscan;
 
-use super::documents::{DocumentPage, RawPage};
+use super::render::{DocumentPage, RawPage};
 use super::stop::Stop;
 use super::{Db, Result, ServiceError};
 use crate::catalog::IndexDef;

@@ -1,9 +1,10 @@
 //! Keeping fulltext indexes exact inside every document write.
 //!
-//! A document change is logged in the write ([`WriteTx::defer`]) as an [`FtOp`]: the postings to
-//! remove (read from the document's length record, so the old document is not analyzed again)
-//! and the new document's terms (analyzed before the committer where the write path could, see
-//! [`prepare_text`]). At the end of the write, [`apply`] merges every logged change of the write:
+//! The family's three steps (see `service::write`): [`prepare`] analyzes a new document before
+//! the committer; [`stage`] logs each document change in the write's fulltext log
+//! (`Write::fulltext`) as an [`FtOp`]: the postings to remove (read from the document's length
+//! record, so the old document is not analyzed again) and the new document's terms; at the end
+//! of the write, [`finish`] merges every logged change of the write:
 //! the new postings of all its documents become blocks (one per token and at most
 //! [`BLOCK_DOCS`] documents), the removed ones are cut out of their blocks, the term dictionary
 //! gains the new tokens and loses those left without postings, and `N` and the total length
@@ -12,11 +13,13 @@
 //! postings once, not once per document.
 
 use super::analyzer::Analyzer;
+use super::log::FtOp;
 use super::options::FulltextOptions;
 use super::postings::{self, DocPostings, LenRecord};
 use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::FieldDict;
 use crate::keys::{FtStatKey, FtidxKey, MetaKey};
+use crate::service::write::{Change, Write};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space, WriteTx};
 use std::collections::BTreeMap;
@@ -79,7 +82,7 @@ pub struct PreparedText {
 
 /// Analyzes a new document for every maintained fulltext index of `table` (outside the
 /// committer). `dict` must know every field name of the blob.
-pub fn prepare_text(catalog: &Catalog, table: &str, id: &str, blob: &[u8]) -> Result<Vec<PreparedText>> {
+pub fn prepare(catalog: &Catalog, table: &str, id: &str, blob: &[u8]) -> Result<Vec<PreparedText>> {
     let defs = catalog.indexes(table);
     let mut out = Vec::new();
     let mut dict = None;
@@ -102,22 +105,23 @@ fn same_text(def: &IndexDef, old: &[u8], new: &[u8], dict: &FieldDict) -> Result
     Ok(true)
 }
 
-/// One document's change of one index, logged in the write.
-struct FtOp {
-    table: String,
-    index: String,
-    created_at: i64,
-    id: String,
-    /// the postings the document had: `Some(record)` (block 0: added earlier in this write)
-    removed: Option<LenRecord>,
-    /// its new terms
-    added: Option<DocPostings>,
+/// The fulltext step of a document change: every maintained fulltext index of its table gets
+/// the change logged. `prepared` holds the terms computed before the write (each index's are
+/// taken from it; the rest are analyzed here).
+pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>, prepared: &mut Vec<PreparedText>) -> Result<()> {
+    let defs = w.catalog().indexes(&c.table.name);
+    let mut dict = None;
+    for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Fulltext) {
+        let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| w.catalog().dict());
+        stage_index(w, def, c.id, c.old, c.new, dict, prepared)?;
+    }
+    Ok(())
 }
 
 /// Changes the postings of document `id` in fulltext index `def` from `old` to `new` in the
 /// write. `prepared` holds terms computed before the write (this index's are taken from it).
-pub(crate) fn update(
-    tx: &mut WriteTx<'_>,
+fn stage_index(
+    tx: &mut Write<'_, '_>,
     def: &IndexDef,
     id: &str,
     old: Option<&[u8]>,
@@ -144,7 +148,7 @@ pub(crate) fn update(
 }
 
 /// Logs the new terms of a document, removing what it had.
-fn change(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, added: Option<DocPostings>) -> Result<()> {
+fn change(tx: &mut Write<'_, '_>, def: &IndexDef, id: &str, added: Option<DocPostings>) -> Result<()> {
     let added = added.filter(|t| t.len > 0);
     let key = FtStatKey::doc_len(&def.table, &def.name, id).encode();
     let removed = tx.get(Space::Ftstat, &key)?.map(|v| LenRecord::decode(&v)).transpose()?;
@@ -157,19 +161,19 @@ fn change(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, added: Option<DocPosti
         Some(t) => tx.put(Space::Ftstat, key, LenRecord { len: t.len, block: 0, tokens: Vec::new() }.encode()),
         None => tx.delete(Space::Ftstat, key),
     }
-    tx.defer(Box::new(FtOp {
+    tx.fulltext.push(FtOp {
         table: def.table.clone(),
         index: def.name.clone(),
         created_at: def.created_at,
         id: id.to_owned(),
         removed,
         added,
-    }));
+    });
     Ok(())
 }
 
 /// Indexes a document for a backfill, unless a write indexed it already.
-pub(crate) fn backfill(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, terms: DocPostings) -> Result<()> {
+pub(crate) fn backfill(tx: &mut Write<'_, '_>, def: &IndexDef, id: &str, terms: DocPostings) -> Result<()> {
     if tx.get(Space::Ftstat, &FtStatKey::doc_len(&def.table, &def.name, id).encode())?.is_some() {
         return Ok(());
     }
@@ -188,24 +192,18 @@ struct Net {
     removed_len: u64,
 }
 
-/// Applies every fulltext change the write logged (see the module doc). Runs at the end of every
-/// write, on the committer.
-pub(crate) fn apply(tx: &mut WriteTx<'_>, catalog: &Catalog, known: &KnownTerms) -> Result<()> {
-    let items = tx.take_deferred();
-    if items.is_empty() {
+/// Merges every fulltext change the write logged (see the module doc): the family's finish step,
+/// at the end of every write, on the committer.
+pub(crate) fn finish(w: &mut Write<'_, '_>, known: &KnownTerms) -> Result<()> {
+    let ops = std::mem::take(&mut w.fulltext);
+    if ops.is_empty() {
         return Ok(());
     }
+    let catalog = w.catalog();
+    let tx: &mut WriteTx<'_> = w;
     let mut nets: BTreeMap<(String, String, i64), Net> = BTreeMap::new();
-    for item in items {
-        let op = match item.downcast::<FtOp>() {
-            Ok(op) => op,
-            // another step's item (the vector changes, applied after this)
-            Err(other) => {
-                tx.defer(other);
-                continue;
-            }
-        };
-        let FtOp { table, index, created_at, id, removed, added } = *op;
+    for op in ops {
+        let FtOp { table, index, created_at, id, removed, added } = op;
         let net = nets.entry((table, index, created_at)).or_default();
         match removed {
             Some(r) if r.block == 0 => {

@@ -4,6 +4,7 @@
 pub mod analyzer;
 mod expand;
 mod highlight;
+pub(crate) mod log;
 pub mod maintain;
 pub mod options;
 pub mod parse;

@@ -8,6 +8,7 @@ mod batch;
 mod line;
 mod read;
 mod retention;
+mod state;
 pub(crate) mod stats;
 pub mod time;
 mod write;
@@ -16,37 +17,15 @@ pub use crate::service::error::LineError;
 pub use aggregate::{AggregateFn, AggregateRequest, AggregateResponse, Bucket, MAX_BUCKETS, SeriesBuckets};
 pub use read::{MAX_POINTS_LIMIT, Order, PointOut, PointsPage, PointsRequest};
 pub use retention::REMOVE_CHUNK;
+pub(crate) use state::State;
 pub use time::Precision;
 pub use write::{PointIn, WritePoints, WriteReport};
 
 use crate::catalog::MetricConfig;
 use crate::service::{Db, Result, ServiceError};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use utoipa::ToSchema;
-
-/// In-memory state of the time-series model: the metrics being deleted (writes to them wait
-/// for the delete to finish: 409).
-#[derive(Default)]
-pub(crate) struct State {
-    dropping: Mutex<HashSet<String>>,
-}
-
-impl State {
-    pub(crate) fn start_dropping(&self, metric: &str) -> bool {
-        self.dropping.lock().unwrap_or_else(PoisonError::into_inner).insert(metric.to_owned())
-    }
-
-    pub(crate) fn stop_dropping(&self, metric: &str) {
-        self.dropping.lock().unwrap_or_else(PoisonError::into_inner).remove(metric);
-    }
-
-    pub(crate) fn is_dropping(&self, metric: &str) -> bool {
-        let dropping = self.dropping.lock().unwrap_or_else(PoisonError::into_inner);
-        !dropping.is_empty() && dropping.contains(metric)
-    }
-}
 
 /// A metric's retention.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -151,6 +151,11 @@ pub fn is_expired(catalog: &Catalog, dict: &FieldDict, table: &str, blob: &[u8],
     }
 }
 
+/// True when a stored document of `table` has expired now: the write path treats it as gone.
+pub(crate) fn expired(catalog: &Catalog, table: &str, blob: &[u8]) -> Result<bool> {
+    is_expired(catalog, &catalog.dict(), table, blob, now_ms())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,7 @@ pub mod expiry;
 pub mod sweep;
 
 use super::stop::Stop;
+use super::write::{Change, Write};
 use super::{Db, Result, ServiceError};
 use crate::catalog::Catalog;
 use crate::keys::{EntityKey, TtlKey, prefix_successor, table_prefix};
@@ -29,9 +30,15 @@ pub use sweep::SweepOutcome;
 /// Expiry entries one repair or sweep write handles.
 pub const TTL_CHUNK: usize = 256;
 
+/// The TTL step of a document change (see `service::write`): its expiry entry moves.
+pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
+    let catalog = w.catalog();
+    move_entry(w, catalog, &c.table.name, c.id, c.old, c.new)
+}
+
 /// Moves document `id`'s expiry entry from where the old version had it to where the new one
 /// has it (old `None`: created; new `None`: deleted), in the write.
-pub(crate) fn stage(
+pub(crate) fn move_entry(
     tx: &mut WriteTx<'_>,
     catalog: &Catalog,
     table: &str,

@@ -11,8 +11,9 @@ use super::{EntryState, TTL_CHUNK, settle_entry};
 use crate::catalog::TableDef;
 use crate::keys::{EntityKey, TtlKey, table_prefix};
 use crate::service::documents::delete_stored;
+use crate::service::write::Write;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, Space, WriteTx};
+use crate::storage::{KeyRange, Space};
 use serde::Serialize;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -94,7 +95,7 @@ fn due(db: &Db, table: &str, now: i64, after: Option<Vec<u8>>, limit: usize) -> 
 /// On the committer: deletes each entry's document if it still expires at the entry's time (the
 /// scan bound made that time due); a wrong entry is settled instead. A document whose delete is
 /// refused stays, with everything its attempt staged undone, and the chunk goes on.
-fn sweep_chunk(tx: &mut WriteTx<'_>, db: &Db, read_for: &TableDef, keys: Vec<Vec<u8>>) -> Result<SweepOutcome> {
+fn sweep_chunk(tx: &mut Write<'_, '_>, db: &Db, read_for: &TableDef, keys: Vec<Vec<u8>>) -> Result<SweepOutcome> {
     let mut out = SweepOutcome::default();
     // dropped (or dropped and re-created) since the entries were read: its purge removes them
     let Some(table) = db.catalog.table(&read_for.name).filter(|t| t.created_at == read_for.created_at) else {
@@ -110,7 +111,7 @@ fn sweep_chunk(tx: &mut WriteTx<'_>, db: &Db, read_for: &TableDef, keys: Vec<Vec
         };
         let id = TtlKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned();
         let ekey = EntityKey::new(&table.name, &id).encode();
-        match tx.attempt(|tx| delete_stored(tx, &db.catalog, &table, &id, ekey, &blob)) {
+        match tx.attempt(|tx| delete_stored(tx, &table, &id, ekey, &blob)) {
             Ok(()) => out.removed += 1,
             Err(e @ ServiceError::Unavailable(_)) => return Err(e),
             Err(e) => {

@@ -1,10 +1,12 @@
 //! Vector indexes: the `vector` index kind, its persisted HNSW graph (`vec:` keys, see
 //! [`layout`]), the in-memory cache of each graph, and `POST /v1/tables/{table}/vector-search`.
 //!
-//! The write protocol: a document write logs one [`VecOp`] per vector index whose vector changed
-//! (`indexes::update`, so every write path — put, patch, delete, batch, import, TTL sweep,
-//! backfill — logs it, and a failed attempt or write drops its ops with the rest of what it
-//! staged). [`apply`] runs at the end of the write, on the committer, after everything that can
+//! The write protocol (the family's steps, see `service::write`): [`Db::plan_vectors`] plans a
+//! new document's inserts before the committer; [`stage`] logs one [`VecOp`] per vector index
+//! whose vector changed in the write's vector log (`Write::vectors`), so every write path — put,
+//! patch, delete, batch, import, TTL sweep, backfill — logs it, and a failed attempt or write
+//! drops its ops with the rest of what it staged. [`finish`] runs at the end of the write, on the
+//! committer, after everything that can
 //! refuse the write: it changes the cached graph and stages the keys of every node whose vector
 //! or links changed, in that same write. So the keys commit with the document, a search started
 //! after the write was acknowledged sees it, and the cache never holds a change that was refused.
@@ -12,76 +14,28 @@
 //! has no longer): every hit is read from the search's snapshot, and a node without a live
 //! document there is skipped.
 
+mod cache;
 pub mod hnsw;
 mod hybrid;
 pub mod kernels;
 pub mod layout;
+pub(crate) mod log;
+mod params;
 mod search;
 
+pub use cache::{Cached, Graphs, load};
+pub use params::{DEFAULT_EF_CONSTRUCTION, DEFAULT_M, MAX_DIMENSION, params_of, parse_options};
 pub use search::{VectorHit, VectorSearchRequest, VectorSearchResponse};
 
 use super::{Db, Result, ServiceError};
-use crate::catalog::{Catalog, IndexDef, IndexKind};
+use crate::catalog::{IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::VecKey;
-use crate::storage::{ReadView, Space, WriteTx};
-use hnsw::{Changes, Graph, Metric, Params};
-use serde_json::{Map, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
-
-/// Longest vector an index takes.
-pub const MAX_DIMENSION: usize = 4096;
-/// Default links per node (`m`).
-pub const DEFAULT_M: usize = 16;
-/// Default `ef_construction`.
-pub const DEFAULT_EF_CONSTRUCTION: usize = 200;
-
-/// The parsed options of a vector index.
-pub fn params_of(def: &IndexDef) -> Result<Params> {
-    parse_options(&def.options).map(|(p, _)| p)
-}
-
-/// Checks a vector index's options; returns its parameters and the options to store (defaults
-/// filled in): `dimension` (required, 1-4096), `metric` (`cosine` (default), `l2`, `dot`), `m`
-/// (2-64, default 16), `ef_construction` (8-2000, default 200).
-pub fn parse_options(options: &Map<String, Value>) -> Result<(Params, Map<String, Value>)> {
-    let bad = |m: &str| Err(ServiceError::InvalidRequest(format!("vector index options: {m}")));
-    if let Some(k) = options.keys().find(|k| !["dimension", "metric", "m", "ef_construction"].contains(&k.as_str())) {
-        return bad(&format!("unknown option {k:?} (dimension, metric, m, ef_construction)"));
-    }
-    let int = |name: &str, default: Option<u64>, lo: u64, hi: u64| -> Result<u64> {
-        match options.get(name) {
-            None => default
-                .ok_or_else(|| ServiceError::InvalidRequest(format!("vector index options: `{name}` is required"))),
-            Some(v) => v.as_u64().filter(|n| (lo..=hi).contains(n)).ok_or_else(|| {
-                ServiceError::InvalidRequest(format!(
-                    "vector index options: `{name}` must be an integer from {lo} to {hi}"
-                ))
-            }),
-        }
-    };
-    let dim = int("dimension", None, 1, MAX_DIMENSION as u64)? as usize;
-    let m = int("m", Some(DEFAULT_M as u64), 2, 64)? as usize;
-    let ef_construction = int("ef_construction", Some(DEFAULT_EF_CONSTRUCTION as u64), 8, 2000)? as usize;
-    let metric = match options.get("metric").map(|v| v.as_str()) {
-        None | Some(Some("cosine")) => Metric::Cosine,
-        Some(Some("l2")) => Metric::L2,
-        Some(Some("dot")) => Metric::Dot,
-        _ => return bad("`metric` must be \"cosine\", \"l2\" or \"dot\""),
-    };
-    let name = match metric {
-        Metric::Cosine => "cosine",
-        Metric::L2 => "l2",
-        Metric::Dot => "dot",
-    };
-    let mut out = Map::new();
-    out.insert("dimension".into(), dim.into());
-    out.insert("metric".into(), name.into());
-    out.insert("m".into(), m.into());
-    out.insert("ef_construction".into(), ef_construction.into());
-    Ok((Params { dim, metric, m, ef_construction }, out))
-}
+use crate::service::write::{Change, Write};
+use crate::storage::Space;
+use hnsw::{Changes, Metric, Params};
+use log::VecOp;
+use std::sync::{Arc, PoisonError};
 
 /// The vector a document holds for the index, ready to store (normalised for cosine); `None`
 /// when the field is missing or null. A wrong length, a non-numeric or non-finite element, a
@@ -134,18 +88,6 @@ pub fn stored_vector(def: &IndexDef, p: &Params, blob: &[u8], dict: &FieldDict) 
     doc_vector(def, p, blob, dict).ok().flatten()
 }
 
-/// One change of one document in one vector index, logged by a write and applied by [`apply`].
-pub(crate) struct VecOp {
-    table: String,
-    index: String,
-    created_at: i64,
-    id: String,
-    /// the new vector; `None` removes the node
-    vector: Option<Vec<f32>>,
-    /// its insert, planned outside the writer
-    plan: Option<hnsw::InsertPlan>,
-}
-
 /// A document's insert into one vector index, planned before its write (outside the committer).
 pub(crate) struct PreparedVector {
     index: String,
@@ -179,10 +121,23 @@ impl Db {
     }
 }
 
+/// The vector step of a document change: its change is logged for every maintained vector index
+/// of its table. `planned` holds the inserts planned before the write (each index's is taken from
+/// it).
+pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>, planned: &mut Vec<PreparedVector>) -> Result<()> {
+    let defs = w.catalog().indexes(&c.table.name);
+    let mut dict = None;
+    for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Vector) {
+        let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| w.catalog().dict());
+        stage_index(w, def, dict, c.id, c.old, c.new, planned)?;
+    }
+    Ok(())
+}
+
 /// Logs the change of document `id` in a vector index (old blob → new blob). The new vector is
 /// checked here, so a bad one refuses the write before anything is applied.
-pub(crate) fn update(
-    tx: &mut WriteTx<'_>,
+fn stage_index(
+    w: &mut Write<'_, '_>,
     def: &IndexDef,
     dict: &FieldDict,
     id: &str,
@@ -203,121 +158,36 @@ pub(crate) fn update(
         .iter()
         .position(|pv| pv.index == def.name && pv.created_at == def.created_at && Some(&pv.vector) == after.as_ref());
     let plan = at.map(|i| planned.swap_remove(i).plan);
-    tx.defer(Box::new(VecOp {
-        table: def.table.clone(),
-        index: def.name.clone(),
-        created_at: def.created_at,
-        id: id.to_owned(),
-        vector: after,
-        plan,
-    }));
+    log_op(w, def, id, after, plan);
     Ok(())
 }
 
-/// Logs a node change in the write.
-pub(crate) fn log(tx: &mut WriteTx<'_>, def: &IndexDef, id: &str, vector: Option<Vec<f32>>) {
-    tx.defer(Box::new(VecOp {
+/// Logs a node change in the write (a backfill's: nothing planned).
+pub(crate) fn log(w: &mut Write<'_, '_>, def: &IndexDef, id: &str, vector: Option<Vec<f32>>) {
+    log_op(w, def, id, vector, None);
+}
+
+fn log_op(w: &mut Write<'_, '_>, def: &IndexDef, id: &str, vector: Option<Vec<f32>>, plan: Option<hnsw::InsertPlan>) {
+    w.vectors.push(VecOp {
         table: def.table.clone(),
         index: def.name.clone(),
         created_at: def.created_at,
         id: id.to_owned(),
         vector,
-        plan: None,
-    }));
-}
-
-/// One index's cached graph.
-pub struct Cached {
-    /// the definition's `created_at`: a re-created index of the same name has another graph
-    pub created_at: i64,
-    /// the graph
-    pub graph: RwLock<Graph>,
-}
-
-/// The cached graphs of every vector index, by (table, index).
-#[derive(Default)]
-pub struct Graphs {
-    map: RwLock<HashMap<(String, String), Arc<Cached>>>,
-}
-
-impl Graphs {
-    /// The graph of a maintained index (loaded from its keys on first use), or `None` when the
-    /// catalog no longer has this index.
-    pub fn get(
-        &self,
-        store_view: &dyn Fn() -> ReadView,
-        catalog: &Catalog,
-        table: &str,
-        index: &str,
-    ) -> Result<Option<Arc<Cached>>> {
-        let Some(def) = catalog.index(table, index).filter(|d| d.kind == IndexKind::Vector && d.is_maintained()) else {
-            return Ok(None);
-        };
-        let key = (table.to_owned(), index.to_owned());
-        if let Some(c) = self.map.read().unwrap_or_else(PoisonError::into_inner).get(&key)
-            && c.created_at == def.created_at
-        {
-            return Ok(Some(c.clone()));
-        }
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(c) = map.get(&key)
-            && c.created_at == def.created_at
-        {
-            return Ok(Some(c.clone()));
-        }
-        let graph = load(&store_view(), &def)?;
-        // checked again under the map's lock: an index dropped (and forgotten) since the check
-        // above must not get its graph cached again
-        if catalog.index(table, index).is_none_or(|d| d.created_at != def.created_at || !d.is_maintained()) {
-            return Ok(None);
-        }
-        let cached = Arc::new(Cached { created_at: def.created_at, graph: RwLock::new(graph) });
-        map.insert(key, cached.clone());
-        Ok(Some(cached))
-    }
-
-    /// Replaces the cache of an index with an empty graph (its keys are being removed in the
-    /// same write).
-    pub fn reset(&self, def: &IndexDef) -> Result<()> {
-        let cached = Arc::new(Cached { created_at: def.created_at, graph: RwLock::new(Graph::new(params_of(def)?)) });
-        self.map.write().unwrap_or_else(PoisonError::into_inner).insert((def.table.clone(), def.name.clone()), cached);
-        Ok(())
-    }
-
-    /// Forgets the caches of a dropped table's indexes.
-    pub fn forget_table(&self, table: &str) {
-        self.map.write().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != table);
-    }
-
-    /// Forgets the cache of an index (dropped).
-    pub fn forget(&self, table: &str, index: &str) {
-        self.map.write().unwrap_or_else(PoisonError::into_inner).remove(&(table.to_owned(), index.to_owned()));
-    }
-}
-
-/// Reads an index's graph from its keys.
-pub fn load(view: &ReadView, def: &IndexDef) -> Result<Graph> {
-    let p = params_of(def)?;
-    layout::load(view, &def.table, &def.name, p)
+        plan,
+    });
 }
 
 /// Applies every vector change the write logged: the cached graphs change and the keys of every
-/// node whose vector or links changed are staged. Runs at the end of every write, on the
-/// committer; the other deferred items are left for the next step. Each index whose graph it
+/// node whose vector or links changed are staged. The family's finish step, at the end of every
+/// write, on the committer, after every step that can refuse the write. Each index whose graph it
 /// changes is added to `touched` first: if the write then fails to commit, the caller forgets
 /// those graphs (see [`Graphs::forget`]) so the next use reloads them from the keys. A panic
 /// while a graph changes forgets that graph and fails the write.
-pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db, touched: &std::sync::Mutex<Vec<(String, String)>>) -> Result<()> {
-    let items = tx.take_deferred();
-    if items.is_empty() {
+pub(crate) fn finish(w: &mut Write<'_, '_>, db: &Db, touched: &std::sync::Mutex<Vec<(String, String)>>) -> Result<()> {
+    let ops = std::mem::take(&mut w.vectors);
+    if ops.is_empty() {
         return Ok(());
-    }
-    let mut ops = Vec::new();
-    for item in items {
-        match item.downcast::<VecOp>() {
-            Ok(op) => ops.push(*op),
-            Err(other) => tx.defer(other),
-        }
     }
     let mut by_index: Vec<((String, String, i64), Vec<VecOp>)> = Vec::new();
     for op in ops {
@@ -353,7 +223,7 @@ pub(crate) fn apply(tx: &mut WriteTx<'_>, db: &Db, touched: &std::sync::Mutex<Ve
             db.vectors.forget(&table, &index);
             return Err(ServiceError::Internal(format!("vector index {index:?}: the graph update failed")));
         }
-        layout::stage(tx, &table, &index, &graph, &changes);
+        layout::stage(w, &table, &index, &graph, &changes);
     }
     Ok(())
 }

@@ -13,7 +13,7 @@ use super::def::compiled;
 use super::maintain::{Delta, change};
 use crate::catalog::{ViewDef, ViewState};
 use crate::keys::{EntityKey, ViewKey, prefix_successor};
-use crate::service::jobs::Chunk;
+use crate::service::build::Chunk;
 use crate::service::purge::Purge;
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, Slice, Space, WriteTx};

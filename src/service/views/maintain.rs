@@ -1,8 +1,8 @@
 //! Keeping views up to date: what a document contributes to a view, and the change between two
 //! versions of it staged as the few keys that differ — in the write that changes the document.
 //!
-//! [`update`] is called from `indexes::update`, the one place every document change goes
-//! through (insert, replace, patch, delete, batch, import, TTL expiry, cascade), with the old and
+//! [`stage`] is the views' step of every document write (`write::derived`), the one place every
+//! document change goes through (insert, replace, patch, delete, batch, import, TTL expiry, cascade), with the old and
 //! new blobs. A write that changes neither a document's membership nor its group values nor its
 //! aggregated values stages no view key. Group states are read-modify-written on the committer
 //! (`WriteTx::get` sees the write's own staged keys, so a batch touching one group twice adds up).
@@ -10,14 +10,14 @@
 use super::def::{Compiled, MAX_KEYS_PER_DOC, compiled};
 use super::state::GroupState;
 use super::sum::ExactSum;
-use crate::catalog::{Catalog, ViewDef, ViewKind};
+use crate::catalog::{ViewDef, ViewKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{Component, ViewKey};
 use crate::service::indexes::entries::{field_values, path};
+use crate::service::write::{Change, Write};
 use crate::service::{Result, ServiceError};
 use crate::storage::{Space, WriteTx};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// A group: one value per `by` field.
 pub type Group = Vec<Component<'static>>;
@@ -293,17 +293,11 @@ pub fn change(
     Ok(Some(delta))
 }
 
-/// Updates every view of `table` that covers document `id` for its change from `old` to `new`,
-/// in the write (see the module doc). A new version over a group view's per-document cap fails
-/// the write with `too_many_view_keys`.
-pub(crate) fn update(
-    tx: &mut WriteTx<'_>,
-    catalog: &Arc<Catalog>,
-    table: &str,
-    id: &str,
-    old: Option<&[u8]>,
-    new: Option<&[u8]>,
-) -> Result<()> {
+/// The views' step of a document change (see `service::write`): every view of its table that
+/// covers it changes with it, in the write (see the module doc). A new version over a group
+/// view's per-document cap fails the write with `too_many_view_keys`.
+pub(crate) fn stage(w: &mut Write<'_, '_>, doc: &Change<'_>) -> Result<()> {
+    let (catalog, table, id, old, new) = (w.catalog(), doc.table.name.as_str(), doc.id, doc.old, doc.new);
     if !catalog.has_views(table) {
         return Ok(());
     }
@@ -314,7 +308,7 @@ pub(crate) fn update(
         }
         let c = compiled(&def)?;
         if let Some(delta) = change(&def, &c, id, old, new, &dict)? {
-            delta.stage(tx, &c, table, &def.name)?;
+            delta.stage(w, &c, table, &def.name)?;
         }
     }
     Ok(())

@@ -15,7 +15,7 @@ pub mod state;
 pub mod sum;
 
 pub use def::CreateView;
-pub(crate) use maintain::update;
+pub(crate) use maintain::stage;
 pub use read::{GroupQuery, PageQuery, ViewDocuments};
 pub(crate) use read::{member_after, member_scan};
 

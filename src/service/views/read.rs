@@ -8,7 +8,7 @@ use super::state::GroupState;
 use crate::catalog::{ViewDef, ViewKind};
 use crate::keys::{Component, EntityKey, KeyReader, KeyWriter, MetaKey, ViewKey, ViewPart, prefix_successor};
 use crate::service::cursor::{Binding, open, seal};
-use crate::service::documents::RawPage;
+use crate::service::render::RawPage;
 use crate::service::ttl::expiry::{Expiry, now_ms};
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};

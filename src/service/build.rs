@@ -1,0 +1,86 @@
+//! The lifecycle of a background build (an index's backfill, a view's build), shared by both:
+//! chunk by chunk as a counted job (`jobs.rs`), stopped by closing, failed into the definition
+//! and purged; and the database's job hooks (spawn, close, wait).
+
+use super::purge::Purge;
+use super::{Db, Result, ServiceError};
+use crate::storage::WriteTx;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// Where a background build stands after one chunk.
+pub(super) enum Chunk<P> {
+    /// more to do, after this position
+    More(P),
+    /// the table is done, or the build is no longer the one this job runs (dropped, replaced)
+    Done,
+}
+
+impl Db {
+    /// True once the database is closing: a job stops at its next step.
+    pub(super) fn closing(&self) -> bool {
+        self.jobs.closing()
+    }
+
+    /// Background jobs under way.
+    pub(super) fn jobs_running(&self) -> u64 {
+        self.jobs.running()
+    }
+
+    /// Runs `job` in a task of its own, counted until it ends (and with it its hold on the
+    /// database).
+    pub(super) fn spawn_job<F>(&self, job: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.jobs.spawn(job)
+    }
+
+    /// Runs a background build (an index's backfill, a view's build) chunk by chunk: `step` does
+    /// one chunk from the position the previous one ended at. Closing stops it between chunks, and
+    /// so does a store that refuses writes: the build stays `building` and resumes at the next
+    /// open. Any other error would fail again on a retry: `fail` records it in the definition (in
+    /// one write) and `purge` removes what the build wrote.
+    pub(super) async fn run_build<P, F, Fut>(
+        self: &Arc<Self>,
+        mut step: F,
+        fail: impl FnOnce(&mut WriteTx<'_>, &Db, String) + Send + 'static,
+        purge: Purge,
+    ) -> Result<()>
+    where
+        F: FnMut(Option<P>) -> Fut,
+        Fut: Future<Output = Result<Chunk<P>>>,
+    {
+        let mut position = None;
+        loop {
+            if self.closing() {
+                return Ok(());
+            }
+            match step(position.take()).await {
+                Ok(Chunk::More(p)) => position = Some(p),
+                Ok(Chunk::Done) => return Ok(()),
+                Err(e @ ServiceError::Unavailable(_)) => return Err(e),
+                Err(e) => {
+                    let error = e.to_string();
+                    self.write(move |tx, db| {
+                        fail(tx, db, error);
+                        Ok(())
+                    })
+                    .await?;
+                    return self.purge(purge).await;
+                }
+            }
+        }
+    }
+
+    /// Stops the background jobs at their next step, waits for them, then waits for queued
+    /// writes and fsyncs everything.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.jobs.close();
+        self.stop_change_waits();
+        self.jobs.idle().await;
+        self.close()
+    }
+}

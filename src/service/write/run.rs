@@ -1,0 +1,40 @@
+//! Running a write on the committer: the write's function, then the finish step of the families
+//! that merge their logs at the end of the write.
+
+use super::Write;
+use crate::service::{Db, Result, search, vectors};
+use std::sync::{Arc, Mutex, PoisonError};
+
+impl Db {
+    /// Runs a write on the committer: `f` stages its changes in a [`Write`], then the fulltext
+    /// and vector logs are merged and staged (`finish`), all in one atomic commit.
+    pub(crate) async fn write<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Write<'_, '_>, &Db) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.clone();
+        let touched = Arc::new(Mutex::new(Vec::new()));
+        let t = touched.clone();
+        let out = self
+            .store
+            .write(move |tx| {
+                let mut w = Write::new(tx, &db.catalog);
+                let out = f(&mut w, &db)?;
+                // the write's fulltext changes, merged (see `search::maintain`)
+                search::maintain::finish(&mut w, &db.known_terms)?;
+                // the write's vector changes, applied to the cached graphs and staged (see
+                // `vectors`): last, after everything that can refuse the write
+                vectors::finish(&mut w, &db, &t)?;
+                Ok(out)
+            })
+            .await;
+        if out.is_err() {
+            // graphs changed for a write that did not commit: reloaded from the keys on next use
+            let touched = std::mem::take(&mut *touched.lock().unwrap_or_else(PoisonError::into_inner));
+            for (table, index) in touched {
+                self.vectors.forget(&table, &index);
+            }
+        }
+        out
+    }
+}
