@@ -69,15 +69,6 @@ const ALLOWED: &[&[&str]] = &[
         "service/check/view.rs",
     ],
     &[
-        "service/query/covered.rs",
-        "service/query/exec.rs",
-        "service/query/matcher.rs",
-        "service/query/mod.rs",
-        "service/query/viewscan.rs",
-        "service/views/mod.rs",
-        "service/views/read.rs",
-    ],
-    &[
         "storage/mod.rs",
         "storage/read.rs",
         "storage/rows.rs",

@@ -8,7 +8,7 @@ use super::cursor::OrderKey;
 use super::exec::{self, Candidate};
 use super::filter::Filter;
 use super::plan::{Access, IndexScan, SortKey};
-use super::{MAX_MET, first_branch, order_key, project};
+use super::shape::{MAX_MET, first_branch, order_key, project};
 use crate::entity::FieldDict;
 use crate::keys::{Component, EntityKey};
 use crate::service::Result;

@@ -10,195 +10,36 @@ mod ids;
 mod matcher;
 mod ngram;
 pub mod plan;
+mod request;
+mod shape;
 mod stream;
 mod viewscan;
 
-use super::render::{DocumentPage, RawPage};
+use super::render::RawPage;
 use super::stop::Stop;
 use super::{Db, Result, ServiceError};
 use crate::catalog::IndexDef;
-use crate::entity::{self, FieldDict};
-use crate::keys::{Component, EntityKey, MetaKey};
+use crate::entity::FieldDict;
+use crate::keys::{EntityKey, MetaKey};
 use crate::service::cursor::Binding;
-use crate::service::indexes::entries::field_values;
 use crate::service::ttl::expiry::{Expiry, now_ms};
 use crate::storage::Space;
-use cursor::{Cursor, Order, OrderKey};
+use cursor::{Cursor, Order};
 pub use explain::ScanExplain;
 use filter::Filter;
 use matcher::{Hit, Matcher};
 use plan::{Access, Plan, SortKey};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+pub(crate) use request::integer;
+pub use request::{Explain, QueryExplain, QueryRequest, QueryResponse, QueryResult};
+use serde_json::Value;
+pub use shape::MAX_FIELDS;
+pub(crate) use shape::project;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
 pub use stream::QueryStream;
-use utoipa::ToSchema;
 
 /// Most documents one query returns.
 pub const MAX_LIMIT: usize = 1000;
-/// Most ids one multikey scan remembers as met (see `run_query`).
-const MAX_MET: usize = 10_000;
-/// Most fields one query projects.
-pub const MAX_FIELDS: usize = 256;
-
-/// The body of a query.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct QueryRequest {
-    /// the filter (see docs/queries.md for operators); omitted = every document
-    #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}, "city": "Oslo"}))]
-    pub filter: Option<Value>,
-    /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id` (in the
-    /// first field's direction).
-    /// Without it the order is the plan's: a range scan's field order, else `_id` order
-    #[serde(default)]
-    pub sort: Vec<String>,
-    /// fields to return (dotted paths); `_id` always comes back
-    pub fields: Option<Vec<String>>,
-    /// page size, 1-1000 (default 100)
-    #[serde(default, deserialize_with = "integer")]
-    pub limit: Option<usize>,
-    /// the `cursor` of the previous page (with the same filter and sort)
-    pub cursor: Option<String>,
-    /// return the plan instead of the documents
-    #[serde(default)]
-    pub explain: bool,
-    /// false: refuse a full table scan over more documents than the server's scan threshold
-    pub allow_scan: Option<bool>,
-}
-
-/// A JSON Schema integer: `20`, or `20.0` (a number without a fraction is an integer there, so a
-/// client working from the OpenAPI document may send it). Beyond usize it saturates.
-pub(crate) fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
-    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else { return Ok(None) };
-    match (n.as_u64(), n.as_f64()) {
-        (Some(u), _) => Ok(Some(usize::try_from(u).unwrap_or(usize::MAX))),
-        // `as` saturates at usize::MAX
-        (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f as usize)),
-        _ => Err(serde::de::Error::custom(format!("expected a non-negative integer, got {n}"))),
-    }
-}
-
-/// What the planner chose and what running it cost.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Explain {
-    /// `full_scan`, `index_scan`, `intersection`, `union` (an `$or` with an index per branch),
-    /// `id_lookup` (point reads by `_id`), `id_range` (a range of `_id`s) or `view_scan` (the
-    /// members of the filter view named by `$view`)
-    pub strategy: &'static str,
-    /// the index scans, in the order they are read
-    pub scans: Vec<ScanExplain>,
-    /// `index` (the scan's order is the result order — the sort's, or without a sort the range
-    /// index's — stopping early), `in_memory` (top-k by the sort), or `id` (`_id` order)
-    pub order: &'static str,
-    /// estimated candidates (index keys counted up to 1000, or the table's count for a scan)
-    pub estimated_rows: u64,
-    /// candidates read from storage
-    pub examined_rows: u64,
-    /// documents that matched the filter
-    pub matched_rows: u64,
-    /// documents returned
-    pub returned_rows: u64,
-    /// true when the scan stopped before its end because `limit` was reached
-    pub stopped_early: bool,
-    /// true when every result was built from the index key alone (its values and the document
-    /// id) and no document was read: one exact index scan answers the filter, and the index holds
-    /// every field of `fields` and `sort` (see docs/queries.md)
-    pub covered: bool,
-    /// documents read from storage (0 for a covered plan)
-    pub documents_read: u64,
-}
-
-/// The answer to a query: documents, or the plan.
-#[derive(Debug, Clone)]
-pub enum QueryResult {
-    /// documents
-    Page(RawPage),
-    /// the plan
-    Explain(QueryExplain),
-}
-
-/// The answer to `explain: true`.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct QueryExplain {
-    /// the plan
-    pub plan: Explain,
-}
-
-/// The shape of a query's answer, for the OpenAPI document: a page, or the plan.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum QueryResponse {
-    /// documents
-    Page(DocumentPage),
-    /// the plan
-    Explain(QueryExplain),
-}
-
-/// A field's sort value: its smallest value ascending, its largest descending (arrays), with
-/// missing fields as null — the value at which a range index scan first meets the document.
-fn sort_value(blob: &[u8], dict: &FieldDict, key: &SortKey, id: &str) -> Result<Component<'static>> {
-    if key.field == super::fields::ID_FIELD {
-        return Ok(Component::Str(id.to_owned().into()));
-    }
-    let values = field_values(blob, dict, &key.field)?;
-    let v = if key.desc { values.last() } else { values.first() };
-    Ok(v.cloned().unwrap_or(Component::Null).into_owned())
-}
-
-fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &str) -> Result<OrderKey> {
-    let values = sort.iter().map(|k| Ok((sort_value(blob, dict, k, id)?, k.desc))).collect::<Result<_>>()?;
-    Ok(OrderKey { values, id: id.to_owned() })
-}
-
-/// The result document as JSON text: the whole document, or the requested fields (dotted paths,
-/// nested in the output); `_id` always.
-pub(crate) fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
-    let Some(fields) = fields else { return crate::service::render::json_with_id(dict, id, blob) };
-    let mut out = Map::new();
-    out.insert(super::fields::ID_FIELD.to_owned(), Value::String(id.to_owned()));
-    for f in fields {
-        let steps: Vec<&str> = f.split('.').collect();
-        if let Some(v) = entity::get_path(blob, dict, &steps)? {
-            insert_path(&mut out, &steps, v.to_json(dict)?);
-        }
-    }
-    serde_json::to_vec(&out).map_err(|e| ServiceError::Internal(e.to_string()))
-}
-
-fn insert_path(map: &mut Map<String, Value>, steps: &[&str], v: Value) {
-    match steps {
-        [] => {}
-        [last] => {
-            map.insert((*last).to_owned(), v);
-        }
-        [first, rest @ ..] => {
-            if let Value::Object(m) = map.entry((*first).to_owned()).or_insert_with(|| Value::Object(Map::new())) {
-                insert_path(m, rest, v);
-            }
-        }
-    }
-}
-
-/// True when `branch` is the first branch of the union whose filter the document matches.
-fn first_branch(
-    branches: &[(plan::IndexScan, Filter)],
-    branch: usize,
-    id: &str,
-    blob: &[u8],
-    dict: &FieldDict,
-) -> Result<bool> {
-    for (_, earlier) in branches.iter().take(branch) {
-        if earlier.matches(id, blob, dict)? {
-            return Ok(false);
-        }
-    }
-    match branches.get(branch) {
-        Some((_, f)) => f.matches(id, blob, dict),
-        None => Ok(false),
-    }
-}
 
 /// The ready indexes of `table` as the snapshot has them, so plan and data agree: an index
 /// counts as ready (and as multikey or not) only as of the snapshot. The names come from the

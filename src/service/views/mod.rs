@@ -9,12 +9,14 @@
 
 mod build;
 pub mod def;
+mod info;
 pub mod maintain;
 mod read;
 pub mod state;
 pub mod sum;
 
 pub use def::CreateView;
+pub use info::{ViewInfo, ViewList};
 pub(crate) use maintain::stage;
 pub use read::{GroupQuery, PageQuery, ViewDocuments};
 pub(crate) use read::{member_after, member_scan};
@@ -23,39 +25,7 @@ use super::{Db, Result, ServiceError};
 use crate::catalog::{ViewDef, ViewKind, ViewState};
 use crate::keys::ViewKey;
 use crate::storage::Space;
-use serde::Serialize;
 use std::sync::Arc;
-use utoipa::ToSchema;
-
-/// A view as the API shows it: its definition and state, its size, and for a group view read
-/// by name, a page of its groups.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ViewInfo {
-    /// the definition and state
-    #[serde(flatten)]
-    pub view: ViewDef,
-    /// filter views: the number of members (once ready)
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub count: Option<u64>,
-    /// group views: the number of groups (once ready)
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub group_count: Option<u64>,
-    /// group views read by name: the page of groups, in key order, each `{"key": {by field:
-    /// value}, aggregate: value, …}`
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub groups: Option<Vec<serde_json::Value>>,
-    /// group views read by name: the cursor of the next page of groups, if there is one
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cursor: Option<String>,
-}
-
-/// The views of a table.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ViewList {
-    /// by name
-    pub views: Vec<ViewInfo>,
-}
 
 impl Db {
     /// Creates a view; on a non-empty table it is `building` until a background job has added

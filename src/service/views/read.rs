@@ -1,8 +1,8 @@
 //! Reading views: a page of groups (or one group), a page of a filter view's members — each from
 //! one snapshot, costing what the answer holds.
 
-use super::ViewInfo;
 use super::def::compiled;
+use super::info::ViewInfo;
 use super::maintain::decode_u64;
 use super::state::GroupState;
 use crate::catalog::{ViewDef, ViewKind};

@@ -1,0 +1,101 @@
+//! What a query asks and what it answers, as the API carries them.
+
+use super::explain::ScanExplain;
+use crate::service::render::{DocumentPage, RawPage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// The body of a query.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRequest {
+    /// the filter (see docs/queries.md for operators); omitted = every document
+    #[schema(value_type = Option<Object>, example = json!({"age": {"$gte": 18}, "city": "Oslo"}))]
+    pub filter: Option<Value>,
+    /// sort fields, `-` for descending, e.g. `["-age", "name"]`; ties are broken by `_id` (in the
+    /// first field's direction).
+    /// Without it the order is the plan's: a range scan's field order, else `_id` order
+    #[serde(default)]
+    pub sort: Vec<String>,
+    /// fields to return (dotted paths); `_id` always comes back
+    pub fields: Option<Vec<String>>,
+    /// page size, 1-1000 (default 100)
+    #[serde(default, deserialize_with = "integer")]
+    pub limit: Option<usize>,
+    /// the `cursor` of the previous page (with the same filter and sort)
+    pub cursor: Option<String>,
+    /// return the plan instead of the documents
+    #[serde(default)]
+    pub explain: bool,
+    /// false: refuse a full table scan over more documents than the server's scan threshold
+    pub allow_scan: Option<bool>,
+}
+
+/// A JSON Schema integer: `20`, or `20.0` (a number without a fraction is an integer there, so a
+/// client working from the OpenAPI document may send it). Beyond usize it saturates.
+pub(crate) fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else { return Ok(None) };
+    match (n.as_u64(), n.as_f64()) {
+        (Some(u), _) => Ok(Some(usize::try_from(u).unwrap_or(usize::MAX))),
+        // `as` saturates at usize::MAX
+        (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f as usize)),
+        _ => Err(serde::de::Error::custom(format!("expected a non-negative integer, got {n}"))),
+    }
+}
+
+/// What the planner chose and what running it cost.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Explain {
+    /// `full_scan`, `index_scan`, `intersection`, `union` (an `$or` with an index per branch),
+    /// `id_lookup` (point reads by `_id`), `id_range` (a range of `_id`s) or `view_scan` (the
+    /// members of the filter view named by `$view`)
+    pub strategy: &'static str,
+    /// the index scans, in the order they are read
+    pub scans: Vec<ScanExplain>,
+    /// `index` (the scan's order is the result order — the sort's, or without a sort the range
+    /// index's — stopping early), `in_memory` (top-k by the sort), or `id` (`_id` order)
+    pub order: &'static str,
+    /// estimated candidates (index keys counted up to 1000, or the table's count for a scan)
+    pub estimated_rows: u64,
+    /// candidates read from storage
+    pub examined_rows: u64,
+    /// documents that matched the filter
+    pub matched_rows: u64,
+    /// documents returned
+    pub returned_rows: u64,
+    /// true when the scan stopped before its end because `limit` was reached
+    pub stopped_early: bool,
+    /// true when every result was built from the index key alone (its values and the document
+    /// id) and no document was read: one exact index scan answers the filter, and the index holds
+    /// every field of `fields` and `sort` (see docs/queries.md)
+    pub covered: bool,
+    /// documents read from storage (0 for a covered plan)
+    pub documents_read: u64,
+}
+
+/// The answer to a query: documents, or the plan.
+#[derive(Debug, Clone)]
+pub enum QueryResult {
+    /// documents
+    Page(RawPage),
+    /// the plan
+    Explain(QueryExplain),
+}
+
+/// The answer to `explain: true`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueryExplain {
+    /// the plan
+    pub plan: Explain,
+}
+
+/// The shape of a query's answer, for the OpenAPI document: a page, or the plan.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum QueryResponse {
+    /// documents
+    Page(DocumentPage),
+    /// the plan
+    Explain(QueryExplain),
+}
