@@ -340,13 +340,7 @@ impl Graph {
             let chosen = self.select(&w, self.p.m, false);
             self.set_links(slot, layer, chosen.clone());
             for n in chosen {
-                let mut list = self.links[n as usize][layer].clone();
-                list.push(slot);
-                if list.len() > self.max_links(layer) {
-                    let mut c: Vec<Cand> = list.iter().map(|&x| Cand { d: self.dist(n, x), s: x }).collect();
-                    c.sort();
-                    list = self.select(&c, self.max_links(layer), false);
-                }
+                let list = self.linked_back(n, layer, slot);
                 self.set_links(n, layer, list);
                 if let Some(nid) = self.id(n) {
                     changes.links.insert(nid.clone());
@@ -394,6 +388,20 @@ impl Graph {
             self.entry = self.by_id.values().copied().max_by_key(|s| (self.level(*s), std::cmp::Reverse(*s)));
         }
         true
+    }
+
+    /// Node `n`'s links at `layer` with `slot` added: over the layer's cap, re-pruned by the
+    /// heuristic over the node's own distances (an insert's back-links; a planned one whose
+    /// neighbour changed since the plan).
+    fn linked_back(&self, n: u32, layer: usize, slot: u32) -> Vec<u32> {
+        let mut list = self.links[n as usize][layer].clone();
+        list.push(slot);
+        if list.len() > self.max_links(layer) {
+            let mut c: Vec<Cand> = list.iter().map(|&x| Cand { d: self.dist(n, x), s: x }).collect();
+            c.sort();
+            list = self.select(&c, self.max_links(layer), false);
+        }
+        list
     }
 
     /// The heuristic of the HNSW paper: a candidate (closest first) is kept when it is closer to

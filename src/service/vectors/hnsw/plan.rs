@@ -87,14 +87,7 @@ impl Graph {
                 list.iter().map(|&x| if x == NEW { slot } else { x }).collect()
             } else {
                 // changed since the plan: add the new node to its current list and prune again
-                let mut list = self.links[n as usize][layer].clone();
-                list.push(slot);
-                if list.len() > self.max_links(layer) {
-                    let mut c: Vec<Cand> = list.iter().map(|&x| Cand { d: self.dist(n, x), s: x }).collect();
-                    c.sort();
-                    list = self.select(&c, self.max_links(layer), false);
-                }
-                list
+                self.linked_back(n, layer, slot)
             };
             self.set_links(n, layer, list);
             if let Some(nid) = self.id(n) {
