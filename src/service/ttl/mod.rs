@@ -1,7 +1,7 @@
 //! TTL: documents that expire, by their own `_expires_at` or by a `ttl` index (an indexed time
 //! plus `expire_after`). A document that expires has exactly one `ttlidx:{table}:{expire_at}:{id}`
 //! entry, at the earliest of those times, staged in the same write as the document by
-//! [`stage`] (called from `indexes::update`, so every write path keeps it). Reads hide a document
+//! [`stage`] (the TTL step of the write pipeline, `write::derived`, so every write path keeps it). Reads hide a document
 //! from the moment it expires ([`expiry`]); the sweep ([`sweep`]) deletes it later, through the
 //! ordinary delete path, so its index, fulltext and graph entries go with it.
 //!
