@@ -1,6 +1,10 @@
 //! The test harness: a real server on 127.0.0.1:0 over a temp dir, and typed helpers that return
-//! `(StatusCode, serde_json::Value)`. Tests use their own table names.
+//! `(StatusCode, serde_json::Value)`. Tests use their own table names. Every test binary
+//! includes it (`#[path = "../common/mod.rs"] mod common;`), and with it [`model`], the in-memory
+//! model the model-based tests check the server against.
 #![allow(dead_code)]
+
+pub mod model;
 
 use mosaicdb::server::{Server, ServerConfig};
 use mosaicdb::storage::Durability;
