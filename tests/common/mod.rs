@@ -1,20 +1,90 @@
 //! The test harness: a real server on 127.0.0.1:0 over a temp dir, and typed helpers that return
-//! `(StatusCode, serde_json::Value)`. Tests use their own table names.
+//! `(StatusCode, serde_json::Value)`. Tests use their own table names. Every test binary
+//! includes it (`#[path = "../common/mod.rs"] mod common;`), and with it [`model`], the in-memory
+//! model the model-based tests check the server against.
 #![allow(dead_code)]
+
+pub mod model;
 
 use mosaicdb::server::{Server, ServerConfig};
 use mosaicdb::storage::Durability;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
+/// A server on a temp dir. Dropped without [`TestServer::stop`], it is stopped first (gracefully,
+/// as `stop` does) and its data directory removed after: `server` is the first field, `dir` the
+/// last, and fields drop in that order.
 pub struct TestServer {
-    server: Option<Server>,
+    server: Running,
     /// sends the admin key on a server started with keys
     pub client: reqwest::Client,
     /// sends no key
     pub anon: reqwest::Client,
     pub base: String,
     pub dir: tempfile::TempDir,
+}
+
+/// A started server and the runtime it runs on: its own, as in the binary, so that `Drop` can shut
+/// it down whatever runtime the test has (on a test's current-thread runtime nothing would run the
+/// server's shutdown while `drop` waits for it).
+struct Running {
+    server: Option<Server>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+/// How long a dropped server's runtime may still take after the shutdown, for work on its
+/// blocking pool that the shutdown did not wait for.
+const RUNTIME_CLOSE: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Running {
+    async fn start(config: ServerConfig) -> Running {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("test-server")
+            .enable_all()
+            .build()
+            .unwrap();
+        match runtime.spawn(Server::start(config)).await.unwrap() {
+            Ok(server) => Running { server: Some(server), runtime: Some(runtime) },
+            Err(e) => {
+                // dropping it here would panic (see `stop`), and a panic while one unwinds aborts
+                runtime.shutdown_background();
+                panic!("the test server did not start: {e}")
+            }
+        }
+    }
+
+    fn addr(&self) -> std::net::SocketAddr {
+        self.server.as_ref().unwrap().addr()
+    }
+
+    /// Shuts the server down gracefully (see [`Server::shutdown`]); panics if that fails.
+    async fn stop(mut self) {
+        let (server, runtime) = (self.server.take().unwrap(), self.runtime.take().unwrap());
+        let stopped = server.shutdown().await;
+        // a runtime cannot be dropped on a thread that runs another (this test's): it would panic
+        runtime.shutdown_background();
+        stopped.unwrap();
+    }
+}
+
+impl Drop for Running {
+    /// What [`Running::stop`] does, on a thread that runs no runtime (this one may run the
+    /// test's), waited for. A failed shutdown is only said on stderr: the test did not ask for one.
+    fn drop(&mut self) {
+        let (Some(server), Some(runtime)) = (self.server.take(), self.runtime.take()) else { return };
+        let stopped = std::thread::spawn(move || {
+            let stopped = runtime.block_on(server.shutdown());
+            runtime.shutdown_timeout(RUNTIME_CLOSE);
+            stopped
+        })
+        .join();
+        match stopped {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("the dropped test server did not shut down cleanly: {e}"),
+            Err(_) => eprintln!("the dropped test server's shutdown panicked"),
+        }
+    }
 }
 
 /// A response: status, headers and the body as JSON (Null when empty or not JSON).
@@ -55,7 +125,7 @@ impl TestServer {
         config.storage.cache_bytes = 16 << 20;
         configure(&mut config);
         let keyed = config.access.keys.verify(ADMIN_KEY.as_bytes()).is_some();
-        let server = Server::start(config).await.unwrap();
+        let server = Running::start(config).await;
         let base = format!("http://{}", server.addr());
         let anon = reqwest::Client::new();
         let client = if keyed {
@@ -65,7 +135,7 @@ impl TestServer {
         } else {
             anon.clone()
         };
-        TestServer { server: Some(server), client, anon, base, dir }
+        TestServer { server, client, anon, base, dir }
     }
 
     /// A server with the keys of [`KEYS`] (one per role); `client` and the typed helpers send the
@@ -104,9 +174,10 @@ impl TestServer {
     }
 
     /// Shuts down gracefully and hands back the data directory.
-    pub async fn stop(mut self) -> tempfile::TempDir {
-        self.server.take().unwrap().shutdown().await.unwrap();
-        self.dir
+    pub async fn stop(self) -> tempfile::TempDir {
+        let TestServer { server, dir, .. } = self;
+        server.stop().await;
+        dir
     }
 
     pub async fn send(&self, method: Method, path: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Reply {

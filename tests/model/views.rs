@@ -1,179 +1,255 @@
-//! The in-memory recomputation of maintained views that `model_views.rs` and `api_views.rs`
-//! compare the server with, written from the documented semantics: a group view groups by each
-//! distinct scalar of each `by` field (missing, null, objects and arrays without scalars group
-//! as null), `sum`/`avg` take a field's value when it is a number, `min`/`max` every non-null
-//! scalar (array elements included) in key order.
+//! Model-based test of maintained views: random inserts, replaces, merge patches, deletes and
+//! batches (one batch may touch a document, and so a group, several times) against the server,
+//! with every view compared, page by page through its cursors, with its recomputation from the
+//! in-memory documents (`model::views`) — filter membership and count, every group and every
+//! aggregate, min/max also right after the document holding a group's extreme is deleted — and
+//! `check` finding nothing wrong at the end.
 
-use super::{cmp_scalar, get, model_match};
-use serde_json::{Map, Value};
-use std::cmp::Ordering;
+use crate::common::TestServer;
+use crate::common::model;
+use model::views::Spec;
+use model::{Rng, document, patch};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-fn is_scalar(v: &Value) -> bool {
-    !matches!(v, Value::Array(_) | Value::Object(_))
-}
-
-fn distinct(mut values: Vec<Value>) -> Vec<Value> {
-    values.sort_by(cmp_scalar);
-    values.dedup_by(|a, b| cmp_scalar(a, b) == Ordering::Equal);
-    values
-}
-
-/// The values a document groups under for one field.
-pub fn group_values(doc: &Value, field: &str) -> Vec<Value> {
-    let values = match get(doc, field) {
-        Some(Value::Array(items)) => items.iter().filter(|v| is_scalar(v)).cloned().collect(),
-        Some(v) if is_scalar(v) => vec![v.clone()],
-        _ => Vec::new(),
-    };
-    let values = distinct(values);
-    if values.is_empty() { vec![Value::Null] } else { values }
-}
-
-/// The values min/max consider: every non-null scalar of the field.
-pub fn range_values(doc: &Value, field: &str) -> Vec<Value> {
-    group_values(doc, field).into_iter().filter(|v| !v.is_null()).collect()
-}
-
-/// A view as the tests define it.
-#[derive(Debug, Clone)]
-pub struct Spec {
-    pub name: String,
-    pub filter: Option<Value>,
-    pub by: Vec<String>,
-    pub aggregates: Vec<(String, String)>,
-}
-
-impl Spec {
-    pub fn body(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("name".into(), self.name.clone().into());
-        m.insert("kind".into(), if self.by.is_empty() { "filter" } else { "group" }.into());
-        if let Some(f) = &self.filter {
-            m.insert("filter".into(), f.clone());
+/// A random filter a view can hold (no `$box`).
+fn view_filter(rng: &mut Rng) -> Value {
+    loop {
+        let f = model::filter(rng, 2);
+        if !f.to_string().contains("$box") {
+            return f;
         }
-        if !self.by.is_empty() {
-            m.insert("by".into(), self.by.clone().into());
-            let aggs: Map<String, Value> = self.aggregates.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
-            m.insert("aggregates".into(), Value::Object(aggs));
-        }
-        Value::Object(m)
     }
+}
 
-    fn matches(&self, doc: &Value) -> bool {
-        self.filter.as_ref().is_none_or(|f| model_match(doc, f))
-    }
+fn specs(rng: &mut Rng) -> Vec<Spec> {
+    let aggs = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    vec![
+        Spec { name: "f1".into(), filter: Some(view_filter(rng)), by: vec![], aggregates: vec![] },
+        Spec { name: "f2".into(), filter: Some(view_filter(rng)), by: vec![], aggregates: vec![] },
+        Spec {
+            name: "g1".into(),
+            filter: None,
+            by: vec!["b".into()],
+            aggregates: aggs(&[
+                ("n", "count"),
+                ("s", "sum(a)"),
+                ("av", "avg(a)"),
+                ("lo", "min(a)"),
+                ("hi", "max(a)"),
+                ("tlo", "min(tags)"),
+                ("thi", "max(tags)"),
+            ]),
+        },
+        Spec {
+            name: "g2".into(),
+            filter: Some(view_filter(rng)),
+            by: vec!["b".into(), "tags".into()],
+            aggregates: aggs(&[("n", "count"), ("s", "sum(c)"), ("lo", "min(s)"), ("hi", "max(u)")]),
+        },
+        Spec {
+            name: "g3".into(),
+            filter: None,
+            by: vec!["n.v".into()],
+            aggregates: aggs(&[("n", "count"), ("s", "sum(n.v)"), ("av", "avg(a)"), ("hi", "max(s)")]),
+        },
+    ]
+}
 
-    /// A filter view's members, in id order.
-    pub fn members(&self, docs: &BTreeMap<String, Value>) -> Vec<String> {
-        docs.iter().filter(|(_, d)| self.matches(d)).map(|(id, _)| id.clone()).collect()
-    }
-
-    /// A group view's groups in key order: the key's values and each aggregate's expected value.
-    pub fn groups(&self, docs: &BTreeMap<String, Value>) -> Vec<(Vec<Value>, BTreeMap<String, Expected>)> {
-        let mut members: Vec<(Vec<Value>, &Value)> = Vec::new();
-        for doc in docs.values().filter(|d| self.matches(d)) {
-            let combos = self.by.iter().fold(vec![Vec::new()], |acc, f| {
-                let values = group_values(doc, f);
-                acc.iter()
-                    .flat_map(|p: &Vec<Value>| {
-                        values.iter().map(move |v| {
-                            let mut n = p.clone();
-                            n.push(v.clone());
-                            n
-                        })
-                    })
-                    .collect()
-            });
-            members.extend(combos.into_iter().map(|k| (k, doc)));
-        }
-        let cmp_key = |a: &Vec<Value>, b: &Vec<Value>| {
-            a.iter().zip(b).map(|(x, y)| cmp_scalar(x, y)).find(|o| *o != Ordering::Equal).unwrap_or(Ordering::Equal)
+/// Every member of a filter view, paged with a small limit through its cursors.
+async fn members(s: &TestServer, view: &str) -> Vec<String> {
+    let (mut out, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/tables/t/views/{view}/documents?limit=7&cursor={c}"),
+            None => format!("/v1/tables/t/views/{view}/documents?limit=7"),
         };
-        members.sort_by(|a, b| cmp_key(&a.0, &b.0));
-        let mut out: Vec<(Vec<Value>, Vec<&Value>)> = Vec::new();
-        for (k, d) in members {
-            match out.last_mut() {
-                Some((last, docs)) if cmp_key(last, &k) == Ordering::Equal => docs.push(d),
-                _ => out.push((k, vec![d])),
-            }
+        let (st, page) = s.get(&path).await;
+        assert_eq!(st, 200, "{page}");
+        out.extend(page["documents"].as_array().unwrap().iter().map(|d| d["_id"].as_str().unwrap().to_owned()));
+        match page["cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return out,
         }
-        out.into_iter().map(|(k, docs)| (k, self.aggregate(&docs))).collect()
-    }
-
-    fn aggregate(&self, docs: &[&Value]) -> BTreeMap<String, Expected> {
-        let mut out = BTreeMap::new();
-        for (name, spec) in &self.aggregates {
-            let field = spec.split_once('(').map(|(_, r)| r.trim_end_matches(')').trim());
-            let e = match (spec.split('(').next().unwrap_or(""), field) {
-                ("count", _) => Expected::Int(docs.len() as i128),
-                (f @ ("sum" | "avg"), Some(field)) => {
-                    let (mut int, mut float, mut abs, mut n, mut floats) = (0i128, 0f64, 0f64, 0u64, 0u64);
-                    for d in docs {
-                        if let Some(Value::Number(x)) = get(d, field) {
-                            n += 1;
-                            if let Some(i) = x.as_i64().map(i128::from).or(x.as_u64().map(i128::from)) {
-                                int += i;
-                                abs += (i as f64).abs();
-                            } else {
-                                let f = x.as_f64().unwrap();
-                                floats += 1;
-                                float += f;
-                                abs += f.abs();
-                            }
-                        }
-                    }
-                    if f == "avg" {
-                        if n == 0 {
-                            Expected::Null
-                        } else {
-                            Expected::Float((int as f64 + float) / n as f64, abs / n as f64)
-                        }
-                    } else if floats == 0 {
-                        Expected::Int(int)
-                    } else {
-                        Expected::Float(int as f64 + float, abs)
-                    }
-                }
-                (f @ ("min" | "max"), Some(field)) => {
-                    let all = distinct(docs.iter().flat_map(|d| range_values(d, field)).collect());
-                    let v = if f == "min" { all.first() } else { all.last() };
-                    v.cloned().map_or(Expected::Null, Expected::Scalar)
-                }
-                _ => panic!("bad aggregate {spec}"),
-            };
-            out.insert(name.clone(), e);
-        }
-        out
     }
 }
 
-/// An aggregate's expected value.
-#[derive(Debug, Clone)]
-pub enum Expected {
-    /// exactly this integer
-    Int(i128),
-    /// this float, within a relative tolerance of the sum of the magnitudes added
-    Float(f64, f64),
-    /// this scalar (numbers compared numerically)
-    Scalar(Value),
-    Null,
+/// Every group of a group view, paged with a small limit through its cursors.
+async fn groups(s: &TestServer, view: &str) -> (Vec<Value>, u64) {
+    let (mut out, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/tables/t/views/{view}?limit=5&cursor={c}"),
+            None => format!("/v1/tables/t/views/{view}?limit=5"),
+        };
+        let (st, page) = s.get(&path).await;
+        assert_eq!(st, 200, "{page}");
+        out.extend(page["groups"].as_array().unwrap().iter().cloned());
+        match page["cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return (out, page["group_count"].as_u64().unwrap()),
+        }
+    }
 }
 
-impl Expected {
-    /// True when the server's value agrees.
-    pub fn agrees(&self, got: &Value) -> bool {
-        match self {
-            Expected::Null => got.is_null(),
-            Expected::Scalar(v) => cmp_scalar(v, got) == Ordering::Equal && !got.is_null(),
-            Expected::Int(i) => match got.as_i64().map(i128::from).or(got.as_u64().map(i128::from)) {
-                Some(g) => g == *i,
-                // beyond i64/u64 the sum is shown as a float
-                None => got.as_f64().is_some_and(|g| (g - *i as f64).abs() <= (*i as f64).abs() * 1e-12),
-            },
-            Expected::Float(f, magnitude) => {
-                got.as_f64().is_some_and(|g| (g - f).abs() <= 1e-9 * magnitude.max(1.0) + 1e-300)
+async fn compare(s: &TestServer, specs: &[Spec], docs: &BTreeMap<String, Value>, seed: u64, step: usize) {
+    for spec in specs {
+        if spec.by.is_empty() {
+            let want = spec.members(docs);
+            assert_eq!(members(s, &spec.name).await, want, "seed {seed} step {step} view {}", spec.name);
+            let (_, info) = s.get(&format!("/v1/tables/t/views/{}", spec.name)).await;
+            assert_eq!(info["count"], json!(want.len()), "seed {seed} step {step} view {}", spec.name);
+            continue;
+        }
+        let want = spec.groups(docs);
+        let (got, count) = groups(s, &spec.name).await;
+        let ctx = format!("seed {seed} step {step} view {} ({})", spec.name, spec.body());
+        if got.len() != want.len() {
+            let gk: Vec<String> = got.iter().map(|g| g["key"].to_string()).collect();
+            let wk: Vec<String> = want.iter().map(|(k, _)| Value::Array(k.clone()).to_string()).collect();
+            panic!("{ctx}: group keys {gk:?}\nwant {wk:?}\ndocs {docs:?}");
+        }
+        assert_eq!(count, want.len() as u64, "{ctx}");
+        for (g, (key, aggs)) in got.iter().zip(&want) {
+            for (field, value) in spec.by.iter().zip(key) {
+                assert!(
+                    model::cmp_scalar(&g["key"][field], value).is_eq()
+                        && (g["key"][field].is_null() == value.is_null()),
+                    "{ctx}: group {g} want key {key:?}"
+                );
+            }
+            for (name, expected) in aggs {
+                assert!(expected.agrees(&g[name]), "{ctx}: group {g}: {name} want {expected:?}");
             }
         }
+        // one group read by its key, as an array
+        if let Some((key, aggs)) = want.first() {
+            let k = mosaicdb::api::encode_path(&Value::Array(key.clone()).to_string());
+            let (st, one) = s.get(&format!("/v1/tables/t/views/{}?key={k}", spec.name)).await;
+            assert_eq!(st, 200, "{one}");
+            let g = &one["groups"][0];
+            assert!(aggs.iter().all(|(n, e)| e.agrees(&g[n])), "{ctx}: key {key:?}: {one}");
+        }
+    }
+}
+
+/// Deletes the document holding the greatest `a` of a random group of `g1`.
+fn extreme_holder(rng: &mut Rng, docs: &BTreeMap<String, Value>) -> Option<String> {
+    let b = *rng.pick(&["x", "y", "z", "w"]);
+    let in_group: Vec<(&String, &Value)> = docs.iter().filter(|(_, d)| d.get("b") == Some(&json!(b))).collect();
+    let mut best: Option<(&String, Value)> = None;
+    for (id, d) in in_group {
+        for v in model::views::range_values(d, "a") {
+            if best.as_ref().is_none_or(|(_, bv)| model::cmp_scalar(&v, bv).is_gt()) {
+                best = Some((id, v));
+            }
+        }
+    }
+    best.map(|(id, _)| id.clone())
+}
+
+async fn run(seed: u64, steps: usize) {
+    let s = TestServer::start().await;
+    s.create_table("t").await;
+    let mut rng = Rng(seed);
+    let specs = specs(&mut rng);
+    // half the views exist before any document, half are built over the first documents
+    let (early, late) = specs.split_at(2);
+    for spec in early {
+        let (st, body) = s.post("/v1/tables/t/views", spec.body()).await;
+        assert_eq!(st, 201, "{body}");
+    }
+    let mut docs: BTreeMap<String, Value> = BTreeMap::new();
+    let id = |rng: &mut Rng| format!("d{:02}", rng.below(40));
+    for step in 0..steps {
+        if step == 20 {
+            for spec in late {
+                let (st, body) = s.post("/v1/tables/t/views", spec.body()).await;
+                assert!(st == 201 || st == 202, "{body}");
+                for _ in 0..1000 {
+                    let (_, v) = s.get(&format!("/v1/tables/t/views/{}", spec.name)).await;
+                    if v["state"] == "ready" {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
+            // the views built over the documents so far
+            compare(&s, &specs, &docs, seed, step).await;
+        }
+        match rng.below(10) {
+            0..=3 => {
+                let (i, d) = (id(&mut rng), document(&mut rng));
+                let (st, body) = s.put(&format!("/v1/tables/t/documents/{i}"), d.clone()).await;
+                assert!(st.is_success(), "{body}");
+                docs.insert(i, d);
+            }
+            4 | 5 => {
+                let i = id(&mut rng);
+                let p = patch(&mut rng);
+                let (st, body) = s.patch(&format!("/v1/tables/t/documents/{i}"), p.clone()).await;
+                match docs.get(&i) {
+                    Some(d) => {
+                        assert_eq!(st, 200, "{body}");
+                        let next = model::merge_patch(d, &p);
+                        docs.insert(i, next);
+                    }
+                    None => assert_eq!(st, 404, "{body}"),
+                }
+            }
+            6 => {
+                let i = id(&mut rng);
+                let (st, _) = s.delete(&format!("/v1/tables/t/documents/{i}")).await;
+                assert_eq!(st, if docs.remove(&i).is_some() { 204 } else { 404 });
+            }
+            7 => {
+                if let Some(i) = extreme_holder(&mut rng, &docs) {
+                    assert_eq!(s.delete(&format!("/v1/tables/t/documents/{i}")).await.0, 204);
+                    docs.remove(&i);
+                    compare(&s, &specs[..if step >= 20 { specs.len() } else { 2 }], &docs, seed, step).await;
+                }
+            }
+            _ => {
+                // a batch: puts, patches of existing documents and deletes, a document possibly twice
+                let mut ops = Vec::new();
+                let mut next = docs.clone();
+                for _ in 0..1 + rng.below(5) {
+                    let i = id(&mut rng);
+                    match rng.below(3) {
+                        0 if next.contains_key(&i) => {
+                            let p = patch(&mut rng);
+                            ops.push(json!({"op": "patch", "table": "t", "id": i, "document": p}));
+                            let d = model::merge_patch(&next[&i], &p);
+                            next.insert(i, d);
+                        }
+                        1 if next.contains_key(&i) => {
+                            ops.push(json!({"op": "delete", "table": "t", "id": i}));
+                            next.remove(&i);
+                        }
+                        _ => {
+                            let d = document(&mut rng);
+                            ops.push(json!({"op": "put", "table": "t", "id": i, "document": d}));
+                            next.insert(i, d);
+                        }
+                    }
+                }
+                let (st, body) = s.post("/v1/batch", json!({ "operations": ops })).await;
+                assert_eq!(st, 200, "{body}");
+                docs = next;
+            }
+        }
+        if step % 40 == 39 {
+            let live = if step >= 20 { specs.len() } else { 2 };
+            compare(&s, &specs[..live], &docs, seed, step).await;
+        }
+    }
+    compare(&s, &specs, &docs, seed, steps).await;
+    s.check_ok().await;
+}
+
+#[tokio::test]
+async fn views_equal_their_recomputation_after_random_writes() {
+    for seed in [0x5eed_0001u64, 0x5eed_0002, 0xdead_beef] {
+        run(seed, 240).await;
     }
 }

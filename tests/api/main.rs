@@ -1,0 +1,28 @@
+//! The HTTP API, one module per area, each against servers started in this process
+//! (`common::TestServer`). One test binary for all of them, so the crate is linked once:
+//! `cargo test --test api` runs them, `cargo test --test api wire::` one module.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod auth;
+mod backup;
+mod batch_import;
+mod changefeed;
+mod covered;
+mod documents;
+mod graph;
+mod indexes;
+mod metrics;
+mod query;
+mod search;
+mod service;
+mod spec;
+mod stream;
+mod tables;
+mod tasks;
+mod timeseries;
+mod ttl;
+mod vectors;
+mod views;
+mod wire;

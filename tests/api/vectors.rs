@@ -1,0 +1,454 @@
+//! Vector indexes over HTTP: recall against exact search on clustered data (also after churn),
+//! filters that never starve the answer, restarts that keep the index, validation, rebuild, and a
+//! model-based run of random writes followed by `check`.
+
+use crate::common::{Rng, TestServer};
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Uniform in [-1, 1).
+fn unit(rng: &mut Rng) -> f32 {
+    (rng.next() >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+}
+
+const DIM: usize = 16;
+
+/// Points around 20 cluster centres (not uniform noise): the centres are fixed by `seed`.
+struct Clusters {
+    centres: Vec<Vec<f32>>,
+    rng: Rng,
+}
+impl Clusters {
+    fn new(seed: u64) -> Clusters {
+        let mut rng = Rng(seed);
+        let centres = (0..20).map(|_| (0..DIM).map(|_| unit(&mut rng) * 3.0).collect()).collect();
+        Clusters { centres, rng }
+    }
+    fn point(&mut self) -> Vec<f32> {
+        let c = self.rng.below(self.centres.len() as u64) as usize;
+        let spread = 0.3 + (c % 3) as f32 * 0.2;
+        (0..DIM).map(|i| self.centres[c][i] + unit(&mut self.rng) * spread).collect()
+    }
+}
+
+async fn insert(s: &TestServer, table: &str, docs: Vec<Value>) {
+    for chunk in docs.chunks(500) {
+        let (status, body) = s.post(&format!("/v1/tables/{table}/documents"), Value::Array(chunk.to_vec())).await;
+        assert!(status.is_success(), "{status} {body}");
+    }
+}
+
+async fn index(s: &TestServer, table: &str, metric: &str) {
+    let body = json!({"name": "emb", "kind": "vector", "fields": ["embedding"],
+        "options": {"dimension": DIM, "metric": metric}});
+    let (status, def) = s.post(&format!("/v1/tables/{table}/indexes"), body).await;
+    assert!(status.is_success(), "{status} {def}");
+    assert_eq!(s.index_settled(table, "emb").await["state"], "ready");
+}
+
+async fn search(s: &TestServer, table: &str, body: Value) -> Value {
+    let (status, r) = s.post(&format!("/v1/tables/{table}/vector-search"), body).await;
+    assert_eq!(status, 200, "{r}");
+    r
+}
+
+fn ids(r: &Value) -> Vec<String> {
+    r["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().to_owned()).collect()
+}
+
+/// recall@10 of the default search against `exact: true` over `queries`.
+async fn recall(s: &TestServer, table: &str, queries: &[Vec<f32>], filter: Option<&Value>) -> f64 {
+    let mut hit = 0;
+    let mut want_total = 0;
+    for q in queries {
+        let mut body = json!({"field": "embedding", "vector": q, "k": 10});
+        if let Some(f) = filter {
+            body["filter"] = f.clone();
+        }
+        let got: BTreeSet<String> = ids(&search(s, table, body.clone()).await).into_iter().collect();
+        body["exact"] = json!(true);
+        let want: BTreeSet<String> = ids(&search(s, table, body).await).into_iter().collect();
+        hit += got.intersection(&want).count();
+        want_total += want.len();
+    }
+    hit as f64 / want_total.max(1) as f64
+}
+
+#[tokio::test]
+async fn recall_at_default_ef_holds_through_churn() {
+    let s = TestServer::start().await;
+    s.create_table("vr").await;
+    index(&s, "vr", "l2").await;
+    let mut data = Clusters::new(11);
+    let docs: Vec<Value> =
+        (0..2000).map(|i| json!({"_id": format!("d{i}"), "embedding": data.point(), "n": i})).collect();
+    insert(&s, "vr", docs).await;
+    let queries: Vec<Vec<f32>> = (0..40).map(|_| data.point()).collect();
+    let r = recall(&s, "vr", &queries, None).await;
+    eprintln!("recall@10 at the default ef, 2000 × {DIM}-d clustered, l2: {r:.3}");
+    assert!(r >= 0.95, "recall {r}");
+    // 30% churn: 15% deleted, 15% replaced by new points
+    let mut deleted = BTreeSet::new();
+    let mut replaced = BTreeMap::new();
+    for i in 0..2000 {
+        let id = format!("d{i}");
+        match i % 20 {
+            0..=2 => {
+                assert_eq!(s.delete(&format!("/v1/tables/vr/documents/{id}")).await.0, 204);
+                deleted.insert(id);
+            }
+            3..=5 => {
+                let v = data.point();
+                let (status, _) =
+                    s.put(&format!("/v1/tables/vr/documents/{id}"), json!({"embedding": v, "n": i})).await;
+                assert_eq!(status, 200);
+                replaced.insert(id, v);
+            }
+            _ => {}
+        }
+    }
+    let r = recall(&s, "vr", &queries, None).await;
+    eprintln!("recall@10 after 30% deletes and replaces: {r:.3}");
+    assert!(r >= 0.95, "recall after churn {r}");
+    // deleted documents never come back; a replaced one is found at its new vector, distance 0
+    for q in &queries {
+        let hits = ids(&search(&s, "vr", json!({"field": "embedding", "vector": q, "k": 50})).await);
+        assert!(hits.iter().all(|h| !deleted.contains(h)));
+    }
+    for (id, v) in replaced.iter().take(20) {
+        let r = search(&s, "vr", json!({"field": "embedding", "vector": v, "k": 1})).await;
+        assert_eq!(r["hits"][0]["_id"], id.as_str(), "{r}");
+        assert!(r["hits"][0]["distance"].as_f64().unwrap() < 1e-3);
+    }
+    s.check_ok().await;
+}
+
+#[tokio::test]
+async fn filters_at_any_selectivity_return_k_hits() {
+    let s = TestServer::start().await;
+    s.create_table("vf").await;
+    index(&s, "vf", "cosine").await;
+    let mut data = Clusters::new(5);
+    let docs: Vec<Value> =
+        (0..2000).map(|i| json!({"_id": format!("d{i}"), "embedding": data.point(), "p": i % 100})).collect();
+    insert(&s, "vf", docs).await;
+    let queries: Vec<Vec<f32>> = (0..10).map(|_| data.point()).collect();
+    let filters = [json!({"p": 0}), json!({"p": {"$lt": 10}}), json!({"p": {"$lt": 50}})];
+    for with_index in [false, true] {
+        if with_index {
+            let (status, _) =
+                s.post("/v1/tables/vf/indexes", json!({"name": "by_p", "kind": "range", "fields": ["p"]})).await;
+            assert!(status.is_success());
+            assert_eq!(s.index_settled("vf", "by_p").await["state"], "ready");
+        }
+        for f in &filters {
+            for q in &queries {
+                let r =
+                    search(&s, "vf", json!({"field": "embedding", "vector": q, "k": 10, "filter": f, "fields": ["p"]}))
+                        .await;
+                assert_eq!(r["hits"].as_array().unwrap().len(), 10, "filter {f}, index {with_index}: {r}");
+                for h in r["hits"].as_array().unwrap() {
+                    let p = h["document"]["p"].as_i64().unwrap();
+                    assert!(if f["p"].is_number() { p == 0 } else { p < f["p"]["$lt"].as_i64().unwrap() }, "{h}");
+                }
+            }
+            let r = recall(&s, "vf", &queries, Some(f)).await;
+            eprintln!("filtered recall@10, filter {f}, range index {with_index}: {r:.3}");
+            assert!(r >= 0.95, "filter {f}: recall {r}");
+        }
+    }
+    // a selective filter served by the index is searched exactly over its matches
+    let r = search(&s, "vf", json!({"field": "embedding", "vector": queries[0], "filter": {"p": 0}})).await;
+    assert_eq!(r["strategy"], "filtered_exact");
+    // fewer matches than k: all of them
+    let r = search(&s, "vf", json!({"field": "embedding", "vector": queries[0], "k": 30, "filter": {"p": 7}})).await;
+    assert_eq!(r["hits"].as_array().unwrap().len(), 20);
+}
+
+#[tokio::test]
+async fn restart_opens_the_index_from_its_keys() {
+    let s = TestServer::start_with(|c| c.storage.durability = mosaicdb::storage::Durability::Sync).await;
+    s.create_table("vk").await;
+    index(&s, "vk", "dot").await;
+    let mut data = Clusters::new(3);
+    let docs: Vec<Value> = (0..1000).map(|i| json!({"_id": format!("d{i}"), "embedding": data.point()})).collect();
+    insert(&s, "vk", docs).await;
+    for i in 0..100 {
+        s.delete(&format!("/v1/tables/vk/documents/d{i}")).await;
+    }
+    let queries: Vec<Vec<f32>> = (0..10).map(|_| data.point()).collect();
+    let mut before = Vec::new();
+    for q in &queries {
+        before.push(search(&s, "vk", json!({"field": "embedding", "vector": q})).await["hits"].clone());
+    }
+    let dir = s.stop().await;
+    let started = std::time::Instant::now();
+    let s = TestServer::start_in(dir, |_| {}).await;
+    eprintln!("restart with a 900-node vector index took {:?}", started.elapsed());
+    for (q, want) in queries.iter().zip(&before) {
+        let got = search(&s, "vk", json!({"field": "embedding", "vector": q})).await;
+        assert_eq!(&got["hits"], want, "the graph read back answers as before");
+    }
+    s.check_ok().await;
+    // metric dot: a long vector in the query's direction is the nearest
+    let v = data.point();
+    let long: Vec<f32> = v.iter().map(|x| x * 100.0).collect();
+    assert_eq!(s.put("/v1/tables/vk/documents/new", json!({"embedding": long})).await.0, 201);
+    let r = search(&s, "vk", json!({"field": "embedding", "vector": v, "k": 1, "exact": true})).await;
+    assert_eq!(r["hits"][0]["_id"], "new");
+    s.check_ok().await;
+}
+
+#[tokio::test]
+async fn bad_vectors_and_requests_are_refused() {
+    let s = TestServer::start().await;
+    s.create_table("vv").await;
+    // documents stored before the index: the build indexes them, with progress
+    let docs: Vec<Value> =
+        (0..300).map(|i| json!({"_id": format!("d{i}"), "embedding": [i as f32 + 1.0, 1.0, 0.5]})).collect();
+    insert(&s, "vv", docs).await;
+    assert_eq!(s.put("/v1/tables/vv/documents/none", json!({"other": 1})).await.0, 201);
+    let bad = |options: Value| json!({"name": "x", "kind": "vector", "fields": ["embedding"], "options": options});
+    for options in [
+        json!({}),
+        json!({"dimension": 0}),
+        json!({"dimension": 5000}),
+        json!({"dimension": 3, "metric": "hamming"}),
+        json!({"dimension": 3, "m": 1}),
+        json!({"dimension": 3, "colour": 1}),
+    ] {
+        let r = s.send(Method::POST, "/v1/tables/vv/indexes", Some(&bad(options.clone())), &[]).await;
+        assert!(r.status.is_client_error(), "{options}: {}", r.body);
+    }
+    let body =
+        json!({"name": "emb", "kind": "vector", "fields": ["embedding"], "options": {"dimension": 3, "metric": "l2"}});
+    let (status, def) = s.post("/v1/tables/vv/indexes", body).await;
+    assert_eq!(status, 202, "{def}");
+    assert_eq!(def["state"], "building");
+    assert_eq!(def["options"], json!({"dimension": 3, "metric": "l2", "m": 16, "ef_construction": 200}));
+    assert_eq!(s.index_settled("vv", "emb").await["state"], "ready");
+    // wrong length, non-numeric element, a squared length over f32's range: 422 naming the
+    // field; nothing written
+    for doc in [
+        json!({"embedding": [1.0, 2.0]}),
+        json!({"embedding": [1.0, "x", 2.0]}),
+        json!({"embedding": "abc"}),
+        json!({"embedding": [3e19, 3e19, 1.0]}),
+    ] {
+        let r = s.send(Method::PUT, "/v1/tables/vv/documents/bad", Some(&doc), &[]).await;
+        assert!(r.is_problem(422, "invalid_vector"), "{}", r.body);
+        assert!(r.body["detail"].as_str().unwrap().contains("embedding"));
+    }
+    assert_eq!(s.get("/v1/tables/vv/documents/bad").await.0, 404);
+    let q = |v: Value| json!({"field": "embedding", "vector": v, "k": 5});
+    let r = search(&s, "vv", q(json!([1.0, 1.0, 0.5]))).await;
+    assert_eq!(ids(&r)[0], "d0");
+    assert!(
+        !ids(&search(&s, "vv", json!({"field": "embedding", "vector": [1, 1, 1], "k": 1000})).await)
+            .contains(&"none".to_owned())
+    );
+    for (body, status, code) in [
+        (q(json!([1.0, 2.0])), 400, "invalid_request"),
+        (q(json!([3e19, 3e19, 1.0])), 400, "invalid_request"),
+        (json!({"field": "embedding", "vector": [1, 2, 3], "k": 0}), 400, "invalid_request"),
+        (json!({"field": "embedding", "vector": [1, 2, 3], "k": 1001}), 400, "invalid_request"),
+        (json!({"field": "embedding", "vector": [1, 2, 3], "ef": 100000}), 400, "invalid_request"),
+        (json!({"field": "other", "vector": [1, 2, 3]}), 422, "no_vector_index"),
+    ] {
+        let r = s.send(Method::POST, "/v1/tables/vv/vector-search", Some(&body), &[]).await;
+        assert!(r.is_problem(status, code), "{body}: {}", r.body);
+    }
+    // rebuild: refused for other kinds, rebuilds a vector index from the documents
+    s.post("/v1/tables/vv/indexes", json!({"name": "h", "kind": "hash", "fields": ["other"]})).await;
+    let r = s.send(Method::POST, "/v1/tables/vv/indexes/h/rebuild", None, &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    let r = s.send(Method::POST, "/v1/tables/vv/indexes/emb/rebuild", None, &[]).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(s.index_settled("vv", "emb").await["state"], "ready");
+    assert_eq!(ids(&search(&s, "vv", q(json!([1.0, 1.0, 0.5]))).await)[0], "d0");
+    s.check_ok().await;
+    // a dropped index's keys go; the name can be used again
+    assert_eq!(s.delete("/v1/tables/vv/indexes/emb").await.0, 204);
+    let r = s.send(Method::POST, "/v1/tables/vv/vector-search", Some(&q(json!([1, 2, 3]))), &[]).await;
+    assert!(r.is_problem(422, "no_vector_index"));
+    s.check_ok().await;
+}
+
+/// Random inserts, replaces, deletes (PUT, PATCH, import, batches; some without the field), then
+/// the exact answers equal a brute-force model's, and `check` finds the keys exactly right.
+#[tokio::test]
+async fn model_based_random_writes_then_check() {
+    let s = TestServer::start().await;
+    s.create_table("vm").await;
+    let body = json!({"name": "emb", "kind": "vector", "fields": ["embedding"], "options": {"dimension": 4, "metric": "l2", "m": 4}});
+    assert_eq!(s.post("/v1/tables/vm/indexes", body).await.0, 201);
+    let mut rng = Rng(0x5eed);
+    let mut model: BTreeMap<String, Option<Vec<f32>>> = BTreeMap::new();
+    let vector = |rng: &mut Rng| -> Vec<f32> { (0..4).map(|_| (rng.below(1000) as f32) / 10.0).collect() };
+    for step in 0..400 {
+        let id = format!("m{}", rng.below(60));
+        match rng.below(10) {
+            0..=5 => {
+                let v = if rng.below(8) == 0 { None } else { Some(vector(&mut rng)) };
+                let doc = match &v {
+                    Some(v) => json!({"embedding": v, "step": step}),
+                    None => json!({"step": step}),
+                };
+                assert!(s.put(&format!("/v1/tables/vm/documents/{id}"), doc).await.0.is_success());
+                model.insert(id, v);
+            }
+            6 => {
+                s.delete(&format!("/v1/tables/vm/documents/{id}")).await;
+                model.remove(&id);
+            }
+            7 if model.contains_key(&id) => {
+                // a merge patch: a new vector, or null (the field goes: the node goes)
+                let v = if rng.below(4) == 0 { None } else { Some(vector(&mut rng)) };
+                let (status, body) = s.patch(&format!("/v1/tables/vm/documents/{id}"), json!({"embedding": v})).await;
+                assert_eq!(status, 200, "{body}");
+                model.insert(id, v);
+            }
+            7 => {
+                let v = vector(&mut rng);
+                let line =
+                    format!("{}\n{}\n", json!({"_id": id, "embedding": v}), json!({"_id": "bad", "embedding": [1]}));
+                let r = s.raw(Method::POST, "/v1/tables/vm/import", "application/x-ndjson", line).await;
+                assert_eq!(r.status, 200, "{}", r.body);
+                assert_eq!((r.body["inserted"].as_u64(), r.body["failed"].as_u64()), (Some(1), Some(1)), "{}", r.body);
+                model.insert(id, Some(v));
+            }
+            _ => {
+                let (v1, v2) = (vector(&mut rng), vector(&mut rng));
+                let id2 = format!("m{}", rng.below(60));
+                let ops = json!({"operations": [
+                    {"op": "put", "table": "vm", "id": id, "document": {"embedding": v1}},
+                    {"op": "put", "table": "vm", "id": id2, "document": {"embedding": v2}},
+                ]});
+                assert!(s.post("/v1/batch", ops).await.0.is_success());
+                model.insert(id, Some(v1));
+                model.insert(id2, Some(v2));
+            }
+        }
+        if step % 100 == 99 {
+            s.check_ok().await;
+        }
+    }
+    // a batch that fails leaves the graph as it was
+    let ops = json!({"operations": [
+        {"op": "put", "table": "vm", "id": "fresh", "document": {"embedding": [1, 2, 3, 4]}},
+        {"op": "put", "table": "vm", "id": "broken", "document": {"embedding": [1, 2]}},
+    ]});
+    assert!(!s.post("/v1/batch", ops).await.0.is_success());
+    for _ in 0..20 {
+        let q = vector(&mut rng);
+        let mut want: Vec<(f32, String)> = model
+            .iter()
+            .filter_map(|(id, v)| {
+                v.as_ref().map(|v| (v.iter().zip(&q).map(|(a, b)| (a - b) * (a - b)).sum::<f32>(), id.clone()))
+            })
+            .collect();
+        want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let r = search(&s, "vm", json!({"field": "embedding", "vector": q, "k": 100, "exact": true})).await;
+        let got = ids(&r);
+        assert_eq!(got.len(), want.len());
+        let got_set: BTreeSet<_> = got.iter().cloned().collect();
+        let want_set: BTreeSet<_> = want.iter().map(|w| w.1.clone()).collect();
+        assert_eq!(got_set, want_set);
+        assert!(!got_set.contains("fresh"));
+        let walked = ids(&search(&s, "vm", json!({"field": "embedding", "vector": q, "k": 100})).await);
+        assert_eq!(walked.len(), want.len(), "the walk (or its fallback) finds every node");
+    }
+    s.check_ok().await;
+}
+
+/// Hybrid search: both rankings fused by reciprocal rank fusion, each hit with its ranks.
+#[tokio::test]
+async fn hybrid_search_fuses_text_and_vector_rankings() {
+    let s = TestServer::start().await;
+    s.create_table("vh").await;
+    let docs = json!([
+        {"_id": "a", "text": "graph databases and graph queries", "embedding": [0.0, 1.0], "lang": "en"},
+        {"_id": "b", "text": "graph theory", "embedding": [1.0, 0.0], "lang": "en"},
+        {"_id": "c", "text": "cooking with herbs", "embedding": [0.9, 0.1], "lang": "en"},
+        {"_id": "d", "text": "graph drawing", "embedding": [0.95, 0.05], "lang": "de"},
+    ]);
+    insert(&s, "vh", docs.as_array().unwrap().clone()).await;
+    assert!(
+        s.post("/v1/tables/vh/indexes", json!({"name": "ft", "kind": "fulltext", "fields": ["text"]}))
+            .await
+            .0
+            .is_success()
+    );
+    let body = json!({"name": "emb", "kind": "vector", "fields": ["embedding"], "options": {"dimension": 2}});
+    assert!(s.post("/v1/tables/vh/indexes", body).await.0.is_success());
+    assert_eq!(s.index_settled("vh", "ft").await["state"], "ready");
+    assert_eq!(s.index_settled("vh", "emb").await["state"], "ready");
+    let (status, r) = s
+        .post(
+            "/v1/tables/vh/search",
+            json!({"query": "graph", "vector": {"field": "embedding", "vector": [1.0, 0.0]},
+            "fusion": {"method": "rrf", "k": 60}, "fields": ["lang"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let hits = r["hits"].as_array().unwrap();
+    // b is first or second in both lists; c only in the vector list; a only in the text list
+    assert_eq!(hits[0]["_id"], "b", "{r}");
+    assert_eq!(r["total"], 4);
+    let rrf = |ranks: &[Option<u64>]| ranks.iter().flatten().map(|r| 1.0 / (60.0 + *r as f64)).sum::<f64>();
+    for h in hits {
+        let (t, v) = (h["ranks"]["text"].as_u64(), h["ranks"]["vector"].as_u64());
+        assert!((h["score"].as_f64().unwrap() - rrf(&[t, v])).abs() < 1e-12, "{h}");
+        assert_eq!(h["distance"].is_number(), v.is_some());
+        assert!(h["document"]["lang"].is_string());
+    }
+    let c = hits.iter().find(|h| h["_id"] == "c").unwrap();
+    assert!(c["ranks"]["text"].is_null() && c["ranks"]["vector"].is_u64());
+    // the filter applies to both lists
+    let (_, r) = s
+        .post(
+            "/v1/tables/vh/search",
+            json!({"query": "graph", "vector": {"field": "embedding", "vector": [1.0, 0.0]},
+            "filter": {"lang": "en"}}),
+        )
+        .await;
+    assert!(r["hits"].as_array().unwrap().iter().all(|h| h["_id"] != "d"), "{r}");
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tables/vh/search",
+            Some(&json!({"query": "graph", "vector": {"field": "nope", "vector": [1, 0]}})),
+            &[],
+        )
+        .await;
+    assert!(r.is_problem(422, "no_vector_index"), "{}", r.body);
+}
+
+/// An expired document is never a hit, swept or not.
+#[tokio::test]
+async fn expired_documents_are_never_returned() {
+    let s = TestServer::start().await;
+    s.create_table("vx").await;
+    let body =
+        json!({"name": "emb", "kind": "vector", "fields": ["embedding"], "options": {"dimension": 2, "metric": "l2"}});
+    assert_eq!(s.post("/v1/tables/vx/indexes", body).await.0, 201);
+    let soon = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 + 300;
+    assert_eq!(s.put("/v1/tables/vx/documents/gone", json!({"embedding": [0, 0], "_expires_at": soon})).await.0, 201);
+    assert_eq!(s.put("/v1/tables/vx/documents/kept", json!({"embedding": [5, 5]})).await.0, 201);
+    let q = json!({"field": "embedding", "vector": [0, 0], "k": 5});
+    assert_eq!(ids(&search(&s, "vx", q.clone()).await), ["gone", "kept"]);
+    // poll until it has expired (the sweep runs every 60 s: it is hidden before it is swept)
+    for _ in 0..500 {
+        if s.get("/v1/tables/vx/documents/gone").await.0 == 404 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.get("/v1/tables/vx/documents/gone").await.0, 404);
+    for exact in [false, true] {
+        let mut q = q.clone();
+        q["exact"] = json!(exact);
+        assert_eq!(ids(&search(&s, "vx", q).await), ["kept"]);
+    }
+}
