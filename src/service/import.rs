@@ -19,7 +19,7 @@ use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use simd_json::prelude::*;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -189,12 +189,21 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
     from_blob(catalog, table, id, blob, None)
 }
 
-/// Counts the imports under way while alive (also when the import's future is dropped).
-struct Running<'a>(&'a AtomicU64);
+/// Counts one import as running while alive. Shared (`Arc`) by the import's future and the task
+/// committing the chunk it handed over, so an import counts until that chunk is written too, also
+/// when the import's future is dropped: once it no longer counts, nothing more of it is written.
+struct Running(Arc<Db>);
 
-impl Drop for Running<'_> {
+impl Running {
+    fn start(db: &Arc<Db>) -> Arc<Running> {
+        db.imports_running.fetch_add(1, Ordering::Relaxed);
+        Arc::new(Running(db.clone()))
+    }
+}
+
+impl Drop for Running {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.imports_running.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -230,8 +239,7 @@ impl Db {
         E: std::fmt::Display,
     {
         let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        self.imports_running.fetch_add(1, Ordering::Relaxed);
-        let _running = Running(&self.imports_running);
+        let running = Running::start(self);
         let mut report = ImportReport::default();
         let mut lines = LineSplitter::new(limits.max_line);
         let mut chunk: Chunk = Vec::new();
@@ -249,7 +257,8 @@ impl Db {
                     continue;
                 }
                 Err(_) => {
-                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
+                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
+                        .await?;
                     return Err(ServiceError::ImportStalled {
                         line: lines.next_line(),
                         written: report.inserted,
@@ -268,13 +277,15 @@ impl Db {
                     }
                     let pushed = lines.push(&bytes, |no, line| push_line(&mut chunk, &mut chunk_bytes, no, line));
                     if let Err(line) = pushed {
-                        self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
+                        self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
+                            .await?;
                         return Err(ServiceError::LineTooLong { line, written: report.inserted });
                     }
                 }
                 Some(Err(e)) => {
                     // The complete lines received so far are written; the error says how many.
-                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report).await?;
+                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
+                        .await?;
                     return Err(ServiceError::InvalidRequest(format!(
                         "reading the body failed at line {} ({} documents written): {e}",
                         lines.next_line(),
@@ -285,14 +296,14 @@ impl Db {
             }
             if chunk.len() >= CHUNK_LINES || chunk_bytes >= CHUNK_BYTES {
                 chunk_bytes = 0;
-                let next = self.commit_chunk(&table, &def, std::mem::take(&mut chunk)).await?;
+                let next = self.commit_chunk(&table, &def, std::mem::take(&mut chunk), &running).await?;
                 if let Some(p) = pending.replace(next) {
                     report.absorb(join(p).await?);
                 }
             }
         }
         lines.finish(|no, line| push_line(&mut chunk, &mut chunk_bytes, no, line));
-        self.finish(&table, &def, chunk, pending, &mut report).await?;
+        self.finish(&table, &def, chunk, pending, &mut report, &running).await?;
         Ok(report)
     }
 
@@ -304,12 +315,13 @@ impl Db {
         chunk: Chunk,
         pending: Option<JoinHandle<Result<ChunkOutcome>>>,
         report: &mut ImportReport,
+        running: &Arc<Running>,
     ) -> Result<()> {
         if let Some(p) = pending {
             report.absorb(join(p).await?);
         }
         if !chunk.is_empty() {
-            let last = self.commit_chunk(table, def, chunk).await?;
+            let last = self.commit_chunk(table, def, chunk, running).await?;
             report.absorb(join(last).await?);
         }
         Ok(())
@@ -325,6 +337,7 @@ impl Db {
         table: &str,
         def: &Arc<TableDef>,
         lines: Chunk,
+        running: &Arc<Running>,
     ) -> Result<JoinHandle<Result<ChunkOutcome>>> {
         // After a column was added, later chunks are prepared for the table as it is now.
         let fresh = self.catalog.table(table).filter(|d| d.created_at == def.created_at);
@@ -332,8 +345,10 @@ impl Db {
         // Only a typed table can change its columns under the import: keep its lines to prepare again.
         let kept = def.columns.is_some().then(|| lines.clone());
         let (good, failures) = self.prepare_chunk(def, lines).await?;
-        let (db, table, def) = (self.clone(), table.to_owned(), def.clone());
+        let (db, table, def, running) = (self.clone(), table.to_owned(), def.clone(), running.clone());
         Ok(tokio::spawn(async move {
+            // the import counts as running until this chunk is written
+            let _running = running;
             let (mut def, mut good, mut failures) = (def, good, failures);
             loop {
                 let mut outcome = if good.is_empty() {
