@@ -90,15 +90,6 @@ const ALLOWED: &[&[&str]] = &[
         "service/views/mod.rs",
         "service/views/read.rs",
     ],
-    &[
-        "storage/mod.rs",
-        "storage/read.rs",
-        "storage/rows.rs",
-        "storage/staged.rs",
-        "storage/stats.rs",
-        "storage/sync.rs",
-        "storage/write.rs",
-    ],
 ];
 
 #[test]
