@@ -73,15 +73,6 @@ const ALLOWED: &[&[&str]] = &[
         "service/vectors/mod.rs",
     ],
     &[
-        "service/check.rs",
-        "service/check/changefeed.rs",
-        "service/check/fulltext.rs",
-        "service/check/timeseries.rs",
-        "service/check/ttl.rs",
-        "service/check/vector.rs",
-        "service/check/view.rs",
-    ],
-    &[
         "service/query/covered.rs",
         "service/query/exec.rs",
         "service/query/matcher.rs",
