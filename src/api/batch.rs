@@ -48,3 +48,22 @@ async fn batch(
 ) -> Result<Json<BatchOutcome>, ApiError> {
     Ok(Json(state.db.batch(req.operations).await?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use utoipa::PartialSchema;
+
+    fn properties<T: PartialSchema>() -> BTreeSet<String> {
+        let schema = serde_json::to_value(T::schema()).unwrap();
+        schema["properties"].as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// The described body (`spec.rs`) names exactly the fields this one reads (which refuses
+    /// unknown fields): a field added to one and not the other fails here.
+    #[test]
+    fn described_body_has_the_fields_the_handler_reads() {
+        assert_eq!(properties::<BatchBody>(), properties::<BatchRequest>());
+    }
+}

@@ -13,8 +13,10 @@ mod graph;
 mod indexes;
 mod metrics;
 mod query;
+mod respond;
 mod search;
 mod spec;
+mod state;
 mod stream;
 mod system;
 mod tables;
@@ -24,6 +26,9 @@ mod views;
 
 pub use error::{ApiError, Problem};
 pub use extract::ClientGone;
+pub use respond::encode_path;
+pub(crate) use respond::json_text;
+pub use state::{AppState, HttpLimits};
 pub use stream::{NDJSON_TYPES, wants_ndjson};
 
 use crate::service::Db;
@@ -31,7 +36,6 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use std::sync::Arc;
-use std::time::Duration;
 use tower::ServiceBuilder;
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
@@ -42,39 +46,6 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
-
-/// What every handler gets: the database and the limits it enforces itself.
-#[derive(Clone)]
-pub struct AppState {
-    /// the open database
-    pub db: Arc<Db>,
-    /// largest buffered body (and longest import line), in bytes
-    pub max_body_bytes: usize,
-    /// what an import must keep to
-    pub import: crate::service::ImportLimits,
-    /// the streamed answers (NDJSON streams, backups) that may run at once
-    pub(super) streams: Arc<tokio::sync::Semaphore>,
-    /// their number (`--max-streams`)
-    pub(super) max_streams: usize,
-    /// this server's metrics (`GET /metrics`)
-    pub(crate) metrics: Arc<metrics::Metrics>,
-}
-
-/// Limits of the HTTP layer.
-#[derive(Debug, Clone, Copy)]
-pub struct HttpLimits {
-    /// largest request body, in bytes (import lines included; import bodies stream)
-    pub max_body_bytes: usize,
-    /// longest a request may take (import excepted); also the window in which an import body
-    /// must bring `min_import_bytes`
-    pub timeout: Duration,
-    /// the least bytes an import body must bring per `timeout` window (and a streamed answer's
-    /// client must take, while the server waits for it)
-    pub min_import_bytes: usize,
-    /// most streamed answers (NDJSON streams of queries and exports, backups) written at once;
-    /// beyond, 503 `too_many_streams`
-    pub max_streams: usize,
-}
 
 #[derive(OpenApi)]
 #[openapi(
@@ -212,24 +183,4 @@ impl MakeRequestId for SequentialRequestId {
         let _ = write!(id, "{}-{n}", self.boot);
         axum::http::HeaderValue::from_maybe_shared(bytes::Bytes::from(id.into_bytes())).ok().map(RequestId::new)
     }
-}
-
-/// A 200 response whose body is JSON text the service already wrote.
-pub(crate) fn json_text(body: Vec<u8>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    ([(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"))], body)
-        .into_response()
-}
-
-/// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
-pub fn encode_path(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

@@ -457,7 +457,6 @@ mod tests {
         assert_eq!(properties::<BatchPut>(), properties::<BatchOp>());
         assert_eq!(properties::<BatchPatch>(), properties::<BatchOp>());
         assert_eq!(properties::<BatchDelete>(), properties::<BatchOp>());
-        assert_eq!(properties::<BatchBody>(), properties::<super::super::batch::BatchRequest>());
     }
 
     /// Bodies the description allows are bodies the service's types accept.

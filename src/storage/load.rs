@@ -6,11 +6,8 @@
 //! removed only after the last write is fsynced; a failed load removes what it wrote.
 
 use super::dirs::sync_dir;
-use super::{Durability, Result, Space, StorageConfig, StorageError, Store};
+use super::{Durability, RESTORE_MARKER, Result, Space, StorageConfig, StorageError, Store};
 use std::path::{Path, PathBuf};
-
-/// The file that marks a data directory whose restore has not finished.
-pub const RESTORE_MARKER: &str = "RESTORE_INCOMPLETE";
 
 /// A write holds at most this many bytes of keys and values…
 const BATCH_BYTES: usize = 4 << 20;

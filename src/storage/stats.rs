@@ -2,7 +2,7 @@
 //! relaxed atomic additions per group) and fjall's own figures (read when asked, never on the
 //! write path).
 
-use super::{Inner, Space};
+use super::Space;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ impl CommitCounters {
     }
 
     /// An fsync of the journal that took `took`, for the groups counted before it. The fsync is
-    /// counted last (release), and [`Inner::stats`] reads it first (acquire), so a reader never
+    /// counted last (release), and [`StoreStats::read`] reads it first (acquire), so a reader never
     /// sees more fsyncs than groups or writes.
     pub(super) fn synced(&self, took: Duration) {
         let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
@@ -82,14 +82,14 @@ pub struct FamilyStats {
     pub sealed_memtables: u64,
 }
 
-impl Inner {
-    pub(super) fn stats(&self) -> StoreStats {
-        let c = &self.counters;
+impl StoreStats {
+    /// The figures of the store whose database, keyspaces and committer counters these are.
+    pub(super) fn read(db: &fjall::Database, spaces: &[fjall::Keyspace], c: &CommitCounters) -> StoreStats {
         let fsyncs = c.fsyncs.load(Ordering::Acquire);
         let families = Space::ALL
             .iter()
             .map(|&space| {
-                let ks = &self.spaces[space as usize];
+                let ks = &spaces[space as usize];
                 FamilyStats {
                     family: space.name(),
                     disk_bytes: ks.disk_space(),
@@ -99,7 +99,7 @@ impl Inner {
                 }
             })
             .collect();
-        let journal_bytes = match self.db.journal_disk_space() {
+        let journal_bytes = match db.journal_disk_space() {
             Ok(bytes) => Some(bytes),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the journal's size");
@@ -112,15 +112,15 @@ impl Inner {
             fsyncs,
             fsync_time: Duration::from_nanos(c.fsync_nanos.load(Ordering::Relaxed)),
             families,
-            journal_files: self.db.journal_count() as u64,
+            journal_files: db.journal_count() as u64,
             journal_bytes,
-            cache_capacity_bytes: self.db.cache_capacity(),
-            cache_bytes: self.db.cache_size(),
-            write_buffer_bytes: self.db.write_buffer_size(),
-            flushes_queued: self.db.outstanding_flushes() as u64,
-            compactions_running: self.db.active_compactions() as u64,
-            compactions_completed: self.db.compactions_completed() as u64,
-            compaction_time: self.db.time_compacting(),
+            cache_capacity_bytes: db.cache_capacity(),
+            cache_bytes: db.cache_size(),
+            write_buffer_bytes: db.write_buffer_size(),
+            flushes_queued: db.outstanding_flushes() as u64,
+            compactions_running: db.active_compactions() as u64,
+            compactions_completed: db.compactions_completed() as u64,
+            compaction_time: db.time_compacting(),
         }
     }
 }

@@ -33,6 +33,10 @@ use std::time::Instant;
 /// committer (`write.rs`) that hands it over.
 pub(super) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
 
+/// The snapshot that reads see in sync mode: the committer takes one after each group it
+/// commits, and the fsync thread swaps it in once the group is durable.
+pub(super) type DurableView = Arc<arc_swap::ArcSwap<fjall::Snapshot>>;
+
 /// One committed group's answers, waiting for the fsync that makes it durable.
 pub(super) struct Ticket {
     /// each write's completion and its own outcome (a write that failed is answered with its
@@ -61,7 +65,7 @@ pub(super) struct Syncer {
     pub(super) counters: Arc<CommitCounters>,
     pub(super) durable: Arc<tokio::sync::watch::Sender<u64>>,
     /// what reads see: replaced by each durable group's view
-    pub(super) view: super::DurableView,
+    pub(super) view: DurableView,
     /// the document cache, which holds only what reads see
     pub(super) rows: Arc<super::rows::Rows>,
 }

@@ -1,4 +1,7 @@
 use super::*;
+use crate::keys::ChangeKey;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn open(dir: &std::path::Path, durability: Durability) -> Store {
     let mut cfg = StorageConfig::new(dir);

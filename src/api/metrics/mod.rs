@@ -6,58 +6,19 @@
 mod collect;
 mod histogram;
 mod http;
+mod registry;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::service::Db;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use prometheus_client::registry::Registry;
-use std::sync::Arc;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub(crate) use http::RecordLayer;
+pub(crate) use registry::Metrics;
 
 /// The media type of the answer: OpenMetrics 1.0 text, which Prometheus scrapes natively.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// One server's metrics.
-pub(crate) struct Metrics {
-    registry: Registry,
-    http: Arc<http::HttpMetrics>,
-}
-
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").field("http", &self.http).finish_non_exhaustive()
-    }
-}
-
-impl Metrics {
-    /// A registry of the request metrics and of `db`'s figures.
-    pub(crate) fn new(db: Arc<Db>) -> Metrics {
-        let http = Arc::new(http::HttpMetrics::default());
-        let mut registry = Registry::default();
-        registry.register_collector(Box::new(http.clone()));
-        registry.register_collector(Box::new(collect::DbCollector(db)));
-        Metrics { registry, http }
-    }
-
-    /// The layer recording every request into these metrics (add it with `Router::layer`, which
-    /// wraps each route: the route template is known there).
-    pub(crate) fn layer(&self) -> RecordLayer {
-        self.http.layer()
-    }
-
-    /// The exposition, `# EOF` included. Reads the store's figures: call it from a blocking
-    /// context.
-    fn render(&self) -> Result<String, std::fmt::Error> {
-        let mut text = String::with_capacity(16 << 10);
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
-    }
-}
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(metrics))

@@ -3,7 +3,7 @@
 //! seqs are contiguous (retention removes only the oldest; committed events have no gaps) — so
 //! `GET /v1/changes/stats`, which counts `last - first + 1`, agrees with what is stored.
 
-use super::{CheckReport, show};
+use super::report::{CheckReport, show};
 use crate::keys::ChangeKey;
 use crate::service::changefeed::ChangeEvent;
 use crate::service::stop::{Stop, Watched};

@@ -8,7 +8,7 @@
 //! document frequency must equal its postings, each length record must have its document, and
 //! `N` and the total length must be the documents' sums.
 
-use super::CheckReport;
+use super::report::CheckReport;
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::{EntityKey, FtStatKey, FtidxKey};

@@ -1,7 +1,7 @@
 //! The time-series part of `check`: every point decodes and belongs to a configured metric, and
 //! every series' record (`meta:series:`) holds exactly its points' count, first and last time.
 
-use super::{CheckReport, internal, show};
+use super::report::{CheckReport, defs_in, internal, show};
 use crate::catalog::MetricConfig;
 use crate::keys::{MetaKey, TsKey};
 use crate::service::Result;
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Stop) -> Result<()> {
     let metrics: BTreeSet<String> =
-        super::defs_in::<MetricConfig>(view, MetaKey::kind_prefix("metric"))?.into_iter().map(|m| m.name).collect();
+        defs_in::<MetricConfig>(view, MetaKey::kind_prefix("metric"))?.into_iter().map(|m| m.name).collect();
     // what the points say of each series
     let mut found: BTreeMap<(String, String), SeriesStats> = BTreeMap::new();
     let scan = view.scan(Space::Ts, KeyRange::Prefix(Vec::new()), false).map(|r| r.map_err(internal));

@@ -3,7 +3,8 @@
 //! own (the document's `_expires_at`, each TTL index's field plus `expire_after`), not with the
 //! write path's `ttl::expiry`, so a wrong computation there is reported rather than agreed with.
 
-use super::{CheckReport, derive, internal, show};
+use super::derive;
+use super::report::{CheckReport, internal, show};
 use crate::catalog::{IndexDef, IndexKind, IndexState};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{EntityKey, TtlKey, table_prefix};

@@ -3,7 +3,7 @@
 //! (normalised as the index stores it); a node must have a document with that vector, a links
 //! key that parses, and links only to nodes that exist at that layer.
 
-use super::{CheckReport, show};
+use super::report::{CheckReport, internal, show};
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::{EntityKey, VecKey};
@@ -47,7 +47,7 @@ pub(super) fn check_index(
     let mut with_vector = 0u64;
     for item in Watched::new(docs.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, blob) = item?;
-        let id = EntityKey::decode(&key).map_err(super::internal)?.id.into_owned();
+        let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
         let want = vectors::stored_vector(def, &p, &blob, dict);
         let vkey = show(Space::Vec, &layout::vector_key(table, index, &id));
         match (want, vecs.get(&id)) {

@@ -5,7 +5,7 @@
 //! contribution afresh (never the write path's incremental changes), so a change staged wrongly
 //! by a write, a build or a purge shows. It holds one view's expected keys in memory at a time.
 
-use super::{CheckReport, show};
+use super::report::{CheckReport, defs_in, show};
 use crate::catalog::{ViewDef, ViewKind};
 use crate::entity::FieldDict;
 use crate::keys::{Component, MetaKey, ViewKey};
@@ -35,7 +35,7 @@ impl Tally {
     /// The ready views of `table` as the snapshot holds them; a definition that does not compile
     /// is reported and left out.
     pub fn of(view: &ReadView, table: &str, report: &mut CheckReport) -> Result<Tally> {
-        let defs: Vec<ViewDef> = super::defs_in(view, MetaKey::views_of(table))?;
+        let defs: Vec<ViewDef> = defs_in(view, MetaKey::views_of(table))?;
         let mut views = Vec::new();
         for def in defs.into_iter().filter(ViewDef::is_ready) {
             match compile(&def) {

@@ -1,0 +1,22 @@
+//! Small helpers of the handlers' answers: JSON text the service already wrote, and path segments
+//! percent-encoded for `Location` headers.
+
+/// A 200 response whose body is JSON text the service already wrote.
+pub(crate) fn json_text(body: Vec<u8>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    ([(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"))], body)
+        .into_response()
+}
+
+/// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
+pub fn encode_path(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,520 @@
+//! An open data directory: the [`Store`] handle, its open (the keyspaces, the committer and, in
+//! sync mode, the fsync thread), its reads and writes, and its close.
+
+use super::config::{Durability, StorageConfig};
+use super::error::{Result, StorageError};
+use super::health::{self, Health};
+use super::read::{ReadView, Slice};
+use super::space::Space;
+use super::stats::{self, StoreStats};
+use super::sync::{self, Completion, DurableView};
+use super::write::{Committer, Job, WriteTx};
+use super::{dirs, rows};
+use crate::keys::ChangeKey;
+use fjall::Database;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+
+/// An open data directory. Cheap to clone; the last clone dropped stops the committer after it
+/// has answered every queued write.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    spaces: Arc<[fjall::Keyspace]>,
+    /// documents for point reads (the committer evicts what it commits)
+    rows: Arc<rows::Rows>,
+    config: StorageConfig,
+    poisoned: Arc<health::Poison>,
+    /// the free disk space the committer keeps
+    reserve: Arc<health::DiskReserve>,
+    /// false once the committer thread has ended (closed, or taken down by a panic)
+    running: Arc<AtomicBool>,
+    #[cfg(test)]
+    fail_next_sync: Arc<AtomicBool>,
+    #[cfg(test)]
+    hold_sync: Arc<Mutex<()>>,
+    /// the id of the journal file the fsync thread last synced (sync mode)
+    #[cfg(test)]
+    synced_journal: Arc<std::sync::atomic::AtomicU64>,
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+    /// the fsync thread (sync mode), which the committer joins when it ends
+    fsync_thread: Option<std::thread::ThreadId>,
+    /// what the committer counts (groups, writes, fsyncs)
+    counters: Arc<stats::CommitCounters>,
+    /// see [`Store::durable_seq`]
+    durable: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Sync mode: the state every read sees (see [`Store::snapshot`]), as of the last group the
+    /// fsync thread made durable. Buffered mode: none, reads see each commit at once.
+    durable_view: Option<DurableView>,
+}
+
+/// The file that marks a data directory whose restore has not finished.
+pub const RESTORE_MARKER: &str = "RESTORE_INCOMPLETE";
+
+/// Most committed groups waiting for their fsync (sync mode); past it the committer waits.
+const MAX_GROUPS_UNSYNCED: usize = 64;
+
+/// How long a shutdown waits for the memtable flush (see [`Store::close`]).
+const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Store {
+    /// Opens (or creates) the data directory and starts the committer. A directory that an
+    /// unfinished restore left (it holds [`RESTORE_MARKER`]) is refused.
+    pub fn open(config: StorageConfig) -> Result<Store> {
+        if config.path.join(RESTORE_MARKER).exists() {
+            return Err(StorageError::UnfinishedRestore(config.path));
+        }
+        Store::open_dir(config)
+    }
+
+    /// [`Store::open`] without the restore marker check (the bulk load's own open).
+    pub(super) fn open_dir(config: StorageConfig) -> Result<Store> {
+        let created = dirs::missing(&config.path);
+        let db = Database::builder(&config.path)
+            .cache_size(config.cache_bytes)
+            .worker_threads(config.worker_threads.max(2))
+            .max_journaling_size(config.max_journal_bytes)
+            .open()?;
+        let memtable = config.memtable_bytes;
+        let spaces: Arc<[fjall::Keyspace]> = Space::ALL
+            .iter()
+            .map(|s| db.keyspace(s.name(), || s.options(memtable)))
+            .collect::<Result<Vec<_>, fjall::Error>>()?
+            .into();
+        dirs::sync_after_open(&config.path, &created).map_err(|source| StorageError::Io {
+            context: format!("fsync of the data directory {:?}", config.path),
+            source,
+        })?;
+        // The next sequence number follows the last change event on disk.
+        let next_seq = match spaces[Space::Changefeed as usize].last_key_value() {
+            Some(g) => {
+                let key = g.key()?;
+                ChangeKey::decode(&key).map_err(|e| StorageError::Engine(format!("bad changefeed key: {e}")))?.seq + 1
+            }
+            None => 1,
+        };
+        let poisoned = Arc::new(health::Poison::default());
+        let reserve = Arc::new(health::DiskReserve::new(config.path.clone(), config.min_free_bytes));
+        let fail_next_sync = Arc::new(AtomicBool::new(false));
+        #[cfg(test)]
+        let hold_sync = Arc::new(Mutex::new(()));
+        let counters = Arc::new(stats::CommitCounters::default());
+        let durable = Arc::new(tokio::sync::watch::Sender::new(next_seq - 1));
+        #[cfg(test)]
+        let mut synced_journal = Arc::default();
+        let rows = Arc::new(rows::Rows::new(usize::try_from(config.row_cache_bytes).unwrap_or(usize::MAX)));
+        let durable_view = match config.durability {
+            Durability::Buffered => None,
+            Durability::Sync => {
+                // What the open recovered from the journal reached the OS before a crash, but
+                // maybe not the disk: it is fsynced before anything reads it.
+                db.persist(fjall::PersistMode::SyncAll)?;
+                Some(Arc::new(arc_swap::ArcSwap::from_pointee(db.snapshot())))
+            }
+        };
+        let syncer = match (config.durability, &durable_view) {
+            (Durability::Sync, Some(view)) => {
+                let journal = sync::Journal::open(&config.path).map_err(|source| StorageError::Io {
+                    context: "opening the journal for its fsync".into(),
+                    source,
+                })?;
+                #[cfg(test)]
+                {
+                    synced_journal = journal.synced.clone();
+                }
+                let syncer = sync::Syncer {
+                    journal,
+                    poisoned: poisoned.clone(),
+                    fail_next_sync: fail_next_sync.clone(),
+                    #[cfg(test)]
+                    hold: hold_sync.clone(),
+                    counters: counters.clone(),
+                    durable: durable.clone(),
+                    view: view.clone(),
+                    rows: rows.clone(),
+                };
+                Some(syncer.spawn(MAX_GROUPS_UNSYNCED)?)
+            }
+            _ => None,
+        };
+        let fsync_thread = syncer.as_ref().map(|(_, thread)| thread.thread().id());
+        let committer = Committer {
+            db: db.clone(),
+            spaces: spaces.clone(),
+            rows: rows.clone(),
+            syncer,
+            poisoned: poisoned.clone(),
+            reserve: reserve.clone(),
+            full: Default::default(),
+            max_group: config.max_group.max(1),
+            next_seq,
+            present: Default::default(),
+            values: Default::default(),
+            counters: counters.clone(),
+            durable: durable.clone(),
+        };
+        let (tx, rx) = mpsc::channel();
+        let running = Arc::new(AtomicBool::new(true));
+        let alive = Running(running.clone());
+        let handle = std::thread::Builder::new()
+            .name("mosaic-committer".into())
+            .spawn(move || {
+                // dropped however the thread ends, a panic included
+                let _alive = alive;
+                committer.run(rx)
+            })
+            .map_err(|e| StorageError::Engine(format!("cannot start the committer: {e}")))?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                db,
+                spaces,
+                rows,
+                config,
+                poisoned,
+                reserve,
+                running,
+                #[cfg(test)]
+                fail_next_sync,
+                #[cfg(test)]
+                hold_sync,
+                #[cfg(test)]
+                synced_journal,
+                queue: Mutex::new(Some(tx)),
+                committer: Mutex::new(Some(handle)),
+                fsync_thread,
+                counters,
+                durable,
+                durable_view,
+            }),
+        })
+    }
+
+    /// The settings the store was opened with.
+    pub fn config(&self) -> &StorageConfig {
+        &self.inner.config
+    }
+
+    /// True after a failed write to disk: writes are refused until restart.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.poisoned.is_set()
+    }
+
+    /// Whether the store takes writes now, and why not (see [`Health`]). Reads no disk: the
+    /// free space is as the committer last read it.
+    pub fn health(&self) -> Health {
+        if let Some(reason) = self.inner.poisoned.reason().filter(|_| self.is_poisoned()) {
+            return Health::Failed { reason };
+        }
+        if !self.is_running() {
+            return Health::Stopped;
+        }
+        self.inner.reserve.health().unwrap_or(Health::Ok)
+    }
+
+    /// True while the committer thread runs (false after [`Store::close`], or once a bug took
+    /// it down): writes can commit only then.
+    pub fn is_running(&self) -> bool {
+        self.inner.running.load(Ordering::Acquire)
+    }
+
+    /// The value of one key as reads see it: durable in sync mode (see [`Store::snapshot`]),
+    /// committed in buffered mode. Documents come from the document cache when it holds them
+    /// (see `rows.rs`).
+    pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        if space != Space::Entity || self.inner.rows.is_off() {
+            return self.read_get(space, key);
+        }
+        // The ticket first, then the read: see `rows.rs` for why a fill is then never stale.
+        let ticket = match self.inner.rows.get(key) {
+            Ok(hit) => return Ok(Some(hit)),
+            Err(ticket) => ticket,
+        };
+        let found = self.read_get(space, key)?;
+        if let Some(value) = &found {
+            self.inner.rows.fill(ticket, key, value);
+        }
+        Ok(found)
+    }
+
+    fn read_get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        let ks = &self.inner.spaces[space as usize];
+        Ok(match &self.inner.durable_view {
+            Some(view) => fjall::Readable::get(&**view.load(), ks, key)?,
+            None => ks.get(key)?,
+        }
+        .map(Slice))
+    }
+
+    /// The latest committed value of one key, durable or not: for work whose outcome the
+    /// committer checks again (a patch prepared outside it), never for an answer.
+    pub fn get_committed(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        Ok(self.inner.spaces[space as usize].get(key)?.map(Slice))
+    }
+
+    /// A consistent view of every keyspace, as reads may show it. In sync mode that is the state
+    /// as of the last fsync: a write is seen only once it is durable (and acknowledged), so no
+    /// answer ever shows what a power cut could take back — as PostgreSQL shows a commit only
+    /// after its WAL flush. Between the commit and its fsync (well under a millisecond to a few
+    /// milliseconds), reads still see the state before it. In buffered mode, the latest commit.
+    pub fn snapshot(&self) -> ReadView {
+        let snapshot = match &self.inner.durable_view {
+            Some(view) => view.load_full(),
+            None => Arc::new(self.inner.db.snapshot()),
+        };
+        ReadView { snapshot, spaces: self.inner.spaces.clone() }
+    }
+
+    /// A consistent view of every keyspace as committed now, durable or not: for in-memory
+    /// structures kept in step with the committer (loaded here, then changed by each commit) and
+    /// for work the committer checks again. Never for an answer: use [`Store::snapshot`].
+    pub fn committed(&self) -> ReadView {
+        ReadView { snapshot: Arc::new(self.inner.db.snapshot()), spaces: self.inner.spaces.clone() }
+    }
+
+    /// The last sequence number that is committed and durable (fsynced in sync mode, committed in
+    /// buffered mode): change events up to it may be served, as no crash can take them back.
+    /// The receiver is notified each time it moves; 0 before the first event.
+    pub fn durable_seq(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.durable.subscribe()
+    }
+
+    /// The disk space a keyspace takes, in bytes (its table files; the journal and memtable not
+    /// counted).
+    pub fn disk_space(&self, space: Space) -> u64 {
+        self.inner.spaces[space as usize].disk_space()
+    }
+
+    /// A cheap estimate of the number of keys in a keyspace.
+    pub fn approximate_len(&self, space: Space) -> usize {
+        self.inner.spaces[space as usize].approximate_len()
+    }
+
+    /// The store's figures now: the committer's counters, and per key family its disk space,
+    /// approximate key count and table files, with the journal, cache, memtable and compaction
+    /// figures fjall keeps. Reads in-memory state, but waits for the journal's lock (held while a
+    /// batch commits, and during fjall's own fsync when it flushes a memtable): call it from a
+    /// blocking context.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats::read(&self.inner.db, &self.inner.spaces, &self.inner.counters)
+    }
+
+    /// Runs `f` on the committer and resolves once its staged keys are committed (and, in sync
+    /// mode, fsynced) — or with `f`'s error, in which case nothing it staged is written.
+    pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut WriteTx<'_>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+    {
+        let rx = self.submit(f)?;
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => {
+                let probe = self.submit(|_| Ok::<(), StorageError>(()));
+                let alive = match probe {
+                    Ok(rx) => matches!(rx.await, Ok(Ok(()))),
+                    Err(_) => false,
+                };
+                Err(self.lost(alive).into())
+            }
+        }
+    }
+
+    /// Why a write got no answer: its function panicked (the committer, which answers a probe,
+    /// lives on), or the committer itself went down with it.
+    fn lost(&self, committer_alive: bool) -> StorageError {
+        if committer_alive {
+            return StorageError::Aborted;
+        }
+        // The thread may still be unwinding: say it is down now rather than when it ends.
+        self.inner.running.store(false, Ordering::Release);
+        StorageError::CommitterDown
+    }
+
+    /// [`Store::write`] for callers outside an async runtime (tools, benches, tests).
+    pub fn write_blocking<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut WriteTx<'_>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+    {
+        let rx = self.submit(f)?;
+        match rx.blocking_recv() {
+            Ok(r) => r,
+            Err(_) => {
+                let probe = self.submit(|_| Ok::<(), StorageError>(()));
+                let alive = probe.is_ok_and(|rx| matches!(rx.blocking_recv(), Ok(Ok(()))));
+                Err(self.lost(alive).into())
+            }
+        }
+    }
+
+    pub(super) fn submit<T, E, F>(&self, f: F) -> Result<tokio::sync::oneshot::Receiver<Result<T, E>>, E>
+    where
+        F: FnOnce(&mut WriteTx<'_>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StorageError> + Send + 'static,
+    {
+        if self.is_poisoned() {
+            return Err(StorageError::Poisoned.into());
+        }
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |tx: &mut WriteTx<'_>| -> Completion {
+            // a write queued before the store was poisoned (or its disk filled up) is answered
+            // without running: its function may change caches (a vector graph) for a write that
+            // is not committed
+            if let Some(refusal) = tx.refusal() {
+                return Box::new(move |_| {
+                    let _ = reply.send(Err(refusal.into()));
+                });
+            }
+            match f(tx) {
+                Ok(value) => Box::new(move |durable: Result<()>| {
+                    let _ = reply.send(durable.map(|()| value).map_err(E::from));
+                }),
+                Err(e) => {
+                    tx.discard();
+                    Box::new(move |_| {
+                        let _ = reply.send(Err(e));
+                    })
+                }
+            }
+        });
+        let queue = self.inner.queue.lock().map_err(|_| StorageError::Closed)?;
+        // close() takes the queue; otherwise a send fails only once the committer has gone.
+        let queue = queue.as_ref().ok_or(StorageError::Closed)?;
+        if !self.is_running() {
+            return Err(self.lost(false).into());
+        }
+        queue.send(job).map_err(|_| self.lost(false))?;
+        Ok(rx)
+    }
+
+    /// Stops taking writes, waits for the queued ones, fsyncs everything, and flushes every
+    /// memtable to table files, so the next open has (almost) no journal to replay: up to
+    /// `max_journal_bytes` of journal otherwise, replayed entry by entry before the first request.
+    /// The flush moves that cost to the shutdown (as RocksDB's default does); after a crash the
+    /// journal is replayed as always.
+    pub fn close(&self) -> Result<()> {
+        if let Ok(mut q) = self.inner.queue.lock() {
+            q.take();
+        }
+        if let Some(handle) = self.inner.committer.lock().ok().and_then(|mut h| h.take()) {
+            let _ = handle.join();
+        }
+        if self.is_poisoned() {
+            return Err(StorageError::Poisoned);
+        }
+        self.inner.db.persist(fjall::PersistMode::SyncAll)?;
+        // Everything is durable now; the flush only saves the next open its replay. Sealing a
+        // keyspace's active memtable queues its flush, and journal files every keyspace has
+        // flushed past are deleted. (Those calls are fjall's own, outside its documented surface,
+        // hence the exact version pin.) A flush that cannot finish (a failing disk) must not hang
+        // the shutdown: it gets [`CLOSE_FLUSH_WAIT`], and a flush that failed none (see
+        // [`flush_memtables`]).
+        let (db, spaces) = (self.inner.db.clone(), self.inner.spaces.clone());
+        let (done, flushed) = mpsc::channel();
+        let flusher = std::thread::Builder::new().name("mosaic-close-flush".into()).spawn(move || {
+            let _ = done.send(flush_memtables(&db, &spaces));
+        });
+        match flusher.map(|_| flushed.recv_timeout(CLOSE_FLUSH_WAIT)) {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "flushing the memtables at shutdown failed; the next open replays the journal")
+            }
+            Ok(Err(_)) => tracing::warn!(
+                "flushing the memtables at shutdown is taking too long; the next open replays the journal"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot start the shutdown flush; the next open replays the journal"),
+        }
+        Ok(())
+    }
+
+    /// Test hook: the id of the journal file the last fsync covered (sync mode).
+    #[cfg(test)]
+    pub(crate) fn synced_journal(&self) -> u64 {
+        self.inner.synced_journal.load(Ordering::Relaxed)
+    }
+
+    /// Test hook: fsyncs wait until the guard is dropped, as on a slow disk.
+    #[cfg(test)]
+    pub(crate) fn hold_fsyncs(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner.hold_sync.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Test hook: the next group fsync fails, as a broken disk would make it.
+    #[cfg(test)]
+    pub(crate) fn inject_sync_failure(&self) {
+        self.inner.fail_next_sync.store(true, Ordering::Release);
+    }
+
+    /// Test hook: takes the committer thread down, as a bug outside a write function would (an
+    /// on-commit hook that panics). Returns once the thread has ended.
+    #[cfg(test)]
+    pub(crate) fn kill_committer(&self) {
+        let _ = self.write_blocking(|tx| {
+            tx.on_commit(|| panic!("injected committer failure"));
+            Ok::<(), StorageError>(())
+        });
+        while self.inner.committer.lock().ok().and_then(|h| h.as_ref().map(|h| !h.is_finished())).unwrap_or(false) {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Seals every keyspace's active memtable and waits until fjall's workers have written them all
+/// to table files (or one of them failed).
+///
+/// Not fjall's `Keyspace::rotate_memtable_and_wait` (fjall 3.1.13 src/keyspace/mod.rs): after the
+/// rotation it polls `sealed_memtable_count() > 0` with no other way out. A flush or compaction
+/// that fails (an I/O error: a failing disk, a data directory removed under the store) ends the
+/// fjall worker that ran it and poisons the database (src/worker_pool.rs, `worker_tick`'s error
+/// arm, "Worker #{i} crashed"); the sealed memtable stays, no worker flushes it, and that loop
+/// spun until [`CLOSE_FLUSH_WAIT`] gave up on it (issue 26, point 4: 30 s per test server). This
+/// loop also checks for the poison, through `Database::persist` (the one public call that
+/// reports it; in `Buffer` mode it only flushes the journal's buffer, which the fsync before this
+/// emptied). It seals every keyspace first and then waits once, so the flushes run on all the
+/// workers together. When fjall's own wait gives up on a poisoned database, this can go back to
+/// calling it.
+fn flush_memtables(db: &Database, spaces: &[fjall::Keyspace]) -> std::result::Result<(), fjall::Error> {
+    for space in spaces {
+        space.rotate_memtable()?;
+    }
+    while spaces.iter().any(|s| s.sealed_memtable_count() > 0) {
+        db.persist(fjall::PersistMode::Buffer)?;
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// Clears the running flag when the committer thread ends, however it ends.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.take();
+        }
+        if let Some(handle) = self.committer.lock().ok().and_then(|mut h| h.take()) {
+            // The last handle may be dropped by a write function on the committer itself, which
+            // then ends on its own once the queue is gone; or by a write's answer dropped on the
+            // fsync thread, which the committer joins as it ends.
+            let here = std::thread::current().id();
+            if handle.thread().id() != here && self.fsync_thread != Some(here) {
+                let _ = handle.join();
+            }
+        }
+    }
+}
