@@ -52,13 +52,7 @@ async fn batch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeSet;
-    use utoipa::PartialSchema;
-
-    fn properties<T: PartialSchema>() -> BTreeSet<String> {
-        let schema = serde_json::to_value(T::schema()).unwrap();
-        schema["properties"].as_object().unwrap().keys().cloned().collect()
-    }
+    use crate::api::schema_fields::properties;
 
     /// The described body (`spec.rs`) names exactly the fields this one reads (which refuses
     /// unknown fields): a field added to one and not the other fails here.

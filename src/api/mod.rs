@@ -14,6 +14,8 @@ mod indexes;
 mod metrics;
 mod query;
 mod respond;
+#[cfg(test)]
+mod schema_fields;
 mod search;
 mod spec;
 mod state;

@@ -433,13 +433,7 @@ fn language_names() -> Object {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeSet;
-    use utoipa::PartialSchema;
-
-    fn properties<T: PartialSchema>() -> BTreeSet<String> {
-        let schema = serde_json::to_value(T::schema()).unwrap();
-        schema["properties"].as_object().unwrap().keys().cloned().collect()
-    }
+    use crate::api::schema_fields::properties;
 
     /// The described bodies name exactly the fields the service's types read (which refuse
     /// unknown fields): a field added to one and not the other fails here.
