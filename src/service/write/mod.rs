@@ -8,7 +8,7 @@
 //!    encodes the document and computes what each family can compute alone — the edge's ends
 //!    (`adjacency`), the fulltext terms (`search::maintain::prepare`), the index entries
 //!    (`indexes::entries::prepare`) and the vector inserts, planned on the cached graphs
-//!    (`vectors::plan`) — into a [`prepare::Derived`];
+//!    (`Db::plan_vectors`, through `Prepared::plan_vectors`) — into a [`prepare::Derived`];
 //! 2. **stage**, on the committer, once per document change, in this order (`stage::derived`):
 //!    adjacency (the edge's vertices checked, its `graph:` entries moved), TTL (`ttlidx:`), views
 //!    (`view:`), vectors (logged in [`Write::vectors`]), index entries (`idx:`/`ridx:`/`sidx:`;
