@@ -99,6 +99,10 @@ struct ServeArgs {
     /// documents kept for reads by id, in MiB (0: none); writes evict what they change
     #[arg(long, env = "MOSAIC_ROW_CACHE_MB", default_value_t = 64)]
     row_cache_mb: u64,
+    /// most memory the in-memory graph adjacency may take, in MiB; past it, graph walks read the
+    /// adjacency keys instead until the next start (0: never held in memory)
+    #[arg(long, env = "MOSAIC_GRAPH_MEMORY_MB", default_value_t = 2048)]
+    graph_memory_mb: usize,
     /// memtable size per key family in MiB
     #[arg(long, env = "MOSAIC_MEMTABLE_MB", default_value_t = 16)]
     memtable_mb: u64,
@@ -174,7 +178,11 @@ impl ServeArgs {
                 min_import_bytes: self.import_min_bytes.max(1),
                 max_streams: self.max_streams.max(1),
             },
-            options: DbOptions { scan_threshold: self.scan_threshold, ..DbOptions::default() },
+            options: DbOptions {
+                scan_threshold: self.scan_threshold,
+                graph_memory_bytes: self.graph_memory_mb << 20,
+                ..DbOptions::default()
+            },
             tasks: TaskConfig {
                 ttl_interval: self.ttl_interval,
                 retention_interval: self.retention_interval,

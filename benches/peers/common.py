@@ -38,8 +38,10 @@ DEFAULTS = {
 GROUPS = DEFAULTS["PEERS_ONLY"].split(",")
 
 # One row of the table. targets: [(reference system, the ratio mosaicdb/reference it should reach,
-# or None: the ratio is reported, no target)]; fmt formats the figures; ratio: show the ratios.
-Workload = namedtuple("Workload", "name unit targets fmt ratio", defaults=("{:,.0f}", True))
+# or None: the ratio is reported, no target)]; fmt formats the figures; ratio: show the ratios;
+# lower: the figures are costs (latencies), lower is better, so the ratio is reference/mosaicdb
+# (above 1 still means mosaicdb does better).
+Workload = namedtuple("Workload", "name unit targets fmt ratio lower", defaults=("{:,.0f}", True, False))
 
 
 def setting(name):
@@ -178,6 +180,27 @@ class Postgres:
         if any(codes):
             raise SystemExit(f"\\copy into {table}: exit codes {codes}")
         return time.perf_counter() - t0
+
+    def timed(self, queries):
+        """Each query in turn on one connection, timed by psql (`\\timing`, round trip as the client
+        sees it): [(its rows, milliseconds)]."""
+        f = OUT / "timed.sql"
+        f.write_text("\\timing on\n" + "".join(q + ";\n" for q in queries))
+        r = subprocess.run(["psql", *self.args(), "-v", "ON_ERROR_STOP=1", "-qAt", "-f", str(f)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"psql -f {f}:\n{r.stderr[-2000:]}")
+        out, rows = [], []
+        for line in r.stdout.splitlines():
+            m = re.match(r"Time: ([\d.]+) ms", line)
+            if m:
+                out.append((rows, float(m.group(1))))
+                rows = []
+            elif line:
+                rows.append(line)
+        if len(out) != len(queries):
+            raise SystemExit(f"psql -f {f}: {len(out)} timings for {len(queries)} queries")
+        return out
 
     def bench(self, script, clients, secs):
         f = OUT / "pgbench.sql"

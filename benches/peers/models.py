@@ -1,4 +1,5 @@
-"""The model workloads of benches/peers: full-text, kNN, graph traversal, time-series ingest.
+"""The model workloads of benches/peers: full-text, kNN, graph traversal and shortest paths,
+time-series ingest.
 
 Each group is a class: `prepare()` writes its data files once (deterministic, cached under
 target/peers), `setup(pg)` creates what every run shares, `run(k, add)` loads a fresh copy into
@@ -21,12 +22,19 @@ gives none, so the table shows each ratio to PostgreSQL and "—" under "met".
   Debian's packages, so the `cube` contrib extension (exact kNN: `order by c <-> q limit 10` on a
   GiST index), `\\copy` then the index. Recall@10 of both over 200 queries against exact answers
   computed with numpy.
-- graph: PEERS_NODES (100k) vertices with 5 out-edges each to uniformly random other vertices.
-  mosaicdb: a vertex table and an edge table, one import each; `POST /v1/graph/traverse`, depths
-  0-3, out-edges, each vertex once. PostgreSQL: `nodes(id)` and `edges(src, dst)`, `\\copy`, then
-  indexes on src and dst (mosaicdb keeps both directions); a `with recursive` CTE with a depth
-  bound and `union`, `select distinct` the vertices. Both return the ids of every vertex reached
-  (about 150); five starts are compared.
+- graph: PEERS_NODES (100k) vertices with 5 out-edges each to uniformly random other vertices,
+  each with a weight `w`, a random integer 1-100. mosaicdb: a vertex table and an edge table
+  declaring `w` its weight field, one import each; `POST /v1/graph/traverse`, depths 0-3, each
+  vertex once, along out-edges and both ways (`direction: any`). PostgreSQL: `nodes(id)` and
+  `edges(id, src, dst, cost)`, `\\copy`, then indexes on src and dst (mosaicdb keeps both
+  directions); a `with recursive` CTE with a depth bound and `union` (both ways: joined on src or
+  dst), `select distinct` the vertices. Both return the ids of every vertex reached (about 150 out,
+  about 1,000 both ways); five starts are compared per direction. Then, against pgRouting
+  (`create extension pgrouting`), one request at a time over a keep-alive connection (psql's
+  `\\timing` for PostgreSQL) between seeded pairs of vertices that have a path: the least-`w`
+  path (mosaicdb `POST /v1/graph/shortest-path` with `weight`, `pgr_dijkstra` directed; 20 pairs)
+  and the 5 least (`k: 5`, `pgr_KSP` directed; 5 of those pairs). Every pair's costs are compared;
+  the rows are the median milliseconds, and their ratio is PostgreSQL's over mosaicdb's.
 - timeseries: PEERS_SERIES (1000) series x PEERS_STEPS (1000) timestamps 10 s apart, tags host,
   region and dc, one float field, in timestamp order. mosaicdb: line protocol (`precision=s`),
   5,000 lines per request, PEERS_TS_SENDERS (4) concurrent senders on keep-alive connections.
@@ -37,6 +45,7 @@ gives none, so the table shows each ratio to PostgreSQL and "—" under "met".
 import http.client
 import json
 import random
+import statistics
 import subprocess
 import threading
 import time
@@ -227,45 +236,55 @@ class Vectors:
 
 
 class Graph:
-    OUT_DEGREE, DEPTH, STARTS = 5, 3, 5
+    OUT_DEGREE, DEPTH, STARTS, PAIRS, K, K_PAIRS = 5, 3, 5, 20, 5, 5
+    # per direction: the PostgreSQL walk's next vertex from r.node over an edge e, and its join
+    WALKS = {"out": ("e.dst", "e.src = r.node"),
+             "any": ("case when e.src = r.node then e.dst else e.src end", "e.src = r.node or e.dst = r.node")}
 
     def __init__(self, addr, secs):
         self.addr, self.secs = addr, secs
         self.n = int_setting("PEERS_NODES")
         size = f"{self.n // 1000}k nodes, {self.n * self.OUT_DEGREE // 1000}k edges"
         self.load = f"graph: import {size}"
-        self.one = f"traversal to depth {self.DEPTH}, {size}, 1 client"
-        self.c32 = f"traversal to depth {self.DEPTH}, {size}, c32"
+        # out keeps the rows' earlier names (docs/performance.md quotes them)
+        self.walks = {d: [f"traversal to depth {self.DEPTH}{name}, {size}, {c}" for c in ("1 client", "c32")]
+                      for d, name in (("out", ""), ("any", ", any direction"))}
+        self.path = f"weighted shortest path, {size}, p50 of {self.PAIRS} pairs"
+        self.paths = f"{self.K} shortest paths, weighted, {size}, p50 of {self.K_PAIRS} pairs"
 
     def workloads(self):
-        return ratio_rows([(self.load, "edges/s"), (self.one, "walks/s"), (self.c32, "walks/s")])
+        return ratio_rows([(self.load, "edges/s")] + [(w, "walks/s") for ws in self.walks.values() for w in ws]) + [
+            Workload(w, "ms, lower is better", [("postgres", None)], "{:,.1f}", True, True)
+            for w in (self.path, self.paths)]
 
     def prepare(self):
         self.base = OUT / f"graph{self.n}"
         self.nodes_nd, self.nodes_tsv, self.edges_tsv = (Path(f"{self.base}{s}") for s in
-                                                         (".nodes.ndjson", ".nodes.tsv", ".edges.tsv"))
+                                                         (".nodes.ndjson", ".nodes.tsv", ".wedges.tsv"))
         if not self.edges_tsv.exists():
-            rng = random.Random(5)
+            # the weights draw from their own sequence: the same edges as before weights came
+            rng, weights = random.Random(5), random.Random(6)
             with open(self.nodes_nd, "w") as nd, open(self.nodes_tsv, "w") as nt, open(self.edges_tsv, "w") as et:
                 for i in range(self.n):
                     nd.write(f'{{"_id":"n{i}"}}\n')
                     nt.write(f"{i}\n")
-                    for _ in range(self.OUT_DEGREE):
+                    for e in range(i * self.OUT_DEGREE, (i + 1) * self.OUT_DEGREE):
                         j = rng.randrange(self.n - 1)
-                        et.write(f"{i}\t{j + (j >= i)}\n")
+                        et.write(f"{e}\t{i}\t{j + (j >= i)}\t{weights.randint(1, 100)}\n")
 
     def edges_ndjson(self, k):
         """The edges as mosaicdb documents: their vertices name the run's vertex table."""
-        path = Path(f"{self.base}.edges{k}.ndjson")
+        path = Path(f"{self.base}.wedges{k}.ndjson")
         if not path.exists():
             with open(self.edges_tsv) as src, open(path, "w") as out:
-                for e, line in enumerate(src):
-                    s, d = line.split()
-                    out.write(f'{{"_id":"e{e}","_from":"nodes{k}/n{s}","_to":"nodes{k}/n{d}"}}\n')
+                for line in src:
+                    e, s, d, w = line.split()
+                    out.write(f'{{"_id":"e{e}","_from":"nodes{k}/n{s}","_to":"nodes{k}/n{d}","w":{w}}}\n')
         return path
 
     def setup(self, pg):
         self.pg = pg
+        pg.sql("create extension pgrouting cascade")  # with PostGIS, which it requires
 
     def run(self, k, add):
         a, pg, nodes, edges = self.addr, self.pg, f"nodes{k}", f"links{k}"
@@ -273,40 +292,116 @@ class Graph:
         edges_nd = self.edges_ndjson(k)
         t0 = time.perf_counter()
         call(a, "POST", "/v1/tables", {"name": nodes})
-        call(a, "POST", "/v1/tables", {"name": edges, "kind": "edge"})
+        call(a, "POST", "/v1/tables", {"name": edges, "kind": "edge", "weight_field": "w"})
         import_ndjson(a, nodes, self.nodes_nd, self.n)
         import_ndjson(a, edges, edges_nd, m)
         add(self.load, "mosaicdb", m / (time.perf_counter() - t0))
 
         t0 = time.perf_counter()
-        pg.sql(f"create table {nodes} (id int primary key); create table {edges} (src int not null, dst int not null)")
+        pg.sql(f"create table {nodes} (id int primary key); "
+               f"create table {edges} (id int not null, src int not null, dst int not null, cost int not null)")
         pg.copy_in(nodes, [self.nodes_tsv])
         pg.copy_in(edges, [self.edges_tsv])
         pg.sql(f"create index {edges}_src on {edges} (src); create index {edges}_dst on {edges} (dst)")
         add(self.load, "postgres", m / (time.perf_counter() - t0))
         pg.sql(f"vacuum analyze {nodes}, {edges}")
 
+        for direction in self.WALKS:
+            self.traverse(k, direction, nodes, edges, add)
+        self.shortest(nodes, edges, add)
+
+    def traverse(self, k, direction, nodes, edges, add):
+        """Both reach the same vertices from a few starts; then the walks per second, 1 client and c32."""
+        a, pg = self.addr, self.pg
+        step, on = self.WALKS[direction]
         walk = (f"with recursive r(node, depth) as (select :s::int, 0 union "
-                f"select e.dst, r.depth + 1 from r join {edges} e on e.src = r.node where r.depth < {self.DEPTH}) "
+                f"select {step}, r.depth + 1 from r join {edges} e on {on} where r.depth < {self.DEPTH}) "
                 "select distinct node from r;\n")
         rng = random.Random(k)
         for s in (rng.randrange(self.n) for _ in range(self.STARTS)):
-            got = call(a, "POST", "/v1/graph/traverse", {"start": f"{nodes}/n{s}", "edges": [edges], "min_depth": 0,
+            got = call(a, "POST", "/v1/graph/traverse", {"start": f"{nodes}/n{s}", "edges": [edges],
+                                                          "direction": direction, "min_depth": 0,
                                                           "max_depth": self.DEPTH, "limit": 10000})["vertices"]
             got = {int(v["_id"].split("/n", 1)[1]) for v in got}
             want = {int(x) for x in pg.sql(walk.replace(":s", str(s))).split()}
             if got != want:
-                raise SystemExit(f"traversal from {s}: mosaicdb reaches {len(got)} vertices, PostgreSQL {len(want)}")
+                raise SystemExit(f"traversal ({direction}) from {s}: mosaicdb reaches {len(got)} vertices, "
+                                 f"PostgreSQL {len(want)}")
         if k == 1:
-            log(f"traversal: mosaicdb and PostgreSQL reach the same {len(want)} vertices (and so on for "
-                f"{self.STARTS} starts)")
+            log(f"traversal ({direction}): mosaicdb and PostgreSQL reach the same {len(want)} vertices (and so on "
+                f"for {self.STARTS} starts)")
 
-        env = {"PEERS_NODES": str(self.n), "PEERS_VERTICES": nodes, "PEERS_EDGES": edges, "PEERS_DEPTH": str(self.DEPTH)}
+        env = {"PEERS_NODES": str(self.n), "PEERS_VERTICES": nodes, "PEERS_EDGES": edges,
+               "PEERS_DEPTH": str(self.DEPTH), "PEERS_DIRECTION": direction}
         script = f"\\set s random(0, {self.n - 1})\n" + walk
-        add(self.one, "mosaicdb", wrk(a, "/", "traverse.lua", 1, 1, self.secs, env))
-        add(self.one, "postgres", pg.bench(script, 1, self.secs))
-        add(self.c32, "mosaicdb", wrk(a, "/", "traverse.lua", 32, 2, self.secs, env))
-        add(self.c32, "postgres", pg.bench(script, 32, self.secs))
+        one, c32 = self.walks[direction]
+        add(one, "mosaicdb", wrk(a, "/", "traverse.lua", 1, 1, self.secs, env))
+        add(one, "postgres", pg.bench(script, 1, self.secs))
+        add(c32, "mosaicdb", wrk(a, "/", "traverse.lua", 32, 2, self.secs, env))
+        add(c32, "postgres", pg.bench(script, 32, self.secs))
+
+    def shortest(self, nodes, edges, add):
+        """The least-`w` path, then the K least, between seeded pairs of vertices that have a path (the
+        same pairs every run), one request at a time: every pair's costs the same from both systems,
+        and the median milliseconds of each. pgRouting reads the edges through the query it is given,
+        at every call, as it is meant to be used."""
+        graph = f"'select id, src as source, dst as target, cost from {edges}'"
+        rng = random.Random(17)
+        pairs = [tuple(rng.sample(range(self.n), 2)) for _ in range(self.PAIRS + 5)]  # spares: no path
+        one = [f"select agg_cost from pgr_dijkstra({graph}, {s}, {t}, directed => true) where edge = -1"
+               for s, t in pairs]
+        # the first query once more, first: the session loads pgRouting and reads the table
+        want = self.pg.timed(one[:1] + one)[1:]
+        c = http.client.HTTPConnection(*self.addr, timeout=120)
+        self.mosaic_costs(c, nodes, edges, *pairs[0], 1)
+        found, mine, theirs = [], [], []
+        for (s, t), (rows, ms) in zip(pairs, want):
+            got, my_ms = self.mosaic_costs(c, nodes, edges, s, t, 1)
+            if got != sorted(float(x) for x in rows):
+                raise SystemExit(f"shortest path n{s} -> n{t}: mosaicdb cost {got}, pgRouting {rows} (none: no path)")
+            if got:
+                found.append((s, t))
+                mine.append(my_ms)
+                theirs.append(ms)
+            if len(found) == self.PAIRS:
+                break
+        else:
+            raise SystemExit(f"shortest path: {len(found)} of {len(pairs)} pairs have a path, not {self.PAIRS}")
+        add(self.path, "mosaicdb", statistics.median(mine))
+        add(self.path, "postgres", statistics.median(theirs))
+
+        kpairs = found[:self.K_PAIRS]
+        ksp = [f"select agg_cost from pgr_KSP({graph}, {s}, {t}, {self.K}, directed => true) where edge = -1"
+               for s, t in kpairs]
+        want = self.pg.timed(one[:1] + ksp)[1:]
+        mine = []
+        for (s, t), (rows, ms) in zip(kpairs, want):
+            got, my_ms = self.mosaic_costs(c, nodes, edges, s, t, self.K)
+            want_costs = sorted(float(x) for x in rows)
+            if got != want_costs:
+                raise SystemExit(f"{self.K} shortest paths n{s} -> n{t}: mosaicdb costs {got}, pgRouting {want_costs}")
+            mine.append(my_ms)
+        c.close()
+        add(self.paths, "mosaicdb", statistics.median(mine))
+        add(self.paths, "postgres", statistics.median(ms for _, ms in want))
+
+    def mosaic_costs(self, conn, nodes, edges, s, t, k):
+        """mosaicdb's `k` least-`w` paths from n`s` to n`t`: their costs, sorted (none for 404 `no_path`),
+        and the milliseconds the request took."""
+        body = {"from": f"{nodes}/n{s}", "to": f"{nodes}/n{t}", "edges": [edges], "weight": "w"}
+        if k > 1:
+            body["k"] = k
+        t0 = time.perf_counter()
+        conn.request("POST", "/v1/graph/shortest-path", body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        ms = (time.perf_counter() - t0) * 1000
+        if r.status == 404 and b"no_path" in data:
+            return [], ms
+        if r.status != 200:
+            raise SystemExit(f"shortest path n{s} -> n{t} (k {k}): {r.status} {data[:300]!r}")
+        return sorted(float(p["cost"]) for p in json.loads(data)["paths"]), ms
 
 
 class TimeSeries:
@@ -408,9 +503,16 @@ NOTES = {
                 "ef (64); PostgreSQL has no pgvector in Debian, so cube's exact GiST kNN: its recall is its "
                 "agreement with numpy's exact answers."],
     "graph": ["graph import: mosaicdb checks that both vertices of every edge exist and writes two adjacency "
-              "entries per edge; PostgreSQL loads nodes and edges (no foreign keys), then indexes src and dst.",
-              "traversal: every vertex within 3 out-edges of a random start (about 150 ids), the same set "
-              "from both (checked on 5 starts); PostgreSQL: a recursive CTE."],
+              "entries per edge, each with the edge's weight (its declared weight field); PostgreSQL loads nodes "
+              "and edges with their weight (no foreign keys), then indexes src and dst.",
+              "traversal: every vertex within 3 edges of a random start, along out-edges (about 150 ids) or "
+              "both ways (any direction, about 1,000), the same set from both (checked on 5 starts each); "
+              "PostgreSQL: a recursive CTE, joined on src or dst both ways.",
+              "shortest paths: the least sum of the edges' weight `w` (random 1-100), one request at a time "
+              "between seeded vertex pairs with a path; the same costs from both (every pair; for 5 paths the "
+              "sorted costs). PostgreSQL: pgRouting's pgr_dijkstra and pgr_KSP (directed), which read the "
+              "edges through their SQL argument at every call. The rows are median latencies: their ratio is "
+              "PostgreSQL's milliseconds over mosaicdb's (above 1: mosaicdb faster)."],
     "timeseries": ["time series: mosaicdb's line-protocol route vs PostgreSQL \\copy into a table indexed on "
                    "(series, ts), the same number of concurrent streams; counts checked after."],
 }

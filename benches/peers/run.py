@@ -9,8 +9,9 @@ What it does, in order:
 1. builds the release server (`cargo build --release`; skipped when PEERS_BINARY names a mosaicdb
    binary to use instead) and, when the core group runs, the ceiling (`benches/peers/ceiling`, a
    trivial axum handler with no layers, same axum/tokio/allocator);
-2. installs PostgreSQL 15, pgbench and wrk from Debian if they are missing (needs root or sudo),
-   and numpy (the vectors group) and matplotlib from PyPI into target/peers/venv;
+2. installs PostgreSQL 15, pgbench, wrk and (for the graph group) pgRouting from Debian if they are
+   missing (needs root or sudo), and numpy (the vectors group) and matplotlib from PyPI into
+   target/peers/venv;
 3. starts the servers on loopback: mosaicdb with its default flags (sync durability) on a fresh
    data directory, the ceiling, and a fresh PostgreSQL 15 cluster (`shared_buffers=1GB`,
    otherwise defaults: fsync and synchronous_commit on), reached over TCP like the others;
@@ -23,11 +24,14 @@ What it does, in order:
      `age` in a 3-value range (~3,000 of 100k), 1 client: mosaicdb as one NDJSON stream per query,
      and as pages of 1000; PostgreSQL: a `select`;
    - search, vectors, graph, timeseries: the model workloads (full-text, kNN with its recall,
-     depth-3 traversal, line-protocol ingest), described in benches/peers/models.py;
+     depth-3 traversal along out-edges and both ways, weighted shortest path and 5 shortest paths
+     against pgRouting, line-protocol ingest), described in benches/peers/models.py;
 5. then (group big) an import of 1M documents into a fresh mosaicdb server, with its peak memory;
-6. prints one table (each system's range over the runs, and the ratios per run), writes it with
-   the machine's description to peers.md and draws peers.png (matplotlib): into docs/perf when
-   every setting below is at its default, else into target/peers (PEERS_DOCS_OUT=<dir> chooses).
+6. prints one table (each system's range over the runs, and the ratios per run: mosaicdb's rate
+   over the peer's, or for a latency the peer's milliseconds over mosaicdb's, so above 1 is
+   mosaicdb ahead either way), writes it with the machine's description to peers.md and draws
+   peers.png (matplotlib): into docs/perf when every setting below is at its default, else into
+   target/peers (PEERS_DOCS_OUT=<dir> chooses).
 
 The load generator runs on the same machine as the servers, as a new user would run it. Never
 part of CI. Environment:
@@ -76,10 +80,12 @@ def as_root(cmd):
     return cmd if os.geteuid() == 0 else ["sudo", *cmd]
 
 
-def ensure_tools():
+def ensure_tools(groups):
     missing = []
     if not (PG_BIN / "postgres").exists():
         missing += ["postgresql-15", "postgresql-client-15"]
+    if "graph" in groups and not Path("/usr/share/postgresql/15/extension/pgrouting.control").exists():
+        missing.append("postgresql-15-pgrouting")
     if not shutil.which("pgbench"):
         missing.append("postgresql-client-15")
     if not shutil.which("wrk"):
@@ -305,7 +311,8 @@ def report(workloads, results, big, notes):
         m = r.get("mosaicdb", [])
         ratios, met, wanted = [], True, False
         for ref, want in w.targets:
-            per_run = [a / b for a, b in zip(m, r.get(ref, [])) if b]
+            # mosaicdb over the reference; for a latency (lower is better) the reference over mosaicdb
+            per_run = [b / a if w.lower else a / b for a, b in zip(m, r.get(ref, [])) if (a if w.lower else b)]
             if per_run and w.ratio:
                 ratios.append(f"{span(per_run, '{:.2f}')}× {ref}")
             if want is not None:
@@ -362,7 +369,7 @@ fig.tight_layout(); fig.savefig(out, dpi=110)
 def main():
     groups = only()
     OUT.mkdir(parents=True, exist_ok=True)
-    ensure_tools()
+    ensure_tools(groups)
     build(groups)
     workloads, results, big = measure(groups)
     notes = [CORE_NOTE] * ("core" in groups) + [n for g in groups if g in models.GROUPS for n in models.NOTES[g]]

@@ -5,6 +5,7 @@
 //! batch, import, TTL sweep, cascade) follows them.
 
 use super::fields::{FROM_FIELD, TO_FIELD};
+use super::graph::memory::log::EdgeOp;
 use super::ttl::expiry::{Expiry, now_ms};
 use super::{Result, ServiceError};
 use crate::catalog::{Catalog, OnVertexDelete, TableDef, TableKind};
@@ -19,13 +20,7 @@ use std::sync::Arc;
 /// delete the edges in batches first.
 pub const MAX_CASCADE: usize = 10_000;
 
-/// An edge's endpoints (`"table/id"`) and its weight (the table's declared weight field).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct EdgeEnds {
-    pub from: String,
-    pub to: String,
-    pub weight: Option<f64>,
-}
+pub(crate) use super::graph::memory::log::EdgeEnds;
 
 /// `"table/id"` split at its first `/` (table names have none; ids may).
 pub fn split_vertex(vertex: &str) -> Option<(&str, &str)> {
@@ -99,11 +94,22 @@ pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>, new_ends: Option<&Edg
     if let Some(ends) = new_ends {
         check_vertices(w, w.catalog(), ends)?;
     }
-    if let Some(old) = c.old.map(|b| stored_ends(w.catalog(), c.table, b)).transpose()?.flatten() {
-        put_entries(w, &c.table.name, c.id, &old, false);
+    let old = c.old.map(|b| stored_ends(w.catalog(), c.table, b)).transpose()?.flatten();
+    if let Some(old) = &old {
+        put_entries(w, &c.table.name, c.id, old, false);
     }
     if let Some(ends) = new_ends {
         put_entries(w, &c.table.name, c.id, ends, true);
+    }
+    if old.is_some() || new_ends.is_some() {
+        // for the in-memory adjacency, once the write commits (`graph::memory::finish`)
+        w.graph.push(EdgeOp {
+            table: c.table.name.clone(),
+            created_at: c.table.created_at,
+            id: c.id.to_owned(),
+            old,
+            new: new_ends.cloned(),
+        });
     }
     Ok(())
 }

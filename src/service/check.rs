@@ -3,13 +3,15 @@
 //! missing an entry, a wrong document count, graph adjacency that disagrees with its edges, and
 //! time-series statistics that disagree with the points (see [`timeseries`]), and expiry entries
 //! that are not exactly one per expiring document at its expiry, and maintained views that differ
-//! from their recomputation from the documents (see [`view`]).
+//! from their recomputation from the documents (see [`view`]), and an in-memory graph adjacency
+//! that differs from the adjacency keys (see [`memory`]).
 //! Which entries a document should have is derived here independently of the write path
 //! ([`derive`]), so an entry the write path computes wrongly is reported too.
 
 mod changefeed;
 mod derive;
 mod fulltext;
+mod memory;
 mod report;
 mod timeseries;
 mod ttl;
@@ -49,6 +51,7 @@ impl Db {
             check_table(&view, &dict, table, &mut report, stop)?;
         }
         report.checked.tables = tables.len() as u64;
+        report.checked.graph_memory = memory::check_memory(&view, &tables, &mut report, stop)?;
         timeseries::check_points(&view, &mut report, stop)?;
         changefeed::check_events(&view, &mut report, stop)?;
         report.ok = report.problem_count == 0;
@@ -366,7 +369,8 @@ mod tests {
     }
 
     /// Adjacency is checked both ways: each edge has exactly its two entries with the right other
-    /// endpoint and weight, and each entry belongs to an edge that has it at that vertex.
+    /// endpoint and weight, and each entry belongs to an edge that has it at that vertex; and the
+    /// in-memory adjacency against the entries.
     #[tokio::test]
     async fn check_reports_adjacency_that_disagrees_with_its_edges() {
         use crate::keys::AdjValue;
@@ -388,8 +392,20 @@ mod tests {
         let ghost = GraphKey::new(Direction::Out, "e", "t/a", "ghost").encode();
         corrupt(&d, Some((Space::Graph, inn)), (Space::Graph, ghost, value("t/b", 1.0))).await;
         let report = d.check().await.unwrap();
+        // the in-memory adjacency still holds what the writes did, so it differs from the keys
+        // the corruption changed, each way
+        let memory: Vec<&str> =
+            report.problems.iter().filter(|p| p.kind == "memory_adjacency").map(|p| p.detail.as_str()).collect();
+        assert_eq!(memory.len(), 4, "{memory:?}");
+        for want in [
+            "lacks the Out entry of edge \"e/ghost\"",
+            "(weight 7), its key to \"t/b\" (weight 8)",
+            "lacks the In entry of edge \"e/x\" at \"t/a\"",
+        ] {
+            assert!(memory.iter().any(|m| m.contains(want)), "{want}: {memory:?}");
+        }
         assert_eq!(
-            kinds(&report),
+            kinds(&report).into_iter().filter(|(k, _)| *k != "memory_adjacency").collect::<Vec<_>>(),
             [
                 ("missing_adjacency", "graph:in:e:\"t/b\":x".to_owned()),
                 ("stale_adjacency", "graph:in:e:\"t/a\":x".to_owned()),

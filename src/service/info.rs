@@ -25,6 +25,8 @@ pub struct Info {
     pub backups_running: u64,
     /// approximate number of keys per key family
     pub keys: Vec<KeyCount>,
+    /// the in-memory graph adjacency: its state, size and bytes per edge
+    pub graph_memory: super::graph::memory::GraphMemoryStats,
 }
 
 /// The key count of one family.
@@ -52,6 +54,7 @@ impl Db {
                     .iter()
                     .map(|s| KeyCount { family: s.name(), keys: db.store.approximate_len(*s) as u64 })
                     .collect(),
+                graph_memory: db.graph.stats(),
             })
         })
         .await

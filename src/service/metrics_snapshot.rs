@@ -34,6 +34,8 @@ pub struct MetricsSnapshot {
     pub indexes: Vec<IndexFigures>,
     /// the changefeed's figures (as `GET /v1/changes/stats`)
     pub changefeed: super::changefeed::ChangeStats,
+    /// the in-memory graph adjacency's figures
+    pub graph_memory: super::graph::memory::GraphMemoryStats,
 }
 
 /// One index's state.
@@ -112,6 +114,7 @@ impl Db {
             tasks: self.tasks.figures(),
             indexes,
             changefeed: self.change_stats_now(),
+            graph_memory: self.graph.stats(),
         }
     }
 }

@@ -84,6 +84,8 @@ pub struct Db {
     tasks: tasks::Tasks,
     /// the cached graphs of the vector indexes (see `vectors`)
     vectors: vectors::Graphs,
+    /// the graph's adjacency in memory (see `graph::memory`)
+    graph: Arc<graph::memory::GraphMemory>,
     /// the changefeed's in-memory state
     feed: Arc<changefeed::Feed>,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
@@ -117,10 +119,13 @@ impl Db {
             timeseries: Default::default(),
             tasks: Default::default(),
             vectors: Default::default(),
+            graph: Arc::new(graph::memory::GraphMemory::new(options.graph_memory_bytes)),
             feed,
             #[cfg(test)]
             backfill_hook: Default::default(),
         });
+        // before anything writes: the load reads the keys as no write has changed them yet
+        db.load_graph_memory()?;
         if !options.background_jobs {
             return Ok(db);
         }

@@ -21,7 +21,12 @@ pub struct DbOptions {
     pub backfill_chunk: usize,
     /// keys a table or index purge removes per write
     pub purge_chunk: usize,
+    /// most bytes the in-memory graph adjacency may take (0: walks always read the keys)
+    pub graph_memory_bytes: usize,
 }
+
+/// [`DbOptions::graph_memory_bytes`] unless said otherwise: 2 GiB.
+pub const GRAPH_MEMORY_BYTES: usize = 2 << 30;
 
 impl Default for DbOptions {
     fn default() -> Self {
@@ -31,6 +36,7 @@ impl Default for DbOptions {
             query_timeout: None,
             backfill_chunk: BACKFILL_CHUNK,
             purge_chunk: PURGE_CHUNK,
+            graph_memory_bytes: GRAPH_MEMORY_BYTES,
         }
     }
 }

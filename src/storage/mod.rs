@@ -23,7 +23,7 @@ pub use config::{Durability, StorageConfig};
 pub use error::{Result, StorageError};
 pub use health::Health;
 pub use load::BulkLoad;
-pub use read::{KeyRange, ReadView, Scan, Slice};
+pub use read::{Derived, DerivedSource, KeyRange, ReadView, Scan, Slice};
 pub use space::Space;
 pub use stats::{FamilyStats, StoreStats};
 pub use store::{RESTORE_MARKER, Store};

@@ -2,7 +2,9 @@
 
 use super::{Result, Space, StorageError};
 use fjall::Readable;
+use std::any::Any;
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// Bytes read from the store (a cheap, reference-counted slice).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -36,28 +38,55 @@ pub enum KeyRange {
     Between(Bound<Vec<u8>>, Bound<Vec<u8>>),
 }
 
+/// In-memory state that the layers above derive from the keys (the graph's adjacency), published
+/// with each view: a read sees it exactly as of the keys it reads. Opaque here; its owner
+/// downcasts it (see [`ReadView::derived`]).
+pub type Derived = Arc<dyn Any + Send + Sync>;
+
+/// Where the committer takes the derived state from at the end of each group (on its thread,
+/// after every hook of the group ran): see [`super::Store::set_derived_source`].
+pub type DerivedSource = Arc<dyn Fn() -> Option<Derived> + Send + Sync>;
+
+/// A state reads may show: a snapshot of every keyspace and the derived state as of it.
+pub(super) struct Published {
+    pub(super) snapshot: fjall::Snapshot,
+    pub(super) derived: Option<Derived>,
+}
+
+impl Published {
+    pub(super) fn new(snapshot: fjall::Snapshot, derived: Option<Derived>) -> Arc<Published> {
+        Arc::new(Published { snapshot, derived })
+    }
+}
+
 /// One consistent view of every keyspace: a request that reads several keys reads them here, so
 /// its answer never mixes two states. Keep it short-lived: it pins old versions.
 pub struct ReadView {
-    pub(super) snapshot: std::sync::Arc<fjall::Snapshot>,
-    pub(super) spaces: std::sync::Arc<[fjall::Keyspace]>,
+    pub(super) published: Arc<Published>,
+    pub(super) spaces: Arc<[fjall::Keyspace]>,
 }
 
 impl ReadView {
+    /// The derived state published with this view, if it is a `T` (none in a view of
+    /// [`super::Store::committed`], or before the owner set its source).
+    pub fn derived<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.published.derived.as_deref().and_then(|d| d.downcast_ref::<T>())
+    }
+
     fn ks(&self, space: Space) -> &fjall::Keyspace {
         &self.spaces[space as usize]
     }
 
     /// The value under `key`, if any.
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        Ok(self.snapshot.get(self.ks(space), key)?.map(Slice))
+        Ok(self.published.snapshot.get(self.ks(space), key)?.map(Slice))
     }
 
     /// Key-value pairs in `range`, in key order (or reversed).
     pub fn scan(&self, space: Space, range: KeyRange, reverse: bool) -> Scan {
         let iter = match range {
-            KeyRange::Prefix(p) => self.snapshot.prefix(self.ks(space), p),
-            KeyRange::Between(lo, hi) => self.snapshot.range(self.ks(space), (lo, hi)),
+            KeyRange::Prefix(p) => self.published.snapshot.prefix(self.ks(space), p),
+            KeyRange::Between(lo, hi) => self.published.snapshot.range(self.ks(space), (lo, hi)),
         };
         Scan { iter, reverse }
     }

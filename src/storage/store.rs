@@ -4,10 +4,11 @@
 use super::config::{Durability, StorageConfig};
 use super::error::{Result, StorageError};
 use super::health::{self, Health};
+use super::read::{DerivedSource, Published};
 use super::read::{ReadView, Slice};
 use super::space::Space;
 use super::stats::{self, StoreStats};
-use super::sync::{self, Completion, DurableView};
+use super::sync::{self, Completion, Views};
 use super::write::{Committer, Job, WriteTx};
 use super::{dirs, rows};
 use crate::keys::ChangeKey;
@@ -49,9 +50,13 @@ struct Inner {
     counters: Arc<stats::CommitCounters>,
     /// see [`Store::durable_seq`]
     durable: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Sync mode: the state every read sees (see [`Store::snapshot`]), as of the last group the
-    /// fsync thread made durable. Buffered mode: none, reads see each commit at once.
-    durable_view: Option<DurableView>,
+    /// The state every read sees (see [`Store::snapshot`]): as of the last group the fsync
+    /// thread made durable (sync mode), or the last group committed (buffered mode).
+    views: Views,
+    /// whether point reads go through `views` (sync mode) or read the latest commit (buffered)
+    durable_reads: bool,
+    /// see [`Store::set_derived_source`]
+    derived_source: Arc<std::sync::OnceLock<DerivedSource>>,
 }
 
 /// The file that marks a data directory whose restore has not finished.
@@ -109,17 +114,16 @@ impl Store {
         #[cfg(test)]
         let mut synced_journal = Arc::default();
         let rows = Arc::new(rows::Rows::new(usize::try_from(config.row_cache_bytes).unwrap_or(usize::MAX)));
-        let durable_view = match config.durability {
-            Durability::Buffered => None,
+        if config.durability == Durability::Sync {
+            // What the open recovered from the journal reached the OS before a crash, but
+            // maybe not the disk: it is fsynced before anything reads it.
+            db.persist(fjall::PersistMode::SyncAll)?;
+        }
+        let views: Views = Arc::new(arc_swap::ArcSwap::new(Published::new(db.snapshot(), None)));
+        let derived_source = Arc::new(std::sync::OnceLock::new());
+        let durable_reads = config.durability == Durability::Sync;
+        let syncer = match config.durability {
             Durability::Sync => {
-                // What the open recovered from the journal reached the OS before a crash, but
-                // maybe not the disk: it is fsynced before anything reads it.
-                db.persist(fjall::PersistMode::SyncAll)?;
-                Some(Arc::new(arc_swap::ArcSwap::from_pointee(db.snapshot())))
-            }
-        };
-        let syncer = match (config.durability, &durable_view) {
-            (Durability::Sync, Some(view)) => {
                 let journal = sync::Journal::open(&config.path).map_err(|source| StorageError::Io {
                     context: "opening the journal for its fsync".into(),
                     source,
@@ -136,12 +140,12 @@ impl Store {
                     hold: hold_sync.clone(),
                     counters: counters.clone(),
                     durable: durable.clone(),
-                    view: view.clone(),
+                    view: views.clone(),
                     rows: rows.clone(),
                 };
                 Some(syncer.spawn(MAX_GROUPS_UNSYNCED)?)
             }
-            _ => None,
+            Durability::Buffered => None,
         };
         let fsync_thread = syncer.as_ref().map(|(_, thread)| thread.thread().id());
         let committer = Committer {
@@ -158,6 +162,9 @@ impl Store {
             values: Default::default(),
             counters: counters.clone(),
             durable: durable.clone(),
+            views: views.clone(),
+            derived_source: derived_source.clone(),
+            derived: None,
         };
         let (tx, rx) = mpsc::channel();
         let running = Arc::new(AtomicBool::new(true));
@@ -190,7 +197,9 @@ impl Store {
                 fsync_thread,
                 counters,
                 durable,
-                durable_view,
+                durable_reads,
+                views,
+                derived_source,
             }),
         })
     }
@@ -244,9 +253,10 @@ impl Store {
 
     fn read_get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
         let ks = &self.inner.spaces[space as usize];
-        Ok(match &self.inner.durable_view {
-            Some(view) => fjall::Readable::get(&**view.load(), ks, key)?,
-            None => ks.get(key)?,
+        Ok(if self.inner.durable_reads {
+            fjall::Readable::get(&self.inner.views.load().snapshot, ks, key)?
+        } else {
+            ks.get(key)?
         }
         .map(Slice))
     }
@@ -261,20 +271,29 @@ impl Store {
     /// as of the last fsync: a write is seen only once it is durable (and acknowledged), so no
     /// answer ever shows what a power cut could take back — as PostgreSQL shows a commit only
     /// after its WAL flush. Between the commit and its fsync (well under a millisecond to a few
-    /// milliseconds), reads still see the state before it. In buffered mode, the latest commit.
+    /// milliseconds), reads still see the state before it. In buffered mode, the state as of
+    /// the last group committed (published before any of its writes is answered). The view
+    /// carries the derived state as of its keys (see [`Store::set_derived_source`]).
     pub fn snapshot(&self) -> ReadView {
-        let snapshot = match &self.inner.durable_view {
-            Some(view) => view.load_full(),
-            None => Arc::new(self.inner.db.snapshot()),
-        };
-        ReadView { snapshot, spaces: self.inner.spaces.clone() }
+        ReadView { published: self.inner.views.load_full(), spaces: self.inner.spaces.clone() }
+    }
+
+    /// Sets where the committer takes the derived state it publishes with every view from (once;
+    /// later calls are ignored). `source` runs on the committer at the end of each group; a
+    /// group whose derived state is another `Arc` than the last one published publishes a view
+    /// even if it wrote no key, so a write that only sets the state up (a load at open) is seen
+    /// by reads once it is answered.
+    pub fn set_derived_source(&self, source: DerivedSource) {
+        let _ = self.inner.derived_source.set(source);
+        // a group that publishes it (not awaited: reads see none until then, as before)
+        let _ = self.submit(|_| Ok::<(), StorageError>(()));
     }
 
     /// A consistent view of every keyspace as committed now, durable or not: for in-memory
     /// structures kept in step with the committer (loaded here, then changed by each commit) and
     /// for work the committer checks again. Never for an answer: use [`Store::snapshot`].
     pub fn committed(&self) -> ReadView {
-        ReadView { snapshot: Arc::new(self.inner.db.snapshot()), spaces: self.inner.spaces.clone() }
+        ReadView { published: Published::new(self.inner.db.snapshot(), None), spaces: self.inner.spaces.clone() }
     }
 
     /// The last sequence number that is committed and durable (fsynced in sync mode, committed in

@@ -19,6 +19,7 @@
 //! of a file that grew). This reads fjall's file layout, hence the exact version pin in
 //! `Cargo.toml`; `sealed_journals_are_followed` in the storage tests keeps it honest.
 
+use super::read::Published;
 use super::stats::CommitCounters;
 use super::{Result, StorageError};
 use std::fs::File;
@@ -33,9 +34,10 @@ use std::time::Instant;
 /// committer (`write.rs`) that hands it over.
 pub(super) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
 
-/// The snapshot that reads see in sync mode: the committer takes one after each group it
-/// commits, and the fsync thread swaps it in once the group is durable.
-pub(super) type DurableView = Arc<arc_swap::ArcSwap<fjall::Snapshot>>;
+/// The state that reads see: the committer takes a snapshot after each group that changed
+/// something, with the derived state as of it; in sync mode the fsync thread swaps it in once the
+/// group is durable, in buffered mode the committer does at once.
+pub(super) type Views = Arc<arc_swap::ArcSwap<Published>>;
 
 /// One committed group's answers, waiting for the fsync that makes it durable.
 pub(super) struct Ticket {
@@ -47,7 +49,7 @@ pub(super) struct Ticket {
     /// the last sequence number taken once the group committed
     pub(super) last_seq: u64,
     /// the state as of the group (when it wrote), shown to reads once it is durable
-    pub(super) view: Option<Arc<fjall::Snapshot>>,
+    pub(super) view: Option<Arc<Published>>,
     /// the hashes of the document keys the group committed, evicted from the document cache
     /// as the view is shown
     pub(super) documents: Vec<u64>,
@@ -65,7 +67,7 @@ pub(super) struct Syncer {
     pub(super) counters: Arc<CommitCounters>,
     pub(super) durable: Arc<tokio::sync::watch::Sender<u64>>,
     /// what reads see: replaced by each durable group's view
-    pub(super) view: DurableView,
+    pub(super) view: Views,
     /// the document cache, which holds only what reads see
     pub(super) rows: Arc<super::rows::Rows>,
 }

@@ -321,6 +321,12 @@ pub(super) struct Committer {
     /// published after each group in buffered mode (by the fsync thread in sync mode), before
     /// any of its writes is answered
     pub(super) durable: Arc<tokio::sync::watch::Sender<u64>>,
+    /// what reads see (swapped here in buffered mode, by the fsync thread in sync mode)
+    pub(super) views: super::sync::Views,
+    /// where the derived state published with each view comes from
+    pub(super) derived_source: Arc<std::sync::OnceLock<super::read::DerivedSource>>,
+    /// the derived state last published
+    pub(super) derived: Option<super::read::Derived>,
 }
 
 /// Most keys [`Committer::present`] remembers.
@@ -441,11 +447,18 @@ impl Committer {
         // counted before any write of the group is answered
         self.counters.group(writes);
         let last_seq = self.next_seq - 1;
+        // the state as of this group (keys and derived state), which reads see once the group is
+        // durable (sync) or now (buffered)
+        let derived = self.derived_source.get().and_then(|source| source());
+        let moved = match (&derived, &self.derived) {
+            (Some(new), Some(old)) => !Arc::ptr_eq(new, old),
+            (new, old) => new.is_some() != old.is_some(),
+        };
+        self.derived.clone_from(&derived);
+        let view = (committed_any || moved).then(|| super::read::Published::new(self.db.snapshot(), derived));
         if let Some((tickets, _)) = &self.syncer {
             // Answered in order by the fsync thread, even a group that wrote nothing: its answers
             // may rest on an earlier group's writes, which are not durable yet.
-            // the state as of this group, which reads see once the group is durable
-            let view = committed_any.then(|| Arc::new(self.db.snapshot()));
             let ticket = Ticket { done, wrote: committed_any, last_seq, view, documents };
             if let Err(mpsc::SendError(ticket)) = tickets.send(ticket) {
                 self.poison(StorageError::Engine("the journal's fsync thread has stopped".into()));
@@ -458,6 +471,9 @@ impl Committer {
         // Buffered: each batch reached the OS as it committed. A failed commit poisons the store:
         // from then on nothing is published, not even by a later group that wrote nothing.
         if !self.poisoned.is_set() {
+            if let Some(view) = view {
+                self.views.store(view);
+            }
             self.durable.send_if_modified(|d| std::mem::replace(d, last_seq) != last_seq);
         }
         for (completion, result) in done {

@@ -162,6 +162,30 @@ fn service(e: &mut DescriptorEncoder<'_>, s: &MetricsSnapshot) -> Result {
     gauge(e, "mosaicdb_changefeed_events", "change events kept", None, feed.events)?;
     gauge(e, "mosaicdb_changefeed_disk", "disk space of the changefeed's table files", Some(&Unit::Bytes), feed.bytes)?;
     gauge(e, "mosaicdb_tables_dropping", "dropped tables whose keys are still being removed", None, s.tables_dropping)?;
+    let g = &s.graph_memory;
+    gauge(
+        e,
+        "mosaicdb_graph_memory_on",
+        "1 while graph walks read the in-memory adjacency, 0 while they read the keys (off: over --graph-memory-mb)",
+        None,
+        u64::from(g.state == "on"),
+    )?;
+    gauge(e, "mosaicdb_graph_memory_edges", "edges held by the in-memory adjacency", None, g.edges)?;
+    gauge(e, "mosaicdb_graph_memory", "memory the in-memory adjacency takes, estimated", Some(&Unit::Bytes), g.bytes)?;
+    gauge(
+        e,
+        "mosaicdb_graph_memory_per_edge",
+        "bytes per edge of the in-memory adjacency, estimated",
+        Some(&Unit::Bytes),
+        g.bytes_per_edge,
+    )?;
+    gauge(
+        e,
+        "mosaicdb_graph_memory_load",
+        "how long loading the adjacency took at open",
+        Some(&Unit::Seconds),
+        g.load_seconds,
+    )?;
     gauge(
         e,
         "mosaicdb_indexes_dropping",

@@ -35,6 +35,9 @@ pub struct Checked {
     pub index_entries: u64,
     /// graph adjacency entries
     pub graph_entries: u64,
+    /// whether the in-memory graph adjacency was compared with the adjacency entries (it is
+    /// unless it is off)
+    pub graph_memory: bool,
     /// fulltext postings
     pub postings: u64,
     /// time-series points
@@ -55,7 +58,7 @@ pub struct Checked {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CheckProblem {
     /// `missing_entry`, `stale_entry`, `orphan_entry`, `count_mismatch`, `undecodable_document`,
-    /// `missing_adjacency`, `stale_adjacency`, `stat_mismatch` (fulltext or series statistics),
+    /// `missing_adjacency`, `stale_adjacency`, `memory_adjacency`, `stat_mismatch` (fulltext or series statistics),
     /// `undecodable_point`, `undecodable_event`, `bad_event`, `changefeed_gap`
     pub kind: &'static str,
     /// the key concerned, in display form

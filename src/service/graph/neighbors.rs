@@ -5,11 +5,13 @@
 //! direction and the edge tables (with their incarnation), so a later page starts its scan right
 //! after the previous one ended.
 
+use super::memory::Adjacency;
 use super::{Db, Result, ServiceError, WalkDirection, dir_name};
+use crate::catalog::TableDef;
 use crate::keys::{AdjValue, Direction, GraphKey, prefix_successor};
 use crate::service::cursor::{self, Binding};
 use crate::service::ttl::Expired;
-use crate::storage::{KeyRange, Space};
+use crate::storage::{KeyRange, ReadView, Space};
 use serde::Serialize;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -96,24 +98,24 @@ impl Db {
             let mut neighbors = Vec::with_capacity(req.limit.min(64));
             let mut next = None;
             let mut last: Option<(usize, u8, String)> = None;
+            let adj = view.derived::<Adjacency>();
             'tables: for (ti, table) in tables.iter().enumerate() {
                 for &d in req.direction.dirs() {
-                    let prefix = GraphKey::vertex_prefix(d, &table.name, &req.vertex);
-                    let lower = match &after {
+                    let after_id = match &after {
                         Some((at, _, _)) if ti < *at => continue,
                         Some((at, di, _)) if ti == *at && dir_index(d) < *di => continue,
-                        Some((at, di, id)) if ti == *at && dir_index(d) == *di => {
-                            Bound::Excluded(GraphKey::new(d, &table.name, &req.vertex, id).encode())
-                        }
-                        _ => Bound::Included(prefix.clone()),
+                        Some((at, di, id)) if ti == *at && dir_index(d) == *di => Some(id.as_str()),
+                        _ => None,
                     };
-                    let upper = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-                    for (n, item) in view.scan(Space::Graph, KeyRange::Between(lower, upper), false).enumerate() {
+                    let entries: Box<dyn Iterator<Item = Result<(String, String)>>> = match adj {
+                        Some(adj) => Box::new(memory_entries(adj, table, d, &req.vertex, after_id)),
+                        None => Box::new(key_entries(&view, table, d, &req.vertex, after_id)),
+                    };
+                    for (n, item) in entries.enumerate() {
                         if n % 256 == 255 {
                             stop.check()?;
                         }
-                        let (key, value) = item?;
-                        let k = GraphKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                        let (edge_id, other) = item?;
                         if neighbors.len() == req.limit {
                             if let Some((lt, ld, lid)) = &last {
                                 let mut payload = (*lt as u16).to_be_bytes().to_vec();
@@ -123,16 +125,15 @@ impl Db {
                             }
                             break 'tables;
                         }
-                        let adj = AdjValue::decode(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
-                        if expired.contains(&table.name, &k.edge_id, &stop)? || expired.vertex(&adj.other, &stop)? {
+                        if expired.contains(&table.name, &edge_id, &stop)? || expired.vertex(&other, &stop)? {
                             continue;
                         }
                         neighbors.push(Neighbor {
-                            vertex: adj.other.into_owned(),
-                            edge: format!("{}/{}", table.name, k.edge_id),
+                            vertex: other,
+                            edge: format!("{}/{}", table.name, edge_id),
                             direction: dir_name(d),
                         });
-                        last = Some((ti, dir_index(d), k.edge_id.into_owned()));
+                        last = Some((ti, dir_index(d), edge_id));
                     }
                 }
             }
@@ -140,4 +141,50 @@ impl Db {
         })
         .await
     }
+}
+
+/// The entries of `table` at `vertex` in direction `d` after edge id `after`, from the keys:
+/// (edge id, other end).
+fn key_entries(
+    view: &ReadView,
+    table: &TableDef,
+    d: Direction,
+    vertex: &str,
+    after: Option<&str>,
+) -> impl Iterator<Item = Result<(String, String)>> + use<> {
+    let prefix = GraphKey::vertex_prefix(d, &table.name, vertex);
+    let lower = match after {
+        Some(id) => Bound::Excluded(GraphKey::new(d, &table.name, vertex, id).encode()),
+        None => Bound::Included(prefix.clone()),
+    };
+    let upper = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    view.scan(Space::Graph, KeyRange::Between(lower, upper), false).map(|item| {
+        let (key, value) = item?;
+        let k = GraphKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let adj = AdjValue::decode(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        Ok((k.edge_id.into_owned(), adj.other.into_owned()))
+    })
+}
+
+/// The same entries from the in-memory adjacency (ordered by edge name, as the keys are).
+fn memory_entries<'a>(
+    adj: &'a Adjacency,
+    table: &TableDef,
+    d: Direction,
+    vertex: &str,
+    after: Option<&str>,
+) -> impl Iterator<Item = Result<(String, String)>> + 'a {
+    let prefix = format!("{}/", table.name);
+    let at = adj.names().vertex(vertex);
+    let list = at.and_then(|v| adj.table(&table.name, table.created_at).map(|t| t.at(d, v))).unwrap_or(&[]);
+    let start = after.map_or(0, |id| {
+        let full = format!("{prefix}{id}");
+        let names = adj.names();
+        list.partition_point(|e| names.edge_name(e.edge) <= full.as_str())
+    });
+    list[start..].iter().map(move |e| {
+        let names = adj.names();
+        let edge = names.edge_name(e.edge);
+        Ok((edge.get(prefix.len()..).unwrap_or(edge).to_owned(), names.vertex_name(e.other).to_owned()))
+    })
 }

@@ -3,7 +3,7 @@
 //! algorithm over Dijkstra). Written against [`Graph`], so the unit tests run them on an
 //! in-memory graph.
 
-use super::{Cost, Db, Graph, Result, ServiceError, StoreGraph, WalkDirection, max_visited};
+use super::{Cost, Db, Graph, Result, ServiceError, Step, WalkDirection, Walker, max_visited};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::cmp::{Ordering, Reverse};
@@ -77,17 +77,17 @@ pub struct ShortestPathResponse {
     pub cost: Value,
 }
 
-/// A path as the algorithms build it.
+/// A path as the algorithms build it: numbers of the walk's graph.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Path {
-    pub vertices: Vec<String>,
-    pub edges: Vec<String>,
+    pub vertices: Vec<u32>,
+    pub edges: Vec<u32>,
     pub weights: Vec<f64>,
 }
 
 impl Path {
-    fn start(vertex: &str) -> Path {
-        Path { vertices: vec![vertex.to_owned()], edges: Vec::new(), weights: Vec::new() }
+    fn start(vertex: u32) -> Path {
+        Path { vertices: vec![vertex], edges: Vec::new(), weights: Vec::new() }
     }
 
     pub(crate) fn cost(&self) -> f64 {
@@ -108,17 +108,20 @@ fn cost_json(c: f64) -> Value {
     }
 }
 
-/// The parent links of one side of a breadth-first search: vertex → (depth, parent, edge).
-type Parents = HashMap<String, (usize, Option<(String, String)>)>;
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Set<K> = HashSet<K, foldhash::fast::RandomState>;
+
+/// The parent links of one side of a breadth-first search: vertex → (depth, (parent, edge)).
+type Parents = Map<u32, (usize, Option<(u32, u32)>)>;
 
 /// The chain from `v` back to the root of `side`: vertices (v first) and edges.
-fn chain(side: &Parents, v: &str) -> (Vec<String>, Vec<String>) {
-    let (mut vs, mut es) = (vec![v.to_owned()], Vec::new());
-    let mut at = v.to_owned();
+fn chain(side: &Parents, v: u32) -> (Vec<u32>, Vec<u32>) {
+    let (mut vs, mut es) = (vec![v], Vec::new());
+    let mut at = v;
     while let Some((_, Some((parent, edge)))) = side.get(&at) {
-        vs.push(parent.clone());
-        es.push(edge.clone());
-        at = parent.clone();
+        vs.push(*parent);
+        es.push(*edge);
+        at = *parent;
     }
     (vs, es)
 }
@@ -126,42 +129,46 @@ fn chain(side: &Parents, v: &str) -> (Vec<String>, Vec<String>) {
 /// The fewest-edges path, by breadth-first search from both ends, a whole level at a time (the
 /// smaller frontier first); after the first level in which the two searches meet, the best
 /// meeting point of that level is a shortest path.
-pub(crate) fn bfs(g: &mut impl Graph, from: &str, to: &str, dir: WalkDirection) -> Result<Option<Path>> {
+pub(crate) fn bfs(g: &mut impl Graph, from: u32, to: u32, dir: WalkDirection) -> Result<Option<Path>> {
     if from == to {
         return Ok(Some(Path::start(from)));
     }
-    let mut sides: [Parents; 2] =
-        [HashMap::from([(from.to_owned(), (0, None))]), HashMap::from([(to.to_owned(), (0, None))])];
-    let mut fronts = [vec![from.to_owned()], vec![to.to_owned()]];
+    let mut sides: [Parents; 2] = [Map::default(), Map::default()];
+    sides[0].insert(from, (0, None));
+    sides[1].insert(to, (0, None));
+    let mut fronts = [vec![from], vec![to]];
+    let mut steps = Vec::new();
     loop {
         if fronts[0].is_empty() || fronts[1].is_empty() {
             return Ok(None);
         }
         let s = if fronts[0].len() <= fronts[1].len() { 0 } else { 1 };
         let d = if s == 0 { dir } else { dir.reverse() };
-        let mut best: Option<(usize, String)> = None;
+        let mut best: Option<(usize, u32)> = None;
         let mut next = Vec::new();
         for v in std::mem::take(&mut fronts[s]) {
             let depth = sides[s].get(&v).map_or(0, |e| e.0) + 1;
-            for step in g.steps(&v, d)?.iter() {
+            steps.clear();
+            g.steps(v, d, &mut steps)?;
+            for step in &steps {
                 if sides[s].contains_key(&step.vertex) {
                     continue;
                 }
-                sides[s].insert(step.vertex.clone(), (depth, Some((v.clone(), step.edge.clone()))));
+                sides[s].insert(step.vertex, (depth, Some((v, step.edge))));
                 if let Some((other, _)) = sides[1 - s].get(&step.vertex) {
                     let total = depth + other;
-                    if best.as_ref().is_none_or(|(b, _)| total < *b) {
-                        best = Some((total, step.vertex.clone()));
+                    if best.is_none_or(|(b, _)| total < b) {
+                        best = Some((total, step.vertex));
                     }
                 }
-                next.push(step.vertex.clone());
+                next.push(step.vertex);
             }
         }
         if let Some((_, meet)) = best {
-            let (mut vertices, mut edges) = chain(&sides[0], &meet);
+            let (mut vertices, mut edges) = chain(&sides[0], meet);
             vertices.reverse();
             edges.reverse();
-            let (back_v, back_e) = chain(&sides[1], &meet);
+            let (back_v, back_e) = chain(&sides[1], meet);
             vertices.extend(back_v.into_iter().skip(1));
             edges.extend(back_e);
             let weights = vec![1.0; edges.len()];
@@ -186,51 +193,53 @@ impl Ord for Ord64 {
     }
 }
 
-/// The cheapest path avoiding `banned_vertices` and `banned_edges` (Dijkstra).
+/// What a search may not use: vertices and edges (Yen's spur searches).
+#[derive(Default)]
+pub(crate) struct Banned {
+    pub vertices: Set<u32>,
+    pub edges: Set<u32>,
+}
+
+impl Banned {
+    fn bans(&self, step: &Step) -> bool {
+        (!self.edges.is_empty() && self.edges.contains(&step.edge))
+            || (!self.vertices.is_empty() && self.vertices.contains(&step.vertex))
+    }
+}
+
+/// The cheapest path, one way only (Dijkstra): the reference the two-way search is tested
+/// against.
+#[cfg(test)]
 pub(crate) fn dijkstra(
     g: &mut impl Graph,
-    from: &str,
-    to: &str,
+    from: u32,
+    to: u32,
     dir: WalkDirection,
-    banned_vertices: &HashSet<String>,
-    banned_edges: &HashSet<String>,
+    banned: &Banned,
 ) -> Result<Option<Path>> {
-    let mut dist: HashMap<String, f64> = HashMap::from([(from.to_owned(), 0.0)]);
-    let mut prev: HashMap<String, (String, String, f64)> = HashMap::new();
-    let mut done: HashSet<String> = HashSet::new();
-    let mut heap = BinaryHeap::from([Reverse((Ord64(0.0), 0u64, from.to_owned()))]);
-    let mut seq = 0u64;
-    while let Some(Reverse((Ord64(d), _, v))) = heap.pop() {
-        if !done.insert(v.clone()) {
+    let mut side = Side::new(from);
+    let mut steps = Vec::new();
+    while let Some(Reverse((Ord64(d), _, v))) = side.heap.pop() {
+        if !side.done.insert(v) {
             continue;
         }
         if v == to {
             let mut path = Path::start(to);
-            let mut at = v;
-            while let Some((p, e, w)) = prev.get(&at) {
-                path.vertices.push(p.clone());
-                path.edges.push(e.clone());
-                path.weights.push(*w);
-                at = p.clone();
+            for (p, e, w) in side.chain(v) {
+                path.vertices.push(p);
+                path.edges.push(e);
+                path.weights.push(w);
             }
             path.vertices.reverse();
             path.edges.reverse();
             path.weights.reverse();
             return Ok(Some(path));
         }
-        for step in g.steps(&v, dir)?.iter() {
-            if banned_edges.contains(&step.edge)
-                || banned_vertices.contains(&step.vertex)
-                || done.contains(&step.vertex)
-            {
-                continue;
-            }
-            let nd = d + step.weight;
-            if dist.get(&step.vertex).is_none_or(|&old| nd < old) {
-                dist.insert(step.vertex.clone(), nd);
-                prev.insert(step.vertex.clone(), (v.clone(), step.edge.clone(), step.weight));
-                seq += 1;
-                heap.push(Reverse((Ord64(nd), seq, step.vertex.clone())));
+        steps.clear();
+        g.steps(v, dir, &mut steps)?;
+        for step in &steps {
+            if !banned.bans(step) && !side.done.contains(&step.vertex) {
+                side.reach(v, d, step);
             }
         }
     }
@@ -239,19 +248,23 @@ pub(crate) fn dijkstra(
 
 /// One side of a bidirectional Dijkstra: tentative costs, parent links, settled vertices, queue.
 struct Side {
-    dist: HashMap<String, f64>,
-    prev: HashMap<String, (String, String, f64)>,
-    done: HashSet<String>,
-    heap: BinaryHeap<Reverse<(Ord64, u64, String)>>,
+    dist: Map<u32, f64>,
+    prev: Map<u32, (u32, u32, f64)>,
+    done: Set<u32>,
+    heap: BinaryHeap<Reverse<(Ord64, u64, u32)>>,
+    seq: u64,
 }
 
 impl Side {
-    fn new(root: &str) -> Side {
+    fn new(root: u32) -> Side {
+        let mut dist = Map::default();
+        dist.insert(root, 0.0);
         Side {
-            dist: HashMap::from([(root.to_owned(), 0.0)]),
-            prev: HashMap::new(),
-            done: HashSet::new(),
-            heap: BinaryHeap::from([Reverse((Ord64(0.0), 0, root.to_owned()))]),
+            dist,
+            prev: Map::default(),
+            done: Set::default(),
+            heap: BinaryHeap::from([Reverse((Ord64(0.0), 0, root))]),
+            seq: 0,
         }
     }
 
@@ -260,69 +273,84 @@ impl Side {
         self.heap.peek().map_or(f64::INFINITY, |Reverse((Ord64(d), _, _))| *d)
     }
 
+    /// Reaches `step.vertex` from `v` (at cost `d`), if that is cheaper than known.
+    fn reach(&mut self, v: u32, d: f64, step: &Step) {
+        let nd = d + step.weight;
+        if self.dist.get(&step.vertex).is_none_or(|&old| nd < old) {
+            self.dist.insert(step.vertex, nd);
+            self.prev.insert(step.vertex, (v, step.edge, step.weight));
+            self.seq += 1;
+            self.heap.push(Reverse((Ord64(nd), self.seq, step.vertex)));
+        }
+    }
+
     /// The chain from `v` back to the root: (vertex, edge, weight) steps, `v`'s first.
-    fn chain(&self, v: &str) -> Vec<(String, String, f64)> {
+    fn chain(&self, v: u32) -> Vec<(u32, u32, f64)> {
         let mut out = Vec::new();
-        let mut at = v.to_owned();
-        while let Some((p, e, w)) = self.prev.get(&at) {
-            out.push((p.clone(), e.clone(), *w));
-            at = p.clone();
+        let mut at = v;
+        while let Some(&(p, e, w)) = self.prev.get(&at) {
+            out.push((p, e, w));
+            at = p;
         }
         out
     }
 }
 
-/// The cheapest path, searched from both ends at once (Dijkstra forward from `from` and backward
-/// from `to`, always advancing the side with the cheaper queue head): it stops once the two queue
-/// heads together cost at least the best meeting found, so on a graph with hubs each side settles
-/// a small ball instead of every vertex cheaper than the target.
-pub(crate) fn dijkstra_both_ways(g: &mut impl Graph, from: &str, to: &str, dir: WalkDirection) -> Result<Option<Path>> {
+/// The cheapest path avoiding `banned`, searched from both ends at once (Dijkstra forward from
+/// `from` and backward from `to`, always advancing the side with the cheaper queue head): it
+/// stops once the two queue heads together cost at least the best meeting found, so on a graph
+/// with hubs each side settles a small ball instead of every vertex cheaper than the target.
+pub(crate) fn dijkstra_both_ways(
+    g: &mut impl Graph,
+    from: u32,
+    to: u32,
+    dir: WalkDirection,
+    banned: &Banned,
+) -> Result<Option<Path>> {
     let mut sides = [Side::new(from), Side::new(to)];
-    let mut best: Option<(f64, String)> = (from == to).then(|| (0.0, from.to_owned()));
-    let mut seq = 0u64;
+    let mut best: Option<(f64, u32)> = (from == to).then_some((0.0, from));
+    let mut steps = Vec::new();
     loop {
         let (tf, tb) = (sides[0].top(), sides[1].top());
         // A side with nothing queued has settled all it reaches: had it reached the other end,
         // scanning that edge would have found a meeting. Otherwise stop once no meeting can be
         // cheaper than the best one found.
-        if tf.is_infinite() || tb.is_infinite() || best.as_ref().is_some_and(|(mu, _)| tf + tb >= *mu) {
+        if tf.is_infinite() || tb.is_infinite() || best.is_some_and(|(mu, _)| tf + tb >= mu) {
             break;
         }
         let s = if tf <= tb { 0 } else { 1 };
         let walk = if s == 0 { dir } else { dir.reverse() };
         let Some(Reverse((Ord64(d), _, v))) = sides[s].heap.pop() else { break };
-        if !sides[s].done.insert(v.clone()) {
+        if !sides[s].done.insert(v) {
             continue;
         }
-        for step in g.steps(&v, walk)?.iter() {
-            let nd = d + step.weight;
-            if let Some(other) = sides[1 - s].dist.get(&step.vertex) {
-                let total = nd + other;
-                if best.as_ref().is_none_or(|(mu, _)| total < *mu) {
-                    best = Some((total, step.vertex.clone()));
-                }
-            }
-            if sides[s].done.contains(&step.vertex) {
+        steps.clear();
+        g.steps(v, walk, &mut steps)?;
+        for step in &steps {
+            if banned.bans(step) {
                 continue;
             }
-            if sides[s].dist.get(&step.vertex).is_none_or(|&old| nd < old) {
-                sides[s].dist.insert(step.vertex.clone(), nd);
-                sides[s].prev.insert(step.vertex.clone(), (v.clone(), step.edge.clone(), step.weight));
-                seq += 1;
-                sides[s].heap.push(Reverse((Ord64(nd), seq, step.vertex.clone())));
+            if let Some(other) = sides[1 - s].dist.get(&step.vertex) {
+                let total = d + step.weight + other;
+                if best.is_none_or(|(mu, _)| total < mu) {
+                    best = Some((total, step.vertex));
+                }
+            }
+            if !sides[s].done.contains(&step.vertex) {
+                sides[s].reach(v, d, step);
             }
         }
     }
     let Some((_, meet)) = best else { return Ok(None) };
     // from → meet along the forward tree, then meet → to along the backward tree
-    let forward = sides[0].chain(&meet);
+    let forward = sides[0].chain(meet);
     let mut path = Path {
-        vertices: forward.iter().rev().map(|(p, _, _)| p.clone()).collect(),
-        edges: forward.iter().rev().map(|(_, e, _)| e.clone()).collect(),
+        vertices: forward.iter().rev().map(|(p, _, _)| *p).collect(),
+        edges: forward.iter().rev().map(|(_, e, _)| *e).collect(),
         weights: forward.iter().rev().map(|(_, _, w)| *w).collect(),
     };
-    path.vertices.push(meet.clone());
-    for (p, e, w) in sides[1].chain(&meet) {
+    path.vertices.push(meet);
+    for (p, e, w) in sides[1].chain(meet) {
         path.vertices.push(p);
         path.edges.push(e);
         path.weights.push(w);
@@ -333,14 +361,14 @@ pub(crate) fn dijkstra_both_ways(g: &mut impl Graph, from: &str, to: &str, dir: 
 /// The path with any cycle cut out (a cheapest path may hold one of zero cost where the two
 /// searches' trees cross); weights are >= 0, so the cost does not grow.
 fn loop_free(path: Path) -> Path {
-    let mut out = Path::start(&path.vertices[0]);
-    for ((v, e), w) in path.vertices.iter().skip(1).zip(path.edges).zip(path.weights) {
-        if let Some(at) = out.vertices.iter().position(|x| x == v) {
+    let mut out = Path::start(path.vertices[0]);
+    for ((&v, e), w) in path.vertices.iter().skip(1).zip(path.edges).zip(path.weights) {
+        if let Some(at) = out.vertices.iter().position(|&x| x == v) {
             out.vertices.truncate(at + 1);
             out.edges.truncate(at);
             out.weights.truncate(at);
         } else {
-            out.vertices.push(v.clone());
+            out.vertices.push(v);
             out.edges.push(e);
             out.weights.push(w);
         }
@@ -350,8 +378,9 @@ fn loop_free(path: Path) -> Path {
 
 /// The `k` cheapest loop-free paths from `first` (a cheapest path) on (Yen's algorithm): each
 /// next path leaves a previous one at some vertex (its spur) and avoids the edges by which the
-/// paths found so far leave that same root, and the root's other vertices. Ties go by edge ids.
-pub(crate) fn yen(g: &mut impl Graph, first: Path, to: &str, dir: WalkDirection, k: usize) -> Result<Vec<Path>> {
+/// paths found so far leave that same root, and the root's other vertices. Each spur search runs
+/// from both ends. Ties go by edge ids.
+pub(crate) fn yen(g: &mut impl Graph, first: Path, to: u32, dir: WalkDirection, k: usize) -> Result<Vec<Path>> {
     let mut found = vec![first];
     let mut candidates: Vec<Path> = Vec::new();
     while found.len() < k {
@@ -359,13 +388,15 @@ pub(crate) fn yen(g: &mut impl Graph, first: Path, to: &str, dir: WalkDirection,
         for i in 0..last.edges.len() {
             let root_v = &last.vertices[..=i];
             let root_e = &last.edges[..i];
-            let banned_edges: HashSet<String> = found
-                .iter()
-                .filter(|p| p.edges.len() > i && p.vertices[..=i] == *root_v && p.edges[..i] == *root_e)
-                .map(|p| p.edges[i].clone())
-                .collect();
-            let banned_vertices: HashSet<String> = root_v[..i].iter().cloned().collect();
-            let Some(spur) = dijkstra(g, &root_v[i], to, dir, &banned_vertices, &banned_edges)? else { continue };
+            let banned = Banned {
+                edges: found
+                    .iter()
+                    .filter(|p| p.edges.len() > i && p.vertices[..=i] == *root_v && p.edges[..i] == *root_e)
+                    .map(|p| p.edges[i])
+                    .collect(),
+                vertices: root_v[..i].iter().copied().collect(),
+            };
+            let Some(spur) = dijkstra_both_ways(g, root_v[i], to, dir, &banned)? else { continue };
             let mut path =
                 Path { vertices: root_v.to_vec(), edges: root_e.to_vec(), weights: last.weights[..i].to_vec() };
             path.vertices.extend(spur.vertices.into_iter().skip(1));
@@ -375,10 +406,11 @@ pub(crate) fn yen(g: &mut impl Graph, first: Path, to: &str, dir: WalkDirection,
                 candidates.push(path);
             }
         }
+        let names = |p: &Path| p.edges.iter().map(|&e| g.edge_name(e)).collect::<Vec<_>>();
         let best = candidates
             .iter()
             .enumerate()
-            .min_by(|(_, a), (_, b)| a.cost().total_cmp(&b.cost()).then_with(|| a.edges.cmp(&b.edges)))
+            .min_by(|(_, a), (_, b)| a.cost().total_cmp(&b.cost()).then_with(|| names(a).cmp(&names(b))))
             .map(|(i, _)| i);
         let Some(best) = best else { break };
         found.push(candidates.swap_remove(best));
@@ -404,16 +436,21 @@ impl Db {
             db.vertex_exists(&view, "from", &req.from)?;
             db.vertex_exists(&view, "to", &req.to)?;
             let cost = req.weight.clone().map_or(Cost::Hops, Cost::Field);
-            let mut g = StoreGraph::new(db, &view, &tables, &stop, cost.clone(), max_visited);
+            let mut g = Walker::new(db, &view, &tables, &stop, cost.clone(), max_visited);
+            let (from, to) = (g.vertex(&req.from), g.vertex(&req.to));
             let first = match cost {
-                Cost::Hops => bfs(&mut g, &req.from, &req.to, req.direction)?,
-                Cost::Field(_) => dijkstra_both_ways(&mut g, &req.from, &req.to, req.direction)?,
+                Cost::Hops => bfs(&mut g, from, to, req.direction)?,
+                Cost::Field(_) => dijkstra_both_ways(&mut g, from, to, req.direction, &Banned::default())?,
             };
             let first = first.ok_or_else(|| ServiceError::NoPath { from: req.from.clone(), to: req.to.clone() })?;
-            let found = if k > 1 { yen(&mut g, first, &req.to, req.direction, k)? } else { vec![first] };
+            let found = if k > 1 { yen(&mut g, first, to, req.direction, k)? } else { vec![first] };
             let paths: Vec<WeightedPath> = found
                 .into_iter()
-                .map(|p| WeightedPath { cost: cost_json(p.cost()), vertices: p.vertices, edges: p.edges })
+                .map(|p| WeightedPath {
+                    cost: cost_json(p.cost()),
+                    vertices: p.vertices.iter().map(|&v| g.vertex_name(v)).collect(),
+                    edges: p.edges.iter().map(|&e| g.edge_name(e)).collect(),
+                })
                 .collect();
             let head = paths.first().cloned().ok_or_else(|| ServiceError::Internal("no first path".into()))?;
             Ok(ShortestPathResponse { paths, vertices: head.vertices, edges: head.edges, cost: head.cost })
@@ -424,16 +461,25 @@ impl Db {
 
 #[cfg(test)]
 mod tests {
-    use super::super::memory::MemGraph;
+    use super::super::walk::memory::TestGraph;
     use super::*;
 
     fn costs(paths: &[Path]) -> Vec<f64> {
         paths.iter().map(Path::cost).collect()
     }
 
+    /// A path's vertex and edge names.
+    fn named(g: &TestGraph, p: &Path) -> (Vec<String>, Vec<String>) {
+        (p.vertices.iter().map(|&v| g.vertex_name(v)).collect(), p.edges.iter().map(|&e| g.edge_name(e)).collect())
+    }
+
+    fn edges(g: &TestGraph, p: &Path) -> Vec<String> {
+        named(g, p).1
+    }
+
     /// A diamond with a shortcut and parallel edges.
-    fn graph() -> MemGraph {
-        MemGraph(vec![
+    fn graph() -> TestGraph {
+        TestGraph::new(vec![
             ("e1", "a", "b", 1.0),
             ("e2", "b", "d", 1.0),
             ("e3", "a", "c", 2.0),
@@ -444,24 +490,26 @@ mod tests {
         ])
     }
 
+    fn bfs_named(g: &mut TestGraph, from: &str, to: &str, dir: WalkDirection) -> Option<Path> {
+        let (from, to) = (g.vertex(from), g.vertex(to));
+        bfs(g, from, to, dir).unwrap()
+    }
+
     #[test]
     fn bfs_finds_fewest_edges_both_ways() {
         let mut g = graph();
-        let p = bfs(&mut g, "a", "d", WalkDirection::Out).unwrap().unwrap();
-        assert_eq!(
-            (p.vertices.clone(), p.edges.clone()),
-            (vec!["a".to_owned(), "d".to_owned()], vec!["e5".to_owned()])
-        );
+        let p = bfs_named(&mut g, "a", "d", WalkDirection::Out).unwrap();
+        assert_eq!(named(&g, &p), (vec!["a".to_owned(), "d".to_owned()], vec!["e5".to_owned()]));
         // against the edges: e4 enters d from c
-        let p = bfs(&mut g, "d", "c", WalkDirection::In).unwrap().unwrap();
-        assert_eq!(p.edges, ["e4"]);
-        let p = bfs(&mut g, "c", "b", WalkDirection::Any).unwrap().unwrap();
+        let p = bfs_named(&mut g, "d", "c", WalkDirection::In).unwrap();
+        assert_eq!(edges(&g, &p), ["e4"]);
+        let p = bfs_named(&mut g, "c", "b", WalkDirection::Any).unwrap();
         assert_eq!(p.edges.len(), 2);
         // along the edges only through d and back to a
-        let p = bfs(&mut g, "c", "b", WalkDirection::Out).unwrap().unwrap();
-        assert_eq!(p.edges, ["e4", "e7", "e1"]);
-        assert!(bfs(&mut g, "a", "z", WalkDirection::Any).unwrap().is_none());
-        assert_eq!(bfs(&mut g, "a", "a", WalkDirection::Out).unwrap().unwrap().edges.len(), 0);
+        let p = bfs_named(&mut g, "c", "b", WalkDirection::Out).unwrap();
+        assert_eq!(edges(&g, &p), ["e4", "e7", "e1"]);
+        assert!(bfs_named(&mut g, "a", "z", WalkDirection::Any).is_none());
+        assert_eq!(bfs_named(&mut g, "a", "a", WalkDirection::Out).unwrap().edges.len(), 0);
     }
 
     #[test]
@@ -472,80 +520,100 @@ mod tests {
         // a detour of 3 edges around v5 → v8 is no shorter than the chain (3 edges)
         edges.push(("x1", "v5", "w1", 1.0));
         edges.push(("x2", "w1", "v8", 1.0));
-        let mut g = MemGraph(edges);
-        let p = bfs(&mut g, "v0", "v19", WalkDirection::Out).unwrap().unwrap();
+        let mut g = TestGraph::new(edges);
+        let p = bfs_named(&mut g, "v0", "v19", WalkDirection::Out).unwrap();
         assert_eq!(p.edges.len(), 18, "{p:?}");
-        assert_eq!(p.vertices.first().map(String::as_str), Some("v0"));
-        assert_eq!(p.vertices.last().map(String::as_str), Some("v19"));
+        let (vertices, _) = named(&g, &p);
+        assert_eq!(vertices.first().map(String::as_str), Some("v0"));
+        assert_eq!(vertices.last().map(String::as_str), Some("v19"));
     }
 
     #[test]
     fn dijkstra_minimises_weight() {
         let mut g = graph();
-        let none = HashSet::new();
-        let p = dijkstra(&mut g, "a", "d", WalkDirection::Out, &none, &none).unwrap().unwrap();
-        assert_eq!((p.edges.clone(), p.cost()), (vec!["e1".to_owned(), "e2".to_owned()], 2.0));
-        let banned: HashSet<String> = ["b".to_owned()].into();
-        let p = dijkstra(&mut g, "a", "d", WalkDirection::Out, &banned, &none).unwrap().unwrap();
+        let (a, b, d) = (g.vertex("a"), g.vertex("b"), g.vertex("d"));
+        let p = dijkstra(&mut g, a, d, WalkDirection::Out, &Banned::default()).unwrap().unwrap();
+        assert_eq!((edges(&g, &p), p.cost()), (vec!["e1".to_owned(), "e2".to_owned()], 2.0));
+        let banned = Banned { vertices: [b].into_iter().collect(), ..Default::default() };
+        let p = dijkstra(&mut g, a, d, WalkDirection::Out, &banned).unwrap().unwrap();
         assert_eq!(p.cost(), 4.0);
+        assert_eq!(dijkstra_both_ways(&mut g, a, d, WalkDirection::Out, &banned).unwrap().unwrap().cost(), 4.0);
     }
 
-    /// From both ends, the cost is the one-way search's, whatever the pair and direction; zero
-    /// weights (ties everywhere) still give a loop-free path.
+    /// From both ends, the cost is the one-way search's, whatever the pair, direction and bans;
+    /// zero weights (ties everywhere) still give a loop-free path.
     #[test]
     fn dijkstra_from_both_ends_agrees_with_one_way() {
-        let none = HashSet::new();
-        let mut zeros = MemGraph(graph().0.into_iter().map(|(id, f, t, w)| (id, f, t, w * 0.0)).collect());
-        for g in [&mut graph(), &mut zeros] {
-            for from in ["a", "b", "c", "d", "z"] {
-                for to in ["a", "b", "c", "d", "z"] {
-                    for dir in [WalkDirection::Out, WalkDirection::In, WalkDirection::Any] {
-                        let one = dijkstra(g, from, to, dir, &none, &none).unwrap();
-                        let both = dijkstra_both_ways(g, from, to, dir).unwrap();
-                        assert_eq!(one.as_ref().map(Path::cost), both.as_ref().map(Path::cost), "{from} {to} {dir:?}");
-                        if let Some(p) = both {
-                            let distinct: HashSet<&String> = p.vertices.iter().collect();
-                            assert_eq!(distinct.len(), p.vertices.len(), "{p:?}");
+        let zeros = TestGraph::new(graph().edges.into_iter().map(|(id, f, t, w)| (id, f, t, w * 0.0)).collect());
+        for mut g in [graph(), zeros] {
+            let all: Vec<u32> = ["a", "b", "c", "d", "z"].iter().map(|v| g.vertex(v)).collect();
+            let every_edge: Vec<u32> = {
+                let mut steps = Vec::new();
+                for &v in &all {
+                    g.steps(v, WalkDirection::Out, &mut steps).unwrap();
+                }
+                steps.iter().map(|s| s.edge).collect()
+            };
+            let bans = [
+                Banned::default(),
+                Banned { vertices: [all[1]].into_iter().collect(), ..Default::default() },
+                Banned { edges: every_edge.iter().copied().step_by(2).collect(), ..Default::default() },
+            ];
+            for banned in &bans {
+                for &from in &all {
+                    for &to in &all {
+                        if banned.vertices.contains(&from) || banned.vertices.contains(&to) {
+                            continue; // Yen never bans the spur's ends
+                        }
+                        for dir in [WalkDirection::Out, WalkDirection::In, WalkDirection::Any] {
+                            let one = dijkstra(&mut g, from, to, dir, banned).unwrap();
+                            let both = dijkstra_both_ways(&mut g, from, to, dir, banned).unwrap();
                             assert_eq!(
-                                (p.vertices.first().unwrap(), p.vertices.last().unwrap()),
-                                (&from.to_owned(), &to.to_owned())
+                                one.as_ref().map(Path::cost),
+                                both.as_ref().map(Path::cost),
+                                "{from} {to} {dir:?}"
                             );
-                            assert_eq!(p.edges.len() + 1, p.vertices.len());
+                            if let Some(p) = both {
+                                let distinct: HashSet<&u32> = p.vertices.iter().collect();
+                                assert_eq!(distinct.len(), p.vertices.len(), "{p:?}");
+                                assert_eq!((p.vertices[0], *p.vertices.last().unwrap()), (from, to));
+                                assert_eq!(p.edges.len() + 1, p.vertices.len());
+                                assert!(p.edges.iter().all(|e| !banned.edges.contains(e)));
+                            }
                         }
                     }
                 }
             }
         }
         let cut = loop_free(Path {
-            vertices: ["a", "b", "c", "b", "d"].map(String::from).to_vec(),
-            edges: ["1", "2", "3", "4"].map(String::from).to_vec(),
+            vertices: vec![1, 2, 3, 2, 4],
+            edges: vec![1, 2, 3, 4],
             weights: vec![1.0, 0.0, 0.0, 2.0],
         });
-        assert_eq!(
-            (cut.vertices, cut.edges, cut.weights),
-            (["a", "b", "d"].map(String::from).to_vec(), ["1", "4"].map(String::from).to_vec(), vec![1.0, 2.0])
-        );
+        assert_eq!((cut.vertices, cut.edges, cut.weights), (vec![1, 2, 4], vec![1, 4], vec![1.0, 2.0]));
     }
 
     #[test]
     fn yen_lists_every_loop_free_path_by_cost() {
         let mut g = graph();
-        let none = HashSet::new();
-        let first = dijkstra(&mut g, "a", "d", WalkDirection::Out, &none, &none).unwrap().unwrap();
-        let all = yen(&mut g, first.clone(), "d", WalkDirection::Out, 32).unwrap();
+        let (a, d) = (g.vertex("a"), g.vertex("d"));
+        let first = dijkstra(&mut g, a, d, WalkDirection::Out, &Banned::default()).unwrap().unwrap();
+        let all = yen(&mut g, first.clone(), d, WalkDirection::Out, 32).unwrap();
         // a→b→d twice (parallel e2, e6), a→c→d, a→d
         assert_eq!(costs(&all), [2.0, 4.0, 4.0, 10.0]);
-        let edges: Vec<Vec<String>> = all.iter().map(|p| p.edges.clone()).collect();
-        assert!(edges.contains(&vec!["e1".to_owned(), "e6".to_owned()]));
-        assert!(edges.contains(&vec!["e3".to_owned(), "e4".to_owned()]));
-        assert_eq!(yen(&mut g, first, "d", WalkDirection::Out, 2).unwrap().len(), 2);
+        let listed: Vec<Vec<String>> = all.iter().map(|p| edges(&g, p)).collect();
+        assert!(listed.contains(&vec!["e1".to_owned(), "e6".to_owned()]));
+        assert!(listed.contains(&vec!["e3".to_owned(), "e4".to_owned()]));
+        // ties by edge ids: e1,e6 before e3,e4
+        assert_eq!(listed[1], ["e1", "e6"]);
+        assert_eq!(yen(&mut g, first, d, WalkDirection::Out, 2).unwrap().len(), 2);
         // undirected: also a→(e7 reversed)→d, and longer loop-free routes through d's neighbours
-        let first = dijkstra(&mut g, "a", "d", WalkDirection::Any, &none, &none).unwrap().unwrap();
+        let first = dijkstra(&mut g, a, d, WalkDirection::Any, &Banned::default()).unwrap().unwrap();
         assert_eq!(first.cost(), 1.0);
-        let all = yen(&mut g, first, "d", WalkDirection::Any, 32).unwrap();
+        let all = yen(&mut g, first, d, WalkDirection::Any, 32).unwrap();
         assert_eq!(costs(&all), [1.0, 2.0, 4.0, 4.0, 10.0]);
         for p in &all {
-            let distinct: HashSet<&String> = p.vertices.iter().collect();
+            let distinct: HashSet<&u32> = p.vertices.iter().collect();
             assert_eq!(distinct.len(), p.vertices.len(), "loop-free: {p:?}");
         }
     }

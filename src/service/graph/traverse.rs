@@ -6,7 +6,7 @@
 //! an edge that fails `edge_filter` is not followed. The start vertex is not filtered (it is
 //! returned when `min_depth` is 0).
 
-use super::{Cost, Db, Graph, Result, ServiceError, StoreGraph, WalkDirection, max_visited};
+use super::{Cost, Db, Graph, Result, ServiceError, WalkDirection, Walker, max_visited};
 use crate::entity::FieldDict;
 use crate::keys::EntityKey;
 use crate::service::adjacency::split_vertex;
@@ -126,12 +126,12 @@ pub struct TraverseResponse {
     pub paths: Option<Vec<TraversePath>>,
 }
 
-/// A vertex reached, with the step that reached it.
+/// A vertex reached, with the step that reached it (numbers of the walk's graph).
 struct Node {
-    vertex: String,
+    vertex: u32,
     depth: usize,
     parent: Option<usize>,
-    edge: Option<String>,
+    edge: Option<u32>,
 }
 
 /// The checked request.
@@ -191,7 +191,7 @@ fn matches(view: &ReadView, dict: &FieldDict, filter: &Filter, vertex: &str) -> 
 }
 
 /// Whether `vertex` is on the path ending at node `at`.
-fn on_path(nodes: &[Node], mut at: Option<usize>, vertex: &str) -> bool {
+fn on_path(nodes: &[Node], mut at: Option<usize>, vertex: u32) -> bool {
     while let Some(i) = at {
         let Some(n) = nodes.get(i) else { return false };
         if n.vertex == vertex {
@@ -202,12 +202,12 @@ fn on_path(nodes: &[Node], mut at: Option<usize>, vertex: &str) -> bool {
     false
 }
 
-fn path_to(nodes: &[Node], at: usize) -> TraversePath {
+fn path_to(g: &impl Graph, nodes: &[Node], at: usize) -> TraversePath {
     let (mut vertices, mut edges) = (Vec::new(), Vec::new());
     let mut i = Some(at);
     while let Some(n) = i.and_then(|i| nodes.get(i)) {
-        vertices.push(n.vertex.clone());
-        edges.extend(n.edge.clone());
+        vertices.push(g.vertex_name(n.vertex));
+        edges.extend(n.edge.map(|e| g.edge_name(e)));
         i = n.parent;
     }
     vertices.reverse();
@@ -225,14 +225,17 @@ impl Db {
             let view = db.store.snapshot();
             db.vertex_exists(&view, "start", &req.start)?;
             let dict = db.catalog.dict();
-            let mut graph = StoreGraph::new(db, &view, &tables, &stop, Cost::Hops, plan.max_visited);
-            let mut nodes = vec![Node { vertex: req.start.clone(), depth: 0, parent: None, edge: None }];
-            let mut visited: HashSet<String> = HashSet::from([req.start.clone()]);
+            let mut graph = Walker::new(db, &view, &tables, &stop, Cost::Hops, plan.max_visited);
+            let start = graph.vertex(&req.start);
+            let mut nodes = vec![Node { vertex: start, depth: 0, parent: None, edge: None }];
+            let mut visited: HashSet<u32, foldhash::fast::RandomState> = HashSet::default();
+            visited.insert(start);
             let mut returned: Vec<usize> = Vec::new();
             if plan.min_depth == 0 {
                 returned.push(0);
             }
             let mut frontier = vec![0usize];
+            let mut steps = Vec::new();
             // steps looked at, entries read again included (a vertex on many paths is expanded
             // once per path): bounded like the entries read
             let mut examined = 0usize;
@@ -242,8 +245,9 @@ impl Db {
                 }
                 let mut next = Vec::new();
                 for &at in &frontier {
-                    let from = nodes[at].vertex.clone();
-                    for step in graph.steps(&from, req.direction)?.iter() {
+                    steps.clear();
+                    graph.steps(nodes[at].vertex, req.direction, &mut steps)?;
+                    for step in &steps {
                         examined += 1;
                         if examined > plan.max_visited {
                             return Err(ServiceError::MaxVisited(plan.max_visited));
@@ -251,28 +255,23 @@ impl Db {
                         if req.unique_vertices && visited.contains(&step.vertex) {
                             continue;
                         }
-                        if !req.unique_vertices && on_path(&nodes, Some(at), &step.vertex) {
+                        if !req.unique_vertices && on_path(&nodes, Some(at), step.vertex) {
                             continue;
                         }
                         if let Some(f) = &plan.edge_filter
-                            && !matches(&view, &dict, f, &step.edge)?
+                            && !matches(&view, &dict, f, &graph.edge_name(step.edge))?
                         {
                             continue;
                         }
                         if let Some(f) = &plan.vertex_filter
-                            && !matches(&view, &dict, f, &step.vertex)?
+                            && !matches(&view, &dict, f, &graph.vertex_name(step.vertex))?
                         {
                             // it fails whichever way it is reached
-                            visited.insert(step.vertex.clone());
+                            visited.insert(step.vertex);
                             continue;
                         }
-                        visited.insert(step.vertex.clone());
-                        nodes.push(Node {
-                            vertex: step.vertex.clone(),
-                            depth,
-                            parent: Some(at),
-                            edge: Some(step.edge.clone()),
-                        });
+                        visited.insert(step.vertex);
+                        nodes.push(Node { vertex: step.vertex, depth, parent: Some(at), edge: Some(step.edge) });
                         let i = nodes.len() - 1;
                         if depth >= plan.min_depth {
                             returned.push(i);
@@ -292,9 +291,10 @@ impl Db {
             let mut vertices = Vec::with_capacity(returned.len());
             for &i in &returned {
                 let n = &nodes[i];
+                let id = graph.vertex_name(n.vertex);
                 let doc = match fields {
                     None => None,
-                    Some(f) => Some(match document(&view, &n.vertex)? {
+                    Some(f) => Some(match document(&view, &id)? {
                         None => Value::Null,
                         Some((id, blob)) => {
                             let all = f.iter().any(|f| f == "*");
@@ -304,10 +304,10 @@ impl Db {
                         }
                     }),
                 };
-                vertices.push(TraversedVertex { id: n.vertex.clone(), depth: n.depth, document: doc });
+                vertices.push(TraversedVertex { id, depth: n.depth, document: doc });
             }
-            let paths =
-                (req.return_kind == ReturnKind::Paths).then(|| returned.iter().map(|&i| path_to(&nodes, i)).collect());
+            let paths = (req.return_kind == ReturnKind::Paths)
+                .then(|| returned.iter().map(|&i| path_to(&graph, &nodes, i)).collect());
             Ok(TraverseResponse { vertices, paths })
         })
         .await

@@ -18,7 +18,8 @@
 //! 3. **finish**, once per write, after the write's function returned (`Db::write`): fulltext
 //!    first (every logged posting change of the write merged into blocks, `search::maintain`),
 //!    then vectors (the cached graphs changed and their nodes staged, `vectors`): last, as nothing
-//!    after it may refuse the write.
+//!    after it may refuse the write; the logged edge changes go to a commit hook that applies
+//!    them to the in-memory adjacency (`graph::memory::finish`).
 //!
 //! The logs are typed fields, not a bag of boxes: each family reads its own. A failed
 //! [`Write::attempt`] drops what the attempt logged with the keys it staged.
@@ -32,6 +33,7 @@ pub use prepare::{check_id, take_id};
 pub(crate) use stage::derived;
 
 use crate::catalog::{Catalog, TableDef};
+use crate::service::graph::memory::log::EdgeOp;
 use crate::service::search::log::FtOp;
 use crate::service::vectors::log::VecOp;
 use crate::storage::WriteTx;
@@ -57,12 +59,15 @@ pub(crate) struct Write<'t, 'c> {
     pub fulltext: Vec<FtOp>,
     /// the vector node changes of the write, applied by `vectors::finish`
     pub vectors: Vec<VecOp>,
+    /// the edge changes of the write, applied to the in-memory adjacency once it commits
+    /// (`graph::memory::finish`)
+    pub graph: Vec<EdgeOp>,
 }
 
 impl<'t, 'c> Write<'t, 'c> {
     /// A write over `tx` with empty logs.
     pub fn new(tx: &'t mut WriteTx<'c>, catalog: &'t Arc<Catalog>) -> Self {
-        Write { tx, catalog, fulltext: Vec::new(), vectors: Vec::new() }
+        Write { tx, catalog, fulltext: Vec::new(), vectors: Vec::new(), graph: Vec::new() }
     }
 
     /// The catalog the write runs against.
@@ -76,18 +81,25 @@ impl<'t, 'c> Write<'t, 'c> {
         &mut self,
         f: impl FnOnce(&mut Write<'_, 'c>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        let (ft, vec) = (self.fulltext.len(), self.vectors.len());
+        let (ft, vec, edges) = (self.fulltext.len(), self.vectors.len(), self.graph.len());
         let catalog = self.catalog;
-        let (fulltext, vectors) = (&mut self.fulltext, &mut self.vectors);
+        let (fulltext, vectors, graph) = (&mut self.fulltext, &mut self.vectors, &mut self.graph);
         let result = self.tx.attempt(|tx| {
-            let mut inner = Write { tx, catalog, fulltext: std::mem::take(fulltext), vectors: std::mem::take(vectors) };
+            let mut inner = Write {
+                tx,
+                catalog,
+                fulltext: std::mem::take(fulltext),
+                vectors: std::mem::take(vectors),
+                graph: std::mem::take(graph),
+            };
             let result = f(&mut inner);
-            (*fulltext, *vectors) = (inner.fulltext, inner.vectors);
+            (*fulltext, *vectors, *graph) = (inner.fulltext, inner.vectors, inner.graph);
             result
         });
         if result.is_err() {
             self.fulltext.truncate(ft);
             self.vectors.truncate(vec);
+            self.graph.truncate(edges);
         }
         result
     }

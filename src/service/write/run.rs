@@ -2,7 +2,7 @@
 //! that merge their logs at the end of the write.
 
 use super::Write;
-use crate::service::{Db, Result, search, vectors};
+use crate::service::{Db, Result, graph, search, vectors};
 use std::sync::{Arc, Mutex, PoisonError};
 
 impl Db {
@@ -25,6 +25,8 @@ impl Db {
                 // the write's vector changes, applied to the cached graphs and staged (see
                 // `vectors`): last, after everything that can refuse the write
                 vectors::finish(&mut w, &db, &t)?;
+                // the write's edge changes, for the in-memory adjacency once it commits
+                graph::memory::finish(&mut w, &db.graph);
                 Ok(out)
             })
             .await;
