@@ -442,7 +442,16 @@ impl Store {
         let flusher = std::thread::Builder::new().name("mosaic-close-flush".into()).spawn(move || {
             let _ = done.send(flush_memtables(&db, &spaces));
         });
-        match flusher.map(|_| flushed.recv_timeout(CLOSE_FLUSH_WAIT)) {
+        let outcome = flusher.map(|thread| {
+            let outcome = flushed.recv_timeout(CLOSE_FLUSH_WAIT);
+            if outcome.is_ok() {
+                // it holds the database until it ends: joined, so a reopen right after the close
+                // does not find the directory still locked
+                let _ = thread.join();
+            }
+            outcome
+        });
+        match outcome {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => {
                 tracing::warn!(error = %e, "flushing the memtables at shutdown failed; the next open replays the journal")

@@ -15,6 +15,7 @@ mod workload;
 
 mod changefeed;
 mod disk_faults;
+mod graph;
 mod power_loss;
 mod server;
 mod store;

@@ -7,6 +7,7 @@
 mod common;
 
 mod graph;
+mod graph_memory;
 mod query;
 mod search;
 mod timeseries;
