@@ -10,8 +10,14 @@
 //! Edges are inserted in batches of 10 000 (`insert_documents`, one atomic write each, as
 //! `POST …/documents` with an array does), vertices likewise; durability is buffered.
 //!
-//! On 2 cores the default graph loads in 15-20 s and the whole run takes about 2.5 minutes (each
-//! criterion case 20 samples; the weighted shortest paths, about 1.5 s each, take most of it).
+//! The loaded directory is then opened again twice: with the adjacency in memory (the default;
+//! the open's time, the adjacency's load time, size and bytes per edge are printed) and with it
+//! off (`graph_memory_bytes: 0`: walks read the `graph:` keys), and every case runs on each
+//! (criterion groups `graph_memory` and `graph_keys`). `MOSAIC_BENCH_OPEN_ONLY=1` stops after the
+//! load and the timed open (e.g. `MOSAIC_BENCH_EDGES=10000000` for the open of 10M edges).
+//!
+//! On 2 cores the default graph loads in 15-20 s and the whole run takes a few minutes (each
+//! criterion case 20 samples; the weighted shortest paths on the keys take most of it).
 //! `MOSAIC_BENCH_DIR` sets where the data directory goes. Run with `cargo bench --bench graph`.
 //!
 //! Not measured here: PostgreSQL's recursive CTE (no PostgreSQL in the bench environment).
@@ -46,8 +52,7 @@ impl Rng {
 }
 
 struct Loaded {
-    db: Arc<Db>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     vertices: usize,
     median: String,
     hub: String,
@@ -108,11 +113,45 @@ fn load(rt: &tokio::runtime::Runtime) -> Loaded {
             median: format!("users/u{}", median.1),
             hub: format!("users/u{}", hub.1),
             vertices: n,
-            db: db.clone(),
-            _dir: dir,
+            dir,
         })
     })
+    .and_then(|loaded| {
+        db.close()?;
+        Ok(loaded)
+    })
     .expect("load")
+}
+
+/// Opens the loaded directory again, with the adjacency in memory or not, and says how long the
+/// open took and what the adjacency holds.
+fn reopen(rt: &tokio::runtime::Runtime, l: &Loaded, memory: bool) -> Arc<Db> {
+    let mut cfg = StorageConfig::new(l.dir.path());
+    cfg.durability = Durability::Buffered;
+    let options = DbOptions { graph_memory_bytes: if memory { 16 << 30 } else { 0 }, ..DbOptions::default() };
+    let t0 = Instant::now();
+    // the last open's files may still be held for a moment after its close
+    let db = loop {
+        match rt.block_on(async { Db::open(cfg.clone(), options) }) {
+            Ok(db) => break db,
+            Err(e) if t0.elapsed().as_secs() < 10 && e.to_string().contains("Locked") => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => panic!("open: {e}"),
+        }
+    };
+    let m = db.graph_memory();
+    eprintln!(
+        "open with the adjacency {}: {:.2} s (its load {:.2} s); {} edges, {} vertex numbers, {:.1} MB, {:.1} bytes/edge",
+        if memory { "in memory" } else { "off" },
+        t0.elapsed().as_secs_f64(),
+        m.load_seconds,
+        m.edges,
+        m.vertices,
+        m.bytes as f64 / 1e6,
+        m.bytes_per_edge
+    );
+    db
 }
 
 fn traverse(start: &str, depth: usize, direction: &str) -> TraverseRequest {
@@ -124,8 +163,20 @@ fn traverse(start: &str, depth: usize, direction: &str) -> TraverseRequest {
 fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let l = load(&runtime);
-    let (rt, db) = (&runtime, &l.db);
-    let mut g = c.benchmark_group("graph");
+    if std::env::var_os("MOSAIC_BENCH_OPEN_ONLY").is_some() {
+        reopen(&runtime, &l, true).close().expect("close");
+        return;
+    }
+    for memory in [true, false] {
+        let db = reopen(&runtime, &l, memory);
+        cases(c, &runtime, &l, &db, if memory { "graph_memory" } else { "graph_keys" });
+        db.close().expect("close");
+    }
+}
+
+/// The criterion cases on one open database.
+fn cases(c: &mut Criterion, rt: &tokio::runtime::Runtime, l: &Loaded, db: &Arc<Db>, group: &str) {
+    let mut g = c.benchmark_group(group);
     g.sample_size(20);
     for (name, v) in [("median", &l.median), ("hub", &l.hub)] {
         let req = || NeighborsRequest {
@@ -183,7 +234,6 @@ fn bench(c: &mut Criterion) {
         eprintln!("shortest paths ({name}): {found} of {i} pairs joined");
     }
     g.finish();
-    db.close().expect("close");
 }
 
 criterion_group!(benches, bench);

@@ -310,7 +310,7 @@ pub(super) struct Committer {
     /// and each commit updates the keys it changes here, so the answers stay exact across writes
     /// (an edge naming a hub vertex reads it once, not once per edge). Cleared past
     /// [`MAX_PRESENT`] keys and after a failed commit.
-    pub(super) present: std::cell::RefCell<std::collections::HashMap<(Space, Vec<u8>), bool>>,
+    pub(super) present: std::cell::RefCell<foldhash::HashMap<(Space, Vec<u8>), bool>>,
     /// The committed values of keys [`WriteTx::get_cached`] read: as exact as `present` (each
     /// commit updates the keys it changes here), cleared past [`MAX_VALUE_BYTES`] and after a
     /// failed commit.

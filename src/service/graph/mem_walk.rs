@@ -19,6 +19,12 @@ use std::sync::Arc;
 /// Numbers of vertices the adjacency does not hold (no edges): from here up.
 const EXTRA: u32 = 1 << 31;
 
+/// Whether some table may hold documents that expired (walks must then skip them).
+pub(crate) fn may_expire(catalog: &Catalog) -> bool {
+    let dict = catalog.dict();
+    catalog.tables().iter().any(|t| Expiry::of(catalog, &dict, &t.name).is_some())
+}
+
 /// The steps of a walk, read from memory.
 pub(crate) struct MemoryGraph<'a> {
     adj: &'a Adjacency,
@@ -60,8 +66,7 @@ impl<'a> MemoryGraph<'a> {
                 (&**t, adj.table(&t.name, t.created_at), inline)
             })
             .collect();
-        let dict = catalog.dict();
-        let may_expire = catalog.tables().iter().any(|t| Expiry::of(catalog, &dict, &t.name).is_some());
+        let may_expire = may_expire(catalog);
         MemoryGraph {
             adj,
             view,

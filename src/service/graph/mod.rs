@@ -38,6 +38,9 @@ pub const MAX_EDGE_TABLES: usize = 32;
 pub const DEFAULT_MAX_VISITED: usize = 100_000;
 /// The largest `max_visited` a request may ask for.
 pub const MAX_MAX_VISITED: usize = 10_000_000;
+/// Adjacency entries a walk of the in-memory adjacency may read on the request's own thread
+/// before it is handed to the blocking pool (see [`Db::inline_budget`]): tens of microseconds.
+const INLINE_ENTRIES: usize = 4096;
 
 /// The name of an adjacency direction in answers.
 fn dir_name(d: Direction) -> &'static str {
@@ -140,6 +143,16 @@ impl Db {
             memory.capture(live).map(|adj| adj as Derived)
         }));
         Ok(())
+    }
+
+    /// How many adjacency entries a walk may read right on the request's thread, if it may: when
+    /// it reads the in-memory adjacency and nothing else (`small`: no filter, no document), and
+    /// no table can expire (the expiry entries would be scanned). A small walk costs less than
+    /// the hand-off to the blocking pool; one that needs more than the budget is run there again
+    /// with its whole `max_visited`, so no request holds an async thread for long.
+    fn inline_budget(&self, view: &ReadView, small: bool, max_visited: usize) -> Option<usize> {
+        (small && view.derived::<Adjacency>().is_some() && !mem_walk::may_expire(&self.catalog))
+            .then(|| max_visited.min(INLINE_ENTRIES))
     }
 
     /// The in-memory adjacency's figures.

@@ -4,6 +4,9 @@
 //! in-memory graph.
 
 use super::{Cost, Db, Graph, Result, ServiceError, Step, WalkDirection, Walker, max_visited};
+use crate::catalog::TableDef;
+use crate::service::stop::Stop;
+use crate::storage::ReadView;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::cmp::{Ordering, Reverse};
@@ -431,32 +434,50 @@ impl Db {
         let max_visited = max_visited(req.max_visited)?;
         let tables = self.edge_tables(req.edges.as_deref())?;
         let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
-            db.vertex_exists(&view, "from", &req.from)?;
-            db.vertex_exists(&view, "to", &req.to)?;
-            let cost = req.weight.clone().map_or(Cost::Hops, Cost::Field);
-            let mut g = Walker::new(db, &view, &tables, &stop, cost.clone(), max_visited);
-            let (from, to) = (g.vertex(&req.from), g.vertex(&req.to));
-            let first = match cost {
-                Cost::Hops => bfs(&mut g, from, to, req.direction)?,
-                Cost::Field(_) => dijkstra_both_ways(&mut g, from, to, req.direction, &Banned::default())?,
-            };
-            let first = first.ok_or_else(|| ServiceError::NoPath { from: req.from.clone(), to: req.to.clone() })?;
-            let found = if k > 1 { yen(&mut g, first, to, req.direction, k)? } else { vec![first] };
-            let paths: Vec<WeightedPath> = found
-                .into_iter()
-                .map(|p| WeightedPath {
-                    cost: cost_json(p.cost()),
-                    vertices: p.vertices.iter().map(|&v| g.vertex_name(v)).collect(),
-                    edges: p.edges.iter().map(|&e| g.edge_name(e)).collect(),
-                })
-                .collect();
-            let head = paths.first().cloned().ok_or_else(|| ServiceError::Internal("no first path".into()))?;
-            Ok(ShortestPathResponse { paths, vertices: head.vertices, edges: head.edges, cost: head.cost })
-        })
-        .await
+        let view = self.store.snapshot();
+        // a declared weight (or none) is in the adjacency: no edge document is read
+        let small = req.weight.as_deref().is_none_or(|w| tables.iter().all(|t| t.weight_field.as_deref() == Some(w)));
+        if let Some(budget) = self.inline_budget(&view, small, max_visited) {
+            match paths(self, &view, &req, &tables, &stop, k, budget) {
+                Err(ServiceError::MaxVisited(_)) if budget < max_visited => {}
+                done => return done,
+            }
+        }
+        self.read(move |db| paths(db, &view, &req, &tables, &stop, k, max_visited)).await
     }
+}
+
+/// The search of [`Db::shortest_path`], reading at most `max_visited` adjacency entries.
+fn paths(
+    db: &Db,
+    view: &ReadView,
+    req: &ShortestPathRequest,
+    tables: &[Arc<TableDef>],
+    stop: &Stop,
+    k: usize,
+    max_visited: usize,
+) -> Result<ShortestPathResponse> {
+    db.vertex_exists(view, "from", &req.from)?;
+    db.vertex_exists(view, "to", &req.to)?;
+    let cost = req.weight.clone().map_or(Cost::Hops, Cost::Field);
+    let mut g = Walker::new(db, view, tables, stop, cost.clone(), max_visited);
+    let (from, to) = (g.vertex(&req.from), g.vertex(&req.to));
+    let first = match cost {
+        Cost::Hops => bfs(&mut g, from, to, req.direction)?,
+        Cost::Field(_) => dijkstra_both_ways(&mut g, from, to, req.direction, &Banned::default())?,
+    };
+    let first = first.ok_or_else(|| ServiceError::NoPath { from: req.from.clone(), to: req.to.clone() })?;
+    let found = if k > 1 { yen(&mut g, first, to, req.direction, k)? } else { vec![first] };
+    let paths: Vec<WeightedPath> = found
+        .into_iter()
+        .map(|p| WeightedPath {
+            cost: cost_json(p.cost()),
+            vertices: p.vertices.iter().map(|&v| g.vertex_name(v)).collect(),
+            edges: p.edges.iter().map(|&e| g.edge_name(e)).collect(),
+        })
+        .collect();
+    let head = paths.first().cloned().ok_or_else(|| ServiceError::Internal("no first path".into()))?;
+    Ok(ShortestPathResponse { paths, vertices: head.vertices, edges: head.edges, cost: head.cost })
 }
 
 #[cfg(test)]

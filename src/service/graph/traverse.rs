@@ -7,10 +7,12 @@
 //! returned when `min_depth` is 0).
 
 use super::{Cost, Db, Graph, Result, ServiceError, WalkDirection, Walker, max_visited};
+use crate::catalog::TableDef;
 use crate::entity::FieldDict;
 use crate::keys::EntityKey;
 use crate::service::adjacency::split_vertex;
 use crate::service::query::filter::Filter;
+use crate::service::stop::Stop;
 use crate::storage::{ReadView, Space};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -221,95 +223,111 @@ impl Db {
         let plan = check(&req)?;
         let tables = self.edge_tables(req.edges.as_deref())?;
         let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
-            db.vertex_exists(&view, "start", &req.start)?;
-            let dict = db.catalog.dict();
-            let mut graph = Walker::new(db, &view, &tables, &stop, Cost::Hops, plan.max_visited);
-            let start = graph.vertex(&req.start);
-            let mut nodes = vec![Node { vertex: start, depth: 0, parent: None, edge: None }];
-            let mut visited: HashSet<u32, foldhash::fast::RandomState> = HashSet::default();
-            visited.insert(start);
-            let mut returned: Vec<usize> = Vec::new();
-            if plan.min_depth == 0 {
-                returned.push(0);
+        let view = self.store.snapshot();
+        let small = req.vertex_filter.is_none() && req.edge_filter.is_none() && req.fields.is_none();
+        if let Some(budget) = self.inline_budget(&view, small, plan.max_visited) {
+            match walk(self, &view, &req, &plan, &tables, &stop, budget) {
+                Err(ServiceError::MaxVisited(_)) if budget < plan.max_visited => {}
+                done => return done,
             }
-            let mut frontier = vec![0usize];
-            let mut steps = Vec::new();
-            // steps looked at, entries read again included (a vertex on many paths is expanded
-            // once per path): bounded like the entries read
-            let mut examined = 0usize;
-            'walk: for depth in 1..=plan.max_depth {
-                if returned.len() >= plan.limit {
-                    break;
+        }
+        self.read(move |db| walk(db, &view, &req, &plan, &tables, &stop, plan.max_visited)).await
+    }
+}
+
+/// The walk of [`Db::traverse`], reading at most `max_visited` adjacency entries.
+fn walk(
+    db: &Db,
+    view: &ReadView,
+    req: &TraverseRequest,
+    plan: &Plan,
+    tables: &[Arc<TableDef>],
+    stop: &Stop,
+    max_visited: usize,
+) -> Result<TraverseResponse> {
+    db.vertex_exists(view, "start", &req.start)?;
+    let dict = db.catalog.dict();
+    let mut graph = Walker::new(db, view, tables, stop, Cost::Hops, max_visited);
+    let start = graph.vertex(&req.start);
+    let mut nodes = vec![Node { vertex: start, depth: 0, parent: None, edge: None }];
+    let mut visited: HashSet<u32, foldhash::fast::RandomState> = HashSet::default();
+    visited.insert(start);
+    let mut returned: Vec<usize> = Vec::new();
+    if plan.min_depth == 0 {
+        returned.push(0);
+    }
+    let mut frontier = vec![0usize];
+    let mut steps = Vec::new();
+    // steps looked at, entries read again included (a vertex on many paths is expanded
+    // once per path): bounded like the entries read
+    let mut examined = 0usize;
+    'walk: for depth in 1..=plan.max_depth {
+        if returned.len() >= plan.limit {
+            break;
+        }
+        let mut next = Vec::new();
+        for &at in &frontier {
+            steps.clear();
+            graph.steps(nodes[at].vertex, req.direction, &mut steps)?;
+            for step in &steps {
+                examined += 1;
+                if examined > max_visited {
+                    return Err(ServiceError::MaxVisited(max_visited));
                 }
-                let mut next = Vec::new();
-                for &at in &frontier {
-                    steps.clear();
-                    graph.steps(nodes[at].vertex, req.direction, &mut steps)?;
-                    for step in &steps {
-                        examined += 1;
-                        if examined > plan.max_visited {
-                            return Err(ServiceError::MaxVisited(plan.max_visited));
-                        }
-                        if req.unique_vertices && visited.contains(&step.vertex) {
-                            continue;
-                        }
-                        if !req.unique_vertices && on_path(&nodes, Some(at), step.vertex) {
-                            continue;
-                        }
-                        if let Some(f) = &plan.edge_filter
-                            && !matches(&view, &dict, f, &graph.edge_name(step.edge))?
-                        {
-                            continue;
-                        }
-                        if let Some(f) = &plan.vertex_filter
-                            && !matches(&view, &dict, f, &graph.vertex_name(step.vertex))?
-                        {
-                            // it fails whichever way it is reached
-                            visited.insert(step.vertex);
-                            continue;
-                        }
-                        visited.insert(step.vertex);
-                        nodes.push(Node { vertex: step.vertex, depth, parent: Some(at), edge: Some(step.edge) });
-                        let i = nodes.len() - 1;
-                        if depth >= plan.min_depth {
-                            returned.push(i);
-                            if returned.len() >= plan.limit {
-                                break 'walk;
-                            }
-                        }
-                        next.push(i);
+                if req.unique_vertices && visited.contains(&step.vertex) {
+                    continue;
+                }
+                if !req.unique_vertices && on_path(&nodes, Some(at), step.vertex) {
+                    continue;
+                }
+                if let Some(f) = &plan.edge_filter
+                    && !matches(view, &dict, f, &graph.edge_name(step.edge))?
+                {
+                    continue;
+                }
+                if let Some(f) = &plan.vertex_filter
+                    && !matches(view, &dict, f, &graph.vertex_name(step.vertex))?
+                {
+                    // it fails whichever way it is reached
+                    visited.insert(step.vertex);
+                    continue;
+                }
+                visited.insert(step.vertex);
+                nodes.push(Node { vertex: step.vertex, depth, parent: Some(at), edge: Some(step.edge) });
+                let i = nodes.len() - 1;
+                if depth >= plan.min_depth {
+                    returned.push(i);
+                    if returned.len() >= plan.limit {
+                        break 'walk;
                     }
                 }
-                if next.is_empty() {
-                    break;
-                }
-                frontier = next;
+                next.push(i);
             }
-            let fields = req.fields.as_deref();
-            let mut vertices = Vec::with_capacity(returned.len());
-            for &i in &returned {
-                let n = &nodes[i];
-                let id = graph.vertex_name(n.vertex);
-                let doc = match fields {
-                    None => None,
-                    Some(f) => Some(match document(&view, &id)? {
-                        None => Value::Null,
-                        Some((id, blob)) => {
-                            let all = f.iter().any(|f| f == "*");
-                            let text =
-                                crate::service::query::project(&blob, &dict, &id, if all { None } else { Some(f) })?;
-                            serde_json::from_slice(&text).map_err(|e| ServiceError::Internal(e.to_string()))?
-                        }
-                    }),
-                };
-                vertices.push(TraversedVertex { id, depth: n.depth, document: doc });
-            }
-            let paths = (req.return_kind == ReturnKind::Paths)
-                .then(|| returned.iter().map(|&i| path_to(&graph, &nodes, i)).collect());
-            Ok(TraverseResponse { vertices, paths })
-        })
-        .await
+        }
+        if next.is_empty() {
+            break;
+        }
+        frontier = next;
     }
+    let fields = req.fields.as_deref();
+    let mut vertices = Vec::with_capacity(returned.len());
+    for &i in &returned {
+        let n = &nodes[i];
+        let id = graph.vertex_name(n.vertex);
+        let doc = match fields {
+            None => None,
+            Some(f) => Some(match document(view, &id)? {
+                None => Value::Null,
+                Some((id, blob)) => {
+                    let all = f.iter().any(|f| f == "*");
+                    let text = crate::service::query::project(&blob, &dict, &id, if all { None } else { Some(f) })?;
+                    serde_json::from_slice(&text).map_err(|e| ServiceError::Internal(e.to_string()))?
+                }
+            }),
+        };
+        vertices.push(TraversedVertex { id, depth: n.depth, document: doc });
+    }
+    let paths =
+        (req.return_kind == ReturnKind::Paths).then(|| returned.iter().map(|&i| path_to(&graph, &nodes, i)).collect());
+    Ok(TraverseResponse { vertices, paths })
 }

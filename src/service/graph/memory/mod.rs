@@ -63,7 +63,7 @@ impl TableAdj {
 }
 
 /// What a write does to one list: the edge numbers it removes and the entries it adds.
-type Pending = (HashSet<u32>, Vec<Entry>);
+type Pending = (HashSet<u32, foldhash::fast::RandomState>, Vec<Entry>);
 
 /// One version of the adjacency of every edge table, as of the keys of the view that carries it.
 #[derive(Clone)]
@@ -127,37 +127,57 @@ impl Adjacency {
     fn apply(&mut self, ops: &[EdgeOp]) -> Result<(), String> {
         let names = self.names.clone();
         let mut names = names.write().unwrap_or_else(PoisonError::into_inner);
-        // per touched list: the edge numbers removed and the entries added (a replaced edge gets
-        // a new number, so a removal never hides a later insert)
-        let mut touched: HashMap<(String, usize, u32), Pending> = HashMap::new();
-        // edges added by these ops: full name → number
-        let mut fresh: HashMap<String, u32> = HashMap::new();
+        // the tables the ops touch, numbered in the order met
+        let mut tables: Vec<&str> = Vec::new();
+        // per touched list (table, direction, vertex): the edge numbers removed and the entries
+        // added (a replaced edge gets a new number, so a removal never hides a later insert)
+        let mut touched: HashMap<(u32, u8, u32), Pending, foldhash::fast::RandomState> = HashMap::default();
+        // edges added by these ops (their numbers, by the hash of their name): an op that
+        // removes one of them finds it here, not in the lists
+        let mut fresh: HashMap<u64, Vec<u32>, foldhash::fast::RandomState> = HashMap::default();
+        let hasher = foldhash::fast::FixedState::with_seed(0);
+        let mut full = String::new();
         for op in ops {
-            let full = format!("{}/{}", op.table, op.id);
-            let t = self.tables.entry(op.table.clone()).or_insert_with(|| Arc::new(TableAdj::new(op.created_at)));
-            if t.created_at != op.created_at {
-                // the table was dropped and made again: the old one's entries are gone with it
-                self.edges -= t.edges;
-                *t = Arc::new(TableAdj::new(op.created_at));
-                touched.retain(|(table, _, _), _| *table != op.table);
+            full.clear();
+            full.push_str(&op.table);
+            full.push('/');
+            full.push_str(&op.id);
+            let hash = std::hash::BuildHasher::hash_one(&hasher, full.as_str());
+            let ti = match tables.iter().position(|t| *t == op.table) {
+                Some(i) => i as u32,
+                None => {
+                    tables.push(&op.table);
+                    (tables.len() - 1) as u32
+                }
+            };
+            if self.tables.get(&op.table).is_none_or(|t| t.created_at != op.created_at) {
+                // new, or dropped and made again: the old one's entries are gone with it
+                if let Some(old) = self.tables.insert(op.table.clone(), Arc::new(TableAdj::new(op.created_at))) {
+                    self.edges -= old.edges;
+                    touched.retain(|(t, _, _), _| *t != ti);
+                }
             }
+            let Some(t) = self.tables.get_mut(&op.table) else { continue };
             let t = Arc::make_mut(t);
             if let Some(old) = &op.old {
                 let from = names.vertex(&old.from).ok_or_else(|| format!("vertex {:?} is not known", old.from))?;
                 let to = names.vertex(&old.to).ok_or_else(|| format!("vertex {:?} is not known", old.to))?;
-                let n = match fresh.remove(&full) {
+                let added = fresh.get_mut(&hash).and_then(|ns| {
+                    let at = ns.iter().position(|&n| names.edge_name(n) == full)?;
+                    Some(ns.swap_remove(at))
+                });
+                let n = match added {
                     Some(n) => n,
                     None => {
                         let list = t.lists[0].at(from);
                         let at = list
-                            .binary_search_by(|e| names.edge_name(e.edge).cmp(&full))
+                            .binary_search_by(|e| names.edge_name(e.edge).cmp(full.as_str()))
                             .map_err(|_| format!("edge {full:?} is not at its vertex {:?}", old.from))?;
                         list[at].edge
                     }
                 };
-                for (dir, v) in [(0, from), (1, to)] {
-                    touched.entry((op.table.clone(), dir, v)).or_default().0.insert(n);
-                }
+                touched.entry((ti, 0, from)).or_default().0.insert(n);
+                touched.entry((ti, 1, to)).or_default().0.insert(n);
                 t.edges -= 1;
                 self.edges -= 1;
                 self.dead_edges += 1;
@@ -165,18 +185,20 @@ impl Adjacency {
             if let Some(new) = &op.new {
                 let (from, to) = (names.intern(&new.from), names.intern(&new.to));
                 let n = names.add_edge(full.clone());
-                fresh.insert(full, n);
+                fresh.entry(hash).or_default().push(n);
                 let weight = new.weight.unwrap_or(0.0);
-                touched.entry((op.table.clone(), 0, from)).or_default().1.push(Entry { other: to, edge: n, weight });
-                touched.entry((op.table.clone(), 1, to)).or_default().1.push(Entry { other: from, edge: n, weight });
+                touched.entry((ti, 0, from)).or_default().1.push(Entry { other: to, edge: n, weight });
+                touched.entry((ti, 1, to)).or_default().1.push(Entry { other: from, edge: n, weight });
                 t.edges += 1;
                 self.edges += 1;
             }
         }
-        for ((table, dir, v), (removed, mut added)) in touched {
-            let Some(t) = self.tables.get_mut(&table) else { continue };
-            let lists = &mut Arc::make_mut(t).lists[dir];
-            added.retain(|e| !removed.contains(&e.edge));
+        for ((ti, dir, v), (removed, mut added)) in touched {
+            let Some(t) = self.tables.get_mut(tables[ti as usize]) else { continue };
+            let lists = &mut Arc::make_mut(t).lists[dir as usize];
+            if !removed.is_empty() {
+                added.retain(|e| !removed.contains(&e.edge));
+            }
             added.sort_by(|a, b| names.edge_name(a.edge).cmp(names.edge_name(b.edge)));
             let old = lists.at(v);
             let mut merged = Vec::with_capacity(old.len() + added.len());
