@@ -5,13 +5,13 @@
 
 use super::memory::{Adjacency, TableAdj};
 use super::store_walk::edge_cost;
-use super::walk::{Cost, Graph, LocalNames, Step, WalkDirection};
+use super::walk::{Budget, Cost, Graph, LocalNames, Step, WalkDirection};
 use crate::catalog::{Catalog, TableDef};
+use crate::service::Result;
 use crate::service::adjacency::split_vertex;
 use crate::service::stop::Stop;
 use crate::service::ttl::Expired;
 use crate::service::ttl::expiry::Expiry;
-use crate::service::{Result, ServiceError};
 use crate::storage::ReadView;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -33,11 +33,8 @@ pub(crate) struct MemoryGraph<'a> {
     /// the walk's edge tables, with their adjacency (none: no edges) and whether an edge's cost
     /// is in it (hops, or the declared weight field)
     tables: Vec<(&'a TableDef, Option<&'a TableAdj>, bool)>,
-    stop: &'a Stop,
+    budget: Budget<'a>,
     cost: Cost,
-    max_visited: usize,
-    read: usize,
-    calls: u64,
     counted: HashSet<(u32, u8), foldhash::fast::RandomState>,
     extra: LocalNames,
     /// costs read from edge documents, by edge
@@ -72,11 +69,8 @@ impl<'a> MemoryGraph<'a> {
             view,
             catalog,
             tables,
-            stop,
+            budget: Budget::new(stop, max_visited),
             cost,
-            max_visited,
-            read: 0,
-            calls: 0,
             counted: HashSet::default(),
             extra: LocalNames::default(),
             weights: HashMap::new(),
@@ -92,28 +86,23 @@ impl<'a> MemoryGraph<'a> {
             (names.edge_name(edge).to_owned(), names.vertex_name(vertex).to_owned())
         };
         let (table, id) = split_vertex(&edge).unwrap_or(("", ""));
-        Ok(expired.contains(table, id, self.stop)? || expired.vertex(&vertex, self.stop)?)
+        let stop = self.budget.stop();
+        Ok(expired.contains(table, id, stop)? || expired.vertex(&vertex, stop)?)
     }
 }
 
 impl Graph for MemoryGraph<'_> {
     fn steps(&mut self, v: u32, dir: WalkDirection, out: &mut Vec<Step>) -> Result<()> {
-        self.calls += 1;
-        if self.calls.is_multiple_of(256) {
-            self.stop.check()?;
-        }
+        self.budget.expand()?;
         if v >= EXTRA {
             return Ok(());
         }
         if self.counted.insert((v, dir as u8)) {
-            for (_, t, _) in &self.tables {
-                for &d in dir.dirs() {
-                    self.read += t.map_or(0, |t| t.at(d, v).len());
-                }
-            }
-            if self.read > self.max_visited {
-                return Err(ServiceError::MaxVisited(self.max_visited));
-            }
+            let entries = self
+                .tables
+                .iter()
+                .flat_map(|(_, t, _)| dir.dirs().iter().map(move |&d| t.map_or(0, |t| t.at(d, v).len())));
+            self.budget.read(entries.sum())?;
         }
         for i in 0..self.tables.len() {
             let (table, Some(t), inline) = self.tables[i] else { continue };

@@ -2,7 +2,7 @@
 //! view's `graph:` keys (a prefix scan per edge table and direction), each vertex's steps read
 //! once and kept, every entry counted against `max_visited`.
 
-use super::walk::{Cost, Graph, LocalNames, Step, WalkDirection};
+use super::walk::{Budget, Cost, Graph, LocalNames, Step, WalkDirection};
 use crate::catalog::{Catalog, TableDef};
 use crate::entity;
 use crate::keys::{AdjValue, EntityKey, GraphKey};
@@ -19,11 +19,8 @@ pub(crate) struct StoreGraph<'a> {
     view: &'a ReadView,
     catalog: &'a Catalog,
     tables: &'a [Arc<TableDef>],
-    stop: &'a Stop,
+    budget: Budget<'a>,
     cost: Cost,
-    max_visited: usize,
-    read: usize,
-    calls: u64,
     vertices: LocalNames,
     edges: LocalNames,
     /// each vertex's steps, per direction (out, in, any)
@@ -46,11 +43,8 @@ impl<'a> StoreGraph<'a> {
             view,
             catalog,
             tables,
-            stop,
+            budget: Budget::new(stop, max_visited),
             cost,
-            max_visited,
-            read: 0,
-            calls: 0,
             vertices: LocalNames::default(),
             edges: LocalNames::default(),
             seen: Default::default(),
@@ -85,10 +79,7 @@ pub(crate) fn edge_cost(
 
 impl Graph for StoreGraph<'_> {
     fn steps(&mut self, v: u32, dir: WalkDirection, out: &mut Vec<Step>) -> Result<()> {
-        self.calls += 1;
-        if self.calls.is_multiple_of(256) {
-            self.stop.check()?;
-        }
+        self.budget.expand()?;
         if let Some(s) = self.seen[dir as usize].get(&v) {
             out.extend_from_slice(s);
             return Ok(());
@@ -100,18 +91,11 @@ impl Graph for StoreGraph<'_> {
                 let prefix = GraphKey::vertex_prefix(d, &table.name, &vertex);
                 for item in self.view.scan(Space::Graph, KeyRange::Prefix(prefix), false) {
                     let (key, value) = item?;
-                    self.read += 1;
-                    if self.read > self.max_visited {
-                        return Err(ServiceError::MaxVisited(self.max_visited));
-                    }
-                    if self.read.is_multiple_of(1024) {
-                        self.stop.check()?;
-                    }
+                    self.budget.read(1)?;
                     let k = GraphKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?;
                     let adj = AdjValue::decode(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
-                    if self.expired.contains(&table.name, &k.edge_id, self.stop)?
-                        || self.expired.vertex(&adj.other, self.stop)?
-                    {
+                    let stop = self.budget.stop();
+                    if self.expired.contains(&table.name, &k.edge_id, stop)? || self.expired.vertex(&adj.other, stop)? {
                         continue;
                     }
                     let weight = edge_cost(self.view, self.catalog, &self.cost, table, &k.edge_id, adj.weight)?;

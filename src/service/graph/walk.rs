@@ -84,6 +84,47 @@ pub(crate) trait Graph {
     fn edge_name(&self, e: u32) -> String;
 }
 
+/// What bounds a walk: its stop (timeout, client gone), checked every 256 vertices expanded and
+/// every 1024 entries read, and `max_visited`, the adjacency entries it may read.
+pub(crate) struct Budget<'a> {
+    stop: &'a crate::service::stop::Stop,
+    max_visited: usize,
+    read: usize,
+    calls: u64,
+}
+
+impl<'a> Budget<'a> {
+    pub fn new(stop: &'a crate::service::stop::Stop, max_visited: usize) -> Self {
+        Budget { stop, max_visited, read: 0, calls: 0 }
+    }
+
+    /// One more vertex expanded.
+    pub fn expand(&mut self) -> Result<()> {
+        self.calls += 1;
+        if self.calls.is_multiple_of(256) {
+            self.stop.check()?;
+        }
+        Ok(())
+    }
+
+    /// `n` more entries read: 422 `max_visited_exceeded` past the budget.
+    pub fn read(&mut self, n: usize) -> Result<()> {
+        let before = self.read;
+        self.read += n;
+        if self.read > self.max_visited {
+            return Err(super::super::ServiceError::MaxVisited(self.max_visited));
+        }
+        if before / 1024 != self.read / 1024 {
+            self.stop.check()?;
+        }
+        Ok(())
+    }
+
+    pub fn stop(&self) -> &'a crate::service::stop::Stop {
+        self.stop
+    }
+}
+
 /// Names numbered in the order met: the graphs that have no numbers of their own.
 #[derive(Default)]
 pub(crate) struct LocalNames {
