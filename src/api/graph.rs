@@ -9,6 +9,7 @@ use crate::service::graph::{
 };
 use axum::Json;
 use axum::extract::State;
+use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -90,11 +91,11 @@ async fn neighbors(
                 "detail": "the walk read more than max_visited = 1000 adjacency entries: narrow it (depth, edges, filters) or raise max_visited",
                 "code": "max_visited_exceeded"})),
     ))]
-async fn traverse(
-    State(state): State<AppState>,
-    ApiJson(req): ApiJson<TraverseRequest>,
-) -> Result<Json<TraverseResponse>, ApiError> {
-    Ok(Json(state.db.traverse(req).await?))
+async fn traverse(State(state): State<AppState>, ApiJson(req): ApiJson<TraverseRequest>) -> Result<Response, ApiError> {
+    let answer = state.db.traverse(req).await?;
+    // `{"_id":"…","depth":N}` per vertex, about; paths about twice that again
+    let per_vertex = if answer.paths.is_some() { 160 } else { 48 };
+    Ok(super::respond::json_sized(&answer, 64 + per_vertex * answer.vertices.len()))
 }
 
 /// The shortest path from `from` to `to`: by hops (bidirectional breadth-first search), or by the

@@ -8,6 +8,18 @@ pub(crate) fn json_text(body: Vec<u8>) -> axum::response::Response {
         .into_response()
 }
 
+/// A 200 response of `value` as JSON, written into a buffer of `capacity` bytes to start with:
+/// for answers whose size the handler can guess (a traversal's vertices), so the text is not
+/// copied as its buffer grows.
+pub(crate) fn json_sized<T: serde::Serialize>(value: &T, capacity: usize) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let mut body = Vec::with_capacity(capacity);
+    match serde_json::to_writer(&mut body, value) {
+        Ok(()) => json_text(body),
+        Err(e) => super::error::ApiError::from(crate::service::ServiceError::Internal(e.to_string())).into_response(),
+    }
+}
+
 /// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
 pub fn encode_path(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());

@@ -17,6 +17,12 @@ impl std::ops::Deref for Slice {
     }
 }
 
+impl From<Vec<u8>> for Slice {
+    fn from(bytes: Vec<u8>) -> Self {
+        Slice(bytes.into())
+    }
+}
+
 impl AsRef<[u8]> for Slice {
     fn as_ref(&self) -> &[u8] {
         &self.0

@@ -91,6 +91,18 @@ impl Graph for Walker<'_> {
             Walker::Store(g) => g.vertex_name(v),
         }
     }
+    fn warm(&self, vs: &[u32], dir: WalkDirection) {
+        match self {
+            Walker::Memory(g) => g.warm(vs, dir),
+            Walker::Store(g) => g.warm(vs, dir),
+        }
+    }
+    fn vertex_names(&self, vs: &[u32]) -> Vec<String> {
+        match self {
+            Walker::Memory(g) => g.vertex_names(vs),
+            Walker::Store(g) => g.vertex_names(vs),
+        }
+    }
     fn edge_name(&self, e: u32) -> String {
         match self {
             Walker::Memory(g) => g.edge_name(e),

@@ -250,7 +250,8 @@ fn walk(
     let mut graph = Walker::new(db, view, tables, stop, Cost::Hops, max_visited);
     let start = graph.vertex(&req.start);
     let mut nodes = vec![Node { vertex: start, depth: 0, parent: None, edge: None }];
-    let mut visited: HashSet<u32, foldhash::fast::RandomState> = HashSet::default();
+    let mut visited: HashSet<u32, foldhash::fast::RandomState> =
+        HashSet::with_capacity_and_hasher(256, Default::default());
     visited.insert(start);
     let mut returned: Vec<usize> = Vec::new();
     if plan.min_depth == 0 {
@@ -266,6 +267,7 @@ fn walk(
             break;
         }
         let mut next = Vec::new();
+        graph.warm(&frontier.iter().map(|&at| nodes[at].vertex).collect::<Vec<_>>(), req.direction);
         for &at in &frontier {
             steps.clear();
             graph.steps(nodes[at].vertex, req.direction, &mut steps)?;
@@ -311,9 +313,9 @@ fn walk(
     }
     let fields = req.fields.as_deref();
     let mut vertices = Vec::with_capacity(returned.len());
-    for &i in &returned {
+    let ids = graph.vertex_names(&returned.iter().map(|&i| nodes[i].vertex).collect::<Vec<_>>());
+    for (&i, id) in returned.iter().zip(ids) {
         let n = &nodes[i];
-        let id = graph.vertex_name(n.vertex);
         let doc = match fields {
             None => None,
             Some(f) => Some(match document(view, &id)? {

@@ -80,6 +80,13 @@ pub(crate) trait Graph {
     fn vertex(&mut self, name: &str) -> u32;
     /// The name of vertex `v`, `"table/id"`.
     fn vertex_name(&self, v: u32) -> String;
+    /// Readies the steps of vertices `vs`, about to be expanded: a graph in memory touches their
+    /// lists in one pass, so their cache misses overlap instead of coming one per expansion.
+    fn warm(&self, _vs: &[u32], _dir: WalkDirection) {}
+    /// The names of vertices `vs`, in order (one call: a graph may look them up together).
+    fn vertex_names(&self, vs: &[u32]) -> Vec<String> {
+        vs.iter().map(|&v| self.vertex_name(v)).collect()
+    }
     /// The name of edge `e`, `"edge_table/id"`.
     fn edge_name(&self, e: u32) -> String;
 }

@@ -184,7 +184,7 @@ impl Adjacency {
             }
             if let Some(new) = &op.new {
                 let (from, to) = (names.intern(&new.from), names.intern(&new.to));
-                let n = names.add_edge(full.clone());
+                let n = names.add_edge(&op.table, &op.id);
                 fresh.entry(hash).or_default().push(n);
                 let weight = new.weight.unwrap_or(0.0);
                 touched.entry((ti, 0, from)).or_default().1.push(Entry { other: to, edge: n, weight });
@@ -251,7 +251,8 @@ impl Adjacency {
                             let other = number(e.other, &mut names);
                             let slot = &mut edge[e.edge as usize];
                             if *slot == u32::MAX {
-                                *slot = names.add_edge(old.edge_name(e.edge).to_owned());
+                                let (table, id) = old.edge_name(e.edge).split_once('/').unwrap_or_default();
+                                *slot = names.add_edge(table, id);
                             }
                             Entry { other, edge: *slot, weight: e.weight }
                         })

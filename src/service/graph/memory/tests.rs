@@ -43,6 +43,29 @@ fn expected(model: &Model) -> Shown {
     out
 }
 
+/// What a load at open reads from the `graph:out` keys of the model's edges.
+fn loaded(model: &Model) -> Adjacency {
+    use crate::keys::{AdjValue, GraphKey};
+    use crate::storage::Slice;
+    let mut keys: Vec<(Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .map(|(id, e)| {
+            let key = GraphKey::new(Direction::Out, "t", &e.from, id).encode();
+            (key, AdjValue { other: e.to.as_str().into(), weight: e.weight }.encode())
+        })
+        .collect();
+    keys.sort();
+    let scan = |prefix: Vec<u8>| {
+        let found: Vec<_> = keys
+            .iter()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, v)| Ok((Slice::from(k.clone()), Slice::from(v.clone()))))
+            .collect();
+        found.into_iter()
+    };
+    load::from_keys(&[("t".into(), 1)], scan).expect("loads")
+}
+
 /// One edge change: (edge id, new (from, to, weight) or none to delete).
 type Op = (u8, Option<(u8, u8, u8)>);
 
@@ -83,6 +106,7 @@ proptest! {
             prop_assert_eq!(shown(&adj), expected(&model));
             prop_assert_eq!(adj.edges, model.len());
             prop_assert_eq!(shown(&adj.compacted()), expected(&model));
+            prop_assert_eq!(shown(&loaded(&model)), expected(&model));
             frozen.push((adj, expected(&model)));
         }
         for (adj, then) in &frozen {
