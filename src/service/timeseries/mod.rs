@@ -5,6 +5,7 @@
 
 mod aggregate;
 mod batch;
+pub(crate) mod block;
 mod line;
 mod read;
 mod retention;
