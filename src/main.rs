@@ -31,7 +31,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the HTTP API (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Ask a running server whether it is alive: exit 0 when `GET /health` answers 200 within
     /// --timeout-secs, 1 otherwise (a container health check that needs no shell tools).
     Health {
@@ -131,6 +131,10 @@ struct ServeArgs {
     /// pause between time-series retention runs (`ms s m h d w`, at least 1s)
     #[arg(long, env = "MOSAIC_RETENTION_INTERVAL", default_value = "60s", value_parser = interval)]
     retention_interval: Duration,
+    /// pause between runs of the time-series merge task, which packs single points into
+    /// compressed blocks (`ms s m h d w`, at least 1s)
+    #[arg(long, env = "MOSAIC_TS_MERGE_INTERVAL", default_value = "10s", value_parser = interval)]
+    ts_merge_interval: Duration,
     /// how long change events are kept (`ms s m h d w`); the changefeed_retention task removes
     /// older ones every --retention-interval
     #[arg(long, env = "MOSAIC_CHANGEFEED_RETENTION", default_value = "24h", value_parser = interval)]
@@ -186,6 +190,7 @@ impl ServeArgs {
             tasks: TaskConfig {
                 ttl_interval: self.ttl_interval,
                 retention_interval: self.retention_interval,
+                merge_interval: self.ts_merge_interval,
                 changefeed: Retention { max_age: self.changefeed_retention, max_bytes: self.changefeed_max_mb << 20 },
             },
             access: Access {

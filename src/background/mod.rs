@@ -1,5 +1,5 @@
 //! The scheduler of the periodic background tasks: the TTL sweep (`service::ttl`), time-series
-//! retention (`service::timeseries`) and changefeed retention (`service::changefeed`).
+//! retention and merging (`service::timeseries`) and changefeed retention (`service::changefeed`).
 //! Each task runs on its own tokio task: a run, then a pause of its interval, and so on; its
 //! record (`GET /v1/admin/tasks`) says what each run did. Stopping waits for the run under way
 //! (each stops at its next bounded step), never for an interval.
@@ -24,6 +24,8 @@ pub struct TaskConfig {
     pub ttl_interval: Duration,
     /// pause between retention runs (time series and changefeed)
     pub retention_interval: Duration,
+    /// pause between runs of the time-series merge task
+    pub merge_interval: Duration,
     /// how much of the changefeed is kept
     pub changefeed: Retention,
 }
@@ -33,6 +35,7 @@ impl Default for TaskConfig {
         TaskConfig {
             ttl_interval: Duration::from_secs(60),
             retention_interval: Duration::from_secs(60),
+            merge_interval: Duration::from_secs(10),
             changefeed: Retention::default(),
         }
     }
@@ -85,6 +88,12 @@ impl Scheduler {
                 run: Box::new(|db, stop| {
                     Box::pin(async move { db.apply_retention(now_nanos(), &|| stop.is_set()).await })
                 }),
+            },
+            Task {
+                name: "timeseries_merge",
+                description: "packs each time series' single points and small blocks into compressed blocks",
+                interval: config.merge_interval.max(MIN_INTERVAL),
+                run: Box::new(|db, stop| Box::pin(async move { db.merge_timeseries(&|| stop.is_set()).await })),
             },
             Task {
                 name: "changefeed_retention",

@@ -1,11 +1,14 @@
-//! The time-series part of `check`: every point decodes and belongs to a configured metric, and
-//! every series' record (`meta:series:`) holds exactly its points' count, first and last time.
+//! The time-series part of `check`: every point and block decodes and belongs to a configured
+//! metric, a series' blocks are in time order without overlapping each other or its single points,
+//! and every series' record (`meta:series:`) holds exactly its points' count, first and last time
+//! and loose keys.
 
 use super::report::{CheckReport, defs_in, internal, show};
 use crate::catalog::MetricConfig;
 use crate::keys::{MetaKey, TsKey};
 use crate::service::Result;
 use crate::service::stop::{Stop, Watched};
+use crate::service::timeseries::series;
 use crate::service::timeseries::stats::SeriesStats;
 use crate::storage::{KeyRange, ReadView, Space};
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,36 +18,80 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
         defs_in::<MetricConfig>(view, MetaKey::kind_prefix("metric"))?.into_iter().map(|m| m.name).collect();
     // what the points say of each series
     let mut found: BTreeMap<(String, String), SeriesStats> = BTreeMap::new();
+    // the blocks of the series being read (its keys are contiguous, blocks first): their spans
+    let mut spans: Vec<(i64, i64)> = Vec::new();
+    let mut current: Option<(String, String)> = None;
     let scan = view.scan(Space::Ts, KeyRange::Prefix(Vec::new()), false).map(|r| r.map_err(internal));
     for item in Watched::new(scan, stop) {
         let (key, value) = item?;
         report.checked.points += 1;
-        let point = match TsKey::decode(&key) {
-            Ok(p) => p,
-            Err(e) => {
+        let (stored, block) = match (TsKey::decode(&key), TsKey::decode_block(&key)) {
+            (Ok(p), _) => (p, None),
+            (Err(_), Ok(b)) => match series::decode_block(&value) {
+                Ok(points) => (b, Some(points)),
+                Err(e) => {
+                    report.problem("undecodable_point", show(Space::Ts, &key), e.to_string());
+                    continue;
+                }
+            },
+            (Err(e), Err(_)) => {
                 report.problem("undecodable_point", show(Space::Ts, &key), e.to_string());
                 continue;
             }
         };
-        let tags_ok =
-            value.get(8..).is_some_and(|t| t.is_empty() || serde_json::from_slice::<serde_json::Value>(t).is_ok());
-        if !tags_ok {
-            report.problem(
-                "undecodable_point",
-                show(Space::Ts, &key),
-                "the value is not an f64 with optional JSON tags",
-            );
-        }
-        if !metrics.contains(point.metric.as_ref()) {
+        if !metrics.contains(stored.metric.as_ref()) {
             report.problem(
                 "orphan_entry",
                 show(Space::Ts, &key),
-                format!("metric {:?} is not configured", point.metric),
+                format!("metric {:?} is not configured", stored.metric),
             );
         }
-        let stats = found.entry((point.metric.into_owned(), point.entity.into_owned())).or_default();
-        stats.include(point.ts);
-        stats.count += 1;
+        let series = (stored.metric.into_owned(), stored.entity.into_owned());
+        if current.as_ref() != Some(&series) {
+            spans.clear();
+            current = Some(series.clone());
+        }
+        let stats = found.entry(series).or_default();
+        let tags_ok = |t: &[u8]| t.is_empty() || serde_json::from_slice::<serde_json::Value>(t).is_ok();
+        match block {
+            Some(points) => {
+                let (Some(first), Some(last)) = (points.first(), points.last()) else { continue };
+                if last.ts != stored.ts {
+                    report.problem(
+                        "undecodable_point",
+                        show(Space::Ts, &key),
+                        format!("the block's last point is at {}, its key says {}", last.ts, stored.ts),
+                    );
+                }
+                if spans.last().is_some_and(|&(_, prev)| first.ts <= prev) {
+                    report.problem("undecodable_point", show(Space::Ts, &key), "the block overlaps the one before");
+                }
+                if !points.iter().all(|p| p.tags.as_deref().is_none_or(tags_ok)) {
+                    report.problem("undecodable_point", show(Space::Ts, &key), "a point's tags are not JSON");
+                }
+                spans.push((first.ts, last.ts));
+                stats.include(first.ts);
+                stats.count += points.len() as u64;
+                stats.include(last.ts);
+                stats.loose += u64::from(series::is_loose(points.len()));
+            }
+            None => {
+                if !value.get(8..).is_some_and(tags_ok) {
+                    report.problem(
+                        "undecodable_point",
+                        show(Space::Ts, &key),
+                        "the value is not an f64 with optional JSON tags",
+                    );
+                }
+                let at = spans.partition_point(|&(_, last)| last < stored.ts);
+                if spans.get(at).is_some_and(|&(first, _)| first <= stored.ts) {
+                    report.problem("undecodable_point", show(Space::Ts, &key), "the point lies within a block's span");
+                }
+                stats.include(stored.ts);
+                stats.count += 1;
+                stats.loose += 1;
+            }
+        }
     }
     let scan =
         view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix("series")), false).map(|r| r.map_err(internal));

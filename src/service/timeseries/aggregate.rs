@@ -2,14 +2,13 @@
 //! scanned in time order, so its buckets close one after another; several series (no entity
 //! given) are merged bucket by bucket. Empty buckets are omitted.
 
-use super::read::{Window, decode_value};
-use super::stats::corrupt;
+use super::series::{Entries, Point, SeriesPoints, Window};
 use super::stats::{self, SeriesStats};
 use super::time::{NS_PER_MS, bucket_of, duration_param};
 use crate::keys::TsKey;
 use crate::service::stop::Stop;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, ReadView, Space};
+use crate::storage::{ReadView, Space};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -180,15 +179,13 @@ fn buckets_of(
     limit: usize,
     stop: &Stop,
 ) -> Result<Vec<(i64, Acc)>> {
-    let (lower, upper) = window.range(metric, entity, prefix);
     let mut own: Vec<(i64, Acc)> = Vec::new();
-    for (n, item) in view.scan(Space::Ts, KeyRange::Between(lower, upper), false).enumerate() {
+    let scan = |range, reverse| -> Entries<'_> { Box::new(view.scan(Space::Ts, range, reverse)) };
+    for (n, point) in SeriesPoints::new(scan, metric, entity, prefix, window, false).enumerate() {
         if n % 4096 == 4095 {
             stop.check()?;
         }
-        let (key, value) = item?;
-        let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(corrupt)?;
-        let (v, _) = decode_value(&value)?;
+        let Point { ts, value: v, .. } = point?;
         let start = bucket_of(ts, step);
         match own.last_mut() {
             Some((s, acc)) if *s == start => acc.add(ts, v),

@@ -29,10 +29,6 @@
 //! only when every value is; `sum` is NaN once any value is NaN or +inf meets -inf (and may
 //! overflow to ±inf); the sign of a zero min/max is unspecified, as for `f64::min`.
 
-// Nothing outside the tests calls the codec yet: the block store that replaces one key per
-// point is the next step.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use pco::standalone::{simple_compress, simple_decompress_into};
 use pco::{ChunkConfig, DeltaSpec, ModeSpec};
 

@@ -7,8 +7,10 @@ mod aggregate;
 mod batch;
 pub(crate) mod block;
 mod line;
+mod merge;
 mod read;
 mod retention;
+pub(crate) mod series;
 mod state;
 pub(crate) mod stats;
 pub mod time;
@@ -114,3 +116,5 @@ impl Db {
         .await
     }
 }
+#[cfg(test)]
+mod tests;

@@ -1,15 +1,15 @@
 //! Reading points: series by series (one entity, or every entity of the metric in name order),
 //! each a key-range scan of `[from, to)`, a page at a time with a cursor.
 
+use super::series::{Entries, SeriesPoints, Window};
 use super::stats::{self, corrupt};
-use super::time::{NS_PER_MS, Precision, parse_bound};
-use crate::keys::{TsKey, prefix_successor};
+use super::time::{NS_PER_MS, Precision};
+use crate::keys::TsKey;
 use crate::service::cursor::{self, Binding};
 use crate::service::stop::Watched;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, Space};
+use crate::storage::Space;
 use serde::{Deserialize, Serialize};
-use std::ops::Bound;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
@@ -70,45 +70,6 @@ pub struct PointsPage {
     pub points: Vec<PointOut>,
     /// pass as `cursor` for the next page; null on the last page
     pub cursor: Option<String>,
-}
-
-/// The time window `[from, to)` in ns.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Window {
-    pub from: Option<i64>,
-    pub to: Option<i64>,
-}
-
-impl Window {
-    pub fn parse(from: Option<&str>, to: Option<&str>) -> Result<Window> {
-        let from = from.map(|f| parse_bound("from", f)).transpose()?;
-        let to = to.map(|t| parse_bound("to", t)).transpose()?;
-        Ok(Window { from, to })
-    }
-
-    pub fn is_empty(&self) -> bool {
-        matches!((self.from, self.to), (Some(f), Some(t)) if f >= t)
-    }
-
-    /// The key range of the window within the series of `prefix`.
-    pub fn range(&self, metric: &str, entity: &str, prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-        let lower = match self.from {
-            Some(f) => Bound::Included(TsKey::new(metric, entity, f).encode()),
-            None => Bound::Included(prefix.to_vec()),
-        };
-        let upper = match self.to {
-            Some(t) => Bound::Excluded(TsKey::new(metric, entity, t).encode()),
-            None => prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded),
-        };
-        (lower, upper)
-    }
-}
-
-/// The value and tags of a stored point.
-pub(crate) fn decode_value(value: &[u8]) -> Result<(f64, &[u8])> {
-    let (head, tags) =
-        value.split_first_chunk::<8>().ok_or_else(|| ServiceError::Internal("a point value is not 8 bytes".into()))?;
-    Ok((f64::from_be_bytes(*head), tags))
 }
 
 impl Db {
@@ -174,37 +135,42 @@ impl Db {
                     continue;
                 }
                 let prefix = TsKey::series_prefix(&metric, entity);
-                let (mut lower, mut upper) = window.range(&metric, entity, &prefix);
+                let mut window = window;
                 if let (Some(key), Some(ae)) = (&after, &after_entity)
                     && ae.as_ref() == entity
                 {
+                    // resume past the cursor's point
+                    let ts = TsKey::decode(key).map_err(corrupt)?.ts;
                     if desc {
-                        upper = Bound::Excluded(key.clone());
+                        window.to = Some(ts);
+                    } else if ts == i64::MAX {
+                        continue;
                     } else {
-                        lower = Bound::Excluded(key.clone());
+                        window.from = Some(ts + 1);
                     }
                 }
-                for item in Watched::new(
-                    view.scan(Space::Ts, KeyRange::Between(lower, upper), desc).map(|r| r.map_err(ServiceError::from)),
-                    &stop,
-                ) {
-                    let (key, value) = item?;
+                let scan = |range, reverse| -> Entries<'_> { Box::new(view.scan(Space::Ts, range, reverse)) };
+                let points_of = SeriesPoints::new(scan, &metric, entity, &prefix, window, desc);
+                for point in Watched::new(points_of, &stop) {
+                    let point = point?;
                     if points.len() == limit {
                         more = true;
                         break 'series;
                     }
-                    let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(corrupt)?;
-                    let (value, tags) = decode_value(&value)?;
-                    let tags = if tags.is_empty() {
-                        None
-                    } else {
-                        Some(
-                            serde_json::from_slice(tags)
+                    let tags = match &point.tags {
+                        None => None,
+                        Some(t) => Some(
+                            serde_json::from_slice(t)
                                 .map_err(|e| ServiceError::Internal(format!("point tags: {e}")))?,
-                        )
+                        ),
                     };
-                    points.push(PointOut { entity: entity.clone(), ts: ts.div_euclid(per), value, tags });
-                    last_key = Some(key.to_vec());
+                    points.push(PointOut {
+                        entity: entity.clone(),
+                        ts: point.ts.div_euclid(per),
+                        value: point.value,
+                        tags,
+                    });
+                    last_key = Some(TsKey::new(&metric, entity, point.ts).encode());
                 }
             }
             let cursor = match (more, last_key) {

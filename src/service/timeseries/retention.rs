@@ -3,43 +3,126 @@
 //! so no write grows without bound and other writes interleave; each write also brings the
 //! series' record up to date, so the statistics stay exact after every commit.
 
+use super::block::BlockHeader;
+use super::series::{self, Point};
 use super::stats::{self, SeriesStats};
 use super::time::NS_PER_MS;
 use crate::keys::{TsKey, prefix_successor};
 use crate::service::stop::Stop;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, Space, WriteTx};
+use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// Points removed per write.
+/// Single points removed per write.
 pub const REMOVE_CHUNK: usize = 10_000;
+/// Blocks removed (or trimmed) per write.
+const REMOVE_BLOCKS: usize = 64;
 
-/// Removes up to `REMOVE_CHUNK` points of one series with times before `cutoff` (all of them
-/// without a cutoff); returns how many.
-fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option<i64>) -> Result<usize> {
+/// Removes the oldest points of one series with times before `cutoff` (all of them without a
+/// cutoff): up to [`REMOVE_CHUNK`] single points and [`REMOVE_BLOCKS`] blocks, everything before a
+/// boundary `b` so the record stays exact — whole blocks before it, the block across it trimmed.
+/// Returns how many points went, and whether any before `cutoff` are left.
+fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option<i64>) -> Result<(u64, bool)> {
     let prefix = TsKey::series_prefix(metric, entity);
-    let upper = match cutoff {
+    let singles_end = match cutoff {
         Some(c) => Bound::Excluded(TsKey::new(metric, entity, c).encode()),
         None => prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
     };
-    let range = KeyRange::Between(Bound::Included(prefix.clone()), upper);
-    let mut removed = Vec::new();
-    for item in tx.scan(Space::Ts, range).take(REMOVE_CHUNK) {
-        removed.push(item?.0.to_vec());
+    let singles_range = KeyRange::Between(Bound::Included(TsKey::blocks_end(&prefix)), singles_end);
+    let mut singles: Vec<(i64, Vec<u8>)> = Vec::new();
+    // everything before `b` goes (None: no bound but the cutoff)
+    let mut b: Option<i64> = cutoff;
+    let mut more = false;
+    for item in tx.scan(Space::Ts, singles_range).take(REMOVE_CHUNK + 1) {
+        let (key, _) = item?;
+        let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(stats::corrupt)?;
+        if singles.len() == REMOVE_CHUNK {
+            b = Some(ts);
+            more = true;
+            break;
+        }
+        singles.push((ts, key.to_vec()));
     }
-    if removed.is_empty() {
-        return Ok(0);
+    let blocks_range = KeyRange::Between(
+        Bound::Included(TsKey::blocks_from(&prefix, i64::MIN)),
+        Bound::Excluded(TsKey::blocks_end(&prefix)),
+    );
+    let mut blocks: Vec<(Vec<u8>, Slice, BlockHeader)> = Vec::new();
+    for item in tx.scan(Space::Ts, blocks_range) {
+        let (key, value) = item?;
+        let h = series::block_header(&value)?;
+        if b.is_some_and(|b| h.first >= b) {
+            break;
+        }
+        if blocks.len() == REMOVE_BLOCKS {
+            b = Some(h.first);
+            more = true;
+            break;
+        }
+        blocks.push((key.to_vec(), value, h));
     }
-    let before = stats::read(tx, metric, entity)?;
-    let n = removed.len();
-    let last_removed = removed.last().map_or(&[][..], Vec::as_slice);
-    let after = stats::after_removing_head(tx, &prefix, last_removed, n, before)?;
-    for key in removed {
+    let before = |ts: i64| b.is_none_or(|b| ts < b);
+    let mut record = stats::read(tx, metric, entity)?;
+    let mut removed = 0u64;
+    // the first time left: of the trimmed block, else found below
+    let mut first_left: Option<i64> = None;
+    for (key, value, h) in blocks {
         tx.delete(Space::Ts, key);
+        record.loose = record.loose.saturating_sub(u64::from(series::is_loose(h.count as usize)));
+        if before(h.last) {
+            removed += u64::from(h.count);
+            continue;
+        }
+        let kept: Vec<Point> = series::decode_block(&value)?.into_iter().filter(|p| !before(p.ts)).collect();
+        removed += u64::from(h.count) - kept.len() as u64;
+        first_left = kept.first().map(|p| p.ts);
+        record.loose += series::put_blocks(tx, &prefix, &kept)?;
     }
-    stats::stage(tx, metric, entity, after);
-    Ok(n)
+    for (ts, key) in singles {
+        if !before(ts) {
+            continue;
+        }
+        tx.delete(Space::Ts, key);
+        removed += 1;
+        record.loose = record.loose.saturating_sub(1);
+    }
+    if removed == 0 {
+        return Ok((0, false));
+    }
+    record.count = record.count.saturating_sub(removed);
+    if record.count == 0 {
+        record = SeriesStats::default();
+    } else {
+        let next_single = match b {
+            Some(b) => tx
+                .scan(
+                    Space::Ts,
+                    KeyRange::Between(
+                        Bound::Included(TsKey::in_series(&prefix, b)),
+                        prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
+                    ),
+                )
+                .next()
+                .transpose()?
+                .map(|(k, _)| TsKey::ts_after_prefix(&k, prefix.len()).map_err(stats::corrupt))
+                .transpose()?,
+            None => None,
+        };
+        let next_block = match (first_left, b) {
+            (Some(f), _) => Some(f),
+            (None, Some(b)) => series::first_block_from(tx, &prefix, b)?,
+            (None, None) => None,
+        };
+        record.first = match (next_single, next_block) {
+            (Some(s), Some(k)) => s.min(k),
+            (s, k) => s.or(k).ok_or_else(|| {
+                ServiceError::Internal(format!("series {metric}/{entity}: its record counts points it does not have"))
+            })?,
+        };
+    }
+    stats::stage(tx, metric, entity, record);
+    Ok((removed, more))
 }
 
 /// A metric's delete under way: writes to it are refused until this is dropped, however the
@@ -74,9 +157,9 @@ impl Db {
         let mut total = 0;
         loop {
             let (m, e) = (metric.to_owned(), entity.to_owned());
-            let n = self.write(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
-            total += n as u64;
-            if n < REMOVE_CHUNK || stop() {
+            let (n, more) = self.write(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
+            total += n;
+            if !more || stop() {
                 return Ok(total);
             }
         }

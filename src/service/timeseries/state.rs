@@ -1,13 +1,15 @@
 //! The time-series model's in-memory state, held by the database.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 /// In-memory state of the time-series model: the metrics being deleted (writes to them wait
-/// for the delete to finish: 409).
+/// for the delete to finish: 409), and what the merge task need not look at again.
 #[derive(Default)]
 pub(crate) struct State {
     dropping: Mutex<HashSet<String>>,
+    /// series the merge task found nothing to merge in
+    pub(crate) settled: Settled,
 }
 
 impl State {
@@ -22,5 +24,26 @@ impl State {
     pub(crate) fn is_dropping(&self, metric: &str) -> bool {
         let dropping = self.dropping.lock().unwrap_or_else(PoisonError::into_inner);
         !dropping.is_empty() && dropping.contains(metric)
+    }
+}
+
+/// The series the task found nothing to merge in, with their loose count then: looked at again
+/// only once it changed.
+#[derive(Default)]
+pub(crate) struct Settled(Mutex<HashMap<(String, String), u64>>);
+
+impl Settled {
+    pub(crate) fn is(&self, metric: &str, entity: &str, loose: u64) -> bool {
+        let settled = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        settled.get(&(metric.to_owned(), entity.to_owned())) == Some(&loose)
+    }
+
+    pub(crate) fn set(&self, metric: &str, entity: &str, loose: Option<u64>) {
+        let mut settled = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (metric.to_owned(), entity.to_owned());
+        match loose {
+            Some(l) => settled.insert(key, l),
+            None => settled.remove(&key),
+        };
     }
 }

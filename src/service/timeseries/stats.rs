@@ -3,39 +3,43 @@
 //! series instead of every point, and a write whose points all lie after the series' last time
 //! (the usual append) knows they are new without looking them up.
 
-use crate::keys::{MetaKey, TsKey};
+use crate::keys::MetaKey;
 use crate::service::stop::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space, WriteTx};
-use std::ops::Bound;
 
-/// Count, first and last timestamp (ns) of one series; count 0 means no record.
+/// Count, first and last timestamp (ns) of one series, and how many of its keys the merge task
+/// may still merge (`loose`: single points and blocks short of full); count 0 means no record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct SeriesStats {
     pub count: u64,
     pub first: i64,
     pub last: i64,
+    pub loose: u64,
 }
 
 impl SeriesStats {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(24);
-        out.extend_from_slice(&self.count.to_be_bytes());
-        out.extend_from_slice(&self.first.to_be_bytes());
-        out.extend_from_slice(&self.last.to_be_bytes());
+        let mut out = Vec::with_capacity(32);
+        for n in [self.count, self.first.cast_unsigned(), self.last.cast_unsigned(), self.loose] {
+            out.extend_from_slice(&n.to_be_bytes());
+        }
         out
     }
 
+    /// A record of 32 bytes, or of 24 as written before blocks existed (every point its own key,
+    /// so all of them loose).
     pub fn decode(value: &[u8]) -> Result<SeriesStats> {
-        let bad = || ServiceError::Internal("a series record is not 24 bytes".into());
+        let bad = || ServiceError::Internal("a series record is not 24 or 32 bytes".into());
         let (count, rest) = value.split_first_chunk::<8>().ok_or_else(bad)?;
         let (first, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
-        let last: [u8; 8] = rest.try_into().map_err(|_| bad())?;
-        Ok(SeriesStats {
-            count: u64::from_be_bytes(*count),
-            first: i64::from_be_bytes(*first),
-            last: i64::from_be_bytes(last),
-        })
+        let (last, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
+        let count = u64::from_be_bytes(*count);
+        let loose = match rest {
+            [] => count,
+            _ => u64::from_be_bytes(rest.try_into().map_err(|_| bad())?),
+        };
+        Ok(SeriesStats { count, first: i64::from_be_bytes(*first), last: i64::from_be_bytes(*last), loose })
     }
 
     /// Widens the time span to hold `ts`.
@@ -70,31 +74,6 @@ pub(crate) fn stage(tx: &mut WriteTx<'_>, metric: &str, entity: &str, stats: Ser
         tx.delete(Space::Meta, key);
     } else {
         tx.put(Space::Meta, key, stats.encode());
-    }
-}
-
-/// The record after the write removes the series' first `removed` points, the last of them
-/// `last_removed` (removal always takes a series from its start): the count drops, the last time
-/// stays, and the first is the time of the next committed point.
-pub(crate) fn after_removing_head(
-    tx: &WriteTx<'_>,
-    prefix: &[u8],
-    last_removed: &[u8],
-    removed: usize,
-    stats: SeriesStats,
-) -> Result<SeriesStats> {
-    let count = stats.count.saturating_sub(removed as u64);
-    if count == 0 {
-        return Ok(SeriesStats::default());
-    }
-    let upper = crate::keys::prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    let next = tx.scan(Space::Ts, KeyRange::Between(Bound::Excluded(last_removed.to_vec()), upper)).next();
-    match next.transpose()? {
-        Some((k, _)) => {
-            let first = TsKey::ts_after_prefix(&k, prefix.len()).map_err(corrupt)?;
-            Ok(SeriesStats { count, first, last: stats.last })
-        }
-        None => Ok(SeriesStats::default()),
     }
 }
 

@@ -3,12 +3,14 @@
 //! configuration when the metric is new), so a request's points land all together or not at all.
 
 use super::batch::{Batch, MAX_POINTS_PER_WRITE, check_metric};
+use super::block::BlockHeader;
+use super::series::{self, Point};
 use super::stats;
 use super::time::Precision;
 use crate::catalog::MetricConfig;
 use crate::keys::{MetaKey, TsKey};
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{Space, WriteTx};
+use crate::storage::{Slice, Space, WriteTx};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -171,12 +173,40 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
     }
     for run in prepared.runs {
         let mut series = stats::read(tx, &run.metric, &run.entity)?;
+        let prefix = TsKey::series_prefix(&run.metric, &run.entity);
+        // points at times inside a block's span: they rewrite that block (each block once)
+        let mut folds: Vec<(Vec<u8>, Slice, BlockHeader, Vec<Point>)> = Vec::new();
         for (ts, key, value) in run.points {
-            if series.surely_new(ts) || !tx.probe(Space::Ts, &key)? {
-                series.include(ts);
-                series.count += 1;
+            if !series.surely_new(ts) {
+                if tx.probe(Space::Ts, &key)? {
+                    // a single point replaced
+                    tx.put_new(Space::Ts, key, value);
+                    continue;
+                }
+                let point = series::decode_single(ts, &value)?;
+                if let Some((_, _, h, points)) = folds.last_mut()
+                    && h.first <= ts
+                    && ts <= h.last
+                {
+                    points.push(point);
+                    continue;
+                }
+                if let Some((bkey, bvalue, h)) = series::block_holding(tx, &prefix, ts)? {
+                    folds.push((bkey, bvalue, h, vec![point]));
+                    continue;
+                }
             }
+            series.include(ts);
+            series.count += 1;
+            series.loose += 1;
             tx.put_new(Space::Ts, key, value);
+        }
+        for (bkey, bvalue, h, points) in folds {
+            let (merged, added) = series::overlay(series::decode_block(&bvalue)?, points);
+            series.count += added;
+            series.loose = series.loose.saturating_sub(u64::from(series::is_loose(h.count as usize)));
+            tx.delete(Space::Ts, bkey);
+            series.loose += series::put_blocks(tx, &prefix, &merged)?;
         }
         stats::stage(tx, &run.metric, &run.entity, series);
     }

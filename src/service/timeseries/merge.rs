@@ -1,0 +1,221 @@
+//! The merge task: a series' loose keys (single points as writes make them, and blocks short of
+//! [`FULL_BLOCK`] points) become compressed blocks. Merging is tiered, as in a size-tiered LSM:
+//! a run of consecutive keys each holding fewer than `t` points is merged once together they
+//! hold `t` (for `t` = 64, 1024, then a full block), so a point is rewritten a few times at most
+//! however it arrived, and full blocks are never rewritten by the task. Each merge is one write
+//! (the series' record changes with its keys), reading at most [`MERGE_MAX_POINTS`] points.
+
+use super::series::{self, FULL_BLOCK, Point};
+use super::stats;
+use crate::keys::{TsKey, prefix_successor};
+use crate::service::{Db, Result};
+use crate::storage::{KeyRange, Slice, Space, WriteTx};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Loose keys a series needs before the task looks at it.
+pub(crate) const MERGE_MIN_LOOSE: u64 = 16;
+/// The tiers: a run of keys each under `t` points is merged once it holds `t` together.
+const TIERS: [usize; 3] = [64, 1024, FULL_BLOCK];
+/// Points one merge write rewrites at most.
+pub(crate) const MERGE_MAX_POINTS: usize = 32 * FULL_BLOCK;
+
+/// One key of a series, in time order.
+struct Item {
+    key: Vec<u8>,
+    value: Slice,
+    /// its first time (a single point's time)
+    first: i64,
+    count: usize,
+    block: bool,
+}
+
+/// The keys of the series of `prefix` as committed, in time order (blocks and single points
+/// interleaved: no two overlap).
+fn items(tx: &WriteTx<'_>, prefix: &[u8]) -> Result<Vec<Item>> {
+    let mut blocks = Vec::new();
+    let blocks_range = KeyRange::Between(
+        Bound::Included(TsKey::blocks_from(prefix, i64::MIN)),
+        Bound::Excluded(TsKey::blocks_end(prefix)),
+    );
+    for item in tx.scan(Space::Ts, blocks_range) {
+        let (key, value) = item?;
+        let h = series::block_header(&value)?;
+        blocks.push(Item { key: key.to_vec(), value, first: h.first, count: h.count as usize, block: true });
+    }
+    let singles_range = KeyRange::Between(
+        Bound::Included(TsKey::blocks_end(prefix)),
+        prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded),
+    );
+    let mut all = Vec::with_capacity(blocks.len());
+    let mut blocks = blocks.into_iter().peekable();
+    for item in tx.scan(Space::Ts, singles_range) {
+        let (key, value) = item?;
+        let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(stats::corrupt)?;
+        while let Some(b) = blocks.next_if(|b| b.first < ts) {
+            all.push(b);
+        }
+        all.push(Item { key: key.to_vec(), value, first: ts, count: 1, block: false });
+    }
+    all.extend(blocks);
+    Ok(all)
+}
+
+/// The runs of `counts` (consecutive keys' point counts) to merge: ranges of key indexes, each of
+/// two keys or more, at most `max_points` points in all (at least one run when there is any).
+pub(crate) fn plan(counts: &[usize], max_points: usize) -> Vec<std::ops::Range<usize>> {
+    // (start, end, points) of each piece: a key, or keys merged by an earlier tier
+    let mut pieces: Vec<(usize, usize, usize)> = counts.iter().enumerate().map(|(i, &c)| (i, i + 1, c)).collect();
+    for t in TIERS {
+        let mut out = Vec::with_capacity(pieces.len());
+        let mut run: Vec<(usize, usize, usize)> = Vec::new();
+        let flush = |run: &mut Vec<(usize, usize, usize)>, out: &mut Vec<(usize, usize, usize)>| {
+            let total: usize = run.iter().map(|p| p.2).sum();
+            match (run.first(), run.last()) {
+                (Some(a), Some(z)) if run.len() >= 2 && total >= t => out.push((a.0, z.1, total)),
+                _ => out.append(run),
+            }
+            run.clear();
+        };
+        for piece in pieces {
+            if piece.2 < t {
+                run.push(piece);
+            } else {
+                flush(&mut run, &mut out);
+                out.push(piece);
+            }
+        }
+        flush(&mut run, &mut out);
+        pieces = out;
+    }
+    let mut runs = Vec::new();
+    let mut points = 0;
+    for (start, mut end, mut total) in pieces {
+        if end - start < 2 {
+            continue;
+        }
+        if !runs.is_empty() && points + total > max_points {
+            break;
+        }
+        if total > max_points {
+            // a long run is merged a part at a time: its first keys, at least two
+            let mut sum = 0;
+            end = start
+                + counts[start..end]
+                    .iter()
+                    .take_while(|&&c| (sum + c <= max_points).then(|| sum += c).is_some())
+                    .count()
+                    .max(2);
+            total = counts[start..end].iter().sum();
+        }
+        points += total;
+        runs.push(start..end);
+        if points >= max_points {
+            break;
+        }
+    }
+    runs
+}
+
+/// Merges loose keys of one series in the write; returns how many keys went (0: nothing to do)
+/// and whether more is left to merge.
+fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usize, bool)> {
+    let prefix = TsKey::series_prefix(metric, entity);
+    let items = items(tx, &prefix)?;
+    let counts: Vec<usize> = items.iter().map(|i| i.count).collect();
+    let runs = plan(&counts, MERGE_MAX_POINTS);
+    let Some(last_run) = runs.last() else { return Ok((0, false)) };
+    let more = !plan(&counts[last_run.end..], usize::MAX).is_empty();
+    let mut record = stats::read(tx, metric, entity)?;
+    let (mut removed, mut added) = (0, 0);
+    for run in runs {
+        let mut points: Vec<Point> = Vec::new();
+        for item in &items[run] {
+            if item.block {
+                points.extend(series::decode_block(&item.value)?);
+            } else {
+                points.push(series::decode_single(item.first, &item.value)?);
+            }
+            tx.delete(Space::Ts, item.key.clone());
+            record.loose = record.loose.saturating_sub(u64::from(series::is_loose(item.count)));
+            removed += 1;
+        }
+        record.loose += series::put_blocks(tx, &prefix, &points)?;
+        added += points.len().div_ceil(FULL_BLOCK);
+    }
+    stats::stage(tx, metric, entity, record);
+    Ok((removed - added.min(removed), more))
+}
+
+impl Db {
+    /// One run of the merge task: merges the loose keys of every series that has at least
+    /// [`MERGE_MIN_LOOSE`]; returns how many keys went. Stops between two writes once `stop()`
+    /// says so.
+    pub async fn merge_timeseries(self: &Arc<Self>, stop: &(dyn Fn() -> bool + Sync)) -> Result<u64> {
+        let mut gone = 0u64;
+        for metric in self.catalog.metrics() {
+            let name = metric.name.clone();
+            let series = self
+                .read(move |db| {
+                    stats::records(&db.store.committed(), &name, None, &crate::service::stop::Stop::default())
+                })
+                .await?;
+            for (entity, record) in series {
+                if record.loose < MERGE_MIN_LOOSE || self.timeseries.settled.is(&metric.name, &entity, record.loose) {
+                    continue;
+                }
+                loop {
+                    if stop() || self.closing() {
+                        return Ok(gone);
+                    }
+                    let (m, e) = (metric.name.clone(), entity.clone());
+                    let (n, more, loose) = self
+                        .write(move |tx, db| {
+                            if db.timeseries.is_dropping(&m) {
+                                return Ok((0, false, None));
+                            }
+                            let (n, more) = merge_series(tx, &m, &e)?;
+                            Ok((n, more, Some(stats::read(tx, &m, &e)?.loose)))
+                        })
+                        .await?;
+                    gone += n as u64;
+                    if !more {
+                        // nothing (more) to do until the series changes
+                        self.timeseries.settled.set(&metric.name, &entity, loose.filter(|_| n == 0));
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(gone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)]
+    fn runs_merge_by_tier_and_leave_full_blocks_alone() {
+        // too few points: nothing
+        assert!(plan(&[1; 63], usize::MAX).is_empty());
+        // 64 singles: one run
+        assert_eq!(plan(&[1; 64], usize::MAX), [0..64]);
+        // a full block between two runs of singles is left alone
+        let mut counts = vec![1; 70];
+        counts.push(FULL_BLOCK);
+        counts.extend([1; 10]);
+        assert_eq!(plan(&counts, usize::MAX), [0..70]);
+        // small blocks add up through the tiers: 16 of 64 points make one of 1024
+        assert_eq!(plan(&[64; 16], usize::MAX), [0..16]);
+        assert!(plan(&[64; 15], usize::MAX).is_empty());
+        // at most max_points per plan: a long run a part at a time (at least two keys)
+        assert_eq!(plan(&[1000; 40], 5000), [0..5]);
+        assert_eq!(plan(&[1000; 40], 10), [0..2]);
+        let mut two = vec![1; 100];
+        two.push(FULL_BLOCK);
+        two.extend([1; 100]);
+        assert_eq!(plan(&two, 150), [0..100]);
+    }
+}

@@ -1,0 +1,329 @@
+//! A series as stored: single points (`ts:{metric}:{entity}:{ts}`, one key each, as every write
+//! makes them) and compressed blocks (`ts:{metric}:{entity}:true:{last}`, made by the merge
+//! task from single points and small blocks). Every time of a series lives in exactly one key:
+//! blocks never overlap each other, and no single point lies within a block's span (a write at a
+//! time inside a block rewrites the block). So a read merges two time-ordered streams without
+//! deduplicating, and counts stay exact.
+//!
+//! A block's value is the [`block`] codec's bytes (timestamps and values), preceded by their
+//! length, then the tags of the points that have any: a u32 count, then per tagged point its
+//! index (u32), the tags' length (u32) and their JSON.
+
+use super::block::{self, BlockHeader};
+use super::stats::corrupt;
+use super::time::parse_bound;
+use crate::keys::{TsKey, prefix_successor};
+use crate::service::{Result, ServiceError};
+use crate::storage::{KeyRange, Slice, Space, StorageError, WriteTx};
+use std::ops::Bound;
+
+/// Points of a full block: the merge task writes blocks of this many points (the last of a
+/// series' run fewer), and leaves full ones alone. A key holding fewer is *loose*.
+pub(crate) const FULL_BLOCK: usize = 8192;
+
+/// Whether a key holding `count` points is loose (the merge task may merge it).
+pub(crate) fn is_loose(count: usize) -> bool {
+    count < FULL_BLOCK
+}
+
+/// The time window `[from, to)` in ns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+impl Window {
+    pub fn parse(from: Option<&str>, to: Option<&str>) -> Result<Window> {
+        let from = from.map(|f| parse_bound("from", f)).transpose()?;
+        let to = to.map(|t| parse_bound("to", t)).transpose()?;
+        Ok(Window { from, to })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        matches!((self.from, self.to), (Some(f), Some(t)) if f >= t)
+    }
+
+    /// The key range of the window within the series of `prefix`.
+    pub fn range(&self, metric: &str, entity: &str, prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        let lower = match self.from {
+            Some(f) => Bound::Included(TsKey::new(metric, entity, f).encode()),
+            None => Bound::Included(prefix.to_vec()),
+        };
+        let upper = match self.to {
+            Some(t) => Bound::Excluded(TsKey::new(metric, entity, t).encode()),
+            None => prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded),
+        };
+        (lower, upper)
+    }
+}
+
+/// A stored point.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Point {
+    pub ts: i64,
+    pub value: f64,
+    /// the tags' JSON, if any
+    pub tags: Option<Box<[u8]>>,
+}
+
+fn bad_block(e: impl std::fmt::Display) -> ServiceError {
+    ServiceError::Internal(format!("a time-series block does not decode: {e}"))
+}
+
+/// The value of a block holding `points` (1 ..= `block::MAX_BLOCK_POINTS`, strictly increasing).
+pub(crate) fn encode_block(points: &[Point]) -> Result<Vec<u8>> {
+    let pairs: Vec<(i64, f64)> = points.iter().map(|p| (p.ts, p.value)).collect();
+    let codec = block::encode(&pairs).map_err(bad_block)?;
+    let tagged: Vec<(usize, &[u8])> =
+        points.iter().enumerate().filter_map(|(i, p)| p.tags.as_deref().map(|t| (i, t))).collect();
+    let mut out = Vec::with_capacity(8 + codec.len() + tagged.iter().map(|(_, t)| 8 + t.len()).sum::<usize>());
+    out.extend_from_slice(&(codec.len() as u32).to_be_bytes());
+    out.extend_from_slice(&codec);
+    out.extend_from_slice(&(tagged.len() as u32).to_be_bytes());
+    for (i, t) in tagged {
+        out.extend_from_slice(&(i as u32).to_be_bytes());
+        out.extend_from_slice(&(t.len() as u32).to_be_bytes());
+        out.extend_from_slice(t);
+    }
+    Ok(out)
+}
+
+/// The codec's part of a block value, and the tags' part.
+fn split_block(value: &[u8]) -> Result<(&[u8], &[u8])> {
+    let (len, rest) = value.split_first_chunk::<4>().ok_or_else(|| bad_block("truncated"))?;
+    rest.split_at_checked(u32::from_be_bytes(*len) as usize).ok_or_else(|| bad_block("truncated"))
+}
+
+/// The header of a block value (count, span, min, max, sum), without decoding its points.
+pub(crate) fn block_header(value: &[u8]) -> Result<BlockHeader> {
+    block::header(split_block(value)?.0).map_err(bad_block)
+}
+
+/// The points of a block value.
+pub(crate) fn decode_block(value: &[u8]) -> Result<Vec<Point>> {
+    let (codec, mut tags) = split_block(value)?;
+    let mut points: Vec<Point> = block::decode(codec)
+        .map_err(bad_block)?
+        .into_iter()
+        .map(|(ts, value)| Point { ts, value, tags: None })
+        .collect();
+    fn u32_at(bytes: &mut &[u8]) -> Result<usize> {
+        let (n, rest) = bytes.split_first_chunk::<4>().ok_or_else(|| bad_block("truncated tags"))?;
+        *bytes = rest;
+        Ok(u32::from_be_bytes(*n) as usize)
+    }
+    let n = u32_at(&mut tags)?;
+    for _ in 0..n {
+        let (i, len) = (u32_at(&mut tags)?, u32_at(&mut tags)?);
+        let (t, rest) = tags.split_at_checked(len).ok_or_else(|| bad_block("truncated tags"))?;
+        tags = rest;
+        let point = points.get_mut(i).ok_or_else(|| bad_block("tags of a point the block lacks"))?;
+        point.tags = Some(t.into());
+    }
+    if !tags.is_empty() {
+        return Err(bad_block("bytes after the tags"));
+    }
+    Ok(points)
+}
+
+/// A single point's stored value: the f64 (big-endian), then the tags' JSON if any.
+pub(crate) fn decode_single(ts: i64, value: &[u8]) -> Result<Point> {
+    let (head, tags) =
+        value.split_first_chunk::<8>().ok_or_else(|| ServiceError::Internal("a point value is not 8 bytes".into()))?;
+    Ok(Point { ts, value: f64::from_be_bytes(*head), tags: (!tags.is_empty()).then(|| tags.into()) })
+}
+
+/// The committed block of the series of `prefix` whose span holds `ts`: its key, value and header.
+pub(crate) fn block_holding(tx: &WriteTx<'_>, prefix: &[u8], ts: i64) -> Result<Option<(Vec<u8>, Slice, BlockHeader)>> {
+    let range =
+        KeyRange::Between(Bound::Included(TsKey::blocks_from(prefix, ts)), Bound::Excluded(TsKey::blocks_end(prefix)));
+    let Some(item) = tx.scan(Space::Ts, range).next() else { return Ok(None) };
+    let (key, value) = item?;
+    let h = block_header(&value)?;
+    Ok((h.first <= ts).then(|| (key.to_vec(), value, h)))
+}
+
+/// The first time of the series of `prefix`'s first committed block whose last point is at or
+/// after `ts`.
+pub(crate) fn first_block_from(tx: &WriteTx<'_>, prefix: &[u8], ts: i64) -> Result<Option<i64>> {
+    let range =
+        KeyRange::Between(Bound::Included(TsKey::blocks_from(prefix, ts)), Bound::Excluded(TsKey::blocks_end(prefix)));
+    match tx.scan(Space::Ts, range).next() {
+        Some(item) => Ok(Some(block_header(&item?.1)?.first)),
+        None => Ok(None),
+    }
+}
+
+/// Stages `points` (time-ordered, distinct) as blocks of at most [`FULL_BLOCK`] points of the
+/// series of `prefix`; returns how many of them are loose.
+pub(crate) fn put_blocks(tx: &mut WriteTx<'_>, prefix: &[u8], points: &[Point]) -> Result<u64> {
+    let mut loose = 0;
+    for chunk in points.chunks(FULL_BLOCK) {
+        let Some(last) = chunk.last() else { continue };
+        tx.put(Space::Ts, TsKey::block(prefix, last.ts), encode_block(chunk)?);
+        loose += u64::from(is_loose(chunk.len()));
+    }
+    Ok(loose)
+}
+
+/// Lays `new` points (time-ordered, distinct) over `old` ones (the same): a time in both takes
+/// the new point. Returns the points and how many times were not in `old`.
+pub(crate) fn overlay(old: Vec<Point>, new: Vec<Point>) -> (Vec<Point>, u64) {
+    let mut out = Vec::with_capacity(old.len() + new.len());
+    let mut added = 0;
+    let mut old = old.into_iter().peekable();
+    for p in new {
+        while let Some(o) = old.next_if(|o| o.ts < p.ts) {
+            out.push(o);
+        }
+        if old.next_if(|o| o.ts == p.ts).is_none() {
+            added += 1;
+        }
+        out.push(p);
+    }
+    out.extend(old);
+    (out, added)
+}
+
+pub(crate) type Entries<'s> = Box<dyn Iterator<Item = std::result::Result<(Slice, Slice), StorageError>> + 's>;
+
+/// The points of one series within a window, in time order (or reversed), from a store's scan
+/// (`scan(range, reverse)`: the read view's or a write's).
+pub(crate) struct SeriesPoints<'s> {
+    prefix_len: usize,
+    window: Window,
+    desc: bool,
+    singles: std::iter::Peekable<Entries<'s>>,
+    blocks: Entries<'s>,
+    /// the points of the block being read, in the order handed out (reversed when `desc`)
+    pending: std::vec::IntoIter<Point>,
+    next_single: Option<Point>,
+    blocks_done: bool,
+}
+
+impl<'s> SeriesPoints<'s> {
+    pub fn new(
+        scan: impl Fn(KeyRange, bool) -> Entries<'s>,
+        metric: &str,
+        entity: &str,
+        prefix: &[u8],
+        window: Window,
+        desc: bool,
+    ) -> Self {
+        let (lower, upper) = window.range(metric, entity, prefix);
+        // single points: the window's keys, past the blocks
+        let past_blocks = TsKey::blocks_end(prefix);
+        let lower = match lower {
+            Bound::Included(k) if k < past_blocks => Bound::Included(past_blocks.clone()),
+            other => other,
+        };
+        let singles = scan(KeyRange::Between(lower, upper), desc).peekable();
+        // blocks whose last point is at or after the window's start (those before cannot reach it)
+        let from = TsKey::blocks_from(prefix, window.from.unwrap_or(i64::MIN));
+        let blocks = scan(KeyRange::Between(Bound::Included(from), Bound::Excluded(past_blocks)), desc);
+        SeriesPoints {
+            prefix_len: prefix.len(),
+            window,
+            desc,
+            singles,
+            blocks,
+            pending: Vec::new().into_iter(),
+            next_single: None,
+            blocks_done: false,
+        }
+    }
+
+    fn in_window(&self, ts: i64) -> bool {
+        self.window.from.is_none_or(|f| ts >= f) && self.window.to.is_none_or(|t| ts < t)
+    }
+
+    /// The next single point, if any (kept until handed out).
+    fn peek_single(&mut self) -> Result<Option<i64>> {
+        if self.next_single.is_none()
+            && let Some(item) = self.singles.next()
+        {
+            let (key, value) = item?;
+            let ts = TsKey::ts_after_prefix(&key, self.prefix_len).map_err(corrupt)?;
+            self.next_single = Some(decode_single(ts, &value)?);
+        }
+        Ok(self.next_single.as_ref().map(|p| p.ts))
+    }
+
+    /// Loads the next block that holds points of the window into `pending`; false when none is
+    /// left.
+    fn load_block(&mut self) -> Result<bool> {
+        while !self.blocks_done {
+            let Some(item) = self.blocks.next() else {
+                self.blocks_done = true;
+                break;
+            };
+            let (_, value) = item?;
+            let h = block_header(&value)?;
+            if self.window.to.is_some_and(|t| h.first >= t) {
+                // ascending, every later block starts later still; descending, earlier ones may fit
+                if self.desc {
+                    continue;
+                }
+                self.blocks_done = true;
+                break;
+            }
+            let mut points: Vec<Point> = decode_block(&value)?.into_iter().filter(|p| self.in_window(p.ts)).collect();
+            if points.is_empty() {
+                continue;
+            }
+            if self.desc {
+                points.reverse();
+            }
+            self.pending = points.into_iter();
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn next_point(&mut self) -> Result<Option<Point>> {
+        let single = self.peek_single()?;
+        if self.pending.as_slice().is_empty() && !self.load_block()? {
+            return Ok(self.next_single.take());
+        }
+        let block_ts = self.pending.as_slice().first().map(|p| p.ts);
+        let single_first = match (single, block_ts) {
+            (Some(s), Some(b)) => (s < b) != self.desc,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        Ok(if single_first { self.next_single.take() } else { self.pending.next() })
+    }
+}
+
+impl Iterator for SeriesPoints<'_> {
+    type Item = Result<Point>;
+    fn next(&mut self) -> Option<Result<Point>> {
+        self.next_point().transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(ts: i64, value: f64, tags: Option<&str>) -> Point {
+        Point { ts, value, tags: tags.map(|t| t.as_bytes().into()) }
+    }
+
+    #[test]
+    fn a_block_keeps_its_points_and_their_tags() {
+        let points = vec![p(-5, 1.5, None), p(3, 2.0, Some("{\"a\":1}")), p(9, -0.0, None), p(10, 4.0, Some("{}"))];
+        let value = encode_block(&points).unwrap();
+        let back = decode_block(&value).unwrap();
+        assert_eq!(back.len(), 4);
+        for (a, b) in points.iter().zip(&back) {
+            assert_eq!((a.ts, a.value.to_bits(), &a.tags), (b.ts, b.value.to_bits(), &b.tags));
+        }
+        let h = block_header(&value).unwrap();
+        assert_eq!((h.count, h.first, h.last, h.sum), (4, -5, 10, 7.5));
+        for cut in 0..value.len() {
+            assert!(decode_block(&value[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Single points and blocks together against a model: random writes (appends, overwrites and
+//! out-of-order points, some with tags), merges, retention runs and series deletes, and after
+//! each step every read — pages in both orders, aggregations, the records — answers what the
+//! model holds, and `check` is clean.
+
+use super::batch::Batch;
+use super::{AggregateFn, AggregateRequest, AggregateResponse, Order, PointsRequest, Precision, Retention};
+use crate::service::{Db, DbOptions};
+use crate::storage::{Durability, StorageConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// (entity, ts) → (value, tags)
+type Model = BTreeMap<(String, i64), (f64, Option<String>)>;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const ENTITIES: [&str; 3] = ["a", "b", "c"];
+
+async fn pages(
+    db: &Arc<Db>,
+    entity: Option<&str>,
+    order: Order,
+    limit: usize,
+    window: (i64, i64),
+) -> Vec<(String, i64, f64)> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let req = PointsRequest {
+            entity: entity.map(str::to_owned),
+            from: Some(window.0.to_string()),
+            to: Some(window.1.to_string()),
+            limit: Some(limit),
+            order,
+            cursor: cursor.take(),
+            precision: Precision::Milliseconds,
+        };
+        let page = db.read_points("m".into(), req).await.unwrap();
+        out.extend(page.points.into_iter().map(|p| (p.entity, p.ts, p.value)));
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => return out,
+        }
+    }
+}
+
+async fn compare(db: &Arc<Db>, model: &Model, rng: &mut Rng) {
+    let window = {
+        let a = rng.below(3000) as i64 - 500;
+        (a, a + 1 + rng.below(3000) as i64)
+    };
+    let inside = |ts: i64| ts >= window.0 && ts < window.1;
+    let entity = (rng.below(2) == 0).then(|| ENTITIES[rng.below(3) as usize]);
+    let mut want: Vec<(String, i64, f64)> = model
+        .iter()
+        .filter(|((e, ts), _)| inside(*ts) && entity.is_none_or(|x| x == e))
+        .map(|((e, ts), (v, _))| (e.clone(), *ts, *v))
+        .collect();
+    let limit = 1 + rng.below(400) as usize;
+    assert_eq!(pages(db, entity, Order::Asc, limit, window).await, want, "asc, window {window:?}");
+    // descending: entities in reverse name order, each newest first
+    want.sort_by(|x, y| y.0.cmp(&x.0).then(y.1.cmp(&x.1)));
+    assert_eq!(pages(db, entity, Order::Desc, limit, window).await, want, "desc, window {window:?}");
+    // the sum and count per 100 ms bucket over every series
+    for func in [AggregateFn::Count, AggregateFn::Sum] {
+        let req = AggregateRequest {
+            entity: entity.map(str::to_owned),
+            from: Some(window.0.to_string()),
+            to: Some(window.1.to_string()),
+            step: "100ms".into(),
+            func,
+            group_by_entity: false,
+        };
+        let AggregateResponse::Buckets { buckets } = db.aggregate("m".into(), req).await.unwrap() else {
+            panic!("buckets expected")
+        };
+        let mut expect: BTreeMap<i64, f64> = BTreeMap::new();
+        for (_, ts, v) in &want {
+            *expect.entry(ts.div_euclid(100) * 100).or_default() += if func == AggregateFn::Count { 1.0 } else { *v };
+        }
+        let got: BTreeMap<i64, f64> = buckets.iter().map(|b| (b.ts, b.value)).collect();
+        assert_eq!(got.keys().collect::<Vec<_>>(), expect.keys().collect::<Vec<_>>());
+        for (k, v) in &expect {
+            assert!((got[k] - v).abs() < 1e-6 * v.abs().max(1.0), "{func:?} at {k}: {} vs {v}", got[k]);
+        }
+    }
+    let list = db.list_metrics().await.unwrap();
+    let m = list.metrics.iter().find(|m| m.name == "m");
+    assert_eq!(m.map_or(0, |m| m.points), model.len() as u64);
+    if let Some(m) = m {
+        assert_eq!(m.first, model.keys().map(|(_, t)| *t).min());
+        assert_eq!(m.last, model.keys().map(|(_, t)| *t).max());
+    }
+    let report = db.check().await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+}
+
+#[tokio::test]
+async fn single_points_and_blocks_answer_as_the_model_through_merges_and_retention() {
+    for seed in [0x9e37_79b9_7f4a_7c15, 0x2545_f491_4f6c_dd1d, 0x1234_5678_9abc_def1, 7] {
+        run(seed).await;
+    }
+}
+
+async fn run(seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = StorageConfig::new(dir.path());
+    config.durability = Durability::Buffered;
+    let db = Db::open(config, DbOptions::default()).unwrap();
+    // the metric exists before its first point (a retention set creates it)
+    db.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng(seed);
+    for step in 0..120 {
+        match rng.below(10) {
+            0..=4 => {
+                // mostly appends after the series' end, some anywhere (overwrites, out of order)
+                let mut batch = Batch::default();
+                let entity = ENTITIES[rng.below(3) as usize];
+                let end = model.keys().filter(|(e, _)| e == entity).map(|(_, t)| *t).max().unwrap_or(0);
+                let n = 1 + rng.below(300);
+                for i in 0..n {
+                    let ts = if rng.below(4) == 0 { rng.below(3000) as i64 - 500 } else { end + 1 + i as i64 * 3 };
+                    let value = (rng.below(10_000) as f64) / 100.0;
+                    let tags = (rng.below(8) == 0).then(|| format!("{{\"k\":{}}}", rng.below(5)));
+                    let series = batch.series("m", entity).unwrap();
+                    batch.push(series, ts * 1_000_000, value, tags.clone().map(String::into_bytes));
+                    model.insert((entity.to_owned(), ts), (value, tags));
+                }
+                db.write_points(batch).await.unwrap();
+            }
+            5..=6 => {
+                db.merge_timeseries(&|| false).await.unwrap();
+            }
+            7 => {
+                // retention at a random cutoff: everything before it goes
+                let cutoff_ms = rng.below(2000) as i64 - 500;
+                db.set_retention("m".into(), Retention { max_age: Some("1h".into()) }).await.unwrap();
+                let now_ns = (cutoff_ms + 3_600_000) * 1_000_000;
+                db.apply_retention(now_ns, &|| false).await.unwrap();
+                db.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
+                model.retain(|(_, ts), _| *ts >= cutoff_ms);
+            }
+            8 if rng.below(3) == 0 => {
+                let entity = ENTITIES[rng.below(3) as usize];
+                if model.keys().any(|(e, _)| e == entity) {
+                    db.delete_timeseries("m".into(), Some(entity.into())).await.unwrap();
+                    model.retain(|(e, _), _| e != entity);
+                }
+            }
+            _ => compare(&db, &model, &mut rng).await,
+        }
+        if step % 10 == 9 {
+            compare(&db, &model, &mut rng).await;
+        }
+    }
+    db.merge_timeseries(&|| false).await.unwrap();
+    compare(&db, &model, &mut rng).await;
+    // merged: far fewer keys than points
+    let keys = db.check().await.unwrap().checked.points;
+    eprintln!("{} points in {keys} keys", model.len());
+    assert!(keys * 4 < model.len() as u64, "{} points in {keys} keys", model.len());
+    // the tags come back from blocks too
+    let req = PointsRequest { limit: Some(100_000), precision: Precision::Milliseconds, ..Default::default() };
+    let page = db.read_points("m".into(), req).await.unwrap();
+    for p in page.points {
+        let want = model[&(p.entity.clone(), p.ts)].1.clone();
+        assert_eq!(p.tags.map(|t| t.to_string()), want, "tags of {}/{}", p.entity, p.ts);
+    }
+}
