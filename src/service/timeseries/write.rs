@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
 
+/// A request's run of points appended to a series becomes one block from this many points on
+/// (fewer: single points, which cost less to write than a block of one).
+const APPEND_BLOCK_MIN: usize = 2;
 /// Requests with more points than this are prepared on the blocking pool.
 const PREPARE_INLINE_MAX: usize = 512;
 
@@ -174,6 +177,24 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
     for run in prepared.runs {
         let mut series = stats::read(tx, &run.metric, &run.entity)?;
         let prefix = TsKey::series_prefix(&run.metric, &run.entity);
+        // The usual append: every point after the series' end, so all new: one block for the
+        // run (the merge task packs such blocks into larger ones later).
+        let appends = run.points.first().is_some_and(|(ts, _, _)| series.count == 0 || *ts > series.last);
+        if appends && run.points.len() >= APPEND_BLOCK_MIN {
+            let points = run
+                .points
+                .iter()
+                .map(|(ts, _, value)| series::decode_single(*ts, value))
+                .collect::<Result<Vec<Point>>>()?;
+            if let (Some(first), Some(last)) = (points.first(), points.last()) {
+                series.include(first.ts);
+                series.count += points.len() as u64;
+                series.include(last.ts);
+            }
+            series.loose += series::put_blocks(tx, &prefix, &points)?;
+            stats::stage(tx, &run.metric, &run.entity, series);
+            continue;
+        }
         // points at times inside a block's span: they rewrite that block (each block once)
         let mut folds: Vec<(Vec<u8>, Slice, BlockHeader, Vec<Point>)> = Vec::new();
         for (ts, key, value) in run.points {
