@@ -3,13 +3,16 @@
 //! server and to an in-memory map; every read — pages in both orders through their cursors,
 //! windows, and every aggregate function over random steps, one entity, all entities together and
 //! grouped — must agree exactly with a brute-force computation, as must the metric list; `check`
-//! must pass at the end. Values are multiples of 1/4, so sums are exact in any order.
+//! must pass at the end. Between steps the merge task packs points into blocks and a metric's
+//! retention may remove every point of it. Values are multiples of 1/4, so sums are exact in any
+//! order.
 
 use crate::common::model::Rng;
 use crate::common::{TestServer, seg};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// (metric, entity, ts ms) → value
 type Points = BTreeMap<(String, String, i64), f64>;
@@ -149,7 +152,11 @@ async fn compare(s: &TestServer, model: &Points, rng: &mut Rng) {
 
 #[tokio::test]
 async fn time_series_agree_with_the_in_memory_model() {
-    let s = TestServer::start().await;
+    let s = TestServer::start_with(|c| {
+        c.tasks.merge_interval = Duration::from_secs(1);
+        c.tasks.retention_interval = Duration::from_secs(1);
+    })
+    .await;
     let mut model = Points::new();
     let mut rng = Rng(0x7157_0e1a_2026_1122);
     for step in 0..160 {
@@ -215,7 +222,43 @@ async fn time_series_agree_with_the_in_memory_model() {
         if step % 40 == 39 {
             compare(&s, &model, &mut rng).await;
         }
+        if step % 40 == 20 {
+            // the merge task packs what was written so far into blocks
+            await_run(&s, "timeseries_merge").await;
+            if rng.chance(50) {
+                // retention of a metric: every point is older than an hour (times near the epoch)
+                let metric = *rng.pick(METRICS);
+                let path = format!("/v1/timeseries/{}/retention", seg(metric));
+                assert_eq!(s.put(&path, json!({"max_age": "1h"})).await.0, 200);
+                await_run(&s, "retention").await;
+                assert_eq!(s.put(&path, json!({"max_age": null})).await.0, 200);
+                model.retain(|(m, _, _), _| m != metric);
+            }
+            compare(&s, &model, &mut rng).await;
+        }
     }
+    await_run(&s, "timeseries_merge").await;
     compare(&s, &model, &mut rng).await;
+    let merged = task_runs(&s, "timeseries_merge").await.1;
+    assert!(merged > 0, "the merge task merged nothing");
     s.check_ok().await;
+}
+
+/// The runs of a periodic task so far, and what they removed (merged) in all.
+async fn task_runs(s: &TestServer, name: &str) -> (u64, u64) {
+    let tasks = s.get("/v1/admin/tasks").await.1;
+    let task = tasks["tasks"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned().unwrap();
+    (task["runs"].as_u64().unwrap(), task["removed_total"].as_u64().unwrap())
+}
+
+/// Waits until a whole run of task `name` started after this call has ended.
+async fn await_run(s: &TestServer, name: &str) {
+    let (before, _) = task_runs(s, name).await;
+    for _ in 0..100 {
+        if task_runs(s, name).await.0 >= before + 2 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {name} did not run");
 }
