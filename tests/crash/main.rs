@@ -19,3 +19,4 @@ mod graph;
 mod power_loss;
 mod server;
 mod store;
+mod timeseries;
