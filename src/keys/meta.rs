@@ -33,6 +33,8 @@ pub enum MetaKey<'a> {
     View(Cow<'a, str>, Cow<'a, str>),
     /// a dropped view whose keys are still being removed: table, view name
     ViewDropping(Cow<'a, str>, Cow<'a, str>),
+    /// the data directory's format version
+    Format,
 }
 
 impl<'a> MetaKey<'a> {
@@ -49,6 +51,7 @@ impl<'a> MetaKey<'a> {
             MetaKey::Series(..) => "series",
             MetaKey::View(..) => "view",
             MetaKey::ViewDropping(..) => "view_dropping",
+            MetaKey::Format => "format",
         }
     }
 
@@ -65,6 +68,7 @@ impl<'a> MetaKey<'a> {
             | MetaKey::View(t, n)
             | MetaKey::ViewDropping(t, n) => w.str(t).str(n),
             MetaKey::Field(id) => w.num(i64::from(*id)),
+            MetaKey::Format => w,
         }
         .finish()
     }
@@ -86,6 +90,7 @@ impl<'a> MetaKey<'a> {
             "series" => MetaKey::Series(r.next_str()?, r.next_str()?),
             "view" => MetaKey::View(r.next_str()?, r.next_str()?),
             "view_dropping" => MetaKey::ViewDropping(r.next_str()?, r.next_str()?),
+            "format" => MetaKey::Format,
             _ => return Err(KeyError::UnexpectedType { expected: "catalog kind" }),
         };
         r.end()?;
@@ -93,8 +98,8 @@ impl<'a> MetaKey<'a> {
     }
 
     /// The prefix of every catalog key of one kind: `"table"`, `"index"`, `"metric"`, `"seq"`,
-    /// `"field"`, `"dropping"`, `"index_dropping"`, `"count"`, `"series"`, `"view"` or
-    /// `"view_dropping"`.
+    /// `"field"`, `"dropping"`, `"index_dropping"`, `"count"`, `"series"`, `"view"`,
+    /// `"view_dropping"` or `"format"`.
     pub fn kind_prefix(kind: &str) -> Vec<u8> {
         KeyWriter::default().str(kind).finish()
     }
@@ -135,6 +140,7 @@ mod tests {
             MetaKey::Series("cpu".into(), "host=h1".into()),
             MetaKey::View("users".into(), "adults".into()),
             MetaKey::ViewDropping("users".into(), "adults".into()),
+            MetaKey::Format,
         ];
         for k in &all {
             assert_eq!(&MetaKey::decode(&k.encode()).unwrap(), k);

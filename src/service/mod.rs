@@ -13,6 +13,7 @@ pub(crate) mod documents;
 pub mod duration;
 mod error;
 mod fields;
+pub mod format;
 pub mod graph;
 mod import;
 pub mod indexes;
@@ -102,6 +103,7 @@ impl Db {
     /// and table drops in the background (call from within a tokio runtime).
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
+        let stale_format = format::check(&store)?;
         let catalog = Catalog::load(&store)?;
         let feed = Arc::new(changefeed::Feed::load(&store)?);
         let db = Arc::new(Db {
@@ -128,6 +130,17 @@ impl Db {
         db.load_graph_memory()?;
         if !options.background_jobs {
             return Ok(db);
+        }
+        if stale_format {
+            let this = db.clone();
+            tokio::spawn(async move {
+                match format::stamp(&this.store).await {
+                    Ok(()) => tracing::info!(format = format::DATA_FORMAT, "data directory format stamped"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "stamping the data directory format failed; the next start tries again")
+                    }
+                }
+            });
         }
         let took = db.open_vector_indexes()?;
         tracing::info!(ms = took.as_millis() as u64, "vector indexes opened from their keys");

@@ -181,3 +181,83 @@ async fn run(seed: u64) {
         assert_eq!(p.tags.map(|t| t.to_string()), want, "tags of {}/{}", p.entity, p.ts);
     }
 }
+
+/// A data directory of format 1 (before blocks): every point its own key, 24-byte series records,
+/// no format stamp. It opens unchanged, answers the same before and after the merge task packs it,
+/// and is stamped with the current format; a directory of a newer format is refused.
+#[tokio::test]
+async fn a_format_1_directory_opens_reads_and_is_merged() {
+    use crate::keys::{MetaKey, TsKey};
+    use crate::service::format;
+    use crate::storage::Space;
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        let mut c = StorageConfig::new(dir.path());
+        c.durability = Durability::Buffered;
+        c
+    };
+    {
+        // what a format 1 build wrote, key by key
+        let db = Db::open(config(), DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
+        db.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
+        db.store
+            .write(|tx| {
+                tx.delete(Space::Meta, MetaKey::Format.encode());
+                for (entity, n) in [("a", 300i64), ("b", 5)] {
+                    for i in 0..n {
+                        let key = TsKey::new("m", entity, i * 1_000_000).encode();
+                        tx.put(Space::Ts, key, ((i % 7) as f64).to_be_bytes().to_vec());
+                    }
+                    let mut record = n.to_be_bytes().to_vec();
+                    record.extend_from_slice(&0i64.to_be_bytes());
+                    record.extend_from_slice(&((n - 1) * 1_000_000).to_be_bytes());
+                    tx.put(Space::Meta, MetaKey::Series("m".into(), entity.into()).encode(), record);
+                }
+                Ok::<(), crate::storage::StorageError>(())
+            })
+            .await
+            .unwrap();
+        db.shutdown().await.unwrap();
+    }
+    let db = Db::open(config(), DbOptions::default()).unwrap();
+    assert_eq!(format::read(&db.store).unwrap(), 1);
+    let all = |db: Arc<Db>| async move {
+        let req = PointsRequest { limit: Some(100_000), ..Default::default() };
+        db.read_points("m".into(), req)
+            .await
+            .unwrap()
+            .points
+            .iter()
+            .map(|p| (p.entity.clone(), p.ts, p.value))
+            .collect::<Vec<_>>()
+    };
+    let before = all(db.clone()).await;
+    assert_eq!(before.len(), 305);
+    assert!(db.check().await.unwrap().ok);
+    let gone = db.merge_timeseries(&|| false).await.unwrap();
+    assert!(gone > 250, "merged away {gone} keys");
+    assert_eq!(all(db.clone()).await, before);
+    let report = db.check().await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(db.list_metrics().await.unwrap().metrics[0].points, 305);
+    // the server's open stamps the current format (in the background)
+    for _ in 0..100 {
+        if format::read(&db.store).unwrap() == format::DATA_FORMAT {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(format::read(&db.store).unwrap(), format::DATA_FORMAT);
+    // a newer format is refused, with the reason
+    db.store
+        .write(|tx| {
+            tx.put(Space::Meta, MetaKey::Format.encode(), (format::DATA_FORMAT + 1).to_be_bytes().to_vec());
+            Ok::<(), crate::storage::StorageError>(())
+        })
+        .await
+        .unwrap();
+    db.shutdown().await.unwrap();
+    drop(db);
+    let refused = Db::open(config(), DbOptions::default()).err().expect("a newer format is refused");
+    assert!(refused.to_string().contains("newer than this build reads"), "{refused}");
+}

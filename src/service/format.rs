@@ -1,0 +1,50 @@
+//! The data directory's format version, `meta:format` (a big-endian u32), so that a layout change
+//! is explicit: a directory written by a newer format is refused with a clear error instead of
+//! being misread.
+//!
+//! - 1: every time-series point its own key, series records of 24 bytes (no `meta:format` key);
+//! - 2: time-series points also in compressed blocks, series records of 32 bytes (with the loose
+//!   key count). Format 1's keys are valid format 2 — single points, records read as "every point
+//!   loose" — so a format 1 directory opens unchanged, is stamped 2, and the merge task compacts
+//!   its points into blocks.
+
+use super::{Result, ServiceError};
+use crate::keys::MetaKey;
+use crate::storage::{Space, Store};
+
+/// The format this build writes, and the newest it reads.
+pub const DATA_FORMAT: u32 = 2;
+
+/// The format of the directory `store` opened: its stamp, or 1 when it has none.
+pub(crate) fn read(store: &Store) -> Result<u32> {
+    match store.get(Space::Meta, &MetaKey::Format.encode())? {
+        None => Ok(1),
+        Some(v) => {
+            let bytes: [u8; 4] =
+                v.as_ref().try_into().map_err(|_| ServiceError::Internal("meta:format is not 4 bytes".into()))?;
+            Ok(u32::from_be_bytes(bytes))
+        }
+    }
+}
+
+/// Refuses a directory of a newer format than this build's; true when it must be stamped (older).
+pub(crate) fn check(store: &Store) -> Result<bool> {
+    let found = read(store)?;
+    if found > DATA_FORMAT {
+        return Err(ServiceError::Internal(format!(
+            "the data directory has format {found}, newer than this build reads ({DATA_FORMAT}): run a newer mosaicdb"
+        )));
+    }
+    Ok(found < DATA_FORMAT)
+}
+
+/// Stamps the directory with [`DATA_FORMAT`].
+pub(crate) async fn stamp(store: &Store) -> Result<()> {
+    store
+        .write(|tx| {
+            tx.put(Space::Meta, MetaKey::Format.encode(), DATA_FORMAT.to_be_bytes().to_vec());
+            Ok::<(), crate::storage::StorageError>(())
+        })
+        .await?;
+    Ok(())
+}
