@@ -7,23 +7,26 @@ use super::batch::Batch;
 use super::{AggregateFn, AggregateRequest, AggregateResponse, Order, PointsRequest, Precision, Retention};
 use crate::service::{Db, DbOptions};
 use crate::storage::{Durability, StorageConfig};
+use proptest::prelude::Rng as _;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// (entity, ts) → (value, tags)
 type Model = BTreeMap<(String, i64), (f64, Option<String>)>;
 
-struct Rng(u64);
+/// The test's random choices, from a seed: proptest's deterministic generator.
+struct Rng(TestRng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+    fn new(seed: u64) -> Rng {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&seed.to_le_bytes());
+        bytes[8..].copy_from_slice(&seed.rotate_left(17).to_le_bytes());
+        Rng(TestRng::from_seed(RngAlgorithm::XorShift, &bytes))
     }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.next_u64() % n
     }
 }
 
@@ -123,7 +126,7 @@ async fn run(seed: u64) {
     // the metric exists before its first point (a retention set creates it)
     db.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
     let mut model = Model::new();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for step in 0..120 {
         match rng.below(10) {
             0..=4 => {
