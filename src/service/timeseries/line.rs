@@ -1,14 +1,16 @@
-//! InfluxDB line protocol, parsed by influxdata's own parser (`influxdb-line-protocol`), mapped
+//! InfluxDB line protocol — split into lines by influxdata's crate (`influxdb-line-protocol`),
+//! each parsed by [`super::lineparse`] (held to that crate's answers by a property test) — mapped
 //! onto metrics and entities: the measurement is the metric; the tag set, sorted by key and
 //! joined `k=v,k=v`, is the entity; a field named `value` is the metric itself and any other
 //! field `f` the metric `{measurement}.{f}`. Integer, unsigned, float and boolean fields are
 //! stored as numbers; string fields are skipped and counted.
 
 use super::batch::{Batch, MAX_POINTS_PER_WRITE};
+use super::lineparse::{self, Field, Line};
 use super::time::Precision;
 use crate::service::error::LineError;
 use crate::service::{Result, ServiceError};
-use influxdb_line_protocol::{FieldValue, ParsedLine};
+use std::collections::HashMap;
 
 /// The points of a line-protocol body, or every bad line.
 pub(crate) struct Parsed {
@@ -24,15 +26,17 @@ pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed
     let mut errors = Vec::new();
     // lines that are not blank or comments
     let mut lines = 0;
+    // the entity of each series text met (a body repeats its series)
+    let mut entities: HashMap<&str, String> = HashMap::new();
     // the 1-based number of the line `text` starts on (a quoted string field may hold newlines)
     let (mut number, mut counted) = (1, 0);
     for text in influxdb_line_protocol::split_lines(body) {
         let start = (text.as_ptr() as usize).saturating_sub(body.as_ptr() as usize).min(body.len());
         number += body.as_bytes()[counted..start.max(counted)].iter().filter(|b| **b == b'\n').count();
         counted = start.max(counted);
-        let Some(parsed) = influxdb_line_protocol::parse_lines(text).next() else { continue };
+        let Some(parsed) = lineparse::parse(text) else { continue };
         lines += 1;
-        let outcome = parsed.map_err(|e| e.to_string()).and_then(|line| add(&line, precision, now, &mut batch));
+        let outcome = parsed.and_then(|line| add(&line, precision, now, &mut batch, &mut entities));
         match outcome {
             Ok(strings) => skipped += strings,
             Err(error) => errors.push(LineError { line: number, error }),
@@ -51,9 +55,15 @@ pub(crate) fn parse(body: &str, precision: Precision, now: i64) -> Result<Parsed
 }
 
 /// Adds the points of one line (all or, on an error, none); returns its string fields' count.
-fn add(line: &ParsedLine<'_>, precision: Precision, now: i64, batch: &mut Batch) -> std::result::Result<usize, String> {
-    let measurement = line.series.measurement.as_str();
-    let entity = entity_of(line);
+fn add<'a>(
+    line: &Line<'a>,
+    precision: Precision,
+    now: i64,
+    batch: &mut Batch,
+    entities: &mut HashMap<&'a str, String>,
+) -> std::result::Result<usize, String> {
+    let measurement = line.measurement.as_ref();
+    let entity = entities.entry(line.series).or_insert_with(|| entity_of(line));
     let ts = match line.timestamp {
         Some(t) => {
             precision.to_nanos(t).ok_or_else(|| format!("timestamp {t} is out of range (years 1678 to 2262)"))?
@@ -61,20 +71,20 @@ fn add(line: &ParsedLine<'_>, precision: Precision, now: i64, batch: &mut Batch)
         None => now,
     };
     let mut strings = 0;
-    let mut numbers = Vec::with_capacity(line.field_set.len());
-    for (field, value) in &line.field_set {
+    let mut numbers = Vec::with_capacity(line.fields.len());
+    for (field, value) in &line.fields {
         let value = match value {
-            FieldValue::I64(v) => *v as f64,
-            FieldValue::U64(v) => *v as f64,
-            FieldValue::F64(v) if v.is_finite() => *v,
-            FieldValue::F64(v) => return Err(format!("field {:?}: {v} is not a finite number", field.as_str())),
-            FieldValue::Boolean(b) => f64::from(u8::from(*b)),
-            FieldValue::String(_) => {
+            Field::I64(v) => *v as f64,
+            Field::U64(v) => *v as f64,
+            Field::F64(v) if v.is_finite() => *v,
+            Field::F64(v) => return Err(format!("field {:?}: {v} is not a finite number", field.as_ref())),
+            Field::Bool(b) => f64::from(u8::from(*b)),
+            Field::Str(_) => {
                 strings += 1;
                 continue;
             }
         };
-        numbers.push((field.as_str(), value));
+        numbers.push((field.as_ref(), value));
     }
     let mut name = String::new();
     let mut series = Vec::with_capacity(numbers.len());
@@ -88,7 +98,7 @@ fn add(line: &ParsedLine<'_>, precision: Precision, now: i64, batch: &mut Batch)
             name.push_str(field);
             &name
         };
-        series.push((batch.series(metric, &entity)?, value));
+        series.push((batch.series(metric, entity)?, value));
     }
     for (s, value) in series {
         batch.push(s, ts, value, None);
@@ -97,9 +107,8 @@ fn add(line: &ParsedLine<'_>, precision: Precision, now: i64, batch: &mut Batch)
 }
 
 /// `k=v,k=v` of the tag set, sorted by key.
-fn entity_of(line: &ParsedLine<'_>) -> String {
-    let Some(tags) = &line.series.tag_set else { return String::new() };
-    let mut pairs: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+fn entity_of(line: &Line<'_>) -> String {
+    let mut pairs: Vec<(&str, &str)> = line.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())).collect();
     pairs.sort_unstable();
     let mut out = String::with_capacity(pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
     for (i, (k, v)) in pairs.into_iter().enumerate() {

@@ -7,6 +7,7 @@ mod aggregate;
 mod batch;
 pub(crate) mod block;
 mod line;
+mod lineparse;
 mod merge;
 mod read;
 mod retention;
