@@ -40,7 +40,10 @@ gives none, so the table shows each ratio to PostgreSQL and "—" under "met".
   region and dc, one float field, in timestamp order. mosaicdb: line protocol (`precision=s`),
   5,000 lines per request, PEERS_TS_SENDERS (4) concurrent senders on keep-alive connections.
   PostgreSQL: `points(series text, ts timestamptz, value double precision)` with an index on
-  (series, ts), the same number of concurrent `\\copy` streams. Counts are checked after.
+  (series, ts), the same number of concurrent `\\copy` streams. Counts are checked after. Beside
+  VictoriaMetrics (Debian's `victoria-metrics`): the same bodies to its Influx `/write`, then the
+  1-minute averages of one series and of all series (mosaicdb's aggregate route against
+  `/api/v1/query_range`, p50 of 15 one at a time, every bucket compared) and disk per point.
 """
 
 import http.client
@@ -52,7 +55,13 @@ import threading
 import time
 from pathlib import Path
 
-from common import HERE, OUT, Workload, call, import_ndjson, int_setting, log, venv_python, wrk
+import shutil
+import tempfile
+import urllib.parse
+
+from common import HERE, OUT, Workload, call, import_ndjson, int_setting, log, stop, venv_python, wait_port, wrk
+
+VM = ("127.0.0.1", 18090)
 
 
 def wait_ready(addr, table, index):
@@ -416,8 +425,36 @@ class Graph:
         return sorted(float(p["cost"]) for p in json.loads(data)["paths"]), ms
 
 
+def get_raw(addr, path, conn=None):
+    """A GET whose answer need not be JSON: (status, body bytes)."""
+    c = conn or http.client.HTTPConnection(*addr, timeout=600)
+    c.request("GET", path)
+    r = c.getresponse()
+    body = r.read()
+    if conn is None:
+        c.close()
+    return r.status, body
+
+
+def p50_ms(addr, path, repeats):
+    """The median milliseconds of `repeats` GETs of `path`, one at a time on one connection, and the
+    last answer."""
+    c = http.client.HTTPConnection(*addr, timeout=600)
+    times, body = [], b""
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        status, body = get_raw(addr, path, c)
+        times.append((time.perf_counter() - t0) * 1000)
+        if status != 200:
+            raise SystemExit(f"GET {path}: {status} {body[:300]!r}")
+    c.close()
+    return statistics.median(times), json.loads(body)
+
+
 class TimeSeries:
     BATCH, STEP_S, T0 = 5000, 10, 1_750_000_000
+    REPEATS = 15
+    ENTITY = "dc=d0,host=h00000,region=r0"
 
     def __init__(self, addr, secs):
         self.addr = addr
@@ -426,9 +463,16 @@ class TimeSeries:
         self.points = self.series * self.steps
         self.load = (f"time series: ingest {self.points / 1e6:g}M points, {self.BATCH} per request, "
                      f"{self.senders} senders")
+        self.one = f"time series: 1-minute avg of one series ({self.steps:,} points), p50 of {self.REPEATS}"
+        self.all = f"time series: 1-minute avg of all {self.series:,} series together, p50 of {self.REPEATS}"
+        self.disk = "time series: disk per point after the ingest and merging"
+        self.vm = None
 
     def workloads(self):
-        return ratio_rows([(self.load, "points/s")])
+        lower = [Workload(w, "ms, lower is better", [("victoriametrics", None)], "{:,.1f}", True, True)
+                 for w in (self.one, self.all)]
+        return ([Workload(self.load, "points/s", [("postgres", None), ("victoriametrics", None)])] + lower
+                + [Workload(self.disk, "bytes, lower is better", [("victoriametrics", None)], "{:,.2f}", True, True)])
 
     def prepare(self):
         """Lines without their measurement (each run names its own metric) and COPY text, split
@@ -456,23 +500,34 @@ class TimeSeries:
 
     def setup(self, pg):
         self.pg = pg
+        # VictoriaMetrics from Debian, its Influx /write endpoint and /api/v1/query_range; no cache of
+        # query results (each timed query computes its answer, as mosaicdb's does)
+        self.vm_dir = Path(tempfile.mkdtemp(prefix="mosaic-peers-vm-", dir=OUT))
+        self.vm = subprocess.Popen(["victoria-metrics", f"-storageDataPath={self.vm_dir}",
+                                    f"-httpListenAddr={VM[0]}:{VM[1]}", "-retentionPeriod=100y",
+                                    "-search.disableCache", "-loggerLevel=ERROR"])
+        wait_port(VM, self.vm, "victoria-metrics")
 
-    def send(self, bodies, metric):
+    def close(self):
+        stop(self.vm)
+        if self.vm is not None:
+            shutil.rmtree(self.vm_dir, ignore_errors=True)
+
+    def send(self, bodies, metric, addr=None, path="/v1/timeseries/write?precision=s"):
         lock, nxt, failures = threading.Lock(), [0], []
 
         def sender():
-            c = http.client.HTTPConnection(*self.addr, timeout=600)
+            c = http.client.HTTPConnection(*(addr or self.addr), timeout=600)
             while True:
                 with lock:
                     i = nxt[0]
                     nxt[0] += 1
                 if i >= len(bodies) or failures:
                     break
-                c.request("POST", "/v1/timeseries/write?precision=s", body=bodies[i],
-                          headers={"Content-Type": "text/plain"})
+                c.request("POST", path, body=bodies[i], headers={"Content-Type": "text/plain"})
                 r = c.getresponse()
                 answer = r.read()
-                if r.status != 200:
+                if r.status not in (200, 204):
                     failures.append(f"{r.status} {answer[:300]!r}")
             c.close()
 
@@ -504,6 +559,69 @@ class TimeSeries:
         got = int(pg.sql(f"select count(*) from {table}"))
         if got != self.points:
             raise SystemExit(f"postgres {table}: {got} rows of {self.points}")
+        self.against_vm(k, metric, bodies, add)
+
+    def against_vm(self, k, metric, bodies, add):
+        """Ingest, the 1-minute averages (checked equal bucket by bucket) and disk per point, beside
+        VictoriaMetrics."""
+        vm_disk = dir_bytes(self.vm_dir)
+        mosaic_disk = ts_disk_bytes(self.addr)
+        add(self.load, "victoriametrics", self.points / self.send(bodies, metric, VM, "/write?precision=s"))
+        # VictoriaMetrics answers writes before they are searchable
+        get_raw(VM, "/internal/force_flush")
+        t0, t1 = self.T0 * 1000, (self.T0 + self.steps * self.STEP_S) * 1000
+        ours_path = f"/v1/timeseries/{metric}/aggregate?step=1m&fn=avg&from={t0}&to={t1}"
+        # VictoriaMetrics' value at t covers (t - 1m, t]: asked at each bucket's start + 59.999 s it
+        # covers [start, start + 1m), mosaicdb's bucket
+        # (mosaicdb's buckets start at multiples of the step since the epoch)
+        first, last = t0 // 60_000 * 60_000, (t1 - 1) // 60_000 * 60_000
+        span = f"&start={(first + 59_999) / 1000}&end={(last + 59_999) / 1000}&step=60"
+        one = f'avg_over_time({metric}_value{{host="h00000"}}[1m])'
+        every = f"sum(sum_over_time({metric}_value[1m])) / sum(count_over_time({metric}_value[1m]))"
+        for name, ours_q, vm_q in ((self.one, f"&entity={urllib.parse.quote(self.ENTITY)}", one), (self.all, "", every)):
+            ms, answer = p50_ms(self.addr, ours_path + ours_q, self.REPEATS)
+            ours = {b["ts"]: b["value"] for b in answer["buckets"]}
+            vm_ms, vm_answer = p50_ms(VM, f"/api/v1/query_range?query={urllib.parse.quote(vm_q)}{span}", self.REPEATS)
+            result = vm_answer["data"]["result"]
+            theirs = {round(float(t) * 1000) - 59_999: float(v) for t, v in (result[0]["values"] if result else [])}
+            if ours.keys() != theirs.keys() or any(abs(ours[b] - theirs[b]) > 1e-9 * max(1, abs(theirs[b])) for b in ours):
+                diff = sorted(set(ours.items()) ^ set(theirs.items()))[:6]
+                raise SystemExit(f"{name}: mosaicdb's {len(ours)} buckets and VictoriaMetrics' {len(theirs)} differ: {diff}")
+            add(name, "mosaicdb", ms)
+            add(name, "victoriametrics", vm_ms)
+        log(f"time series: mosaicdb and VictoriaMetrics agree on every bucket of both aggregations")
+        # disk: VictoriaMetrics merged; mosaicdb once its merge task has nothing left to merge
+        get_raw(VM, "/internal/force_merge?partition_prefix=")
+        time.sleep(5)
+        add(self.disk, "victoriametrics", (dir_bytes(self.vm_dir) - vm_disk) / self.points)
+        wait_merged(self.addr)
+        add(self.disk, "mosaicdb", (ts_disk_bytes(self.addr) - mosaic_disk) / self.points)
+
+
+def dir_bytes(path):
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def ts_disk_bytes(addr):
+    """The table files of mosaicdb's `ts` family, from /metrics."""
+    _, text = get_raw(addr, "/metrics")
+    for line in text.decode().splitlines():
+        if line.startswith('mosaicdb_storage_disk_bytes{family="ts"}'):
+            return float(line.split()[-1])
+    raise SystemExit("/metrics has no mosaicdb_storage_disk_bytes for ts")
+
+
+def wait_merged(addr, timeout=120):
+    """Until a run of mosaicdb's merge task that started after this call merged nothing."""
+    def merge_task():
+        return next(t for t in call(addr, "GET", "/v1/admin/tasks")["tasks"] if t["name"] == "timeseries_merge")
+    runs = merge_task()["runs"]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        t = merge_task()
+        if t["runs"] >= runs + 2 and t["last_removed"] == 0:
+            return
+        time.sleep(1)
 
 
 GROUPS = {"search": Search, "vectors": Vectors, "graph": Graph, "timeseries": TimeSeries}
@@ -526,5 +644,11 @@ NOTES = {
               "edges through their SQL argument at every call. The rows are median latencies: their ratio is "
               "PostgreSQL's milliseconds over mosaicdb's (above 1: mosaicdb faster)."],
     "timeseries": ["time series: mosaicdb's line-protocol route vs PostgreSQL \\copy into a table indexed on "
-                   "(series, ts), the same number of concurrent streams; counts checked after."],
+                   "(series, ts) and VictoriaMetrics' Influx /write (which acknowledges before it writes to disk), "
+                   "the same number of concurrent streams; counts checked after.",
+                   "time-series aggregations: 1-minute average buckets of one series and of every series together, "
+                   "one request at a time (VictoriaMetrics: query_range with -search.disableCache, avg_over_time and "
+                   "sum/count_over_time, asked at each bucket's start + 59.999 s); every bucket checked equal. "
+                   "Disk: the growth of VictoriaMetrics' data directory after force_merge, and of mosaicdb's `ts` "
+                   "table files once its merge task has nothing left (the LSM may still hold replaced versions)."],
 }

@@ -90,6 +90,8 @@ def ensure_tools(groups):
         missing.append("postgresql-client-15")
     if not shutil.which("wrk"):
         missing.append("wrk")
+    if "timeseries" in groups and not shutil.which("victoria-metrics"):
+        missing.append("victoria-metrics")
     if missing:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         if subprocess.run(as_root(["apt-get", "install", "-y", *sorted(set(missing))]), env=env).returncode != 0:
@@ -255,6 +257,8 @@ def measure_shared(core, model_groups, add):
             for g in model_groups:
                 g.run(k, add)
     finally:
+        for g in model_groups:
+            getattr(g, "close", lambda: None)()
         stop(mosaic)
         stop(ceiling)
         if pg:
@@ -303,8 +307,9 @@ def report(workloads, results, big, notes):
     lines = [f"Machine: {machine()}.", "",
              f"{RUNS} run(s) of {SECS} s per measurement; wrk 2 threads / 32 connections (1 for the 1-client rows), "
              "pgbench prepared, the same concurrency; everything on the same cores.", "",
-             "| workload | mosaicdb | ceiling (axum, no layers) | PostgreSQL 15 | ratio per run | target | met |",
-             "|---|---|---|---|---|---|---|"]
+             "| workload | mosaicdb | ceiling (axum, no layers) | PostgreSQL 15 | specialist | ratio per run | target "
+             "| met |",
+             "|---|---|---|---|---|---|---|---|"]
     unmet = []
     for w in workloads:
         r = results[w.name]
@@ -322,10 +327,12 @@ def report(workloads, results, big, notes):
             unmet.append(w.name)
         target = ", ".join(f"≥ {want}× {ref}" for ref, want in w.targets if want is not None) or "— (reported)"
         cell = (lambda s: span(r[s], w.fmt) if s in r else "—")
-        lines.append(f"| {w.name} ({w.unit}) | {cell('mosaicdb')} | {cell('ceiling')} | {cell('postgres')} | "
+        # a system other than these three: the specialist the row compares with, by name
+        special = "; ".join(f"{cell(s)} ({s})" for s in r if s not in ("mosaicdb", "ceiling", "postgres")) or "—"
+        lines.append(f"| {w.name} ({w.unit}) | {cell('mosaicdb')} | {cell('ceiling')} | {cell('postgres')} | {special} | "
                      f"{'; '.join(ratios) or '—'} | {target} | {('yes' if met else 'no') if wanted else '—'} |")
     if big:
-        lines.append(f"| import {BIG:,} documents, 2 indexes (docs/s; peak RSS) | {big[0]:,.0f}; {big[1]:.0f} MiB | — | — | — "
+        lines.append(f"| import {BIG:,} documents, 2 indexes (docs/s; peak RSS) | {big[0]:,.0f}; {big[1]:.0f} MiB | — | — | — | — "
                      f"| peak RSS ≤ 512 MiB | {'yes' if big[1] <= 512 else 'no'} |")
         if big[1] > 512:
             unmet.append(f"import {BIG:,} documents (peak RSS)")
@@ -349,15 +356,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 d = json.loads(open(sys.argv[1]).read()); out = sys.argv[2]
 ws = d["workloads"]; colors = {"mosaicdb": "#2a7ab9", "ceiling": "#9aa5b1", "postgres": "#d98c2b"}
+others = "#6a994e"
 cols = min(5, len(ws)); rows = math.ceil(len(ws) / cols)
 fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.9 * rows), squeeze=False)
 for ax in axes.flat[len(ws):]:
     ax.axis("off")
 for ax, (title, unit, w) in zip(axes.flat, ws):
     r = d["results"][w]; names = [s for s in ("mosaicdb", "ceiling", "postgres") if s in r]
+    names += [s for s in r if s not in names]
     mid = [sorted(r[s])[len(r[s]) // 2] for s in names]
     err = [[m - min(r[s]) for s, m in zip(names, mid)], [max(r[s]) - m for s, m in zip(names, mid)]]
-    ax.bar(names, mid, yerr=err, color=[colors[s] for s in names], capsize=4)
+    ax.bar(names, mid, yerr=err, color=[colors.get(s, others) for s in names], capsize=4)
     ax.set_title(title, fontsize=9); ax.set_ylabel(unit, fontsize=8); ax.tick_params(labelsize=8)
 fig.suptitle("mosaicdb, PostgreSQL 15 and a bare axum handler: median of the runs, bars from min to max", fontsize=10)
 fig.tight_layout(); fig.savefig(out, dpi=110)

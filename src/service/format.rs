@@ -38,13 +38,12 @@ pub(crate) fn check(store: &Store) -> Result<bool> {
     Ok(found < DATA_FORMAT)
 }
 
-/// Stamps the directory with [`DATA_FORMAT`].
-pub(crate) async fn stamp(store: &Store) -> Result<()> {
-    store
-        .write(|tx| {
-            tx.put(Space::Meta, MetaKey::Format.encode(), DATA_FORMAT.to_be_bytes().to_vec());
-            Ok::<(), crate::storage::StorageError>(())
-        })
-        .await?;
+/// Stamps the directory with [`DATA_FORMAT`]: queued on the committer before any other write of
+/// this open (so nothing of the new format commits before the stamp), not waited for.
+pub(crate) fn stamp(store: &Store) -> Result<()> {
+    store.write_queued(|tx| {
+        tx.put(Space::Meta, MetaKey::Format.encode(), DATA_FORMAT.to_be_bytes().to_vec());
+        Ok(())
+    })?;
     Ok(())
 }

@@ -132,15 +132,8 @@ impl Db {
             return Ok(db);
         }
         if stale_format {
-            let this = db.clone();
-            tokio::spawn(async move {
-                match format::stamp(&this.store).await {
-                    Ok(()) => tracing::info!(format = format::DATA_FORMAT, "data directory format stamped"),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "stamping the data directory format failed; the next start tries again")
-                    }
-                }
-            });
+            format::stamp(&db.store)?;
+            tracing::info!(format = format::DATA_FORMAT, "data directory format stamped");
         }
         let took = db.open_vector_indexes()?;
         tracing::info!(ms = took.as_millis() as u64, "vector indexes opened from their keys");

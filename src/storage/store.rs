@@ -356,6 +356,16 @@ impl Store {
         StorageError::CommitterDown
     }
 
+    /// Queues `f` on the committer and returns at once, without waiting for its outcome: it
+    /// commits before every write queued after it. For a write nobody waits on but that must come
+    /// first (the format stamp at open).
+    pub fn write_queued<F>(&self, f: F) -> Result<()>
+    where
+        F: FnOnce(&mut WriteTx<'_>) -> Result<()> + Send + 'static,
+    {
+        self.submit(f).map(|_outcome| ())
+    }
+
     /// [`Store::write`] for callers outside an async runtime (tools, benches, tests).
     pub fn write_blocking<T, E, F>(&self, f: F) -> Result<T, E>
     where

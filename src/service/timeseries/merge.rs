@@ -3,12 +3,13 @@
 //! a run of consecutive keys each holding fewer than `t` points is merged once together they
 //! hold `t` (for `t` = 64, 1024, then a full block), so a point is rewritten a few times at most
 //! however it arrived, and full blocks are never rewritten by the task. Each merge is one write
-//! (the series' record changes with its keys), reading at most [`MERGE_MAX_POINTS`] points.
+//! (the series' record changes with its keys), rewriting at most [`MERGE_MAX_POINTS`] points; it reads
+//! the series' keys to plan, full blocks included.
 
 use super::series::{self, FULL_BLOCK, Point};
 use super::stats;
 use crate::keys::{TsKey, prefix_successor};
-use crate::service::{Db, Result};
+use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -160,8 +161,11 @@ impl Db {
                     stats::records(&db.store.committed(), &name, None, &crate::service::stop::Stop::default())
                 })
                 .await?;
-            for (entity, record) in series {
-                if record.loose < MERGE_MIN_LOOSE || self.timeseries.settled.is(&metric.name, &entity, record.loose) {
+            let live: std::collections::HashSet<&str> = series.iter().map(|(e, _)| e.as_str()).collect();
+            self.timeseries.settled.keep_only(&metric.name, &live);
+            for (entity, record) in &series {
+                let seen = (record.count, record.loose);
+                if record.loose < MERGE_MIN_LOOSE || self.timeseries.settled.is(&metric.name, entity, seen) {
                     continue;
                 }
                 loop {
@@ -169,19 +173,30 @@ impl Db {
                         return Ok(gone);
                     }
                     let (m, e) = (metric.name.clone(), entity.clone());
-                    let (n, more, loose) = self
+                    let merged = self
                         .write(move |tx, db| {
                             if db.timeseries.is_dropping(&m) {
                                 return Ok((0, false, None));
                             }
                             let (n, more) = merge_series(tx, &m, &e)?;
-                            Ok((n, more, Some(stats::read(tx, &m, &e)?.loose)))
+                            let after = stats::read(tx, &m, &e)?;
+                            Ok((n, more, Some((after.count, after.loose))))
                         })
-                        .await?;
+                        .await;
+                    let (n, more, after) = match merged {
+                        Ok(m) => m,
+                        // one series that cannot be merged (a block that does not decode: check
+                        // says more) must not stop the others
+                        Err(e) if !matches!(e, ServiceError::Unavailable(_)) => {
+                            tracing::warn!(metric = %metric.name, entity = %entity, error = %e, "merging a time series failed");
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    };
                     gone += n as u64;
                     if !more {
                         // nothing (more) to do until the series changes
-                        self.timeseries.settled.set(&metric.name, &entity, loose.filter(|_| n == 0));
+                        self.timeseries.settled.set(&metric.name, entity, after.filter(|_| n == 0));
                         break;
                     }
                 }

@@ -219,9 +219,24 @@ impl<'s> SeriesPoints<'s> {
             other => other,
         };
         let singles = scan(KeyRange::Between(lower, upper), desc).peekable();
-        // blocks whose last point is at or after the window's start (those before cannot reach it)
+        // blocks whose last point is at or after the window's start (those before cannot reach it);
+        // newest first, the first block ending at or after the window's end is the last that can
+        // hold points of it (every later one starts after it ends)
         let from = TsKey::blocks_from(prefix, window.from.unwrap_or(i64::MIN));
-        let blocks = scan(KeyRange::Between(Bound::Included(from), Bound::Excluded(past_blocks)), desc);
+        let upper = match window.to {
+            Some(to) if desc => {
+                let after = KeyRange::Between(
+                    Bound::Included(TsKey::blocks_from(prefix, to)),
+                    Bound::Excluded(past_blocks.clone()),
+                );
+                match scan(after, false).next() {
+                    Some(Ok((key, _))) => Bound::Included(key.to_vec()),
+                    _ => Bound::Excluded(past_blocks),
+                }
+            }
+            _ => Bound::Excluded(past_blocks),
+        };
+        let blocks = scan(KeyRange::Between(Bound::Included(from), upper), desc);
         SeriesPoints {
             prefix_len: prefix.len(),
             window,

@@ -27,23 +27,29 @@ impl State {
     }
 }
 
-/// The series the task found nothing to merge in, with their loose count then: looked at again
-/// only once it changed.
+/// The series the merge task found nothing to merge in, with their record then (point count and
+/// loose keys): looked at again only once it changed.
 #[derive(Default)]
-pub(crate) struct Settled(Mutex<HashMap<(String, String), u64>>);
+pub(crate) struct Settled(Mutex<HashMap<(String, String), (u64, u64)>>);
 
 impl Settled {
-    pub(crate) fn is(&self, metric: &str, entity: &str, loose: u64) -> bool {
+    pub(crate) fn is(&self, metric: &str, entity: &str, record: (u64, u64)) -> bool {
         let settled = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        settled.get(&(metric.to_owned(), entity.to_owned())) == Some(&loose)
+        settled.get(&(metric.to_owned(), entity.to_owned())) == Some(&record)
     }
 
-    pub(crate) fn set(&self, metric: &str, entity: &str, loose: Option<u64>) {
+    pub(crate) fn set(&self, metric: &str, entity: &str, record: Option<(u64, u64)>) {
         let mut settled = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (metric.to_owned(), entity.to_owned());
-        match loose {
-            Some(l) => settled.insert(key, l),
+        match record {
+            Some(r) => settled.insert(key, r),
             None => settled.remove(&key),
         };
+    }
+
+    /// Forgets the series of `metric` that `live` does not name (deleted since).
+    pub(crate) fn keep_only(&self, metric: &str, live: &std::collections::HashSet<&str>) {
+        let mut settled = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        settled.retain(|(m, e), _| m != metric || live.contains(e.as_str()));
     }
 }

@@ -197,8 +197,10 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
         }
         // points at times inside a block's span: they rewrite that block (each block once)
         let mut folds: Vec<(Vec<u8>, Slice, BlockHeader, Vec<Point>)> = Vec::new();
+        // the series as it was: a point outside its span is new, however this write widens it
+        let before = series;
         for (ts, key, value) in run.points {
-            if !series.surely_new(ts) {
+            if !before.surely_new(ts) {
                 if tx.probe(Space::Ts, &key)? {
                     // a single point replaced
                     tx.put_new(Space::Ts, key, value);
