@@ -465,14 +465,14 @@ class TimeSeries:
                      f"{self.senders} senders")
         self.one = f"time series: 1-minute avg of one series ({self.steps:,} points), p50 of {self.REPEATS}"
         self.all = f"time series: 1-minute avg of all {self.series:,} series together, p50 of {self.REPEATS}"
-        self.disk = "time series: disk per point after the ingest and merging"
+        self.disk = "time series: disk per point after the ingest and merging (bytes)"
         self.vm = None
 
     def workloads(self):
         lower = [Workload(w, "ms, lower is better", [("victoriametrics", None)], "{:,.1f}", True, True)
                  for w in (self.one, self.all)]
         return ([Workload(self.load, "points/s", [("postgres", None), ("victoriametrics", None)])] + lower
-                + [Workload(self.disk, "bytes, lower is better", [("victoriametrics", None)], "{:,.2f}", True, True)])
+                + [Workload(self.disk, "lower is better", [("victoriametrics", None)], "{:,.2f}", True, True)])
 
     def prepare(self):
         """Lines without their measurement (each run names its own metric) and COPY text, split
@@ -547,6 +547,7 @@ class TimeSeries:
         lines = self.lines.read_text().splitlines(keepends=True)
         bodies = ["".join(metric + line for line in lines[i:i + self.BATCH]).encode()
                   for i in range(0, len(lines), self.BATCH)]
+        mosaic_disk = ts_disk_bytes(self.addr)
         add(self.load, "mosaicdb", self.points / self.send(bodies, metric))
         info = next((m for m in call(self.addr, "GET", "/v1/timeseries")["metrics"] if m["name"] == metric), {})
         if info.get("points") != self.points or info.get("series") != self.series:
@@ -559,16 +560,27 @@ class TimeSeries:
         got = int(pg.sql(f"select count(*) from {table}"))
         if got != self.points:
             raise SystemExit(f"postgres {table}: {got} rows of {self.points}")
-        self.against_vm(k, metric, bodies, add)
+        self.against_vm(k, metric, bodies, add, mosaic_disk)
 
-    def against_vm(self, k, metric, bodies, add):
+    def against_vm(self, k, metric, bodies, add, mosaic_disk):
         """Ingest, the 1-minute averages (checked equal bucket by bucket) and disk per point, beside
         VictoriaMetrics."""
         vm_disk = dir_bytes(self.vm_dir)
-        mosaic_disk = ts_disk_bytes(self.addr)
         add(self.load, "victoriametrics", self.points / self.send(bodies, metric, VM, "/write?precision=s"))
-        # VictoriaMetrics answers writes before they are searchable
-        get_raw(VM, "/internal/force_flush")
+        # VictoriaMetrics answers writes before they are searchable: until it counts every point
+        # (its window (t - w, t] asked at t = T0 + w - 1 s holds T0 and every later point)
+        window = self.steps * self.STEP_S + 60
+        count_q = urllib.parse.quote(f"sum(count_over_time({metric}_value[{window}s]))")
+        deadline = time.time() + 120
+        while True:
+            get_raw(VM, "/internal/force_flush")
+            _, body = get_raw(VM, f"/api/v1/query?query={count_q}&time={self.T0 + window - 1}")
+            result = json.loads(body)["data"]["result"]
+            if result and int(float(result[0]["value"][1])) == self.points:
+                break
+            if time.time() > deadline:
+                raise SystemExit(f"VictoriaMetrics holds {result} points of {self.points} after 2 minutes")
+            time.sleep(1)
         t0, t1 = self.T0 * 1000, (self.T0 + self.steps * self.STEP_S) * 1000
         ours_path = f"/v1/timeseries/{metric}/aggregate?step=1m&fn=avg&from={t0}&to={t1}"
         # VictoriaMetrics' value at t covers (t - 1m, t]: asked at each bucket's start + 59.999 s it
@@ -584,22 +596,37 @@ class TimeSeries:
             vm_ms, vm_answer = p50_ms(VM, f"/api/v1/query_range?query={urllib.parse.quote(vm_q)}{span}", self.REPEATS)
             result = vm_answer["data"]["result"]
             theirs = {round(float(t) * 1000) - 59_999: float(v) for t, v in (result[0]["values"] if result else [])}
-            if ours.keys() != theirs.keys() or any(abs(ours[b] - theirs[b]) > 1e-9 * max(1, abs(theirs[b])) for b in ours):
-                diff = sorted(set(ours.items()) ^ set(theirs.items()))[:6]
-                raise SystemExit(f"{name}: mosaicdb's {len(ours)} buckets and VictoriaMetrics' {len(theirs)} differ: {diff}")
+            diff = [(b, ours.get(b), theirs.get(b)) for b in sorted(ours.keys() | theirs.keys())
+                    if b not in ours or b not in theirs or abs(ours[b] - theirs[b]) > 1e-9 * max(1, abs(theirs[b]))]
+            if diff:
+                raise SystemExit(f"{name}: {len(diff)} buckets differ (start, mosaicdb, VictoriaMetrics): {diff[:6]}")
             add(name, "mosaicdb", ms)
             add(name, "victoriametrics", vm_ms)
         log(f"time series: mosaicdb and VictoriaMetrics agree on every bucket of both aggregations")
         # disk: VictoriaMetrics merged; mosaicdb once its merge task has nothing left to merge
+        get_raw(VM, "/internal/force_flush")
         get_raw(VM, "/internal/force_merge?partition_prefix=")
-        time.sleep(5)
-        add(self.disk, "victoriametrics", (dir_bytes(self.vm_dir) - vm_disk) / self.points)
+        add(self.disk, "victoriametrics", (settled_bytes(self.vm_dir) - vm_disk) / self.points)
         wait_merged(self.addr)
         add(self.disk, "mosaicdb", (ts_disk_bytes(self.addr) - mosaic_disk) / self.points)
 
 
 def dir_bytes(path):
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def settled_bytes(path, timeout=120):
+    """The size of a directory once it stopped changing for 5 s (VictoriaMetrics flushes and merges
+    in the background)."""
+    last, since, deadline = -1, time.time(), time.time() + timeout
+    while time.time() < deadline:
+        now = dir_bytes(path)
+        if now != last:
+            last, since = now, time.time()
+        elif time.time() - since >= 5:
+            break
+        time.sleep(0.5)
+    return last
 
 
 def ts_disk_bytes(addr):
