@@ -438,3 +438,19 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod extremes {
+    use super::*;
+
+    #[test]
+    fn timestamps_across_the_whole_i64_range_round_trip() {
+        // the points API takes times from 1678 to 2262: deltas beyond i64 between them
+        let mut points: Vec<(i64, f64)> = (0..12).map(|i| (i64::MIN + 1 + i, i as f64)).collect();
+        points.extend((0..12).map(|i| (i64::MAX - 12 + i, -(i as f64))));
+        let bytes = encode(&points).unwrap();
+        assert_eq!(decode(&bytes).unwrap(), points);
+        let h = header(&bytes).unwrap();
+        assert_eq!((h.first, h.last, h.count), (i64::MIN + 1, i64::MAX - 1, 24));
+    }
+}
