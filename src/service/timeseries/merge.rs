@@ -1,7 +1,8 @@
 //! The merge task: a series' loose keys (single points as writes make them, and blocks short of
 //! [`FULL_BLOCK`] points) become compressed blocks. Merging is tiered, as in a size-tiered LSM:
 //! a run of consecutive keys each holding fewer than `t` points is merged once together they
-//! hold `t` (for `t` = 64, 1024, then a full block), so a point is rewritten a few times at most
+//! hold `t` or they are [`FANOUT`] keys (for `t` = 64, 1024, then a full block), so a point is
+//! rewritten a few times at most
 //! however it arrived, and full blocks are never rewritten by the task. Each merge is one write
 //! (the series' record changes with its keys), rewriting at most [`MERGE_MAX_POINTS`] points; it reads
 //! the series' keys to plan, full blocks included.
@@ -18,6 +19,9 @@ use std::sync::Arc;
 pub(crate) const MERGE_MIN_LOOSE: u64 = 16;
 /// The tiers: a run of keys each under `t` points is merged once it holds `t` together.
 const TIERS: [usize; 3] = [64, 1024, FULL_BLOCK];
+/// Keys under a tier's size merged together once there are this many, even short of the size: a
+/// series that never reaches a tier's size (a few thousand points) still ends in few blocks.
+const FANOUT: usize = 8;
 /// Points one merge write rewrites at most.
 pub(crate) const MERGE_MAX_POINTS: usize = 32 * FULL_BLOCK;
 
@@ -73,7 +77,9 @@ pub(crate) fn plan(counts: &[usize], max_points: usize) -> Vec<std::ops::Range<u
         let flush = |run: &mut Vec<(usize, usize, usize)>, out: &mut Vec<(usize, usize, usize)>| {
             let total: usize = run.iter().map(|p| p.2).sum();
             match (run.first(), run.last()) {
-                (Some(a), Some(z)) if run.len() >= 2 && total >= t => out.push((a.0, z.1, total)),
+                (Some(a), Some(z)) if run.len() >= 2 && (total >= t || run.len() >= FANOUT) => {
+                    out.push((a.0, z.1, total))
+                }
                 _ => out.append(run),
             }
             run.clear();
@@ -213,18 +219,23 @@ mod tests {
     #[test]
     #[allow(clippy::single_range_in_vec_init)]
     fn runs_merge_by_tier_and_leave_full_blocks_alone() {
-        // too few points: nothing
-        assert!(plan(&[1; 63], usize::MAX).is_empty());
-        // 64 singles: one run
+        // too few points and keys: nothing
+        assert!(plan(&[1; FANOUT - 1], usize::MAX).is_empty());
+        assert!(plan(&[500, 500], usize::MAX).is_empty());
+        // enough keys, or enough points: one run
+        assert_eq!(plan(&[1; FANOUT], usize::MAX), [0..FANOUT]);
         assert_eq!(plan(&[1; 64], usize::MAX), [0..64]);
         // a full block between two runs of singles is left alone
         let mut counts = vec![1; 70];
         counts.push(FULL_BLOCK);
-        counts.extend([1; 10]);
+        counts.extend([1; FANOUT - 1]);
         assert_eq!(plan(&counts, usize::MAX), [0..70]);
-        // small blocks add up through the tiers: 16 of 64 points make one of 1024
+        counts.push(1);
+        assert_eq!(plan(&counts, usize::MAX), [0..70, 71..71 + FANOUT]);
+        // small blocks add up through the tiers: 16 of 64 points make one of 1024, and so do 8
         assert_eq!(plan(&[64; 16], usize::MAX), [0..16]);
-        assert!(plan(&[64; 15], usize::MAX).is_empty());
+        assert_eq!(plan(&[64; 8], usize::MAX), [0..8]);
+        assert!(plan(&[64; 7], usize::MAX).is_empty());
         // at most max_points per plan: a long run a part at a time (at least two keys)
         assert_eq!(plan(&[1000; 40], 5000), [0..5]);
         assert_eq!(plan(&[1000; 40], 10), [0..2]);
