@@ -9,10 +9,9 @@
 
 use super::series::{self, FULL_BLOCK, Point};
 use super::stats;
-use crate::keys::{TsKey, prefix_successor};
+use crate::keys::TsKey;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, Slice, Space, WriteTx};
-use std::ops::Bound;
+use crate::storage::{Slice, Space, WriteTx};
 use std::sync::Arc;
 
 /// Loose keys a series needs before the task looks at it.
@@ -39,22 +38,14 @@ struct Item {
 /// interleaved: no two overlap).
 fn items(tx: &WriteTx<'_>, prefix: &[u8]) -> Result<Vec<Item>> {
     let mut blocks = Vec::new();
-    let blocks_range = KeyRange::Between(
-        Bound::Included(TsKey::blocks_from(prefix, i64::MIN)),
-        Bound::Excluded(TsKey::blocks_end(prefix)),
-    );
-    for item in tx.scan(Space::Ts, blocks_range) {
+    for item in tx.scan(Space::Ts, series::blocks_range(prefix, i64::MIN)) {
         let (key, value) = item?;
         let h = series::block_header(&value)?;
         blocks.push(Item { key: key.to_vec(), value, first: h.first, count: h.count as usize, block: true });
     }
-    let singles_range = KeyRange::Between(
-        Bound::Included(TsKey::blocks_end(prefix)),
-        prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded),
-    );
     let mut all = Vec::with_capacity(blocks.len());
     let mut blocks = blocks.into_iter().peekable();
-    for item in tx.scan(Space::Ts, singles_range) {
+    for item in tx.scan(Space::Ts, series::singles_range(prefix, None, None)) {
         let (key, value) = item?;
         let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(stats::corrupt)?;
         while let Some(b) = blocks.next_if(|b| b.first < ts) {

@@ -7,11 +7,10 @@ use super::block::BlockHeader;
 use super::series::{self, Point};
 use super::stats::{self, SeriesStats};
 use super::time::NS_PER_MS;
-use crate::keys::{TsKey, prefix_successor};
+use crate::keys::TsKey;
 use crate::service::stop::Stop;
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, Slice, Space, WriteTx};
-use std::ops::Bound;
+use crate::storage::{Slice, Space, WriteTx};
 use std::sync::Arc;
 
 /// Single points removed per write.
@@ -25,16 +24,11 @@ const REMOVE_BLOCKS: usize = 64;
 /// Returns how many points went, and whether any before `cutoff` are left.
 fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option<i64>) -> Result<(u64, bool)> {
     let prefix = TsKey::series_prefix(metric, entity);
-    let singles_end = match cutoff {
-        Some(c) => Bound::Excluded(TsKey::new(metric, entity, c).encode()),
-        None => prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
-    };
-    let singles_range = KeyRange::Between(Bound::Included(TsKey::blocks_end(&prefix)), singles_end);
     let mut singles: Vec<(i64, Vec<u8>)> = Vec::new();
     // everything before `b` goes (None: no bound but the cutoff)
     let mut b: Option<i64> = cutoff;
     let mut more = false;
-    for item in tx.scan(Space::Ts, singles_range).take(REMOVE_CHUNK + 1) {
+    for item in tx.scan(Space::Ts, series::singles_range(&prefix, None, cutoff)).take(REMOVE_CHUNK + 1) {
         let (key, _) = item?;
         let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(stats::corrupt)?;
         if singles.len() == REMOVE_CHUNK {
@@ -44,12 +38,8 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
         }
         singles.push((ts, key.to_vec()));
     }
-    let blocks_range = KeyRange::Between(
-        Bound::Included(TsKey::blocks_from(&prefix, i64::MIN)),
-        Bound::Excluded(TsKey::blocks_end(&prefix)),
-    );
     let mut blocks: Vec<(Vec<u8>, Slice, BlockHeader)> = Vec::new();
-    for item in tx.scan(Space::Ts, blocks_range) {
+    for item in tx.scan(Space::Ts, series::blocks_range(&prefix, i64::MIN)) {
         let (key, value) = item?;
         let h = series::block_header(&value)?;
         if b.is_some_and(|b| h.first >= b) {
@@ -96,13 +86,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
     } else {
         let next_single = match b {
             Some(b) => tx
-                .scan(
-                    Space::Ts,
-                    KeyRange::Between(
-                        Bound::Included(TsKey::in_series(&prefix, b)),
-                        prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
-                    ),
-                )
+                .scan(Space::Ts, series::singles_range(&prefix, Some(b), None))
                 .next()
                 .transpose()?
                 .map(|(k, _)| TsKey::ts_after_prefix(&k, prefix.len()).map_err(stats::corrupt))

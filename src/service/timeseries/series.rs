@@ -128,17 +128,43 @@ pub(crate) fn decode_block(value: &[u8]) -> Result<Vec<Point>> {
 }
 
 /// A single point's stored value: the f64 (big-endian), then the tags' JSON if any.
+pub(crate) fn encode_single(point: &Point) -> Vec<u8> {
+    let tags = point.tags.as_deref().unwrap_or_default();
+    let mut out = Vec::with_capacity(8 + tags.len());
+    out.extend_from_slice(&point.value.to_be_bytes());
+    out.extend_from_slice(tags);
+    out
+}
+
+/// The point of a single point's key at `ts` with the stored `value` (see [`encode_single`]).
 pub(crate) fn decode_single(ts: i64, value: &[u8]) -> Result<Point> {
     let (head, tags) =
         value.split_first_chunk::<8>().ok_or_else(|| ServiceError::Internal("a point value is not 8 bytes".into()))?;
     Ok(Point { ts, value: f64::from_be_bytes(*head), tags: (!tags.is_empty()).then(|| tags.into()) })
 }
 
+/// The keys of the blocks of the series of `prefix` whose last point is at or after `ts`.
+pub(crate) fn blocks_range(prefix: &[u8], ts: i64) -> KeyRange {
+    KeyRange::Between(Bound::Included(TsKey::blocks_from(prefix, ts)), Bound::Excluded(TsKey::blocks_end(prefix)))
+}
+
+/// The keys of the single points of the series of `prefix` from `from` (inclusive) to `before`
+/// (exclusive); None: no bound.
+pub(crate) fn singles_range(prefix: &[u8], from: Option<i64>, before: Option<i64>) -> KeyRange {
+    let lower = match from {
+        Some(ts) => TsKey::in_series(prefix, ts),
+        None => TsKey::blocks_end(prefix),
+    };
+    let upper = match before {
+        Some(ts) => Bound::Excluded(TsKey::in_series(prefix, ts)),
+        None => prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded),
+    };
+    KeyRange::Between(Bound::Included(lower), upper)
+}
+
 /// The committed block of the series of `prefix` whose span holds `ts`: its key, value and header.
 pub(crate) fn block_holding(tx: &WriteTx<'_>, prefix: &[u8], ts: i64) -> Result<Option<(Vec<u8>, Slice, BlockHeader)>> {
-    let range =
-        KeyRange::Between(Bound::Included(TsKey::blocks_from(prefix, ts)), Bound::Excluded(TsKey::blocks_end(prefix)));
-    let Some(item) = tx.scan(Space::Ts, range).next() else { return Ok(None) };
+    let Some(item) = tx.scan(Space::Ts, blocks_range(prefix, ts)).next() else { return Ok(None) };
     let (key, value) = item?;
     let h = block_header(&value)?;
     Ok((h.first <= ts).then(|| (key.to_vec(), value, h)))
@@ -147,9 +173,7 @@ pub(crate) fn block_holding(tx: &WriteTx<'_>, prefix: &[u8], ts: i64) -> Result<
 /// The first time of the series of `prefix`'s first committed block whose last point is at or
 /// after `ts`.
 pub(crate) fn first_block_from(tx: &WriteTx<'_>, prefix: &[u8], ts: i64) -> Result<Option<i64>> {
-    let range =
-        KeyRange::Between(Bound::Included(TsKey::blocks_from(prefix, ts)), Bound::Excluded(TsKey::blocks_end(prefix)));
-    match tx.scan(Space::Ts, range).next() {
+    match tx.scan(Space::Ts, blocks_range(prefix, ts)).next() {
         Some(item) => Ok(Some(block_header(&item?.1)?.first)),
         None => Ok(None),
     }
@@ -224,16 +248,10 @@ impl<'s> SeriesPoints<'s> {
         // hold points of it (every later one starts after it ends)
         let from = TsKey::blocks_from(prefix, window.from.unwrap_or(i64::MIN));
         let upper = match window.to {
-            Some(to) if desc => {
-                let after = KeyRange::Between(
-                    Bound::Included(TsKey::blocks_from(prefix, to)),
-                    Bound::Excluded(past_blocks.clone()),
-                );
-                match scan(after, false).next() {
-                    Some(Ok((key, _))) => Bound::Included(key.to_vec()),
-                    _ => Bound::Excluded(past_blocks),
-                }
-            }
+            Some(to) if desc => match scan(blocks_range(prefix, to), false).next() {
+                Some(Ok((key, _))) => Bound::Included(key.to_vec()),
+                _ => Bound::Excluded(past_blocks),
+            },
             _ => Bound::Excluded(past_blocks),
         };
         let blocks = scan(KeyRange::Between(Bound::Included(from), upper), desc);

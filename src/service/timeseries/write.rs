@@ -95,16 +95,6 @@ pub(crate) fn from_json(metric: &str, body: WritePoints, precision: Precision) -
     Ok(batch)
 }
 
-/// The stored value of a point: the f64 (big-endian), then the tags' JSON if any.
-pub(crate) fn encode_value(value: f64, tags: Option<&[u8]>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + tags.map_or(0, <[u8]>::len));
-    out.extend_from_slice(&value.to_be_bytes());
-    if let Some(t) = tags {
-        out.extend_from_slice(t);
-    }
-    out
-}
-
 /// Bodies up to this size are parsed on the runtime thread.
 fn body_is_small(body: &[u8]) -> bool {
     body.len() <= 16 << 10
@@ -115,8 +105,9 @@ struct SeriesRun {
     series: u32,
     metric: String,
     entity: String,
-    /// (ts, key, value)
-    points: Vec<(i64, Vec<u8>, Vec<u8>)>,
+    /// the series' key prefix
+    prefix: Vec<u8>,
+    points: Vec<Point>,
 }
 
 /// Points ready for the committer.
@@ -140,7 +131,6 @@ fn prepare(batch: Batch) -> Prepared {
     let mut series: Vec<Option<(String, String)>> = series.into_iter().map(Some).collect();
     let mut metrics: Vec<String> = Vec::new();
     let mut runs: Vec<SeriesRun> = Vec::new();
-    let mut prefix = Vec::new();
     let mut total = 0;
     let mut iter = points.into_iter().peekable();
     while let Some(p) = iter.next() {
@@ -149,17 +139,15 @@ fn prepare(batch: Batch) -> Prepared {
         }
         if runs.last().is_none_or(|run| run.series != p.series) {
             let Some((metric, entity)) = series[p.series as usize].take() else { continue };
-            prefix = TsKey::series_prefix(&metric, &entity);
+            let prefix = TsKey::series_prefix(&metric, &entity);
             if metrics.last() != Some(&metric) {
                 metrics.push(metric.clone());
             }
-            runs.push(SeriesRun { series: p.series, metric, entity, points: Vec::new() });
+            runs.push(SeriesRun { series: p.series, metric, entity, prefix, points: Vec::new() });
         }
-        let key = TsKey::in_series(&prefix, p.ts);
-        let value = encode_value(p.value, p.tags.as_deref());
         total += 1;
         if let Some(run) = runs.last_mut() {
-            run.points.push((p.ts, key, value));
+            run.points.push(Point { ts: p.ts, value: p.value, tags: p.tags.map(Vec::into_boxed_slice) });
         }
     }
     Prepared { metrics, runs, points: total }
@@ -176,22 +164,17 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
     }
     for run in prepared.runs {
         let mut series = stats::read(tx, &run.metric, &run.entity)?;
-        let prefix = TsKey::series_prefix(&run.metric, &run.entity);
+        let prefix = &run.prefix;
         // The usual append: every point after the series' end, so all new: one block for the
         // run (the merge task packs such blocks into larger ones later).
-        let appends = run.points.first().is_some_and(|(ts, _, _)| series.count == 0 || *ts > series.last);
+        let appends = run.points.first().is_some_and(|p| series.count == 0 || p.ts > series.last);
         if appends && run.points.len() >= APPEND_BLOCK_MIN {
-            let points = run
-                .points
-                .iter()
-                .map(|(ts, _, value)| series::decode_single(*ts, value))
-                .collect::<Result<Vec<Point>>>()?;
-            if let (Some(first), Some(last)) = (points.first(), points.last()) {
+            if let (Some(first), Some(last)) = (run.points.first(), run.points.last()) {
                 series.include(first.ts);
-                series.count += points.len() as u64;
+                series.count += run.points.len() as u64;
                 series.include(last.ts);
             }
-            series.loose += series::put_blocks(tx, &prefix, &points)?;
+            series.loose += series::put_blocks(tx, prefix, &run.points)?;
             stats::stage(tx, &run.metric, &run.entity, series);
             continue;
         }
@@ -199,14 +182,14 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
         let mut folds: Vec<(Vec<u8>, Slice, BlockHeader, Vec<Point>)> = Vec::new();
         // the series as it was: a point outside its span is new, however this write widens it
         let before = series;
-        for (ts, key, value) in run.points {
+        for point in run.points {
+            let (ts, key) = (point.ts, TsKey::in_series(prefix, point.ts));
             if !before.surely_new(ts) {
                 if tx.probe(Space::Ts, &key)? {
                     // a single point replaced
-                    tx.put_new(Space::Ts, key, value);
+                    tx.put_new(Space::Ts, key, series::encode_single(&point));
                     continue;
                 }
-                let point = series::decode_single(ts, &value)?;
                 if let Some((_, _, h, points)) = folds.last_mut()
                     && h.first <= ts
                     && ts <= h.last
@@ -214,7 +197,7 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
                     points.push(point);
                     continue;
                 }
-                if let Some((bkey, bvalue, h)) = series::block_holding(tx, &prefix, ts)? {
+                if let Some((bkey, bvalue, h)) = series::block_holding(tx, prefix, ts)? {
                     folds.push((bkey, bvalue, h, vec![point]));
                     continue;
                 }
@@ -222,14 +205,14 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
             series.include(ts);
             series.count += 1;
             series.loose += 1;
-            tx.put_new(Space::Ts, key, value);
+            tx.put_new(Space::Ts, key, series::encode_single(&point));
         }
         for (bkey, bvalue, h, points) in folds {
             let (merged, added) = series::overlay(series::decode_block(&bvalue)?, points);
             series.count += added;
             series.loose = series.loose.saturating_sub(u64::from(series::is_loose(h.count as usize)));
             tx.delete(Space::Ts, bkey);
-            series.loose += series::put_blocks(tx, &prefix, &merged)?;
+            series.loose += series::put_blocks(tx, prefix, &merged)?;
         }
         stats::stage(tx, &run.metric, &run.entity, series);
     }
@@ -306,8 +289,7 @@ mod tests {
             .runs
             .iter()
             .map(|r| {
-                let pts =
-                    r.points.iter().map(|(ts, _, v)| (*ts, f64::from_be_bytes(v[..8].try_into().unwrap()))).collect();
+                let pts = r.points.iter().map(|p| (p.ts, p.value)).collect();
                 (r.entity.clone(), pts)
             })
             .collect();
