@@ -2,7 +2,7 @@
 //! each a key-range scan of `[from, to)`, a page at a time with a cursor.
 
 use super::series::{Entries, SeriesPoints, Window};
-use super::stats::{self, corrupt};
+use super::stats;
 use super::time::{NS_PER_MS, Precision};
 use crate::keys::TsKey;
 use crate::service::cursor::{self, Binding};
@@ -98,8 +98,9 @@ impl Db {
                 &window.to.unwrap_or(i64::MAX).to_be_bytes(),
             ]);
             // the last key handed out
-            let after = req.cursor.as_deref().map(|c| cursor::open(binding, c)).transpose()?;
-            let after_entity = match &after {
+            let after_key = req.cursor.as_deref().map(|c| cursor::open(binding, c)).transpose()?;
+            // the entity and time of the point the cursor names
+            let after = match &after_key {
                 Some(key) => {
                     let point = TsKey::decode(key).map_err(|_| cursor::invalid("it does not name a point"))?;
                     // a cursor names a point this read could have returned, nothing else
@@ -110,7 +111,7 @@ impl Db {
                     if !fits {
                         return Err(cursor::invalid("it does not name a point of this read"));
                     }
-                    Some(point.entity)
+                    Some((point.entity.into_owned(), point.ts))
                 }
                 None => None,
             };
@@ -129,18 +130,18 @@ impl Db {
                 if window.is_empty() {
                     break;
                 }
-                if let Some(ae) = &after_entity
-                    && (if desc { entity.as_str() > ae.as_ref() } else { entity.as_str() < ae.as_ref() })
+                if let Some((ae, _)) = &after
+                    && (if desc { entity > ae } else { entity < ae })
                 {
                     continue;
                 }
                 let prefix = TsKey::series_prefix(&metric, entity);
                 let mut window = window;
-                if let (Some(key), Some(ae)) = (&after, &after_entity)
-                    && ae.as_ref() == entity
+                if let Some((ae, ts)) = &after
+                    && ae == entity
                 {
                     // resume past the cursor's point
-                    let ts = TsKey::decode(key).map_err(corrupt)?.ts;
+                    let ts = *ts;
                     if desc {
                         window.to = Some(ts);
                     } else if ts == i64::MAX {
