@@ -6,8 +6,8 @@ use super::AppState;
 use super::error::{ApiError, Problem, too_large};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::service::timeseries::{
-    AggregateFn, AggregateRequest, AggregateResponse, MetricList, Order, PointsPage, PointsRequest, Precision,
-    Retention, WritePoints, WriteReport,
+    AggregateFn, AggregateRequest, AggregateResponse, Grouping, MetricList, Order, PointsPage, PointsRequest,
+    Precision, Retention, SeriesPage, WritePoints, WriteReport,
 };
 use axum::Json;
 use axum::body::Bytes;
@@ -23,6 +23,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_metrics))
         .routes(routes!(write_points, read_points))
         .routes(routes!(aggregate))
+        .routes(routes!(list_series))
         .routes(routes!(get_retention, put_retention))
         .routes(routes!(delete_metric))
         .routes(routes!(write_lines))
@@ -66,6 +67,10 @@ pub struct LineWriteQuery {
 pub struct PointsQuery {
     /// one entity (default: every entity of the metric, by name)
     pub entity: Option<String>,
+    /// a series selector as Prometheus writes one: only the series whose labels match
+    #[serde(rename = "match")]
+    #[param(rename = "match", example = "{host=\"h1\",region=~\"eu-.*\"}")]
+    pub selector: Option<String>,
     /// inclusive start: ms since the epoch or RFC 3339
     #[param(example = "2026-11-21T00:00:00Z")]
     pub from: Option<String>,
@@ -90,6 +95,10 @@ pub struct PointsQuery {
 pub struct AggregateQuery {
     /// one entity (default: every entity together)
     pub entity: Option<String>,
+    /// a series selector as Prometheus writes one: only the series whose labels match
+    #[serde(rename = "match")]
+    #[param(rename = "match", example = "{region=\"eu\"}")]
+    pub selector: Option<String>,
     /// inclusive start: ms since the epoch or RFC 3339
     pub from: Option<String>,
     /// exclusive end: ms since the epoch or RFC 3339
@@ -104,6 +113,10 @@ pub struct AggregateQuery {
     /// `entity`: one list of buckets per entity
     #[param(inline)]
     pub group_by: Option<GroupBy>,
+    /// label names, comma-separated: one list of buckets per combination of their values (as
+    /// PromQL's `by`); not with `group_by`
+    #[param(example = "region")]
+    pub by: Option<String>,
 }
 
 /// What to group aggregation buckets by.
@@ -112,6 +125,21 @@ pub struct AggregateQuery {
 pub enum GroupBy {
     /// one list of buckets per entity
     Entity,
+}
+
+/// The query of `GET /v1/timeseries/{metric}/series`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SeriesQuery {
+    /// a series selector as Prometheus writes one (default: every series)
+    #[serde(rename = "match")]
+    #[param(rename = "match", example = "{region=\"eu\"}")]
+    pub selector: Option<String>,
+    /// page size, 1-100000 (default 1000)
+    #[param(minimum = 1, maximum = 100000)]
+    pub limit: Option<usize>,
+    /// the `cursor` of the previous page (same metric and match)
+    pub cursor: Option<String>,
 }
 
 /// The query of `DELETE /v1/timeseries/{metric}`.
@@ -143,7 +171,7 @@ fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
 #[utoipa::path(get, path = "/v1/timeseries", tag = "timeseries", responses(
     (status = 200, description = "the metrics", body = MetricList,
         example = json!({"metrics": [{"name": "cpu", "points": 1440, "series": 2, "first": 1763683200000i64,
-            "last": 1763769540000i64, "retention": {"max_age": "7d"}}]})),
+            "last": 1763769540000i64, "bytes": 1210, "retention": {"max_age": "7d"}}]})),
 ))]
 async fn list_metrics(State(state): State<AppState>) -> Result<Json<MetricList>, ApiError> {
     Ok(Json(state.db.list_metrics().await?))
@@ -181,7 +209,7 @@ async fn write_points(
     responses(
         (status = 200, description = "a page of points", body = PointsPage,
             example = json!({"points": [{"entity": "server1", "ts": 1763719200000i64, "value": 0.5}], "cursor": null})),
-        (status = 400, description = "invalid from, to, limit, order, precision or cursor", body = Problem,
+        (status = 400, description = "invalid from, to, match, limit, order, precision or cursor", body = Problem,
             content_type = "application/problem+json"),
         (status = 404, description = "no such metric (`metric_not_found`)", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "the read passed the request timeout", body = Problem, content_type = "application/problem+json"),
@@ -193,6 +221,7 @@ async fn read_points(
 ) -> Result<Json<PointsPage>, ApiError> {
     let req = PointsRequest {
         entity: q.entity,
+        selector: q.selector,
         from: q.from,
         to: q.to,
         limit: q.limit,
@@ -204,13 +233,14 @@ async fn read_points(
 }
 
 /// Aggregates points into buckets of `step` aligned to multiples of it since the epoch; empty
-/// buckets are omitted. Without `entity`, every entity together; with `group_by=entity`, one
-/// list per entity.
+/// buckets are omitted. Without `entity`, every entity (or every one `match` selects) together;
+/// with `group_by=entity`, one list per entity; with `by=region,…`, one list per combination of
+/// those labels' values.
 #[utoipa::path(get, path = "/v1/timeseries/{metric}/aggregate", tag = "timeseries", params(MetricPath, AggregateQuery),
     responses(
-        (status = 200, description = "the buckets (or, with group_by=entity, the series)", body = AggregateResponse,
+        (status = 200, description = "the buckets (or, with group_by=entity, the series; with by=, the groups)", body = AggregateResponse,
             example = json!({"buckets": [{"ts": 1763719200000i64, "value": 0.6}, {"ts": 1763719260000i64, "value": 0.4}]})),
-        (status = 400, description = "invalid step, fn, from, to or group_by", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "invalid step, fn, from, to, match, group_by or by", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such metric (`metric_not_found`)", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "the aggregation passed the request timeout", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "more than 100000 buckets (`too_many_buckets`)", body = Problem, content_type = "application/problem+json"),
@@ -226,10 +256,55 @@ async fn aggregate(
         to: q.to,
         step: q.step,
         func: q.func.unwrap_or_default(),
-        group_by_entity: q.group_by.is_some(),
+        selector: q.selector,
+        group_by: grouping(q.group_by, q.by.as_deref())?,
     };
     Ok(Json(state.db.aggregate(path.metric, req).await?))
 }
+
+/// The series of a metric (those `match` selects), by entity, with their labels, point counts
+/// and time spans.
+#[utoipa::path(get, path = "/v1/timeseries/{metric}/series", tag = "timeseries", params(MetricPath, SeriesQuery),
+    responses(
+        (status = 200, description = "a page of series", body = SeriesPage,
+            example = json!({"series": [{"entity": "host=h1,region=eu", "labels": {"host": "h1", "region": "eu"},
+                "points": 1440, "first": 1763683200000i64, "last": 1763769540000i64}], "cursor": null})),
+        (status = 400, description = "invalid match, limit or cursor", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:mosaicdb:problem:invalid_request", "title": "Bad Request", "status": 400,
+                "detail": "match: expected a quoted value at character 7, found 'e'", "code": "invalid_request"})),
+        (status = 404, description = "no such metric (`metric_not_found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "the listing passed the request timeout", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_series(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<MetricPath>,
+    ApiQuery(q): ApiQuery<SeriesQuery>,
+) -> Result<Json<SeriesPage>, ApiError> {
+    Ok(Json(state.db.list_series(path.metric, q.selector, q.limit, q.cursor).await?))
+}
+
+/// The grouping of `group_by` and `by`.
+fn grouping(group_by: Option<GroupBy>, by: Option<&str>) -> Result<Grouping, ApiError> {
+    match (group_by, by) {
+        (Some(_), Some(_)) => Err(invalid("give group_by=entity or by=, not both".into())),
+        (Some(GroupBy::Entity), None) => Ok(Grouping::Entity),
+        (None, None) => Ok(Grouping::All),
+        (None, Some(by)) => {
+            let names: Vec<String> = by.split(',').map(|n| n.trim().to_owned()).collect();
+            if names.iter().any(String::is_empty) || names.len() > MAX_BY_LABELS {
+                return Err(invalid(format!("by: 1 to {MAX_BY_LABELS} label names, comma-separated, none empty")));
+            }
+            Ok(Grouping::Labels(names))
+        }
+    }
+}
+
+fn invalid(detail: String) -> ApiError {
+    crate::service::ServiceError::InvalidRequest(detail).into()
+}
+
+/// Most labels `by=` may name.
+const MAX_BY_LABELS: usize = 16;
 
 /// A metric's retention.
 #[utoipa::path(get, path = "/v1/timeseries/{metric}/retention", tag = "timeseries", params(MetricPath),

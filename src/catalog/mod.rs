@@ -166,7 +166,7 @@ impl Catalog {
                     }
                     names.push(String::from_utf8(value.to_vec()).map_err(|e| corrupt(&key, e))?);
                 }
-                MetaKey::Seq(_) | MetaKey::Count(_) | MetaKey::Series(..) | MetaKey::Format => {}
+                MetaKey::Seq(_) | MetaKey::Count(_) | MetaKey::Series(..) | MetaKey::Label(..) | MetaKey::Format => {}
             }
         }
         let created_at_at_load = (defs.tables.values().map(|t| t.created_at))

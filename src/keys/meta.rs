@@ -2,7 +2,8 @@
 //! `meta:field:{id}`, `meta:dropping:{table}`, `meta:index_dropping:{table}:{name}` (value: the dropped
 //! index's `created_at`),
 //! `meta:count:{table}`, `meta:series:{metric}:{entity}` (value: the series' point count, first
-//! and last time), `meta:view:{table}:{name}`, `meta:view_dropping:{table}:{name}` (value: the
+//! and last time), `meta:label:{metric}:{name}:{value}:{entity}` (empty: the series index, one
+//! key per label of each series), `meta:view:{table}:{name}`, `meta:view_dropping:{table}:{name}` (value: the
 //! dropped view's `created_at`) → catalog entries.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};
@@ -29,6 +30,8 @@ pub enum MetaKey<'a> {
     Count(Cow<'a, str>),
     /// a time series' statistics: metric, entity
     Series(Cow<'a, str>, Cow<'a, str>),
+    /// one label of a time series (the series index): metric, label name, label value, entity
+    Label(Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, Cow<'a, str>),
     /// a maintained view's definition: table, view name
     View(Cow<'a, str>, Cow<'a, str>),
     /// a dropped view whose keys are still being removed: table, view name
@@ -49,6 +52,7 @@ impl<'a> MetaKey<'a> {
             MetaKey::IndexDropping(..) => "index_dropping",
             MetaKey::Count(_) => "count",
             MetaKey::Series(..) => "series",
+            MetaKey::Label(..) => "label",
             MetaKey::View(..) => "view",
             MetaKey::ViewDropping(..) => "view_dropping",
             MetaKey::Format => "format",
@@ -67,6 +71,7 @@ impl<'a> MetaKey<'a> {
             | MetaKey::Series(t, n)
             | MetaKey::View(t, n)
             | MetaKey::ViewDropping(t, n) => w.str(t).str(n),
+            MetaKey::Label(m, n, v, e) => w.str(m).str(n).str(v).str(e),
             MetaKey::Field(id) => w.num(i64::from(*id)),
             MetaKey::Format => w,
         }
@@ -88,6 +93,7 @@ impl<'a> MetaKey<'a> {
             "index_dropping" => MetaKey::IndexDropping(r.next_str()?, r.next_str()?),
             "count" => MetaKey::Count(r.next_str()?),
             "series" => MetaKey::Series(r.next_str()?, r.next_str()?),
+            "label" => MetaKey::Label(r.next_str()?, r.next_str()?, r.next_str()?, r.next_str()?),
             "view" => MetaKey::View(r.next_str()?, r.next_str()?),
             "view_dropping" => MetaKey::ViewDropping(r.next_str()?, r.next_str()?),
             "format" => MetaKey::Format,
@@ -98,7 +104,7 @@ impl<'a> MetaKey<'a> {
     }
 
     /// The prefix of every catalog key of one kind: `"table"`, `"index"`, `"metric"`, `"seq"`,
-    /// `"field"`, `"dropping"`, `"index_dropping"`, `"count"`, `"series"`, `"view"`,
+    /// `"field"`, `"dropping"`, `"index_dropping"`, `"count"`, `"series"`, `"label"`, `"view"`,
     /// `"view_dropping"` or `"format"`.
     pub fn kind_prefix(kind: &str) -> Vec<u8> {
         KeyWriter::default().str(kind).finish()
@@ -117,6 +123,16 @@ impl<'a> MetaKey<'a> {
     /// The prefix of the statistics of every series of `metric`.
     pub fn series_of(metric: &str) -> Vec<u8> {
         KeyWriter::default().str("series").str(metric).finish()
+    }
+
+    /// The prefix of the series index of `metric`.
+    pub fn labels_of(metric: &str) -> Vec<u8> {
+        KeyWriter::default().str("label").str(metric).finish()
+    }
+
+    /// The prefix of the series of `metric` whose label `name` is `value`.
+    pub fn label_postings(metric: &str, name: &str, value: &str) -> Vec<u8> {
+        KeyWriter::default().str("label").str(metric).str(name).str(value).finish()
     }
 }
 
@@ -141,6 +157,7 @@ mod tests {
             MetaKey::View("users".into(), "adults".into()),
             MetaKey::ViewDropping("users".into(), "adults".into()),
             MetaKey::Format,
+            MetaKey::Label("cpu".into(), "host".into(), "h1".into(), "host=h1".into()),
         ];
         for k in &all {
             assert_eq!(&MetaKey::decode(&k.encode()).unwrap(), k);
@@ -159,5 +176,13 @@ mod tests {
         assert!(!all[10].encode().starts_with(&MetaKey::views_of("users")));
         assert!(!MetaKey::View("users2".into(), "x".into()).encode().starts_with(&MetaKey::views_of("users")));
         assert_eq!(super::super::display("meta", &all[10].encode()), "meta:view_dropping:users:adults");
+        assert_eq!(super::super::display("meta", &all[12].encode()), "meta:label:cpu:host:h1:\"host=h1\"");
+        assert!(all[12].encode().starts_with(&MetaKey::label_postings("cpu", "host", "h1")));
+        assert!(all[12].encode().starts_with(&MetaKey::labels_of("cpu")));
+        assert!(
+            !MetaKey::Label("cpu".into(), "host".into(), "h10".into(), "x".into())
+                .encode()
+                .starts_with(&MetaKey::label_postings("cpu", "host", "h1"))
+        );
     }
 }

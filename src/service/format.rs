@@ -7,17 +7,25 @@
 //!   key count). Format 1's keys are valid format 2 — single points, records read as "every point
 //!   loose" — so a format 1 directory opens unchanged, is stamped 2, and the merge task compacts
 //!   its points into blocks.
+//! - 3: the series index of time series (`meta:label:`; see `service::timeseries::labels`) and
+//!   series records of 40 bytes (with the bytes of the series' keys). An older directory gets
+//!   both for every series it holds in the stamping write (`service::timeseries::upgrade`).
 
 use super::{Result, ServiceError};
 use crate::keys::MetaKey;
-use crate::storage::{Space, Store};
+use crate::storage::{ReadView, Space, Store, WriteTx};
 
 /// The format this build writes, and the newest it reads.
-pub const DATA_FORMAT: u32 = 2;
+pub const DATA_FORMAT: u32 = 3;
 
 /// The format of the directory `store` opened: its stamp, or 1 when it has none.
 pub(crate) fn read(store: &Store) -> Result<u32> {
-    match store.get(Space::Meta, &MetaKey::Format.encode())? {
+    read_view(&store.snapshot())
+}
+
+/// The format of the directory as `view` sees it.
+pub(crate) fn read_view(view: &ReadView) -> Result<u32> {
+    match view.get(Space::Meta, &MetaKey::Format.encode())? {
         None => Ok(1),
         Some(v) => {
             let bytes: [u8; 4] =
@@ -27,21 +35,28 @@ pub(crate) fn read(store: &Store) -> Result<u32> {
     }
 }
 
-/// Refuses a directory of a newer format than this build's; true when it must be stamped (older).
-pub(crate) fn check(store: &Store) -> Result<bool> {
+/// Refuses a directory of a newer format than this build's; returns the format found.
+pub(crate) fn check(store: &Store) -> Result<u32> {
     let found = read(store)?;
     if found > DATA_FORMAT {
         return Err(ServiceError::Internal(format!(
             "the data directory has format {found}, newer than this build reads ({DATA_FORMAT}): run a newer mosaicdb"
         )));
     }
-    Ok(found < DATA_FORMAT)
+    Ok(found)
 }
 
-/// Stamps the directory with [`DATA_FORMAT`]: queued on the committer before any other write of
-/// this open (so nothing of the new format commits before the stamp), not waited for.
-pub(crate) fn stamp(store: &Store) -> Result<()> {
-    store.write_queued(|tx| {
+/// Brings a directory of format `found` (older) to [`DATA_FORMAT`] with `migrate` (given the
+/// format found; the models' own upgrades, so this module need not know them) and stamps it, in one write
+/// queued on the committer before any other write of this open (so nothing of the new format
+/// commits before the stamp, and nothing changes the series while their index is built), not
+/// waited for. A crash before it commits leaves the older format, upgraded at the next open.
+pub(crate) fn upgrade<F>(store: &Store, found: u32, migrate: F) -> Result<()>
+where
+    F: FnOnce(&mut WriteTx<'_>, u32) -> crate::storage::Result<()> + Send + 'static,
+{
+    store.write_queued(move |tx| {
+        migrate(tx, found)?;
         tx.put(Space::Meta, MetaKey::Format.encode(), DATA_FORMAT.to_be_bytes().to_vec());
         Ok(())
     })?;

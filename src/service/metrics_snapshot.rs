@@ -36,6 +36,8 @@ pub struct MetricsSnapshot {
     pub changefeed: super::changefeed::ChangeStats,
     /// the in-memory graph adjacency's figures
     pub graph_memory: super::graph::memory::GraphMemoryStats,
+    /// every metric's points, series and bytes (empty if reading the series records failed)
+    pub metrics: Vec<super::timeseries::MetricInfo>,
 }
 
 /// One index's state.
@@ -84,6 +86,16 @@ impl IndexBuild {
 impl Db {
     /// The database's figures now (for `GET /metrics`). Waits for the journal's lock, which an
     /// fsync holds: call it from a blocking context.
+    /// Every metric's figures for a scrape, read within the request timeout; a failure is
+    /// logged and leaves them out rather than failing the scrape.
+    fn metric_figures_for_scrape(&self) -> Vec<super::timeseries::MetricInfo> {
+        let (stop, _abandon) = self.request_stop();
+        self.metric_figures(&stop).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading the time-series figures for /metrics failed");
+            Vec::new()
+        })
+    }
+
     pub fn metrics_snapshot(&self) -> MetricsSnapshot {
         let mut tables = self.catalog.tables();
         tables.sort_by(|a, b| a.name.cmp(&b.name));
@@ -115,6 +127,7 @@ impl Db {
             indexes,
             changefeed: self.change_stats_now(),
             graph_memory: self.graph.stats(),
+            metrics: self.metric_figures_for_scrape(),
         }
     }
 }

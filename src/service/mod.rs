@@ -103,7 +103,7 @@ impl Db {
     /// and table drops in the background (call from within a tokio runtime).
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
-        let stale_format = format::check(&store)?;
+        let found_format = format::check(&store)?;
         let catalog = Catalog::load(&store)?;
         let feed = Arc::new(changefeed::Feed::load(&store)?);
         let db = Arc::new(Db {
@@ -131,8 +131,8 @@ impl Db {
         if !options.background_jobs {
             return Ok(db);
         }
-        if stale_format {
-            format::stamp(&db.store)?;
+        if found_format < format::DATA_FORMAT {
+            format::upgrade(&db.store, found_format, timeseries::upgrade)?;
             tracing::info!(format = format::DATA_FORMAT, "data directory format stamped");
         }
         let took = db.open_vector_indexes()?;

@@ -60,6 +60,7 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("POST", "/v1/timeseries/{metric}/points", Write),
     ("GET", "/v1/timeseries/{metric}/points", Read),
     ("GET", "/v1/timeseries/{metric}/aggregate", Read),
+    ("GET", "/v1/timeseries/{metric}/series", Read),
     ("DELETE", "/v1/timeseries/{metric}", Write),
     ("GET", "/v1/timeseries/{metric}/retention", Read),
     ("PUT", "/v1/timeseries/{metric}/retention", Admin),

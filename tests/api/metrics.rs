@@ -369,6 +369,34 @@ async fn odd_table_names_are_escaped_in_labels() {
     assert_eq!(m.value("mosaicdb_index_state", &labels), Some(1.0));
 }
 
+/// What a metric's points take is reported per metric, by `GET /v1/timeseries` and `/metrics`
+/// alike; a 2-decimal gauge at a regular interval, appended in blocks, takes about a byte a point.
+#[tokio::test]
+async fn time_series_bytes_per_metric() {
+    let s = TestServer::start().await;
+    let mut body = String::new();
+    for i in 0..20_000i64 {
+        let v = 20.0 + ((i * 37) % 1000) as f64 / 100.0;
+        body.push_str(&format!("gauge,host=h{} value={v:.2} {}\n", i % 2, 1_700_000_000_000 + i * 10_000));
+    }
+    let r = s.raw(Method::POST, "/v1/timeseries/write?precision=ms", "text/plain", body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = s.raw(Method::POST, "/v1/timeseries/write", "text/plain", "gauge,host=h2 value=1 1\n").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (_, list) = s.get("/v1/timeseries").await;
+    let gauge = &list["metrics"][0];
+    assert_eq!((gauge["name"].as_str(), gauge["points"].as_u64()), (Some("gauge"), Some(20_001)), "{list}");
+    let bytes = gauge["bytes"].as_u64().unwrap();
+    let per_point = bytes as f64 / 20_001.0;
+    assert!(per_point > 0.05 && per_point < 2.0, "{per_point} bytes per point");
+    let m = scrape(&s).await;
+    assert_eq!(m.value("mosaicdb_timeseries_bytes", &[("metric", "gauge")]), Some(bytes as f64));
+    assert_eq!(m.value("mosaicdb_timeseries_points", &[("metric", "gauge")]), Some(20_001.0));
+    assert_eq!(m.value("mosaicdb_timeseries_series", &[("metric", "gauge")]), Some(3.0));
+    // check recounts every series' bytes from its keys
+    s.check_ok().await;
+}
+
 /// The parser is strict: each of these breaks a rule of the format.
 #[test]
 fn the_parser_refuses_broken_expositions() {

@@ -1,6 +1,7 @@
 //! Time series over HTTP: JSON and line-protocol writes (escapes, every precision, bad lines with
-//! their numbers and nothing written), the Influx-compatible paths, reads, aggregation edges,
-//! retention, deletes and the errors. The retention task running by itself: `tasks.rs`.
+//! their numbers and nothing written), the Influx-compatible paths and gzip bodies, reads,
+//! aggregation edges, series by labels (selectors, grouping, the series listing), retention,
+//! deletes and the errors. The retention task running by itself: `tasks.rs`.
 
 use crate::common;
 use common::TestServer;
@@ -52,7 +53,10 @@ async fn json_points_overwrite_and_read_back_with_tags_in_any_precision() {
     assert_eq!(points(&s, "cpu/points?entity=s3").await, [("s3".into(), 3000, 1.0)]);
     // the window: from inclusive, to exclusive, RFC 3339 or ms; desc order
     assert_eq!(points(&s, "cpu/points?from=1970-01-01T00:00:01Z&to=2000&order=desc").await, [("s1".into(), 1000, 9.0)]);
-    let (_, list) = s.get("/v1/timeseries").await;
+    let (_, mut list) = s.get("/v1/timeseries").await;
+    // the bytes of the stored keys and values (check recounts them from the keys)
+    let bytes = list["metrics"][0].as_object_mut().unwrap().remove("bytes").unwrap();
+    assert!(bytes.as_u64().is_some_and(|b| b > 4 * 8), "{bytes}");
     assert_eq!(
         list["metrics"][0],
         json!({"name": "cpu", "points": 4, "series": 3, "first": -1000, "last": 3000, "retention": {"max_age": null}})
@@ -114,11 +118,14 @@ async fn line_protocol_maps_tags_fields_and_escapes() {
     assert_eq!(points(&s, "cpu.up/points").await, [("host=h1,region=eu".into(), 1000, 1.0)]);
     let r = s.send(Method::GET, "/v1/timeseries/cpu.note/points", None, &[]).await;
     assert!(r.is_problem(404, "metric_not_found"), "a string field is no metric: {}", r.body);
-    // measurement "disk io"; tags path=`C:\data,x` and `k=1`=`v w`, sorted by key
+    // measurement "disk io"; tags path=`C:\data,x` and `k=1`=`v w`, sorted by key, with `\`, `,`
+    // and `=` escaped in the entity (so no other tag set reads the same)
     assert_eq!(
         points(&s, &format!("{}/points", common::seg("disk io.used"))).await,
-        [("k=1=v w,path=C:\\data,x".into(), 2000, 12.0)]
+        [("k\\=1=v w,path=C:\\\\data\\,x".into(), 2000, 12.0)]
     );
+    let (_, listed) = s.get(&format!("/v1/timeseries/{}/series", common::seg("disk io.used"))).await;
+    assert_eq!(listed["series"][0]["labels"], json!({"k=1": "v w", "path": "C:\\data,x"}));
     s.check_ok().await;
 }
 
@@ -200,6 +207,113 @@ async fn influx_clients_write_at_their_own_paths() {
     );
     let r = lines(&s, "/api/v2/write?bucket=b", "mem used_percent=\n").await;
     assert!(r.is_problem(400, "invalid_line_protocol"), "{}", r.body);
+}
+
+#[tokio::test]
+async fn telegraf_s_gzip_bodies_are_accepted() {
+    use std::io::Write;
+    let s = TestServer::start().await;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for i in 0..1000 {
+        writeln!(gz, "disk,host=h1 used={i} {}", i * 1_000_000_000i64).unwrap();
+    }
+    let body = gz.finish().unwrap();
+    let r = s
+        .client
+        .post(format!("{}/write?precision=ns", s.base))
+        .header("content-encoding", "gzip")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let got = points(&s, "disk.used/points?limit=2000").await;
+    assert_eq!(got.len(), 1000);
+    assert_eq!(got[999], ("host=h1".into(), 999_000, 999.0));
+    // a body that claims gzip and is not: a clear 400, nothing written
+    let r = s
+        .client
+        .post(format!("{}/write", s.base))
+        .header("content-encoding", "gzip")
+        .body("disk,host=h2 used=1 1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(s.get("/v1/timeseries/disk.used/series").await.1["series"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn series_by_labels_select_group_and_list() {
+    let s = TestServer::start().await;
+    let body = "cpu,host=a,region=eu value=1 60000000000\n\
+                cpu,host=b,region=eu value=2 60000000000\n\
+                cpu,host=a,region=us value=4 60000000000\n\
+                cpu,host=c value=8 120000000000\n\
+                cpu,host=a\\,region=eu value=16 60000000000\n";
+    assert_eq!(lines(&s, "/v1/timeseries/write", body).await.status, 200);
+    // JSON writes name the same series by the same entity; an entity not of the k=v form has no labels
+    let (st, _) = s
+        .post(
+            "/v1/timeseries/cpu/points",
+            json!({"points": [{"entity": "host=b,region=eu", "ts": 60000, "value": 32}, {"entity": "box", "ts": 0, "value": 64}]}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let m = |sel: &str| common::seg(sel);
+    // the series listing: a tag value holding `,` and `=` is its own series, escaped in its entity
+    let (st, listed) = s.get(&format!("/v1/timeseries/cpu/series?match={}", m("{host=~\"a.*\"}"))).await;
+    assert_eq!(st, 200, "{listed}");
+    let entities: Vec<&str> =
+        listed["series"].as_array().unwrap().iter().map(|e| e["entity"].as_str().unwrap()).collect();
+    assert_eq!(entities, ["host=a,region=eu", "host=a,region=us", "host=a\\,region\\=eu"]);
+    assert_eq!(listed["series"][2]["labels"], json!({"host": "a,region=eu"}));
+    assert_eq!(listed["series"][0]["points"], 1);
+    let (_, all) = s.get("/v1/timeseries/cpu/series?limit=2").await;
+    assert_eq!(all["series"].as_array().unwrap().len(), 2);
+    let next = all["cursor"].as_str().unwrap();
+    let (_, rest) = s.get(&format!("/v1/timeseries/cpu/series?limit=10&cursor={next}")).await;
+    assert_eq!(rest["series"].as_array().unwrap().len(), 4, "{rest}");
+    assert_eq!(rest["series"][3]["entity"], "host=c");
+    assert_eq!(all["series"][0], json!({"entity": "box", "labels": {}, "points": 1, "first": 0, "last": 0}));
+    // points of the selected series only
+    let got = points(&s, &format!("cpu/points?match={}", m("{region=\"eu\",host!=\"a\"}"))).await;
+    assert_eq!(got, [("host=b,region=eu".into(), 60_000, 32.0)]);
+    // a missing label is the empty value
+    let got = points(&s, &format!("cpu/points?match={}", m("{region=\"\"}"))).await;
+    assert_eq!(got.iter().map(|p| p.0.as_str()).collect::<Vec<_>>(), ["box", "host=a\\,region\\=eu", "host=c"]);
+    // grouped by labels: one list per combination of their values, a missing label left out
+    let (st, by) = s.get("/v1/timeseries/cpu/aggregate?step=1m&fn=sum&by=region").await;
+    assert_eq!(st, 200, "{by}");
+    assert_eq!(
+        by,
+        json!({"groups": [
+            {"labels": {}, "buckets": [{"ts": 0, "value": 64.0}, {"ts": 60000, "value": 16.0}, {"ts": 120000, "value": 8.0}]},
+            {"labels": {"region": "eu"}, "buckets": [{"ts": 60000, "value": 33.0}]},
+            {"labels": {"region": "us"}, "buckets": [{"ts": 60000, "value": 4.0}]},
+        ]})
+    );
+    let q = format!("/v1/timeseries/cpu/aggregate?step=1m&fn=count&by=host,region&match={}", m("{host=\"a\"}"));
+    let (_, by) = s.get(&q).await;
+    let labels: Vec<&Value> = by["groups"].as_array().unwrap().iter().map(|g| &g["labels"]).collect();
+    assert_eq!(labels, [&json!({"host": "a", "region": "eu"}), &json!({"host": "a", "region": "us"})]);
+    let (_, one) = s.get(&format!("/v1/timeseries/cpu/aggregate?step=1m&fn=sum&match={}", m("host='b'"))).await;
+    assert_eq!(one, json!({"buckets": [{"ts": 60000, "value": 32.0}]}));
+    // errors
+    for (query, says) in [
+        ("match=%7Bhost%3Da%7D", "match: expected a quoted value"),
+        ("match=%7Bhost%3D~%22(%22%7D", "match: host=~"),
+        ("by=region&group_by=entity", "not both"),
+        ("by=region,,host", "by:"),
+    ] {
+        let (st, body) = s.get(&format!("/v1/timeseries/cpu/aggregate?step=1m&{query}")).await;
+        assert_eq!(st, 400, "{query}: {body}");
+        assert!(body["detail"].as_str().unwrap().contains(says), "{query}: {body}");
+    }
+    let (st, body) = s.get("/v1/timeseries/cpu/series?match=%7Bx").await;
+    assert_eq!((st.as_u16(), &body["code"]), (400, &json!("invalid_request")), "{body}");
+    assert_eq!(s.get("/v1/timeseries/nope/series").await.0, 404);
+    s.check_ok().await;
 }
 
 #[tokio::test]

@@ -2,8 +2,9 @@
 //! within a request, times before the epoch, refused bodies), series and metric deletes go to the
 //! server and to an in-memory map; every read — pages in both orders through their cursors,
 //! windows, and every aggregate function over random steps, one entity, all entities together and
-//! grouped — must agree exactly with a brute-force computation, as must the metric list; `check`
-//! must pass at the end. Between steps the merge task packs points into blocks and a metric's
+//! grouped by entity or by labels, series selected by label matchers — must agree exactly with a
+//! brute-force computation, as must the metric list and the series listing; `check` must pass at
+//! the end. Between steps the merge task packs points into blocks and a metric's
 //! retention may remove every point of it. Values are multiples of 1/4, so sums are exact in any
 //! order.
 
@@ -14,14 +15,44 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// (entity, ts ms, value)
+type Pt = (String, i64, f64);
 /// (metric, entity, ts ms) → value
 type Points = BTreeMap<(String, String, i64), f64>;
 
 const METRICS: &[&str] = &["cpu", "cpu.idle"];
-/// Entities written as JSON; line protocol writes the tag sets below.
-const ENTITIES: &[&str] = &["a", "b b", "", "é,x=y"];
+/// Entities written as JSON; line protocol writes the tag sets below (the last entity here is
+/// the series line protocol writes for the tag set `rack=r\,1,host=h1`).
+const ENTITIES: &[&str] = &["a", "b b", "", "é,x=y", "host=h1,rack=r\\,1"];
 /// (tag set as written, entity it becomes)
-const TAGS: &[(&str, &str)] = &[(",host=h1", "host=h1"), (",host=h\\ 2,dc=eu", "dc=eu,host=h 2"), ("", "")];
+const TAGS: &[(&str, &str)] = &[
+    (",host=h1", "host=h1"),
+    (",host=h\\ 2,dc=eu", "dc=eu,host=h 2"),
+    ("", ""),
+    (",rack=r\\,1,host=h1", "host=h1,rack=r\\,1"),
+];
+/// The labels of every entity written (those not of the `k=v,k=v` form have none).
+fn labels(entity: &str) -> BTreeMap<&'static str, &'static str> {
+    let pairs: &[(&str, &str)] = match entity {
+        "host=h1" => &[("host", "h1")],
+        "dc=eu,host=h 2" => &[("dc", "eu"), ("host", "h 2")],
+        "host=h1,rack=r\\,1" => &[("host", "h1"), ("rack", "r,1")],
+        _ => &[],
+    };
+    pairs.iter().copied().collect()
+}
+/// Selectors, with what they select (a missing label is the empty value).
+type Selects = fn(&BTreeMap<&str, &str>) -> bool;
+const SELECTORS: &[(&str, Selects)] = &[
+    ("{host=\"h1\"}", |l| l.get("host") == Some(&"h1")),
+    ("{host=~\"h.*\"}", |l| l.get("host").is_some_and(|h| h.starts_with('h'))),
+    ("{dc!=\"eu\"}", |l| l.get("dc") != Some(&"eu")),
+    ("{host!~\"h1|\"}", |l| l.get("host").is_some_and(|h| *h != "h1")),
+    ("{rack=\"r,1\",host=\"h1\"}", |l| l.get("rack") == Some(&"r,1") && l.get("host") == Some(&"h1")),
+    ("{host=\"h1\",rack=\"\"}", |l| l.get("host") == Some(&"h1") && !l.contains_key("rack")),
+    ("{}", |_| true),
+];
+const BY: &[&[&str]] = &[&["host"], &["dc", "host"], &["rack"]];
 const FNS: &[&str] = &["avg", "min", "max", "sum", "count", "first", "last"];
 
 fn value(rng: &mut Rng) -> f64 {
@@ -54,6 +85,11 @@ async fn read_all(s: &TestServer, metric: &str, query: &str, limit: u64) -> Vec<
             None => return out,
         }
     }
+}
+
+/// The points of `mine` in `[from, to)`.
+fn want_all(mine: &[(String, i64, f64)], from: i64, to: i64) -> Vec<(String, i64, f64)> {
+    mine.iter().filter(|p| p.1 >= from && p.1 < to).cloned().collect()
 }
 
 /// The brute-force buckets of `points` (entity, ts, value), `step` ms.
@@ -136,6 +172,50 @@ async fn compare(s: &TestServer, model: &Points, rng: &mut Rng) {
         let want: Vec<(String, Vec<(i64, f64)>)> =
             per.into_iter().map(|(e, ps)| (e.to_owned(), buckets(&ps, step, func))).collect();
         assert_eq!(got, want, "{q}&group_by=entity");
+
+        // series selected by labels: points, aggregates grouped by labels, the series listing
+        let (selector, selects) = *rng.pick(SELECTORS);
+        let chosen: Vec<_> = want_all(&mine, from, to).into_iter().filter(|p| selects(&labels(&p.0))).collect();
+        let matched = format!("&from={from}&to={to}&match={}", seg(selector));
+        assert_eq!(read_all(s, metric, &matched, 1 + rng.below(7)).await, chosen, "{metric} {selector}");
+        let by = *rng.pick(BY);
+        let q =
+            format!("/v1/timeseries/{}/aggregate?step={step}ms&fn={func}{matched}&by={}", seg(metric), by.join(","));
+        let (status, got) = s.get(&q).await;
+        assert_eq!(status, 200, "{q}: {got}");
+        let got: Vec<(Value, Vec<(i64, f64)>)> = got["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| (g["labels"].clone(), as_buckets(&g["buckets"])))
+            .collect();
+        let mut groups: BTreeMap<Vec<Option<&str>>, Vec<Pt>> = BTreeMap::new();
+        for p in &chosen {
+            let l = labels(&p.0);
+            groups.entry(by.iter().map(|n| l.get(n).copied()).collect()).or_default().push(p.clone());
+        }
+        let want: Vec<(Value, Vec<(i64, f64)>)> = groups
+            .into_iter()
+            .map(|(values, ps)| {
+                let named: serde_json::Map<String, Value> =
+                    (by.iter().zip(values)).filter_map(|(n, v)| v.map(|v| ((*n).to_owned(), json!(v)))).collect();
+                (Value::Object(named), buckets(&ps, step, func))
+            })
+            .collect();
+        assert_eq!(got, want, "{q}");
+        let (status, listed) = s.get(&format!("/v1/timeseries/{}/series?match={}", seg(metric), seg(selector))).await;
+        assert_eq!(status, 200, "{listed}");
+        let listed: Vec<(&str, u64)> = listed["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["entity"].as_str().unwrap(), e["points"].as_u64().unwrap()))
+            .collect();
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        for p in mine.iter().filter(|p| selects(&labels(&p.0))) {
+            *counts.entry(&p.0).or_default() += 1;
+        }
+        assert_eq!(listed, counts.into_iter().collect::<Vec<_>>(), "series {selector}");
     }
     // the list
     let (_, list) = s.get("/v1/timeseries").await;

@@ -115,7 +115,11 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         "/v1/graph/traverse" | "/v1/graph/shortest-path" if post => role(Read),
 
         "/v1/timeseries" if get => role(Read),
-        "/v1/timeseries/{metric}/points" | "/v1/timeseries/{metric}/aggregate" if get => role(Read),
+        "/v1/timeseries/{metric}/points" | "/v1/timeseries/{metric}/aggregate" | "/v1/timeseries/{metric}/series"
+            if get =>
+        {
+            role(Read)
+        }
         "/v1/timeseries/{metric}/points" | "/v1/timeseries/write" | "/write" | "/api/v2/write" if post => role(Write),
         // Deleting points (a series, or a metric with all of its): a metric is made by the
         // writes themselves, so whoever may write it may delete it.

@@ -127,8 +127,34 @@ impl Collector for DbCollector {
         service(&mut encoder, &snapshot)?;
         storage(&mut encoder, &snapshot)?;
         tasks(&mut encoder, &snapshot)?;
-        indexes(&mut encoder, &snapshot)
+        indexes(&mut encoder, &snapshot)?;
+        timeseries(&mut encoder, &snapshot)
     }
+}
+
+fn timeseries(e: &mut DescriptorEncoder<'_>, s: &MetricsSnapshot) -> Result {
+    let metric = |m: &crate::service::timeseries::MetricInfo| [("metric", m.name.clone())];
+    gauges(
+        e,
+        "mosaicdb_timeseries_points",
+        "points stored per metric",
+        None,
+        s.metrics.iter().map(|m| (metric(m), m.points)),
+    )?;
+    gauges(
+        e,
+        "mosaicdb_timeseries_series",
+        "series with points per metric",
+        None,
+        s.metrics.iter().map(|m| (metric(m), m.series)),
+    )?;
+    gauges(
+        e,
+        "mosaicdb_timeseries",
+        "bytes of each metric's stored keys and values (blocks and single points), before the store's compression",
+        Some(&Unit::Bytes),
+        s.metrics.iter().map(|m| (metric(m), m.bytes)),
+    )
 }
 
 fn service(e: &mut DescriptorEncoder<'_>, s: &MetricsSnapshot) -> Result {

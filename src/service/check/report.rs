@@ -40,8 +40,10 @@ pub struct Checked {
     pub graph_memory: bool,
     /// fulltext postings
     pub postings: u64,
-    /// time-series points
+    /// time-series keys (single points and blocks)
     pub points: u64,
+    /// series index entries (`meta:label:`)
+    pub series_labels: u64,
     /// expiry entries (`ttlidx:`)
     pub ttl_entries: u64,
     /// vector index nodes (`vec:`)

@@ -1,15 +1,16 @@
 //! The time-series part of `check`: every point and block decodes and belongs to a configured
 //! metric, a series' blocks are in time order without overlapping each other or its single points,
-//! and every series' record (`meta:series:`) holds exactly its points' count, first and last time
-//! and loose keys.
+//! and every series' record (`meta:series:`) holds exactly its points' count, first and last time,
+//! loose keys and bytes; the series index (`meta:label:`) holds exactly the labels of the series that
+//! have a record.
 
 use super::report::{CheckReport, defs_in, internal, show};
 use crate::catalog::MetricConfig;
 use crate::keys::{MetaKey, TsKey};
 use crate::service::Result;
 use crate::service::stop::{Stop, Watched};
-use crate::service::timeseries::series;
 use crate::service::timeseries::stats::SeriesStats;
+use crate::service::timeseries::{labels, series};
 use crate::storage::{KeyRange, ReadView, Space};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,6 +53,7 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
             current = Some(series.clone());
         }
         let stats = found.entry(series).or_default();
+        stats.bytes += (key.len() + value.len()) as u64;
         let tags_ok = |t: &[u8]| t.is_empty() || serde_json::from_slice::<serde_json::Value>(t).is_ok();
         match block {
             Some(points) => {
@@ -93,6 +95,8 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
             }
         }
     }
+    // the series index as the records say it must be
+    let mut postings: BTreeSet<Vec<u8>> = BTreeSet::new();
     let scan =
         view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix("series")), false).map(|r| r.map_err(internal));
     for item in Watched::new(scan, stop) {
@@ -101,6 +105,9 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
             report.problem("undecodable_point", show(Space::Meta, &key), "a series record key does not decode");
             continue;
         };
+        for (name, label) in labels::of(&entity) {
+            postings.insert(MetaKey::Label(metric.clone(), name.into(), label.into(), entity.clone()).encode());
+        }
         let recorded = SeriesStats::decode(&value);
         match (found.remove(&(metric.into_owned(), entity.into_owned())), recorded) {
             (_, Err(e)) => report.problem("stat_mismatch", show(Space::Meta, &key), e.to_string()),
@@ -124,6 +131,36 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
             show(Space::Meta, &key),
             format!("the series has {} points and no record", actual.count),
         );
+    }
+    // a directory of format 2 (not opened by a server since) has no series index yet
+    if crate::service::format::read_view(view)? >= 3 {
+        check_postings(view, report, postings, stop)?;
+    }
+    Ok(())
+}
+
+/// Every key of the series index is one of `expected`, and every one of `expected` is stored.
+fn check_postings(
+    view: &ReadView,
+    report: &mut CheckReport,
+    mut expected: BTreeSet<Vec<u8>>,
+    stop: &Stop,
+) -> Result<()> {
+    let scan =
+        view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix("label")), false).map(|r| r.map_err(internal));
+    for item in Watched::new(scan, stop) {
+        let (key, _) = item?;
+        report.checked.series_labels += 1;
+        if !expected.remove(key.as_ref()) {
+            let why = match MetaKey::decode(&key) {
+                Ok(MetaKey::Label(..)) => "no series with a record has this label",
+                _ => "a series index key does not decode",
+            };
+            report.problem("stale_entry", show(Space::Meta, &key), why);
+        }
+    }
+    for key in expected {
+        report.problem("missing_entry", show(Space::Meta, &key), "the series has this label; the index lacks it");
     }
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! Aggregation into time buckets aligned to multiples of `step` since the epoch. One series is
 //! scanned in time order, so its buckets close one after another; several series (no entity
-//! given) are merged bucket by bucket. Empty buckets are omitted.
+//! given) are merged bucket by bucket, all together or per group of label values. Empty buckets
+//! are omitted.
 
+use super::labels;
 use super::series::{Entries, Point, SeriesPoints, Window};
-use super::stats::{self, SeriesStats};
+use super::stats::SeriesStats;
 use super::time::{NS_PER_MS, bucket_of, duration_param};
 use crate::keys::TsKey;
 use crate::service::stop::Stop;
@@ -41,8 +43,10 @@ pub enum AggregateFn {
 /// What `GET /v1/timeseries/{metric}/aggregate` asks.
 #[derive(Debug, Clone, Default)]
 pub struct AggregateRequest {
-    /// one series, else every series of the metric together (or each, with `group_by_entity`)
+    /// one series, else every series of the metric together (or grouped, see `group_by`)
     pub entity: Option<String>,
+    /// a series selector (`{host="a",region=~"eu.*"}`): only the series it selects
+    pub selector: Option<String>,
     /// inclusive start: ms since the epoch or RFC 3339
     pub from: Option<String>,
     /// exclusive end: ms since the epoch or RFC 3339
@@ -51,8 +55,20 @@ pub struct AggregateRequest {
     pub step: String,
     /// the aggregate
     pub func: AggregateFn,
+    /// how the buckets of several series are grouped
+    pub group_by: Grouping,
+}
+
+/// How an aggregation groups the buckets of several series.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Grouping {
+    /// every series together
+    #[default]
+    All,
     /// one list of buckets per entity
-    pub group_by_entity: bool,
+    Entity,
+    /// one list per combination of these labels' values (a series without one has it empty)
+    Labels(Vec<String>),
 }
 
 /// One bucket.
@@ -73,7 +89,18 @@ pub struct SeriesBuckets {
     pub buckets: Vec<Bucket>,
 }
 
-/// The answer: one list of buckets, or one per entity (`group_by=entity`).
+/// The buckets of one combination of label values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GroupBuckets {
+    /// the grouping labels' values (a label the group's series lack is left out)
+    #[schema(value_type = Object)]
+    pub labels: BTreeMap<String, String>,
+    /// its non-empty buckets in time order
+    pub buckets: Vec<Bucket>,
+}
+
+/// The answer: one list of buckets, one per entity (`group_by=entity`) or one per combination
+/// of label values (`by=`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum AggregateResponse {
@@ -86,6 +113,11 @@ pub enum AggregateResponse {
     Series {
         /// the entities that have points in the window
         series: Vec<SeriesBuckets>,
+    },
+    /// one list per combination of the `by` labels' values, in the order of those values
+    Groups {
+        /// the groups that have points in the window
+        groups: Vec<GroupBuckets>,
     },
 }
 
@@ -204,6 +236,97 @@ fn too_many() -> ServiceError {
     ServiceError::TooManyBuckets(MAX_BUCKETS)
 }
 
+/// Where the buckets of each series go.
+struct Sink {
+    grouping: Grouping,
+    /// every series together, or each group by its label values
+    merged: BTreeMap<Vec<Option<String>>, BTreeMap<i64, Acc>>,
+    /// the lists of `group_by=entity`
+    series: Vec<(String, Vec<(i64, Acc)>)>,
+    /// buckets held so far, over all groups
+    total: usize,
+}
+
+impl Sink {
+    fn new(grouping: Grouping) -> Sink {
+        Sink { grouping, merged: BTreeMap::new(), series: Vec::new(), total: 0 }
+    }
+
+    /// Most buckets the next series may have: what is left of [`MAX_BUCKETS`] when each series
+    /// is answered on its own; merged series may share buckets, so there the merge counts.
+    fn limit(&self) -> usize {
+        match self.grouping {
+            Grouping::Entity => MAX_BUCKETS - self.total.min(MAX_BUCKETS),
+            _ => MAX_BUCKETS,
+        }
+    }
+
+    /// Adds one series' buckets (series come in entity name order).
+    fn add(&mut self, entity: &str, own: Vec<(i64, Acc)>) -> Result<()> {
+        if own.is_empty() {
+            return Ok(());
+        }
+        let group = match &self.grouping {
+            Grouping::Entity => {
+                self.total += own.len();
+                self.series.push((entity.to_owned(), own));
+                return Ok(());
+            }
+            Grouping::All => Vec::new(),
+            Grouping::Labels(names) => {
+                let labels = labels::of(entity);
+                let value = |name: &String| labels.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+                names.iter().map(|n| value(n).filter(|v| !v.is_empty())).collect()
+            }
+        };
+        let buckets = self.merged.entry(group).or_default();
+        for (n, acc) in own {
+            match buckets.entry(n) {
+                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(acc),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(acc);
+                    self.total += 1;
+                }
+            }
+        }
+        if self.total > MAX_BUCKETS {
+            return Err(too_many());
+        }
+        Ok(())
+    }
+
+    fn answer(self, func: AggregateFn, step_ms: i64) -> AggregateResponse {
+        let bucket = |n: i64, a: &Acc| Bucket { ts: n.saturating_mul(step_ms), value: a.value(func) };
+        let list = |own: &BTreeMap<i64, Acc>| own.iter().map(|(n, a)| bucket(*n, a)).collect();
+        match self.grouping {
+            Grouping::All => {
+                let buckets = self.merged.values().next().map(list).unwrap_or_default();
+                AggregateResponse::Buckets { buckets }
+            }
+            Grouping::Entity => {
+                let series = (self.series.into_iter())
+                    .map(|(entity, own)| SeriesBuckets {
+                        entity,
+                        buckets: own.iter().map(|(n, a)| bucket(*n, a)).collect(),
+                    })
+                    .collect();
+                AggregateResponse::Series { series }
+            }
+            Grouping::Labels(names) => {
+                let groups = (self.merged.iter())
+                    .map(|(values, own)| GroupBuckets {
+                        labels: (names.iter().zip(values))
+                            .filter_map(|(n, v)| v.as_ref().map(|v| (n.clone(), v.clone())))
+                            .collect(),
+                        buckets: list(own),
+                    })
+                    .collect();
+                AggregateResponse::Groups { groups }
+            }
+        }
+    }
+}
+
 impl Db {
     /// Buckets of one metric.
     pub async fn aggregate(self: &Arc<Self>, metric: String, req: AggregateRequest) -> Result<AggregateResponse> {
@@ -212,21 +335,18 @@ impl Db {
         let step_ns =
             step_ms.checked_mul(NS_PER_MS).ok_or_else(|| ServiceError::InvalidRequest("step is too long".into()))?;
         let window = Window::parse(req.from.as_deref(), req.to.as_deref())?;
+        let selector = super::read::parse_selector(req.selector.as_deref())?;
         let (stop, _abandon) = self.request_stop();
         self.read(move |db| {
             let view = db.store.snapshot();
-            let bucket = |n: i64, a: &Acc| Bucket { ts: n.saturating_mul(step_ms), value: a.value(req.func) };
-            let entities = stats::records(&view, &metric, req.entity.as_deref(), &stop)?;
-            let mut merged: BTreeMap<i64, Acc> = BTreeMap::new();
-            let mut series = Vec::new();
-            // buckets of the series answered so far (group_by=entity)
-            let mut total = 0usize;
+            let entities = selector.select(&view, &metric, req.entity.as_deref(), &stop)?;
+            let mut sink = Sink::new(req.group_by);
             for (entity, record) in &entities {
                 if window.is_empty() {
                     break;
                 }
                 let prefix = TsKey::series_prefix(&metric, entity);
-                let limit = MAX_BUCKETS - total;
+                let limit = sink.limit();
                 let own = match split_point(record, window, step_ns) {
                     // two halves of a long series on two threads; no bucket straddles the split
                     Some(mid) => {
@@ -247,26 +367,9 @@ impl Db {
                     }
                     None => buckets_of(&view, &metric, entity, &prefix, window, step_ns, limit, &stop)?,
                 };
-                if req.group_by_entity {
-                    total += own.len();
-                    if !own.is_empty() {
-                        let buckets = own.iter().map(|(n, a)| bucket(*n, a)).collect();
-                        series.push(SeriesBuckets { entity: entity.clone(), buckets });
-                    }
-                } else {
-                    for (n, acc) in own {
-                        merged.entry(n).and_modify(|m| m.merge(acc)).or_insert(acc);
-                    }
-                    if merged.len() > MAX_BUCKETS {
-                        return Err(too_many());
-                    }
-                }
+                sink.add(entity, own)?;
             }
-            if req.group_by_entity {
-                return Ok(AggregateResponse::Series { series });
-            }
-            let buckets = merged.iter().map(|(n, a)| bucket(*n, a)).collect();
-            Ok(AggregateResponse::Buckets { buckets })
+            Ok(sink.answer(req.func, step_ms))
         })
         .await
     }

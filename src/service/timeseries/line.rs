@@ -1,11 +1,12 @@
 //! InfluxDB line protocol — split into lines by influxdata's crate (`influxdb-line-protocol`),
 //! each parsed by [`super::lineparse`] (held to that crate's answers by a property test) — mapped
 //! onto metrics and entities: the measurement is the metric; the tag set, sorted by key and
-//! joined `k=v,k=v`, is the entity; a field named `value` is the metric itself and any other
-//! field `f` the metric `{measurement}.{f}`. Integer, unsigned, float and boolean fields are
+//! joined `k=v,k=v` (see [`super::labels::entity_of`]), is the entity and its labels; a field
+//! named `value` is the metric itself and any other field `f` the metric `{measurement}.{f}`. Integer, unsigned, float and boolean fields are
 //! stored as numbers; string fields are skipped and counted.
 
 use super::batch::{Batch, MAX_POINTS_PER_WRITE};
+use super::labels;
 use super::lineparse::{self, Field, Line};
 use super::time::Precision;
 use crate::service::error::LineError;
@@ -63,7 +64,9 @@ fn add<'a>(
     entities: &mut HashMap<&'a str, String>,
 ) -> std::result::Result<usize, String> {
     let measurement = line.measurement.as_ref();
-    let entity = entities.entry(line.series).or_insert_with(|| entity_of(line));
+    let entity = entities
+        .entry(line.series)
+        .or_insert_with(|| labels::entity_of(line.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())).collect()));
     let ts = match line.timestamp {
         Some(t) => {
             precision.to_nanos(t).ok_or_else(|| format!("timestamp {t} is out of range (years 1678 to 2262)"))?
@@ -106,22 +109,6 @@ fn add<'a>(
     Ok(strings)
 }
 
-/// `k=v,k=v` of the tag set, sorted by key.
-fn entity_of(line: &Line<'_>) -> String {
-    let mut pairs: Vec<(&str, &str)> = line.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())).collect();
-    pairs.sort_unstable();
-    let mut out = String::with_capacity(pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
-    for (i, (k, v)) in pairs.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(k);
-        out.push('=');
-        out.push_str(v);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,9 +137,9 @@ mod tests {
     #[test]
     fn escapes_per_the_spec() {
         let got = points("disk\\ io,path=C:\\,x=a\\ b\\=c value=1 5", Precision::Milliseconds);
-        assert_eq!(got, [("disk io".to_owned(), "path=C:,x=a b=c".to_owned(), 5_000_000, 1.0)]);
+        assert_eq!(got, [("disk io".to_owned(), "path=C:\\,x\\=a b\\=c".to_owned(), 5_000_000, 1.0)]);
         let got = points("m,k=v\\,w f\\ g=2u", Precision::Nanoseconds);
-        assert_eq!(got, [("m.f g".to_owned(), "k=v,w".to_owned(), 42, 2.0)]);
+        assert_eq!(got, [("m.f g".to_owned(), "k=v\\,w".to_owned(), 42, 2.0)]);
     }
 
     #[test]

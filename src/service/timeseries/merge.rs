@@ -125,6 +125,7 @@ fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usi
     let Some(last_run) = runs.last() else { return Ok((0, false)) };
     let more = !plan(&counts[last_run.end..], usize::MAX).is_empty();
     let mut record = stats::read(tx, metric, entity)?;
+    let had_points = record.count > 0;
     let (mut removed, mut added) = (0, 0);
     for run in runs {
         let mut points: Vec<Point> = Vec::new();
@@ -134,14 +135,14 @@ fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usi
             } else {
                 points.push(series::decode_single(item.first, &item.value)?);
             }
+            record.remove_key(item.key.len(), item.value.len(), series::is_loose(item.count));
             tx.delete(Space::Ts, item.key.clone());
-            record.loose = record.loose.saturating_sub(u64::from(series::is_loose(item.count)));
             removed += 1;
         }
-        record.loose += series::put_blocks(tx, &prefix, &points)?;
+        series::put_blocks(tx, &prefix, &points, &mut record)?;
         added += points.len().div_ceil(FULL_BLOCK);
     }
-    stats::stage(tx, metric, entity, record);
+    stats::stage(tx, metric, entity, had_points, record);
     Ok((removed - added.min(removed), more))
 }
 

@@ -6,23 +6,31 @@
 mod aggregate;
 mod batch;
 pub(crate) mod block;
+pub(crate) mod labels;
 mod line;
 mod lineparse;
+mod listing;
 mod merge;
 mod read;
 mod retention;
+mod select;
 pub(crate) mod series;
 mod state;
 pub(crate) mod stats;
 pub mod time;
+mod upgrade;
 mod write;
 
 pub use crate::service::error::LineError;
-pub use aggregate::{AggregateFn, AggregateRequest, AggregateResponse, Bucket, MAX_BUCKETS, SeriesBuckets};
+pub use aggregate::{
+    AggregateFn, AggregateRequest, AggregateResponse, Bucket, GroupBuckets, Grouping, MAX_BUCKETS, SeriesBuckets,
+};
+pub use listing::{DEFAULT_SERIES_LIMIT, MAX_SERIES_LIMIT, SeriesInfo, SeriesPage};
 pub use read::{MAX_POINTS_LIMIT, Order, PointOut, PointsPage, PointsRequest};
 pub use retention::REMOVE_CHUNK;
 pub(crate) use state::State;
 pub use time::Precision;
+pub(crate) use upgrade::upgrade;
 pub use write::{PointIn, WritePoints, WriteReport};
 
 use crate::catalog::MetricConfig;
@@ -60,6 +68,9 @@ pub struct MetricInfo {
     pub first: Option<i64>,
     /// the latest point's time, ms since the epoch (null without points)
     pub last: Option<i64>,
+    /// bytes of the metric's stored keys and values (blocks and single points), before the
+    /// store's own compression: `bytes / points` is what a point costs
+    pub bytes: u64,
     /// the retention
     pub retention: Retention,
 }
@@ -72,27 +83,30 @@ pub struct MetricList {
 }
 
 impl Db {
-    /// Every metric with its point count, time span and retention.
+    /// Every metric with its point count, time span, bytes and retention.
     pub async fn list_metrics(self: &Arc<Self>) -> Result<MetricList> {
         let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
-            let mut metrics = Vec::new();
-            for config in db.catalog.metrics() {
-                let series = stats::records(&view, &config.name, None, &stop)?;
-                metrics.push(MetricInfo {
-                    name: config.name.clone(),
-                    points: series.iter().map(|(_, s)| s.count).sum(),
-                    series: series.len() as u64,
-                    first: series.iter().map(|(_, s)| s.first).min().map(read::ms_of),
-                    last: series.iter().map(|(_, s)| s.last).max().map(read::ms_of),
-                    retention: Retention::of(&config),
-                });
-            }
-            metrics.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(MetricList { metrics })
-        })
-        .await
+        self.read(move |db| Ok(MetricList { metrics: db.metric_figures(&stop)? })).await
+    }
+
+    /// Every metric as listed, by name: one read of each series record.
+    pub(crate) fn metric_figures(&self, stop: &crate::service::stop::Stop) -> Result<Vec<MetricInfo>> {
+        let view = self.store.snapshot();
+        let mut metrics = Vec::new();
+        for config in self.catalog.metrics() {
+            let series = stats::records(&view, &config.name, None, stop)?;
+            metrics.push(MetricInfo {
+                name: config.name.clone(),
+                points: series.iter().map(|(_, s)| s.count).sum(),
+                series: series.len() as u64,
+                first: series.iter().map(|(_, s)| s.first).min().map(read::ms_of),
+                last: series.iter().map(|(_, s)| s.last).max().map(read::ms_of),
+                bytes: series.iter().map(|(_, s)| s.bytes).sum(),
+                retention: Retention::of(&config),
+            });
+        }
+        metrics.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(metrics)
     }
 
     /// A metric's retention.

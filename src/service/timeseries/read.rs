@@ -1,8 +1,8 @@
 //! Reading points: series by series (one entity, or every entity of the metric in name order),
 //! each a key-range scan of `[from, to)`, a page at a time with a cursor.
 
+use super::select::Selector;
 use super::series::{Entries, SeriesPoints, Window};
-use super::stats;
 use super::time::{NS_PER_MS, Precision};
 use crate::keys::TsKey;
 use crate::service::cursor::{self, Binding};
@@ -34,6 +34,8 @@ pub enum Order {
 pub struct PointsRequest {
     /// one series, else every series of the metric
     pub entity: Option<String>,
+    /// a series selector (`{host="a",region=~"eu.*"}`): only the series it selects
+    pub selector: Option<String>,
     /// inclusive start: ms since the epoch or RFC 3339
     pub from: Option<String>,
     /// exclusive end: ms since the epoch or RFC 3339
@@ -86,6 +88,7 @@ impl Db {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_POINTS_LIMIT}")));
         }
         let window = Window::parse(req.from.as_deref(), req.to.as_deref())?;
+        let selector = parse_selector(req.selector.as_deref())?;
         let (stop, _abandon) = self.request_stop();
         self.read(move |db| {
             let order = [req.order as u8];
@@ -96,6 +99,7 @@ impl Db {
                 &order,
                 &window.from.unwrap_or(i64::MIN).to_be_bytes(),
                 &window.to.unwrap_or(i64::MAX).to_be_bytes(),
+                req.selector.as_deref().unwrap_or("").as_bytes(),
             ]);
             // the last key handed out
             let after_key = req.cursor.as_deref().map(|c| cursor::open(binding, c)).transpose()?;
@@ -117,7 +121,7 @@ impl Db {
             };
             let view = db.store.snapshot();
             let mut entities: Vec<String> =
-                stats::records(&view, &metric, req.entity.as_deref(), &stop)?.into_iter().map(|(e, _)| e).collect();
+                selector.select(&view, &metric, req.entity.as_deref(), &stop)?.into_iter().map(|(e, _)| e).collect();
             let desc = req.order == Order::Desc;
             if desc {
                 entities.reverse();
@@ -182,6 +186,13 @@ impl Db {
         })
         .await
     }
+}
+
+/// The selector of a read's `match` parameter (none: every series).
+pub(crate) fn parse_selector(text: Option<&str>) -> Result<Selector> {
+    text.map_or(Ok(Selector::default()), |t| {
+        Selector::parse(t).map_err(|e| ServiceError::InvalidRequest(format!("match: {e}")))
+    })
 }
 
 /// Milliseconds of a time in ns (floor).

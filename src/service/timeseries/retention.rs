@@ -24,19 +24,20 @@ const REMOVE_BLOCKS: usize = 64;
 /// Returns how many points went, and whether any before `cutoff` are left.
 fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option<i64>) -> Result<(u64, bool)> {
     let prefix = TsKey::series_prefix(metric, entity);
-    let mut singles: Vec<(i64, Vec<u8>)> = Vec::new();
+    // (time, key, value bytes)
+    let mut singles: Vec<(i64, Vec<u8>, usize)> = Vec::new();
     // everything before `b` goes (None: no bound but the cutoff)
     let mut b: Option<i64> = cutoff;
     let mut more = false;
     for item in tx.scan(Space::Ts, series::singles_range(&prefix, None, cutoff)).take(REMOVE_CHUNK + 1) {
-        let (key, _) = item?;
+        let (key, value) = item?;
         let ts = TsKey::ts_after_prefix(&key, prefix.len()).map_err(stats::corrupt)?;
         if singles.len() == REMOVE_CHUNK {
             b = Some(ts);
             more = true;
             break;
         }
-        singles.push((ts, key.to_vec()));
+        singles.push((ts, key.to_vec(), value.len()));
     }
     let mut blocks: Vec<(Vec<u8>, Slice, BlockHeader)> = Vec::new();
     for item in tx.scan(Space::Ts, series::blocks_range(&prefix, i64::MIN)) {
@@ -54,12 +55,13 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
     }
     let before = |ts: i64| b.is_none_or(|b| ts < b);
     let mut record = stats::read(tx, metric, entity)?;
+    let had_points = record.count > 0;
     let mut removed = 0u64;
     // the first time left: of the trimmed block, else found below
     let mut first_left: Option<i64> = None;
     for (key, value, h) in blocks {
+        record.remove_key(key.len(), value.len(), series::is_loose(h.count as usize));
         tx.delete(Space::Ts, key);
-        record.loose = record.loose.saturating_sub(u64::from(series::is_loose(h.count as usize)));
         if before(h.last) {
             removed += u64::from(h.count);
             continue;
@@ -67,15 +69,15 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
         let kept: Vec<Point> = series::decode_block(&value)?.into_iter().filter(|p| !before(p.ts)).collect();
         removed += u64::from(h.count) - kept.len() as u64;
         first_left = kept.first().map(|p| p.ts);
-        record.loose += series::put_blocks(tx, &prefix, &kept)?;
+        series::put_blocks(tx, &prefix, &kept, &mut record)?;
     }
-    for (ts, key) in singles {
+    for (ts, key, value_len) in singles {
         if !before(ts) {
             continue;
         }
+        record.remove_key(key.len(), value_len, true);
         tx.delete(Space::Ts, key);
         removed += 1;
-        record.loose = record.loose.saturating_sub(1);
     }
     if removed == 0 {
         return Ok((0, false));
@@ -105,7 +107,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
             })?,
         };
     }
-    stats::stage(tx, metric, entity, record);
+    stats::stage(tx, metric, entity, had_points, record);
     Ok((removed, more))
 }
 

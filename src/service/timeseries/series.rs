@@ -10,7 +10,7 @@
 //! index (u32), the tags' length (u32) and their JSON.
 
 use super::block::{self, BlockHeader};
-use super::stats::corrupt;
+use super::stats::{SeriesStats, corrupt};
 use super::time::parse_bound;
 use crate::keys::{TsKey, prefix_successor};
 use crate::service::{Result, ServiceError};
@@ -180,15 +180,15 @@ pub(crate) fn first_block_from(tx: &WriteTx<'_>, prefix: &[u8], ts: i64) -> Resu
 }
 
 /// Stages `points` (time-ordered, distinct) as blocks of at most [`FULL_BLOCK`] points of the
-/// series of `prefix`; returns how many of them are loose.
-pub(crate) fn put_blocks(tx: &mut WriteTx<'_>, prefix: &[u8], points: &[Point]) -> Result<u64> {
-    let mut loose = 0;
+/// series of `prefix`, counted in the series' `stats` (bytes, loose keys; not the points).
+pub(crate) fn put_blocks(tx: &mut WriteTx<'_>, prefix: &[u8], points: &[Point], stats: &mut SeriesStats) -> Result<()> {
     for chunk in points.chunks(FULL_BLOCK) {
         let Some(last) = chunk.last() else { continue };
-        tx.put(Space::Ts, TsKey::block(prefix, last.ts), encode_block(chunk)?);
-        loose += u64::from(is_loose(chunk.len()));
+        let (key, value) = (TsKey::block(prefix, last.ts), encode_block(chunk)?);
+        stats.add_key(key.len(), value.len(), is_loose(chunk.len()));
+        tx.put(Space::Ts, key, value);
     }
-    Ok(loose)
+    Ok(())
 }
 
 /// Lays `new` points (time-ordered, distinct) over `old` ones (the same): a time in both takes

@@ -50,6 +50,7 @@ async fn pages(
             order,
             cursor: cursor.take(),
             precision: Precision::Milliseconds,
+            ..Default::default()
         };
         let page = db.read_points("m".into(), req).await.unwrap();
         out.extend(page.points.into_iter().map(|p| (p.entity, p.ts, p.value)));
@@ -85,7 +86,7 @@ async fn compare(db: &Arc<Db>, model: &Model, rng: &mut Rng) {
             to: Some(window.1.to_string()),
             step: "100ms".into(),
             func,
-            group_by_entity: false,
+            ..Default::default()
         };
         let AggregateResponse::Buckets { buckets } = db.aggregate("m".into(), req).await.unwrap() else {
             panic!("buckets expected")
@@ -186,8 +187,9 @@ async fn run(seed: u64) {
 }
 
 /// A data directory of format 1 (before blocks): every point its own key, 24-byte series records,
-/// no format stamp. It opens unchanged, answers the same before and after the merge task packs it,
-/// and is stamped with the current format; a directory of a newer format is refused.
+/// no format stamp, no series index. It opens unchanged, answers the same before and after the
+/// merge task packs it, gets its series index and is stamped with the current format; a directory
+/// of a newer format is refused.
 #[tokio::test]
 async fn a_format_1_directory_opens_reads_and_is_merged() {
     use crate::keys::{MetaKey, TsKey};
@@ -206,7 +208,7 @@ async fn a_format_1_directory_opens_reads_and_is_merged() {
         db.store
             .write(|tx| {
                 tx.delete(Space::Meta, MetaKey::Format.encode());
-                for (entity, n) in [("a", 300i64), ("b", 5)] {
+                for (entity, n) in [("a", 300i64), ("host=h1", 5)] {
                     for i in 0..n {
                         let key = TsKey::new("m", entity, i * 1_000_000).encode();
                         tx.put(Space::Ts, key, ((i % 7) as f64).to_be_bytes().to_vec());
@@ -251,6 +253,12 @@ async fn a_format_1_directory_opens_reads_and_is_merged() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert_eq!(format::read(&db.store).unwrap(), format::DATA_FORMAT);
+    // the upgrade built the series index (format 3), which check now holds to the records
+    let report = db.check().await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.checked.series_labels, 1);
+    let page = db.list_series("m".into(), Some("{host=\"h1\"}".into()), None, None).await.unwrap();
+    assert_eq!(page.series.iter().map(|s| (s.entity.as_str(), s.points)).collect::<Vec<_>>(), [("host=h1", 5)]);
     // a newer format is refused, with the reason
     db.store
         .write(|tx| {
@@ -263,4 +271,43 @@ async fn a_format_1_directory_opens_reads_and_is_merged() {
     drop(db);
     let refused = Db::open(config(), DbOptions::default()).err().expect("a newer format is refused");
     assert!(refused.to_string().contains("newer than this build reads"), "{refused}");
+}
+
+/// `check` holds the series index to the series records: a label key missing, one of no series,
+/// and one left behind by a series whose last point went are each reported.
+#[tokio::test]
+async fn check_reports_a_series_index_that_differs_from_the_series() {
+    use crate::keys::MetaKey;
+    use crate::storage::Space;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = StorageConfig::new(dir.path());
+    config.durability = Durability::Buffered;
+    let db = Db::open(config, DbOptions::default()).unwrap();
+    let mut batch = Batch::default();
+    for (entity, ts) in [("dc=eu,host=h1", 1), ("host=h2", 2), ("plain", 3)] {
+        batch.add("m", entity, ts, 1.0);
+    }
+    db.write_points(batch).await.unwrap();
+    let report = db.check().await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.checked.series_labels, 3);
+    // deleting a series removes its labels
+    db.delete_timeseries("m".into(), Some("host=h2".into())).await.unwrap();
+    let report = db.check().await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.checked.series_labels, 2);
+    let label = |v: &str, e: &str| MetaKey::Label("m".into(), "host".into(), v.into(), e.into()).encode();
+    let (gone, ghost) = (label("h1", "dc=eu,host=h1"), label("h9", "host=h9"));
+    db.store
+        .write(move |tx| {
+            tx.delete(Space::Meta, gone);
+            tx.put(Space::Meta, ghost, Vec::new());
+            Ok::<(), crate::storage::StorageError>(())
+        })
+        .await
+        .unwrap();
+    let report = db.check().await.unwrap();
+    let mut kinds: Vec<&str> = report.problems.iter().map(|p| p.kind).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["missing_entry", "stale_entry"], "{:?}", report.problems);
 }

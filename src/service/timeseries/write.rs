@@ -164,6 +164,8 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
     }
     for run in prepared.runs {
         let mut series = stats::read(tx, &run.metric, &run.entity)?;
+        // the series as it was: a point outside its span is new, however this write widens it
+        let before = series;
         let prefix = &run.prefix;
         // The usual append: every point after the series' end, so all new: one block for the
         // run (the merge task packs such blocks into larger ones later).
@@ -174,20 +176,21 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
                 series.count += run.points.len() as u64;
                 series.include(last.ts);
             }
-            series.loose += series::put_blocks(tx, prefix, &run.points)?;
-            stats::stage(tx, &run.metric, &run.entity, series);
+            series::put_blocks(tx, prefix, &run.points, &mut series)?;
+            stats::stage(tx, &run.metric, &run.entity, before.count > 0, series);
             continue;
         }
         // points at times inside a block's span: they rewrite that block (each block once)
         let mut folds: Vec<(Vec<u8>, Slice, BlockHeader, Vec<Point>)> = Vec::new();
-        // the series as it was: a point outside its span is new, however this write widens it
-        let before = series;
         for point in run.points {
             let (ts, key) = (point.ts, TsKey::in_series(prefix, point.ts));
             if !before.surely_new(ts) {
-                if tx.probe(Space::Ts, &key)? {
+                if let Some(old) = tx.get(Space::Ts, &key)? {
                     // a single point replaced
-                    tx.put_new(Space::Ts, key, series::encode_single(&point));
+                    let value = series::encode_single(&point);
+                    series.remove_key(key.len(), old.len(), false);
+                    series.add_key(key.len(), value.len(), false);
+                    tx.put_new(Space::Ts, key, value);
                     continue;
                 }
                 if let Some((_, _, h, points)) = folds.last_mut()
@@ -204,17 +207,18 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
             }
             series.include(ts);
             series.count += 1;
-            series.loose += 1;
-            tx.put_new(Space::Ts, key, series::encode_single(&point));
+            let value = series::encode_single(&point);
+            series.add_key(key.len(), value.len(), true);
+            tx.put_new(Space::Ts, key, value);
         }
         for (bkey, bvalue, h, points) in folds {
             let (merged, added) = series::overlay(series::decode_block(&bvalue)?, points);
             series.count += added;
-            series.loose = series.loose.saturating_sub(u64::from(series::is_loose(h.count as usize)));
+            series.remove_key(bkey.len(), bvalue.len(), series::is_loose(h.count as usize));
             tx.delete(Space::Ts, bkey);
-            series.loose += series::put_blocks(tx, prefix, &merged)?;
+            series::put_blocks(tx, prefix, &merged, &mut series)?;
         }
-        stats::stage(tx, &run.metric, &run.entity, series);
+        stats::stage(tx, &run.metric, &run.entity, before.count > 0, series);
     }
     Ok(prepared.points)
 }
