@@ -47,18 +47,30 @@ pub(crate) fn check(store: &Store) -> Result<u32> {
 }
 
 /// Brings a directory of format `found` (older) to [`DATA_FORMAT`] with `migrate` (given the
-/// format found; the models' own upgrades, so this module need not know them) and stamps it, in one write
-/// queued on the committer before any other write of this open (so nothing of the new format
-/// commits before the stamp, and nothing changes the series while their index is built), not
-/// waited for. A crash before it commits leaves the older format, upgraded at the next open.
+/// format found: the models' own upgrades, so this module need not know them) and stamps it, in
+/// one write queued on the committer before any other write of this open (so nothing of the new
+/// format commits before the stamp, and nothing changes the series while their index is built),
+/// not waited for: its outcome is logged. A crash or a failure before it commits leaves the
+/// older format, upgraded at the next open. Call from within a tokio runtime.
 pub(crate) fn upgrade<F>(store: &Store, found: u32, migrate: F) -> Result<()>
 where
     F: FnOnce(&mut WriteTx<'_>, u32) -> crate::storage::Result<()> + Send + 'static,
 {
-    store.write_queued(move |tx| {
+    let outcome = store.write_queued(move |tx| {
         migrate(tx, found)?;
         tx.put(Space::Meta, MetaKey::Format.encode(), DATA_FORMAT.to_be_bytes().to_vec());
         Ok(())
     })?;
+    let started = std::time::Instant::now();
+    tokio::spawn(async move {
+        match outcome.await {
+            Ok(Ok(())) => {
+                let ms = started.elapsed().as_millis() as u64;
+                tracing::info!(from = found, to = DATA_FORMAT, ms, "data directory upgraded and stamped");
+            }
+            Ok(Err(e)) => tracing::error!(from = found, error = %e, "upgrading the data directory failed"),
+            Err(_) => tracing::error!(from = found, "upgrading the data directory failed: the committer stopped"),
+        }
+    });
     Ok(())
 }

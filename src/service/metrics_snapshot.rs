@@ -84,8 +84,6 @@ impl IndexBuild {
 }
 
 impl Db {
-    /// The database's figures now (for `GET /metrics`). Waits for the journal's lock, which an
-    /// fsync holds: call it from a blocking context.
     /// Every metric's figures for a scrape, read within the request timeout; a failure is
     /// logged and leaves them out rather than failing the scrape.
     fn metric_figures_for_scrape(&self) -> Vec<super::timeseries::MetricInfo> {
@@ -96,6 +94,8 @@ impl Db {
         })
     }
 
+    /// The database's figures now (for `GET /metrics`). Waits for the journal's lock, which an
+    /// fsync holds, and reads every time-series record: call it from a blocking context.
     pub fn metrics_snapshot(&self) -> MetricsSnapshot {
         let mut tables = self.catalog.tables();
         tables.sort_by(|a, b| a.name.cmp(&b.name));

@@ -133,7 +133,6 @@ impl Db {
         }
         if found_format < format::DATA_FORMAT {
             format::upgrade(&db.store, found_format, timeseries::upgrade)?;
-            tracing::info!(format = format::DATA_FORMAT, "data directory format stamped");
         }
         let took = db.open_vector_indexes()?;
         tracing::info!(ms = took.as_millis() as u64, "vector indexes opened from their keys");

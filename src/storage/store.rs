@@ -358,12 +358,12 @@ impl Store {
 
     /// Queues `f` on the committer and returns at once, without waiting for its outcome: it
     /// commits before every write queued after it. For a write nobody waits on but that must come
-    /// first (the format stamp at open).
-    pub fn write_queued<F>(&self, f: F) -> Result<()>
+    /// first (the format stamp at open); the receiver has its outcome, for a log.
+    pub fn write_queued<F>(&self, f: F) -> Result<tokio::sync::oneshot::Receiver<Result<()>>>
     where
         F: FnOnce(&mut WriteTx<'_>) -> Result<()> + Send + 'static,
     {
-        self.submit(f).map(|_outcome| ())
+        self.submit(f)
     }
 
     /// [`Store::write`] for callers outside an async runtime (tools, benches, tests).

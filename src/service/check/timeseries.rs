@@ -95,6 +95,9 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
             }
         }
     }
+    // a directory of format 1 or 2 (not opened by a server since) has neither the series index
+    // nor the bytes in its records yet
+    let upgraded = crate::service::format::read_view(view)? >= 3;
     // the series index as the records say it must be
     let mut postings: BTreeSet<Vec<u8>> = BTreeSet::new();
     let scan =
@@ -109,7 +112,11 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
             postings.insert(MetaKey::Label(metric.clone(), name.into(), label.into(), entity.clone()).encode());
         }
         let recorded = SeriesStats::decode(&value);
-        match (found.remove(&(metric.into_owned(), entity.into_owned())), recorded) {
+        let mut actual = found.remove(&(metric.into_owned(), entity.into_owned()));
+        if let (Some(actual), Ok(r), false) = (&mut actual, &recorded, upgraded) {
+            actual.bytes = r.bytes;
+        }
+        match (actual, recorded) {
             (_, Err(e)) => report.problem("stat_mismatch", show(Space::Meta, &key), e.to_string()),
             (None, Ok(r)) => report.problem(
                 "stale_entry",
@@ -132,8 +139,7 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
             format!("the series has {} points and no record", actual.count),
         );
     }
-    // a directory of format 2 (not opened by a server since) has no series index yet
-    if crate::service::format::read_view(view)? >= 3 {
+    if upgraded {
         check_postings(view, report, postings, stop)?;
     }
     Ok(())

@@ -1,8 +1,8 @@
 //! Series labels and the series index. A series' labels are a function of its entity: an entity
 //! of the form `k=v,k=v` — the form line protocol writes a tag set in, sorted by key, with `\`,
 //! `,` and `=` escaped by a backslash inside keys and values — has those labels; any other
-//! entity (`server1`, the empty entity of a series without tags) has none. So a JSON write and a
-//! line-protocol write of the same tag set name the same series, with the same labels.
+//! entity (`server1`, the empty entity of a series without tags) has none. So a JSON write that
+//! gives the entity as line protocol builds it names the same series, with the same labels.
 //!
 //! The series index, `meta:label:{metric}:{name}:{value}:{entity}` (empty values), holds one key
 //! per label of every series that has points: written with the series' record when its first

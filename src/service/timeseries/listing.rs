@@ -63,7 +63,9 @@ impl Db {
             let view = db.store.snapshot();
             let mut selected = parsed.select(&view, &metric, None, &stop)?;
             if let Some(after) = &after {
-                selected.retain(|(e, _)| e > after);
+                // in entity order: everything up to the cursor's entity was on earlier pages
+                let seen = selected.partition_point(|(e, _)| e <= after);
+                selected.drain(..seen);
             }
             let more = selected.len() > limit;
             selected.truncate(limit);

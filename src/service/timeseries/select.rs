@@ -193,7 +193,9 @@ impl Parser<'_> {
 
     fn error(&self, expected: &str) -> String {
         match self.peek() {
-            Some(c) => format!("expected {expected} at character {}, found {c:?}", self.at + 1),
+            Some(c) => {
+                format!("expected {expected} at character {}, found {c:?}", self.text[..self.at].chars().count() + 1)
+            }
             None => format!("expected {expected} at the end"),
         }
     }
@@ -228,8 +230,8 @@ impl Parser<'_> {
         Ok(Matcher { name, op })
     }
 
-    /// A value in double or single quotes; a backslash escapes the next character (`\n` and
-    /// `\t` as in Prometheus).
+    /// A value in double or single quotes, with the escapes of Prometheus' strings: `\\`, `\"`,
+    /// `\'`, `\n`, `\t` (any other is refused: a regular expression's `\d` is written `\\d`).
     fn quoted(&mut self) -> std::result::Result<String, String> {
         let Some(quote) = self.peek().filter(|c| *c == '"' || *c == '\'') else {
             return Err(self.error("a quoted value"));
@@ -242,7 +244,10 @@ impl Parser<'_> {
                 '\\' => match chars.next() {
                     Some((_, 'n')) => out.push('\n'),
                     Some((_, 't')) => out.push('\t'),
-                    Some((_, e)) => out.push(e),
+                    Some((_, e @ ('\\' | '"' | '\''))) => out.push(e),
+                    Some((_, e)) => {
+                        return Err(format!("unknown escape \\{e} in a value (a backslash is written \\\\)"));
+                    }
                     None => break,
                 },
                 c if c == quote => {
@@ -291,6 +296,7 @@ mod tests {
             ("{host=\"a}", "closing"),
             ("{host=~\"(\"}", "host=~"),
             ("{a=\"1\"} x", "the end"),
+            ("{a=~\"\\d\"}", "unknown escape"),
         ] {
             let err = Selector::parse(text).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");
