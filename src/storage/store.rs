@@ -309,6 +309,27 @@ impl Store {
         self.inner.spaces[space as usize].disk_space()
     }
 
+    /// Rewrites a keyspace into fresh table files without the versions and tombstones nothing
+    /// can read any more: its memtable is flushed first (so the tombstones it holds meet the
+    /// versions they hide), then every table compacted into one sorted run. Blocks until done:
+    /// call it from a blocking context. Writes go on meanwhile (a compaction never holds the
+    /// committer).
+    ///
+    /// fjall 3.1.13 keeps `Keyspace::major_compact` (and the memtable rotation) out of its docs
+    /// (`#[doc(hidden)]`); the version is pinned, and this is the one place that calls it.
+    pub fn compact(&self, space: Space) -> Result<()> {
+        let keyspace = &self.inner.spaces[space as usize];
+        flush_memtables(&self.inner.db, std::slice::from_ref(keyspace))?;
+        keyspace.major_compact()?;
+        Ok(())
+    }
+
+    /// Flushes a keyspace's memtable into a table file (tests: a version per table).
+    #[cfg(test)]
+    pub(crate) fn flush_for_test(&self, space: Space) {
+        flush_memtables(&self.inner.db, std::slice::from_ref(&self.inner.spaces[space as usize])).unwrap();
+    }
+
     /// A cheap estimate of the number of keys in a keyspace.
     pub fn approximate_len(&self, space: Space) -> usize {
         self.inner.spaces[space as usize].approximate_len()

@@ -774,3 +774,43 @@ fn a_failed_fsync_is_reported_with_its_reason() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A compaction drops what deletes and overwrites left behind: the table files shrink to about
+/// what is live, and every live key reads back.
+#[test]
+fn a_compaction_drops_replaced_versions_and_tombstones() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Durability::Buffered);
+    let value = vec![7u8; 1000];
+    for round in 0..4u8 {
+        let v = value.clone();
+        store
+            .write_blocking(move |tx| {
+                for i in 0..2000u32 {
+                    let mut v = v.clone();
+                    v[0] = round;
+                    tx.put(Space::Ts, i.to_be_bytes().to_vec(), v);
+                }
+                Ok::<_, StorageError>(())
+            })
+            .unwrap();
+        store.flush_for_test(Space::Ts);
+    }
+    store
+        .write_blocking(|tx| {
+            for i in 1000..2000u32 {
+                tx.delete(Space::Ts, i.to_be_bytes().to_vec());
+            }
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    store.flush_for_test(Space::Ts);
+    let before = store.disk_space(Space::Ts);
+    store.compact(Space::Ts).unwrap();
+    let after = store.disk_space(Space::Ts);
+    assert!(after * 3 < before, "{before} -> {after}");
+    let view = store.snapshot();
+    let live: Vec<_> = view.scan(Space::Ts, KeyRange::Prefix(Vec::new()), false).map(Result::unwrap).collect();
+    assert_eq!(live.len(), 1000);
+    assert!(live.iter().all(|(_, v)| v[0] == 3));
+}

@@ -4,16 +4,9 @@
 //! are omitted.
 
 use super::labels;
-use super::series::{Entries, Point, SeriesPoints, Window};
-use super::stats::SeriesStats;
-use super::time::{NS_PER_MS, bucket_of, duration_param};
-use crate::keys::TsKey;
-use crate::service::stop::Stop;
-use crate::service::{Db, Result, ServiceError};
-use crate::storage::{ReadView, Space};
+use crate::service::{Result, ServiceError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use utoipa::ToSchema;
 
 /// Most buckets one answer may hold (over all series).
@@ -123,7 +116,7 @@ pub enum AggregateResponse {
 
 /// The running aggregate of one bucket.
 #[derive(Debug, Clone, Copy)]
-struct Acc {
+pub(super) struct Acc {
     count: u64,
     sum: f64,
     min: f64,
@@ -133,13 +126,13 @@ struct Acc {
 }
 
 impl Acc {
-    fn new(ts: i64, v: f64) -> Acc {
+    pub(super) fn new(ts: i64, v: f64) -> Acc {
         Acc { count: 1, sum: v, min: v, max: v, first: (ts, v), last: (ts, v) }
     }
 
     /// Adds a point; points of one series come in time order, and later series win ties for
     /// `last` and lose them for `first`.
-    fn add(&mut self, ts: i64, v: f64) {
+    pub(super) fn add(&mut self, ts: i64, v: f64) {
         self.count += 1;
         self.sum += v;
         self.min = self.min.min(v);
@@ -180,135 +173,125 @@ impl Acc {
     }
 }
 
-/// Series with fewer points than this in the window are scanned on one thread.
-const PARALLEL_MIN_POINTS: u64 = 100_000;
-
-/// Where to split a long series' window in two for a parallel scan: a bucket boundary near the
-/// middle of the points' span within the window (None for a short series, or no boundary inside).
-fn split_point(stats: &SeriesStats, window: Window, step: i64) -> Option<i64> {
-    if stats.count < PARALLEL_MIN_POINTS {
-        return None;
-    }
-    let lo = window.from.map_or(stats.first, |f| f.max(stats.first));
-    let hi = window.to.map_or(stats.last, |t| t.min(stats.last));
-    if hi <= lo {
-        return None;
-    }
-    let middle = (i128::from(lo) + i128::from(hi)) / 2;
-    let mid = middle.div_euclid(i128::from(step)) * i128::from(step);
-    i64::try_from(mid).ok().filter(|m| *m > lo && *m < hi)
-}
-
-/// The buckets of one series within `window` by number, closed in time order (at most `limit`).
-#[allow(clippy::too_many_arguments)]
-fn buckets_of(
-    view: &ReadView,
-    metric: &str,
-    entity: &str,
-    prefix: &[u8],
-    window: Window,
-    step: i64,
-    limit: usize,
-    stop: &Stop,
-) -> Result<Vec<(i64, Acc)>> {
-    let mut own: Vec<(i64, Acc)> = Vec::new();
-    let scan = |range, reverse| -> Entries<'_> { Box::new(view.scan(Space::Ts, range, reverse)) };
-    for (n, point) in SeriesPoints::new(scan, metric, entity, prefix, window, false).enumerate() {
-        if n % 4096 == 4095 {
-            stop.check()?;
-        }
-        let Point { ts, value: v, .. } = point?;
-        let start = bucket_of(ts, step);
-        match own.last_mut() {
-            Some((s, acc)) if *s == start => acc.add(ts, v),
-            _ => {
-                if own.len() == limit {
-                    return Err(too_many());
-                }
-                own.push((start, Acc::new(ts, v)));
-            }
-        }
-    }
-    Ok(own)
-}
-
-fn too_many() -> ServiceError {
+pub(super) fn too_many() -> ServiceError {
     ServiceError::TooManyBuckets(MAX_BUCKETS)
 }
 
-/// Where the buckets of each series go.
-struct Sink {
+/// The buckets of one series (or group), by bucket number, in order.
+pub(super) type Buckets = Vec<(i64, Acc)>;
+
+/// Where the buckets of each series go: merged all together, per group of label values, or kept
+/// per entity. Series are added in entity name order (which the tie rules of `first` and `last`
+/// follow).
+pub(super) struct Sink {
     grouping: Grouping,
-    /// every series together, or each group by its label values
-    merged: BTreeMap<Vec<Option<String>>, BTreeMap<i64, Acc>>,
+    /// every series together (one group), or each group by its label values
+    merged: BTreeMap<Vec<Option<String>>, Buckets>,
     /// the lists of `group_by=entity`
-    series: Vec<(String, Vec<(i64, Acc)>)>,
+    series: Vec<(String, Buckets)>,
     /// buckets held so far, over all groups
-    total: usize,
+    pub(super) total: usize,
 }
 
 impl Sink {
-    fn new(grouping: Grouping) -> Sink {
+    pub(super) fn new(grouping: Grouping) -> Sink {
         Sink { grouping, merged: BTreeMap::new(), series: Vec::new(), total: 0 }
+    }
+
+    /// An empty sink of the same grouping (for a part of the series read on another thread).
+    pub(super) fn part(&self) -> Sink {
+        Sink::new(self.grouping.clone())
     }
 
     /// Most buckets the next series may have: what is left of [`MAX_BUCKETS`] when each series
     /// is answered on its own; merged series may share buckets, so there the merge counts.
-    fn limit(&self) -> usize {
+    pub(super) fn limit(&self) -> usize {
         match self.grouping {
             Grouping::Entity => MAX_BUCKETS - self.total.min(MAX_BUCKETS),
             _ => MAX_BUCKETS,
         }
     }
 
-    /// Adds one series' buckets (series come in entity name order).
-    fn add(&mut self, entity: &str, own: Vec<(i64, Acc)>) -> Result<()> {
-        if own.is_empty() {
-            return Ok(());
-        }
-        let group = match &self.grouping {
-            Grouping::Entity => {
-                self.total += own.len();
-                self.series.push((entity.to_owned(), own));
-                return Ok(());
-            }
-            Grouping::All => Vec::new(),
+    fn group_of(&self, entity: &str) -> Vec<Option<String>> {
+        match &self.grouping {
             Grouping::Labels(names) => {
                 let labels = labels::of(entity);
                 let value = |name: &String| labels.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
                 names.iter().map(|n| value(n).filter(|v| !v.is_empty())).collect()
             }
-        };
-        let buckets = self.merged.entry(group).or_default();
-        for (n, acc) in own {
-            match buckets.entry(n) {
-                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(acc),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(acc);
-                    self.total += 1;
-                }
-            }
+            _ => Vec::new(),
         }
+    }
+
+    /// Adds one series' buckets (series come in entity name order).
+    pub(super) fn add(&mut self, entity: &str, own: Buckets) -> Result<()> {
+        if own.is_empty() {
+            return Ok(());
+        }
+        if let Grouping::Entity = self.grouping {
+            self.total += own.len();
+            self.series.push((entity.to_owned(), own));
+            return Ok(());
+        }
+        let group = self.group_of(entity);
+        self.merge_into(group, own)
+    }
+
+    /// Merges `own` (of series after those merged so far) into a group's buckets.
+    fn merge_into(&mut self, group: Vec<Option<String>>, own: Buckets) -> Result<()> {
+        let held = self.merged.entry(group).or_default();
+        let before = held.len();
+        if held.is_empty() {
+            *held = own;
+        } else {
+            let mut out = Vec::with_capacity(held.len() + own.len());
+            let mut theirs = own.into_iter().peekable();
+            for (n, mut acc) in held.drain(..) {
+                while let Some(t) = theirs.next_if(|(m, _)| *m < n) {
+                    out.push(t);
+                }
+                if let Some((_, later)) = theirs.next_if(|(m, _)| *m == n) {
+                    acc.merge(later);
+                }
+                out.push((n, acc));
+            }
+            out.extend(theirs);
+            *held = out;
+        }
+        self.total += held.len() - before;
         if self.total > MAX_BUCKETS {
             return Err(too_many());
         }
         Ok(())
     }
 
-    fn answer(self, func: AggregateFn, step_ms: i64) -> AggregateResponse {
+    /// Adds what `later` gathered from series after all of this sink's.
+    pub(super) fn absorb(&mut self, later: Sink) -> Result<()> {
+        if let Grouping::Entity = self.grouping {
+            self.total += later.total;
+            self.series.extend(later.series);
+            if self.total > MAX_BUCKETS {
+                return Err(too_many());
+            }
+            return Ok(());
+        }
+        for (group, own) in later.merged {
+            self.merge_into(group, own)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn answer(self, func: AggregateFn, step_ms: i64) -> AggregateResponse {
         let bucket = |n: i64, a: &Acc| Bucket { ts: n.saturating_mul(step_ms), value: a.value(func) };
-        let list = |own: &BTreeMap<i64, Acc>| own.iter().map(|(n, a)| bucket(*n, a)).collect();
+        let list = |own: &Buckets| own.iter().map(|(n, a)| bucket(*n, a)).collect();
         match self.grouping {
             Grouping::All => {
                 let buckets = self.merged.values().next().map(list).unwrap_or_default();
                 AggregateResponse::Buckets { buckets }
             }
             Grouping::Entity => {
-                let series = (self.series.into_iter())
-                    .map(|(entity, own)| SeriesBuckets {
-                        entity,
-                        buckets: own.iter().map(|(n, a)| bucket(*n, a)).collect(),
-                    })
+                let series = (self.series.iter())
+                    .map(|(entity, own)| SeriesBuckets { entity: entity.clone(), buckets: list(own) })
                     .collect();
                 AggregateResponse::Series { series }
             }
@@ -324,53 +307,5 @@ impl Sink {
                 AggregateResponse::Groups { groups }
             }
         }
-    }
-}
-
-impl Db {
-    /// Buckets of one metric.
-    pub async fn aggregate(self: &Arc<Self>, metric: String, req: AggregateRequest) -> Result<AggregateResponse> {
-        self.metric_or_404(&metric)?;
-        let step_ms = duration_param("step", &req.step)?;
-        let step_ns =
-            step_ms.checked_mul(NS_PER_MS).ok_or_else(|| ServiceError::InvalidRequest("step is too long".into()))?;
-        let window = Window::parse(req.from.as_deref(), req.to.as_deref())?;
-        let selector = super::read::parse_selector(req.selector.as_deref())?;
-        let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
-            let entities = selector.select(&view, &metric, req.entity.as_deref(), &stop)?;
-            let mut sink = Sink::new(req.group_by);
-            for (entity, record) in &entities {
-                if window.is_empty() {
-                    break;
-                }
-                let prefix = TsKey::series_prefix(&metric, entity);
-                let limit = sink.limit();
-                let own = match split_point(record, window, step_ns) {
-                    // two halves of a long series on two threads; no bucket straddles the split
-                    Some(mid) => {
-                        let (early, late) = (Window { to: Some(mid), ..window }, Window { from: Some(mid), ..window });
-                        let (view, metric, prefix, stop) = (&view, &metric, &prefix, &stop);
-                        let (a, b) = std::thread::scope(|scope| {
-                            let second = scope
-                                .spawn(move || buckets_of(view, metric, entity, prefix, late, step_ns, limit, stop));
-                            let first = buckets_of(view, metric, entity, prefix, early, step_ns, limit, stop);
-                            (first, second.join())
-                        });
-                        let mut own = a?;
-                        own.extend(b.map_err(|_| ServiceError::Internal("an aggregation thread panicked".into()))??);
-                        if own.len() > limit {
-                            return Err(too_many());
-                        }
-                        own
-                    }
-                    None => buckets_of(&view, &metric, entity, &prefix, window, step_ns, limit, &stop)?,
-                };
-                sink.add(entity, own)?;
-            }
-            Ok(sink.answer(req.func, step_ms))
-        })
-        .await
     }
 }

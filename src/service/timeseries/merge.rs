@@ -152,6 +152,8 @@ impl Db {
     /// says so.
     pub async fn merge_timeseries(self: &Arc<Self>, stop: &(dyn Fn() -> bool + Sync)) -> Result<u64> {
         let mut gone = 0u64;
+        // the bytes of every series' keys, as their records say
+        let mut stored = 0u64;
         for metric in self.catalog.metrics() {
             let name = metric.name.clone();
             let series = self
@@ -159,6 +161,7 @@ impl Db {
                     stats::records(&db.store.committed(), &name, None, &crate::service::stop::Stop::default())
                 })
                 .await?;
+            stored += series.iter().map(|(_, r)| r.bytes).sum::<u64>();
             let live: std::collections::HashSet<&str> = series.iter().map(|(e, _)| e.as_str()).collect();
             self.timeseries.settled.keep_only(&metric.name, &live);
             for (entity, record) in &series {
@@ -192,6 +195,7 @@ impl Db {
                         Err(e) => return Err(e),
                     };
                     gone += n as u64;
+                    self.timeseries.note_removed(n as u64);
                     if !more {
                         // nothing (more) to do until the series changes
                         self.timeseries.settled.set(&metric.name, entity, after.filter(|_| n == 0));
@@ -200,9 +204,40 @@ impl Db {
                 }
             }
         }
+        if gone == 0 {
+            self.compact_timeseries(stored).await?;
+        }
         Ok(gone)
     }
+
+    /// Once the merge task is settled: compacts the `ts` keyspace if its table files take more
+    /// than [`GARBAGE_FACTOR`] times what its series hold (`stored` bytes) plus
+    /// [`GARBAGE_SLACK`] — the versions merges and removals replaced, which the LSM keeps until
+    /// a compaction meets them — and keys were deleted since the last compaction (so a store
+    /// whose overhead is its own, not garbage, is not compacted again and again). Each compaction
+    /// rewrites what is live, once per at least as many bytes of garbage: bounded amplification.
+    async fn compact_timeseries(self: &Arc<Self>, stored: u64) -> Result<()> {
+        let disk = self.store.disk_space(Space::Ts);
+        if disk <= stored.saturating_mul(GARBAGE_FACTOR).saturating_add(GARBAGE_SLACK) {
+            return Ok(());
+        }
+        let removed = self.timeseries.take_removed();
+        if removed == 0 {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        self.read(|db| Ok(db.store.compact(Space::Ts)?)).await?;
+        let after = self.store.disk_space(Space::Ts);
+        let ms = started.elapsed().as_millis() as u64;
+        tracing::info!(before = disk, after, stored, removed, ms, "time-series keyspace compacted");
+        Ok(())
+    }
 }
+
+/// See [`Db::compact_timeseries`].
+const GARBAGE_FACTOR: u64 = 2;
+/// See [`Db::compact_timeseries`].
+const GARBAGE_SLACK: u64 = 4 << 20;
 
 #[cfg(test)]
 mod tests {

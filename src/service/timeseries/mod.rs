@@ -3,6 +3,7 @@
 //! retention. Metrics live in the catalog (`meta:metric:`), each series' point count and time
 //! span in `meta:series:` (see [`stats`]).
 
+mod agg_read;
 mod aggregate;
 mod batch;
 pub(crate) mod block;
@@ -11,6 +12,7 @@ mod line;
 mod lineparse;
 mod listing;
 mod merge;
+mod metric_scan;
 mod read;
 mod retention;
 mod select;

@@ -144,6 +144,7 @@ impl Db {
         loop {
             let (m, e) = (metric.to_owned(), entity.to_owned());
             let (n, more) = self.write(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
+            self.timeseries.note_removed(n);
             total += n;
             if !more || stop() {
                 return Ok(total);

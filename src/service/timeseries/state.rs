@@ -1,6 +1,7 @@
 //! The time-series model's in-memory state, held by the database.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 /// In-memory state of the time-series model: the metrics being deleted (writes to them wait
@@ -10,6 +11,9 @@ pub(crate) struct State {
     dropping: Mutex<HashSet<String>>,
     /// series the merge task found nothing to merge in
     pub(crate) settled: Settled,
+    /// time-series keys deleted (merged away, removed) since the `ts` keyspace was last
+    /// compacted: while 0 a compaction could win nothing
+    removed_since_compaction: AtomicU64,
 }
 
 impl State {
@@ -19,6 +23,16 @@ impl State {
 
     pub(crate) fn stop_dropping(&self, metric: &str) {
         self.dropping.lock().unwrap_or_else(PoisonError::into_inner).remove(metric);
+    }
+
+    /// Counts keys deleted (their versions and tombstones are garbage until a compaction).
+    pub(crate) fn note_removed(&self, keys: u64) {
+        self.removed_since_compaction.fetch_add(keys, Ordering::Relaxed);
+    }
+
+    /// Keys deleted since the last compaction, now 0.
+    pub(crate) fn take_removed(&self) -> u64 {
+        self.removed_since_compaction.swap(0, Ordering::Relaxed)
     }
 
     pub(crate) fn is_dropping(&self, metric: &str) -> bool {
