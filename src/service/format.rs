@@ -8,7 +8,8 @@
 //!   loose" — so a format 1 directory opens unchanged, is stamped 2, and the merge task compacts
 //!   its points into blocks.
 //! - 3: the series index of time series (`meta:label:`; see `service::timeseries::labels`) and
-//!   series records of 40 bytes (with the bytes of the series' keys). An older directory gets
+//!   series records of 48 bytes (with the bytes of the series' keys and its count of single
+//!   points). An older directory gets
 //!   both for every series it holds in the stamping write (`service::timeseries::upgrade`).
 
 use super::{Result, ServiceError};

@@ -1,7 +1,7 @@
 //! The time-series part of `check`: every point and block decodes and belongs to a configured
 //! metric, a series' blocks are in time order without overlapping each other or its single points,
 //! and every series' record (`meta:series:`) holds exactly its points' count, first and last time,
-//! loose keys and bytes; the series index (`meta:label:`) holds exactly the labels of the series that
+//! loose keys, single points and bytes; the series index (`meta:label:`) holds exactly the labels of the series that
 //! have a record.
 
 use super::report::{CheckReport, defs_in, internal, show};
@@ -92,6 +92,7 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
                 stats.include(stored.ts);
                 stats.count += 1;
                 stats.loose += 1;
+                stats.singles += 1;
             }
         }
     }
@@ -114,7 +115,7 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
         let recorded = SeriesStats::decode(&value);
         let mut actual = found.remove(&(metric.into_owned(), entity.into_owned()));
         if let (Some(actual), Ok(r), false) = (&mut actual, &recorded, upgraded) {
-            actual.bytes = r.bytes;
+            (actual.bytes, actual.singles) = (r.bytes, r.singles);
         }
         match (actual, recorded) {
             (_, Err(e)) => report.problem("stat_mismatch", show(Space::Meta, &key), e.to_string()),

@@ -8,7 +8,7 @@
 //! the series' keys to plan, full blocks included.
 
 use super::series::{self, FULL_BLOCK, Point};
-use super::stats;
+use super::stats::{self, KeyKind};
 use crate::keys::TsKey;
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{Slice, Space, WriteTx};
@@ -135,7 +135,11 @@ fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usi
             } else {
                 points.push(series::decode_single(item.first, &item.value)?);
             }
-            record.remove_key(item.key.len(), item.value.len(), series::is_loose(item.count));
+            let kind = match item.block {
+                true => KeyKind::Block { loose: series::is_loose(item.count) },
+                false => KeyKind::Single,
+            };
+            record.remove_key(item.key.len(), item.value.len(), kind);
             tx.delete(Space::Ts, item.key.clone());
             removed += 1;
         }

@@ -5,7 +5,7 @@
 
 use super::block::BlockHeader;
 use super::series::{self, Point};
-use super::stats::{self, SeriesStats};
+use super::stats::{self, KeyKind, SeriesStats};
 use super::time::NS_PER_MS;
 use crate::keys::TsKey;
 use crate::service::stop::Stop;
@@ -60,7 +60,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
     // the first time left: of the trimmed block, else found below
     let mut first_left: Option<i64> = None;
     for (key, value, h) in blocks {
-        record.remove_key(key.len(), value.len(), series::is_loose(h.count as usize));
+        record.remove_key(key.len(), value.len(), KeyKind::Block { loose: series::is_loose(h.count as usize) });
         tx.delete(Space::Ts, key);
         if before(h.last) {
             removed += u64::from(h.count);
@@ -75,7 +75,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
         if !before(ts) {
             continue;
         }
-        record.remove_key(key.len(), value_len, true);
+        record.remove_key(key.len(), value_len, KeyKind::Single);
         tx.delete(Space::Ts, key);
         removed += 1;
     }

@@ -10,7 +10,7 @@
 //! index (u32), the tags' length (u32) and their JSON.
 
 use super::block::{self, BlockHeader};
-use super::stats::{SeriesStats, corrupt};
+use super::stats::{KeyKind, SeriesStats, corrupt};
 use super::time::parse_bound;
 use crate::keys::{TsKey, prefix_successor};
 use crate::service::{Result, ServiceError};
@@ -179,13 +179,33 @@ pub(crate) fn first_block_from(tx: &WriteTx<'_>, prefix: &[u8], ts: i64) -> Resu
     }
 }
 
+/// Whether the series of `prefix` has no committed key at a time within `[first, last]`: no
+/// block's span meets it and no single point lies in it (points there would all be new).
+/// `stats` is the series' record (a series without single points needs no look for them).
+pub(crate) fn span_is_free(
+    tx: &WriteTx<'_>,
+    prefix: &[u8],
+    stats: &SeriesStats,
+    first: i64,
+    last: i64,
+) -> Result<bool> {
+    if first_block_from(tx, prefix, first)?.is_some_and(|f| f <= last) {
+        return Ok(false);
+    }
+    if stats.singles == 0 {
+        return Ok(true);
+    }
+    let mut singles = tx.scan(Space::Ts, singles_range(prefix, Some(first), last.checked_add(1)));
+    Ok(singles.next().transpose()?.is_none())
+}
+
 /// Stages `points` (time-ordered, distinct) as blocks of at most [`FULL_BLOCK`] points of the
 /// series of `prefix`, counted in the series' `stats` (bytes, loose keys; not the points).
 pub(crate) fn put_blocks(tx: &mut WriteTx<'_>, prefix: &[u8], points: &[Point], stats: &mut SeriesStats) -> Result<()> {
     for chunk in points.chunks(FULL_BLOCK) {
         let Some(last) = chunk.last() else { continue };
         let (key, value) = (TsKey::block(prefix, last.ts), encode_block(chunk)?);
-        stats.add_key(key.len(), value.len(), is_loose(chunk.len()));
+        stats.add_key(key.len(), value.len(), KeyKind::Block { loose: is_loose(chunk.len()) });
         tx.put(Space::Ts, key, value);
     }
     Ok(())

@@ -9,8 +9,9 @@ use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space, WriteTx};
 
 /// Count, first and last timestamp (ns) of one series, how many of its keys the merge task may
-/// still merge (`loose`: single points and blocks short of full), and the bytes of its keys and
-/// values (what it takes before the store's own compression); count 0 means no record.
+/// still merge (`loose`: single points and blocks short of full), how many of those are single
+/// points, and the bytes of its keys and values (what it takes before the store's own
+/// compression); count 0 means no record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct SeriesStats {
     pub count: u64,
@@ -18,48 +19,76 @@ pub(crate) struct SeriesStats {
     pub last: i64,
     pub loose: u64,
     pub bytes: u64,
+    pub singles: u64,
+}
+
+/// What a key of a series holds, for [`SeriesStats::add_key`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyKind {
+    /// one point
+    Single,
+    /// a block; `loose` when short of full
+    Block { loose: bool },
 }
 
 impl SeriesStats {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(40);
-        for n in [self.count, self.first.cast_unsigned(), self.last.cast_unsigned(), self.loose, self.bytes] {
+        let mut out = Vec::with_capacity(48);
+        let fields =
+            [self.count, self.first.cast_unsigned(), self.last.cast_unsigned(), self.loose, self.bytes, self.singles];
+        for n in fields {
             out.extend_from_slice(&n.to_be_bytes());
         }
         out
     }
 
-    /// A record of 40 bytes; of 32 as written before the bytes were counted (format 2: the
-    /// upgrade to format 3 counts them), or of 24 as written before blocks existed (every point
-    /// its own key, so all of them loose). Bytes not counted read as 0.
+    /// A record of 48 bytes; of 32 as written before the bytes and single points were counted
+    /// (format 2: the upgrade to format 3 counts them; until then bytes read as 0 and every loose
+    /// key may be a single point), or of 24 as written before blocks existed (every point its
+    /// own key, so all of them loose single points).
     pub fn decode(value: &[u8]) -> Result<SeriesStats> {
-        let bad = || ServiceError::Internal("a series record is not 24, 32 or 40 bytes".into());
-        let (count, rest) = value.split_first_chunk::<8>().ok_or_else(bad)?;
-        let (first, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
-        let (last, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
-        let count = u64::from_be_bytes(*count);
-        let (loose, bytes) = match rest.len() {
-            0 => (count, 0),
-            8 | 16 => {
-                let (loose, bytes) = rest.split_at(8);
-                let bytes = if bytes.is_empty() { 0 } else { u64::from_be_bytes(bytes.try_into().map_err(|_| bad())?) };
-                (u64::from_be_bytes(loose.try_into().map_err(|_| bad())?), bytes)
+        let bad = || ServiceError::Internal("a series record is not 24, 32 or 48 bytes".into());
+        let mut n = [0u64; 6];
+        match value.len() {
+            24 | 32 | 48 => {
+                for (slot, chunk) in n.iter_mut().zip(value.chunks_exact(8)) {
+                    *slot = u64::from_be_bytes(chunk.try_into().map_err(|_| bad())?);
+                }
             }
             _ => return Err(bad()),
-        };
-        Ok(SeriesStats { count, first: i64::from_be_bytes(*first), last: i64::from_be_bytes(*last), loose, bytes })
+        }
+        let [count, first, last, mut loose, bytes, mut singles] = n;
+        if value.len() == 24 {
+            loose = count;
+        }
+        if value.len() < 48 {
+            singles = loose;
+        }
+        Ok(SeriesStats { count, first: first.cast_signed(), last: last.cast_signed(), loose, bytes, singles })
     }
 
-    /// Counts a key stored for the series: its bytes, and whether it is loose.
-    pub fn add_key(&mut self, key: usize, value: usize, loose: bool) {
+    /// Counts a key stored for the series: its bytes, and what it holds.
+    pub fn add_key(&mut self, key: usize, value: usize, kind: KeyKind) {
         self.bytes += (key + value) as u64;
-        self.loose += u64::from(loose);
+        match kind {
+            KeyKind::Single => {
+                self.loose += 1;
+                self.singles += 1;
+            }
+            KeyKind::Block { loose } => self.loose += u64::from(loose),
+        }
     }
 
     /// Uncounts a key of the series removed (or replaced).
-    pub fn remove_key(&mut self, key: usize, value: usize, loose: bool) {
+    pub fn remove_key(&mut self, key: usize, value: usize, kind: KeyKind) {
         self.bytes = self.bytes.saturating_sub((key + value) as u64);
-        self.loose = self.loose.saturating_sub(u64::from(loose));
+        match kind {
+            KeyKind::Single => {
+                self.loose = self.loose.saturating_sub(1);
+                self.singles = self.singles.saturating_sub(1);
+            }
+            KeyKind::Block { loose } => self.loose = self.loose.saturating_sub(u64::from(loose)),
+        }
     }
 
     /// Widens the time span to hold `ts`.
@@ -79,9 +108,11 @@ impl SeriesStats {
     }
 }
 
-/// The record of one series as the write sees it (absent: count 0).
+/// The record of one series as the write sees it (absent: count 0). Records are read and
+/// rewritten by every write to their series, so the memtable holds many versions of each: the
+/// committer's cache of committed values answers without walking them.
 pub(crate) fn read(tx: &WriteTx<'_>, metric: &str, entity: &str) -> Result<SeriesStats> {
-    match tx.get(Space::Meta, &MetaKey::Series(metric.into(), entity.into()).encode())? {
+    match tx.get_cached(Space::Meta, &MetaKey::Series(metric.into(), entity.into()).encode())? {
         Some(v) => SeriesStats::decode(&v),
         None => Ok(SeriesStats::default()),
     }

@@ -7,7 +7,7 @@ use crate::keys::{MetaKey, TsKey};
 use crate::storage::{KeyRange, Space, WriteTx};
 
 /// Brings the series of a directory of format `found` to format 3: each record gets the bytes of
-/// its series' keys counted (records of formats 1 and 2 have none) and the series index its
+/// its series' keys and its single points counted (records of formats 1 and 2 have neither) and the series index its
 /// labels. Records that do not decode are left as they are, for `check` to report.
 pub(crate) fn upgrade(tx: &mut WriteTx<'_>, found: u32) -> crate::storage::Result<()> {
     if found >= 3 {
@@ -21,10 +21,11 @@ pub(crate) fn upgrade(tx: &mut WriteTx<'_>, found: u32) -> crate::storage::Resul
         }
     }
     for (metric, entity, mut stats) in records {
-        stats.bytes = 0;
+        (stats.bytes, stats.singles) = (0, 0);
         for item in tx.scan(Space::Ts, KeyRange::Prefix(TsKey::series_prefix(&metric, &entity))) {
             let (key, value) = item?;
             stats.bytes += (key.len() + value.len()) as u64;
+            stats.singles += u64::from(TsKey::decode(&key).is_ok());
         }
         tx.put(Space::Meta, MetaKey::Series(metric.as_str().into(), entity.as_str().into()).encode(), stats.encode());
         labels::stage(tx, &metric, &entity, true);

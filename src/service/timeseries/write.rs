@@ -5,7 +5,7 @@
 use super::batch::{Batch, MAX_POINTS_PER_WRITE, check_metric};
 use super::block::BlockHeader;
 use super::series::{self, Point};
-use super::stats;
+use super::stats::{self, KeyKind};
 use super::time::Precision;
 use crate::catalog::MetricConfig;
 use crate::keys::{MetaKey, TsKey};
@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
 
-/// A request's run of points appended to a series becomes one block from this many points on
-/// (fewer: single points, which cost less to write than a block of one).
+/// A request's run of points appended to a series (or filling a gap of it) becomes one block
+/// from this many points on (fewer: single points, which cost less to write than a block of one).
 const APPEND_BLOCK_MIN: usize = 2;
 /// Requests with more points than this are prepared on the blocking pool.
 const PREPARE_INLINE_MAX: usize = 512;
@@ -167,10 +167,20 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
         // the series as it was: a point outside its span is new, however this write widens it
         let before = series;
         let prefix = &run.prefix;
-        // The usual append: every point after the series' end, so all new: one block for the
-        // run (the merge task packs such blocks into larger ones later).
-        let appends = run.points.first().is_some_and(|p| series.count == 0 || p.ts > series.last);
-        if appends && run.points.len() >= APPEND_BLOCK_MIN {
+        // The usual append — every point after the series' end — or a run that fills a gap no
+        // key of the series reaches into (concurrent senders' requests committed out of order):
+        // all its points are new, so one block for the run (the merge task packs such blocks
+        // into larger ones later).
+        let whole = match (run.points.first(), run.points.last()) {
+            (Some(first), Some(last)) if run.points.len() >= APPEND_BLOCK_MIN => {
+                series.count == 0
+                    || first.ts > series.last
+                    || last.ts < series.first
+                    || series::span_is_free(tx, prefix, &series, first.ts, last.ts)?
+            }
+            _ => false,
+        };
+        if whole {
             if let (Some(first), Some(last)) = (run.points.first(), run.points.last()) {
                 series.include(first.ts);
                 series.count += run.points.len() as u64;
@@ -188,8 +198,8 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
                 if let Some(old) = tx.get(Space::Ts, &key)? {
                     // a single point replaced
                     let value = series::encode_single(&point);
-                    series.remove_key(key.len(), old.len(), false);
-                    series.add_key(key.len(), value.len(), false);
+                    series.remove_key(key.len(), old.len(), KeyKind::Single);
+                    series.add_key(key.len(), value.len(), KeyKind::Single);
                     tx.put_new(Space::Ts, key, value);
                     continue;
                 }
@@ -208,13 +218,13 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
             series.include(ts);
             series.count += 1;
             let value = series::encode_single(&point);
-            series.add_key(key.len(), value.len(), true);
+            series.add_key(key.len(), value.len(), KeyKind::Single);
             tx.put_new(Space::Ts, key, value);
         }
         for (bkey, bvalue, h, points) in folds {
             let (merged, added) = series::overlay(series::decode_block(&bvalue)?, points);
             series.count += added;
-            series.remove_key(bkey.len(), bvalue.len(), series::is_loose(h.count as usize));
+            series.remove_key(bkey.len(), bvalue.len(), KeyKind::Block { loose: series::is_loose(h.count as usize) });
             tx.delete(Space::Ts, bkey);
             series::put_blocks(tx, prefix, &merged, &mut series)?;
         }
