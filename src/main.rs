@@ -133,7 +133,7 @@ struct ServeArgs {
     retention_interval: Duration,
     /// pause between runs of the time-series merge task, which packs single points into
     /// compressed blocks (`ms s m h d w`, at least 1s)
-    #[arg(long, env = "MOSAIC_TS_MERGE_INTERVAL", default_value = "10s", value_parser = interval)]
+    #[arg(long, env = "MOSAIC_TS_MERGE_INTERVAL", default_value = "2s", value_parser = interval)]
     ts_merge_interval: Duration,
     /// how long change events are kept (`ms s m h d w`); the changefeed_retention task removes
     /// older ones every --retention-interval

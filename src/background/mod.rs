@@ -35,7 +35,7 @@ impl Default for TaskConfig {
         TaskConfig {
             ttl_interval: Duration::from_secs(60),
             retention_interval: Duration::from_secs(60),
-            merge_interval: Duration::from_secs(10),
+            merge_interval: Duration::from_secs(2),
             changefeed: Retention::default(),
         }
     }

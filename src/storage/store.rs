@@ -57,6 +57,8 @@ struct Inner {
     durable_reads: bool,
     /// see [`Store::set_derived_source`]
     derived_source: Arc<std::sync::OnceLock<DerivedSource>>,
+    /// see [`Store::compact`]
+    republish: Arc<AtomicBool>,
 }
 
 /// The file that marks a data directory whose restore has not finished.
@@ -121,6 +123,7 @@ impl Store {
         }
         let views: Views = Arc::new(arc_swap::ArcSwap::new(Published::new(db.snapshot(), None)));
         let derived_source = Arc::new(std::sync::OnceLock::new());
+        let republish = Arc::new(AtomicBool::new(false));
         let durable_reads = config.durability == Durability::Sync;
         let syncer = match config.durability {
             Durability::Sync => {
@@ -165,6 +168,7 @@ impl Store {
             views: views.clone(),
             derived_source: derived_source.clone(),
             derived: None,
+            republish: republish.clone(),
         };
         let (tx, rx) = mpsc::channel();
         let running = Arc::new(AtomicBool::new(true));
@@ -200,6 +204,7 @@ impl Store {
                 durable_reads,
                 views,
                 derived_source,
+                republish,
             }),
         })
     }
@@ -311,8 +316,9 @@ impl Store {
 
     /// Rewrites a keyspace into fresh table files without the versions and tombstones nothing
     /// can read any more: its memtable is flushed first (so the tombstones it holds meet the
-    /// versions they hide), then every table compacted into one sorted run. Blocks until done:
-    /// call it from a blocking context. Writes go on meanwhile (a compaction never holds the
+    /// versions they hide), then every table compacted into one sorted run, and reads are given
+    /// a view of the result. Blocks until the compaction is done: call it from a blocking
+    /// context. Writes go on meanwhile (a compaction never holds the
     /// committer).
     ///
     /// fjall 3.1.13 keeps `Keyspace::major_compact` (and the memtable rotation) out of its docs
@@ -321,6 +327,10 @@ impl Store {
         let keyspace = &self.inner.spaces[space as usize];
         flush_memtables(&self.inner.db, std::slice::from_ref(keyspace))?;
         keyspace.major_compact()?;
+        // The view reads see was taken before and keeps reading what the compaction replaced
+        // (memtables, tables of garbage) until a write publishes another: publish one now.
+        self.inner.republish.store(true, Ordering::Release);
+        self.submit(|_| Ok::<(), StorageError>(()))?;
         Ok(())
     }
 

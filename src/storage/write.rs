@@ -14,6 +14,7 @@ use super::sync::{Completion, Ticket};
 use super::{KeyRange, Result, Slice, Space, StorageError};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 /// What a write function gets: reads of the latest committed state (plus its own staged keys),
@@ -327,6 +328,9 @@ pub(super) struct Committer {
     pub(super) derived_source: Arc<std::sync::OnceLock<super::read::DerivedSource>>,
     /// the derived state last published
     pub(super) derived: Option<super::read::Derived>,
+    /// set by [`super::Store::compact`]: the next group publishes a view even if it wrote
+    /// nothing (a view taken before a compaction keeps reading the tables it replaced)
+    pub(super) republish: Arc<AtomicBool>,
 }
 
 /// Most keys [`Committer::present`] remembers.
@@ -455,7 +459,9 @@ impl Committer {
             (new, old) => new.is_some() != old.is_some(),
         };
         self.derived.clone_from(&derived);
-        let view = (committed_any || moved).then(|| super::read::Published::new(self.db.snapshot(), derived));
+        let republish = self.republish.swap(false, Ordering::AcqRel);
+        let view =
+            (committed_any || moved || republish).then(|| super::read::Published::new(self.db.snapshot(), derived));
         if let Some((tickets, _)) = &self.syncer {
             // Answered in order by the fsync thread, even a group that wrote nothing: its answers
             // may rest on an earlier group's writes, which are not durable yet.

@@ -152,20 +152,38 @@ fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usi
 
 impl Db {
     /// One run of the merge task: merges the loose keys of every series that has at least
-    /// [`MERGE_MIN_LOOSE`]; returns how many keys went. Stops between two writes once `stop()`
-    /// says so.
+    /// [`MERGE_MIN_LOOSE`] in the metrics written since the last run (every metric in the first
+    /// run since the open), so an idle run costs nothing; returns how many keys went. Stops
+    /// between two writes once `stop()` says so.
     pub async fn merge_timeseries(self: &Arc<Self>, stop: &(dyn Fn() -> bool + Sync)) -> Result<u64> {
         let mut gone = 0u64;
-        // the bytes of every series' keys, as their records say
-        let mut stored = 0u64;
-        for metric in self.catalog.metrics() {
+        // the bytes of the series' keys of each metric looked at, as their records say
+        let mut stored = std::collections::HashMap::new();
+        let metrics = self.catalog.metrics();
+        for (i, metric) in metrics.iter().enumerate() {
+            if !self.timeseries.take_dirty(&metric.name) {
+                continue;
+            }
+            // a run that stops early leaves this metric and the ones after it to the next
+            let leave = || {
+                for m in &metrics[i..] {
+                    self.timeseries.keep_dirty(&m.name);
+                }
+            };
             let name = metric.name.clone();
             let series = self
                 .read(move |db| {
                     stats::records(&db.store.committed(), &name, None, &crate::service::stop::Stop::default())
                 })
-                .await?;
-            stored += series.iter().map(|(_, r)| r.bytes).sum::<u64>();
+                .await;
+            let series = match series {
+                Ok(series) => series,
+                Err(e) => {
+                    leave();
+                    return Err(e);
+                }
+            };
+            stored.insert(metric.name.clone(), series.iter().map(|(_, r)| r.bytes).sum::<u64>());
             let live: std::collections::HashSet<&str> = series.iter().map(|(e, _)| e.as_str()).collect();
             self.timeseries.settled.keep_only(&metric.name, &live);
             for (entity, record) in &series {
@@ -175,6 +193,7 @@ impl Db {
                 }
                 loop {
                     if stop() || self.closing() {
+                        leave();
                         return Ok(gone);
                     }
                     let (m, e) = (metric.name.clone(), entity.clone());
@@ -196,7 +215,10 @@ impl Db {
                             tracing::warn!(metric = %metric.name, entity = %entity, error = %e, "merging a time series failed");
                             break;
                         }
-                        Err(e) => return Err(e),
+                        Err(e) => {
+                            leave();
+                            return Err(e);
+                        }
                     };
                     gone += n as u64;
                     self.timeseries.note_removed(n as u64);
@@ -208,13 +230,16 @@ impl Db {
                 }
             }
         }
+        let live = metrics.iter().map(|m| m.name.clone()).collect();
+        let stored = self.timeseries.merge_run_done(stored, &live);
         if gone == 0 {
             self.compact_timeseries(stored).await?;
         }
         Ok(gone)
     }
 
-    /// Once the merge task is settled: compacts the `ts` keyspace if its table files take more
+    /// Once the merge task is settled: compacts the `ts` keyspace (and `meta`, with the series
+    /// records) if its table files take more
     /// than [`GARBAGE_FACTOR`] times what its series hold (`stored` bytes) plus
     /// [`GARBAGE_SLACK`] — the versions merges and removals replaced, which the LSM keeps until
     /// a compaction meets them — and keys were deleted since the last compaction (so a store
@@ -230,7 +255,9 @@ impl Db {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        self.read(|db| Ok(db.store.compact(Space::Ts)?)).await?;
+        // the series records too: every write rewrote its series' record, and a scan of them
+        // walks every version the memtable still holds (the catalog beside them is small)
+        self.read(|db| Ok(db.store.compact(Space::Ts).and_then(|()| db.store.compact(Space::Meta))?)).await?;
         let after = self.store.disk_space(Space::Ts);
         let ms = started.elapsed().as_millis() as u64;
         tracing::info!(before = disk, after, stored, removed, ms, "time-series keyspace compacted");

@@ -246,7 +246,12 @@ impl Db {
                 .await
                 .map_err(|e| ServiceError::Internal(format!("preparing points failed: {e}")))?
         };
-        self.write(move |tx, db| stage(tx, db, prepared)).await
+        let metrics = prepared.metrics.clone();
+        let written = self.write(move |tx, db| stage(tx, db, prepared)).await?;
+        for metric in &metrics {
+            self.timeseries.written(metric);
+        }
+        Ok(written)
     }
 
     /// `POST /v1/timeseries/{metric}/points`.
