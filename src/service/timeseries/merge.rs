@@ -117,16 +117,16 @@ pub(crate) fn plan(counts: &[usize], max_points: usize) -> Vec<std::ops::Range<u
 
 /// Merges loose keys of one series in the write; returns how many keys went (0: nothing to do)
 /// and whether more is left to merge.
-fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usize, bool)> {
+fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usize, bool, u64)> {
     let prefix = TsKey::series_prefix(metric, entity);
     let items = items(tx, &prefix)?;
     let counts: Vec<usize> = items.iter().map(|i| i.count).collect();
     let runs = plan(&counts, MERGE_MAX_POINTS);
-    let Some(last_run) = runs.last() else { return Ok((0, false)) };
+    let Some(last_run) = runs.last() else { return Ok((0, false, 0)) };
     let more = !plan(&counts[last_run.end..], usize::MAX).is_empty();
     let mut record = stats::read(tx, metric, entity)?;
     let had_points = record.count > 0;
-    let (mut removed, mut added) = (0, 0);
+    let (mut removed, mut added, mut garbage) = (0, 0, 0u64);
     for run in runs {
         let mut points: Vec<Point> = Vec::new();
         for item in &items[run] {
@@ -140,6 +140,7 @@ fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usi
                 false => KeyKind::Single,
             };
             record.remove_key(item.key.len(), item.value.len(), kind);
+            garbage += (item.key.len() + item.value.len()) as u64;
             tx.delete(Space::Ts, item.key.clone());
             removed += 1;
         }
@@ -147,7 +148,7 @@ fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usi
         added += points.len().div_ceil(FULL_BLOCK);
     }
     stats::stage(tx, metric, entity, had_points, record);
-    Ok((removed - added.min(removed), more))
+    Ok((removed - added.min(removed), more, garbage))
 }
 
 impl Db {
@@ -200,14 +201,14 @@ impl Db {
                     let merged = self
                         .write(move |tx, db| {
                             if db.timeseries.is_dropping(&m) {
-                                return Ok((0, false, None));
+                                return Ok((0, false, 0, None));
                             }
-                            let (n, more) = merge_series(tx, &m, &e)?;
+                            let (n, more, garbage) = merge_series(tx, &m, &e)?;
                             let after = stats::read(tx, &m, &e)?;
-                            Ok((n, more, Some((after.count, after.loose))))
+                            Ok((n, more, garbage, Some((after.count, after.loose))))
                         })
                         .await;
-                    let (n, more, after) = match merged {
+                    let (n, more, garbage, after) = match merged {
                         Ok(m) => m,
                         // one series that cannot be merged (a block that does not decode: check
                         // says more) must not stop the others
@@ -221,7 +222,7 @@ impl Db {
                         }
                     };
                     gone += n as u64;
-                    self.timeseries.note_removed(n as u64);
+                    self.timeseries.note_removed(garbage);
                     if !more {
                         // nothing (more) to do until the series changes
                         self.timeseries.settled.set(&metric.name, entity, after.filter(|_| n == 0));
@@ -239,34 +240,27 @@ impl Db {
     }
 
     /// Once the merge task is settled: compacts the `ts` keyspace (and `meta`, with the series
-    /// records) if its table files take more
-    /// than [`GARBAGE_FACTOR`] times what its series hold (`stored` bytes) plus
-    /// [`GARBAGE_SLACK`] — the versions merges and removals replaced, which the LSM keeps until
-    /// a compaction meets them — and keys were deleted since the last compaction (so a store
-    /// whose overhead is its own, not garbage, is not compacted again and again). Each compaction
-    /// rewrites what is live, once per at least as many bytes of garbage: bounded amplification.
+    /// records) when the bytes of the keys merges and removals deleted since the last compaction
+    /// — versions the LSM keeps, in its memtables or its table files, until a compaction meets
+    /// them — exceed what the series hold (`stored` bytes) plus [`GARBAGE_SLACK`]. Each
+    /// compaction rewrites what is live once per at least as many bytes of garbage: bounded
+    /// amplification.
     async fn compact_timeseries(self: &Arc<Self>, stored: u64) -> Result<()> {
-        let disk = self.store.disk_space(Space::Ts);
-        if disk <= stored.saturating_mul(GARBAGE_FACTOR).saturating_add(GARBAGE_SLACK) {
+        if self.timeseries.removed_bytes() <= stored.saturating_add(GARBAGE_SLACK) {
             return Ok(());
         }
-        let removed = self.timeseries.take_removed();
-        if removed == 0 {
-            return Ok(());
-        }
-        let started = std::time::Instant::now();
+        let garbage = self.timeseries.take_removed();
+        let (disk, started) = (self.store.disk_space(Space::Ts), std::time::Instant::now());
         // the series records too: every write rewrote its series' record, and a scan of them
         // walks every version the memtable still holds (the catalog beside them is small)
         self.read(|db| Ok(db.store.compact(Space::Ts).and_then(|()| db.store.compact(Space::Meta))?)).await?;
         let after = self.store.disk_space(Space::Ts);
         let ms = started.elapsed().as_millis() as u64;
-        tracing::info!(before = disk, after, stored, removed, ms, "time-series keyspace compacted");
+        tracing::info!(before = disk, after, stored, garbage, ms, "time-series keyspace compacted");
         Ok(())
     }
 }
 
-/// See [`Db::compact_timeseries`].
-const GARBAGE_FACTOR: u64 = 2;
 /// See [`Db::compact_timeseries`].
 const GARBAGE_SLACK: u64 = 4 << 20;
 

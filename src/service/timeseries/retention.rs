@@ -21,8 +21,9 @@ const REMOVE_BLOCKS: usize = 64;
 /// Removes the oldest points of one series with times before `cutoff` (all of them without a
 /// cutoff): up to [`REMOVE_CHUNK`] single points and [`REMOVE_BLOCKS`] blocks, everything before a
 /// boundary `b` so the record stays exact — whole blocks before it, the block across it trimmed.
-/// Returns how many points went, and whether any before `cutoff` are left.
-fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option<i64>) -> Result<(u64, bool)> {
+/// Returns how many points went, whether any before `cutoff` are left, and the bytes the series
+/// lost.
+fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option<i64>) -> Result<(u64, bool, u64)> {
     let prefix = TsKey::series_prefix(metric, entity);
     // (time, key, value bytes)
     let mut singles: Vec<(i64, Vec<u8>, usize)> = Vec::new();
@@ -56,6 +57,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
     let before = |ts: i64| b.is_none_or(|b| ts < b);
     let mut record = stats::read(tx, metric, entity)?;
     let had_points = record.count > 0;
+    let bytes_before = record.bytes;
     let mut removed = 0u64;
     // the first time left: of the trimmed block, else found below
     let mut first_left: Option<i64> = None;
@@ -80,7 +82,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
         removed += 1;
     }
     if removed == 0 {
-        return Ok((0, false));
+        return Ok((0, false, 0));
     }
     record.count = record.count.saturating_sub(removed);
     if record.count == 0 {
@@ -108,7 +110,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
         };
     }
     stats::stage(tx, metric, entity, had_points, record);
-    Ok((removed, more))
+    Ok((removed, more, bytes_before.saturating_sub(record.bytes)))
 }
 
 /// A metric's delete under way: writes to it are refused until this is dropped, however the
@@ -143,8 +145,8 @@ impl Db {
         let mut total = 0;
         loop {
             let (m, e) = (metric.to_owned(), entity.to_owned());
-            let (n, more) = self.write(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
-            self.timeseries.note_removed(n);
+            let (n, more, garbage) = self.write(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
+            self.timeseries.note_removed(garbage);
             total += n;
             if !more || stop() {
                 return Ok(total);

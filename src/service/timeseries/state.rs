@@ -11,8 +11,8 @@ pub(crate) struct State {
     dropping: Mutex<HashSet<String>>,
     /// series the merge task found nothing to merge in
     pub(crate) settled: Settled,
-    /// time-series keys deleted (merged away, removed) since the `ts` keyspace was last
-    /// compacted: while 0 a compaction could win nothing
+    /// bytes of the time-series keys deleted (merged away, removed) since the `ts` keyspace was
+    /// last compacted: the garbage a compaction would drop
     removed_since_compaction: AtomicU64,
     /// what the merge task need look at: the metrics written since it last looked at them (all
     /// of them until its first run since the open), and the bytes their series held then
@@ -68,12 +68,18 @@ impl State {
         merging.stored.values().sum()
     }
 
-    /// Counts keys deleted (their versions and tombstones are garbage until a compaction).
-    pub(crate) fn note_removed(&self, keys: u64) {
-        self.removed_since_compaction.fetch_add(keys, Ordering::Relaxed);
+    /// Counts the bytes of keys deleted (their versions and tombstones are garbage until a
+    /// compaction).
+    pub(crate) fn note_removed(&self, bytes: u64) {
+        self.removed_since_compaction.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Keys deleted since the last compaction, now 0.
+    /// Bytes of the keys deleted since the last compaction.
+    pub(crate) fn removed_bytes(&self) -> u64 {
+        self.removed_since_compaction.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the keys deleted since the last compaction, now 0.
     pub(crate) fn take_removed(&self) -> u64 {
         self.removed_since_compaction.swap(0, Ordering::Relaxed)
     }
