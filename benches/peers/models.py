@@ -465,12 +465,13 @@ class TimeSeries:
                      f"{self.senders} senders")
         self.one = f"time series: 1-minute avg of one series ({self.steps:,} points), p50 of {self.REPEATS}"
         self.all = f"time series: 1-minute avg of all {self.series:,} series together, p50 of {self.REPEATS}"
+        self.each = f"time series: 1-minute avg of each of {self.series:,} series (group_by=entity), p50 of {self.REPEATS}"
         self.disk = "time series: disk per point after the ingest and merging (bytes)"
         self.vm = None
 
     def workloads(self):
         lower = [Workload(w, "ms, lower is better", [("victoriametrics", None)], "{:,.1f}", True, True)
-                 for w in (self.one, self.all)]
+                 for w in (self.one, self.all, self.each)]
         return ([Workload(self.load, "points/s", [("postgres", None), ("victoriametrics", None)])] + lower
                 + [Workload(self.disk, "lower is better", [("victoriametrics", None)], "{:,.2f}", True, True)])
 
@@ -590,19 +591,39 @@ class TimeSeries:
         span = f"&start={(first + 59_999) / 1000}&end={(last + 59_999) / 1000}&step=60"
         one = f'avg_over_time({metric}_value{{host="h00000"}}[1m])'
         every = f"sum(sum_over_time({metric}_value[1m])) / sum(count_over_time({metric}_value[1m]))"
+        def differ(ours, theirs):
+            return [(b, ours.get(b), theirs.get(b)) for b in sorted(ours.keys() | theirs.keys())
+                    if b not in ours or b not in theirs or abs(ours[b] - theirs[b]) > 1e-9 * max(1, abs(theirs[b]))]
+
+        def vm_buckets(values):
+            return {round(float(t) * 1000) - 59_999: float(v) for t, v in values}
+
         for name, ours_q, vm_q in ((self.one, f"&entity={urllib.parse.quote(self.ENTITY)}", one), (self.all, "", every)):
             ms, answer = p50_ms(self.addr, ours_path + ours_q, self.REPEATS)
             ours = {b["ts"]: b["value"] for b in answer["buckets"]}
             vm_ms, vm_answer = p50_ms(VM, f"/api/v1/query_range?query={urllib.parse.quote(vm_q)}{span}", self.REPEATS)
             result = vm_answer["data"]["result"]
-            theirs = {round(float(t) * 1000) - 59_999: float(v) for t, v in (result[0]["values"] if result else [])}
-            diff = [(b, ours.get(b), theirs.get(b)) for b in sorted(ours.keys() | theirs.keys())
-                    if b not in ours or b not in theirs or abs(ours[b] - theirs[b]) > 1e-9 * max(1, abs(theirs[b]))]
+            diff = differ(ours, vm_buckets(result[0]["values"] if result else []))
             if diff:
                 raise SystemExit(f"{name}: {len(diff)} buckets differ (start, mosaicdb, VictoriaMetrics): {diff[:6]}")
             add(name, "mosaicdb", ms)
             add(name, "victoriametrics", vm_ms)
-        log(f"time series: mosaicdb and VictoriaMetrics agree on every bucket of both aggregations")
+        # one list of buckets per series: VictoriaMetrics answers a series per label set
+        ms, answer = p50_ms(self.addr, ours_path + "&group_by=entity", self.REPEATS)
+        each = f"avg_over_time({metric}_value[1m])"
+        vm_ms, vm_answer = p50_ms(VM, f"/api/v1/query_range?query={urllib.parse.quote(each)}{span}", self.REPEATS)
+        theirs = {",".join(f"{k}={r['metric'][k]}" for k in sorted(r["metric"]) if k != "__name__"): vm_buckets(r["values"])
+                  for r in vm_answer["data"]["result"]}
+        ours = {s["entity"]: {b["ts"]: b["value"] for b in s["buckets"]} for s in answer["series"]}
+        if ours.keys() != theirs.keys():
+            raise SystemExit(f"{self.each}: series differ: {sorted(ours.keys() ^ theirs.keys())[:6]}")
+        for entity, buckets in ours.items():
+            diff = differ(buckets, theirs[entity])
+            if diff:
+                raise SystemExit(f"{self.each}: {entity}: {len(diff)} buckets differ: {diff[:6]}")
+        add(self.each, "mosaicdb", ms)
+        add(self.each, "victoriametrics", vm_ms)
+        log(f"time series: mosaicdb and VictoriaMetrics agree on every bucket of the three aggregations")
         # disk: VictoriaMetrics merged; mosaicdb once its merge task has nothing left to merge
         get_raw(VM, "/internal/force_flush")
         get_raw(VM, "/internal/force_merge?partition_prefix=")
@@ -673,9 +694,11 @@ NOTES = {
     "timeseries": ["time series: mosaicdb's line-protocol route vs PostgreSQL \\copy into a table indexed on "
                    "(series, ts) and VictoriaMetrics' Influx /write (which acknowledges before it writes to disk), "
                    "the same number of concurrent streams; counts checked after.",
-                   "time-series aggregations: 1-minute average buckets of one series and of every series together, "
-                   "one request at a time (VictoriaMetrics: query_range with -search.disableCache, avg_over_time and "
-                   "sum/count_over_time, asked at each bucket's start + 59.999 s); every bucket checked equal. "
+                   "time-series aggregations: 1-minute average buckets of one series, of every series together "
+                   "and of each series (group_by=entity), one request at a time (VictoriaMetrics: query_range with "
+                   "-search.disableCache, avg_over_time and sum/count_over_time, asked at each bucket's start + "
+                   "59.999 s); every bucket of every series checked equal. "
                    "Disk: the growth of VictoriaMetrics' data directory after force_merge, and of mosaicdb's `ts` "
-                   "table files once its merge task has nothing left (the LSM may still hold replaced versions)."],
+                   "table files once its merge task has nothing left (it compacts them once the garbage exceeds "
+                   "the live data)."],
 }

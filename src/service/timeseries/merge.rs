@@ -184,7 +184,8 @@ impl Db {
                     return Err(e);
                 }
             };
-            stored.insert(metric.name.clone(), series.iter().map(|(_, r)| r.bytes).sum::<u64>());
+            // the metric's bytes, kept up to date with each merge below
+            let mut bytes: u64 = series.iter().map(|(_, r)| r.bytes).sum();
             let live: std::collections::HashSet<&str> = series.iter().map(|(e, _)| e.as_str()).collect();
             self.timeseries.settled.keep_only(&metric.name, &live);
             for (entity, record) in &series {
@@ -192,6 +193,8 @@ impl Db {
                 if record.loose < MERGE_MIN_LOOSE || self.timeseries.settled.is(&metric.name, entity, seen) {
                     continue;
                 }
+                // the series' bytes as last counted in `bytes`
+                let mut latest = record.bytes;
                 loop {
                     if stop() || self.closing() {
                         leave();
@@ -204,8 +207,7 @@ impl Db {
                                 return Ok((0, false, 0, None));
                             }
                             let (n, more, garbage) = merge_series(tx, &m, &e)?;
-                            let after = stats::read(tx, &m, &e)?;
-                            Ok((n, more, garbage, Some((after.count, after.loose))))
+                            Ok((n, more, garbage, Some(stats::read(tx, &m, &e)?)))
                         })
                         .await;
                     let (n, more, garbage, after) = match merged {
@@ -223,24 +225,28 @@ impl Db {
                     };
                     gone += n as u64;
                     self.timeseries.note_removed(garbage);
+                    if let Some(after) = &after {
+                        bytes = (bytes + after.bytes).saturating_sub(latest);
+                        latest = after.bytes;
+                    }
                     if !more {
                         // nothing (more) to do until the series changes
-                        self.timeseries.settled.set(&metric.name, entity, after.filter(|_| n == 0));
+                        let seen = after.map(|a| (a.count, a.loose)).filter(|_| n == 0);
+                        self.timeseries.settled.set(&metric.name, entity, seen);
                         break;
                     }
                 }
             }
+            stored.insert(metric.name.clone(), bytes);
         }
         let live = metrics.iter().map(|m| m.name.clone()).collect();
         let stored = self.timeseries.merge_run_done(stored, &live);
-        if gone == 0 {
-            self.compact_timeseries(stored).await?;
-        }
+        self.compact_timeseries(stored).await?;
         Ok(gone)
     }
 
-    /// Once the merge task is settled: compacts the `ts` keyspace (and `meta`, with the series
-    /// records) when the bytes of the keys merges and removals deleted since the last compaction
+    /// At the end of a run of the merge task: compacts the `ts` keyspace (and `meta`, with the
+    /// series records) when the bytes of the keys merges and removals deleted since the last compaction
     /// — versions the LSM keeps, in its memtables or its table files, until a compaction meets
     /// them — exceed what the series hold (`stored` bytes) plus [`GARBAGE_SLACK`]. Each
     /// compaction rewrites what is live once per at least as many bytes of garbage: bounded
