@@ -85,11 +85,12 @@ fn buckets_of(points: impl Iterator<Item = Result<Point>>, step: i64, limit: usi
     Ok(own)
 }
 
-/// One series read from its own key ranges (window `window`).
+/// One series read from its own key ranges (window `window`; `singles`: whether its record
+/// counts single points).
+#[allow(clippy::too_many_arguments)]
 fn series_buckets(
     view: &ReadView,
-    metric: &str,
-    entity: &str,
+    (metric, entity, singles): (&str, &str, bool),
     window: Window,
     step: i64,
     limit: usize,
@@ -97,7 +98,7 @@ fn series_buckets(
 ) -> Result<Buckets> {
     let prefix = TsKey::series_prefix(metric, entity);
     let scan = |range, reverse| -> Entries<'_> { Box::new(view.scan(Space::Ts, range, reverse)) };
-    buckets_of(SeriesPoints::new(scan, metric, entity, &prefix, window, false), step, limit, stop)
+    buckets_of(SeriesPoints::new(scan, (metric, entity, &prefix), window, false, singles), step, limit, stop)
 }
 
 /// Reads series by series into `sink`.
@@ -118,8 +119,9 @@ fn by_series(
             Some(mid) => {
                 let (early, late) = (Window { to: Some(mid), ..window }, Window { from: Some(mid), ..window });
                 let (a, b) = std::thread::scope(|scope| {
-                    let second = scope.spawn(move || series_buckets(view, metric, entity, late, step, limit, stop));
-                    let first = series_buckets(view, metric, entity, early, step, limit, stop);
+                    let series = (metric, entity.as_str(), record.singles > 0);
+                    let second = scope.spawn(move || series_buckets(view, series, late, step, limit, stop));
+                    let first = series_buckets(view, series, early, step, limit, stop);
                     (first, second.join())
                 });
                 let mut own = a?;
@@ -129,7 +131,7 @@ fn by_series(
                 }
                 own
             }
-            None => series_buckets(view, metric, entity, window, step, limit, stop)?,
+            None => series_buckets(view, (metric, entity, record.singles > 0), window, step, limit, stop)?,
         };
         sink.add(entity, own)?;
     }

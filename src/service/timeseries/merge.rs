@@ -255,11 +255,19 @@ impl Db {
         if self.timeseries.removed_bytes() <= stored.saturating_add(GARBAGE_SLACK) {
             return Ok(());
         }
+        if self.closing() {
+            return Ok(());
+        }
         let garbage = self.timeseries.take_removed();
         let (disk, started) = (self.store.disk_space(Space::Ts), std::time::Instant::now());
         // the series records too: every write rewrote its series' record, and a scan of them
         // walks every version the memtable still holds (the catalog beside them is small)
-        self.read(|db| Ok(db.store.compact(Space::Ts).and_then(|()| db.store.compact(Space::Meta))?)).await?;
+        let compacted =
+            self.read(|db| Ok(db.store.compact(Space::Ts).and_then(|()| db.store.compact(Space::Meta))?)).await;
+        if let Err(e) = compacted {
+            self.timeseries.restore_removed(garbage);
+            return Err(e);
+        }
         let after = self.store.disk_space(Space::Ts);
         let ms = started.elapsed().as_millis() as u64;
         tracing::info!(before = disk, after, stored, garbage, ms, "time-series keyspace compacted");

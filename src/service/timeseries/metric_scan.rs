@@ -100,6 +100,6 @@ impl SeriesKeys {
             let slice = keys[start..end].iter().map(|(k, v)| Ok::<_, StorageError>((k.clone(), v.clone())));
             if reverse { Box::new(slice.rev()) } else { Box::new(slice) }
         };
-        SeriesPoints::new(scan, metric, &self.entity, &self.prefix, window, false)
+        SeriesPoints::new(scan, (metric, &self.entity, &self.prefix), window, false, true)
     }
 }

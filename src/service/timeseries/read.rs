@@ -120,8 +120,7 @@ impl Db {
                 None => None,
             };
             let view = db.store.snapshot();
-            let mut entities: Vec<String> =
-                selector.select(&view, &metric, req.entity.as_deref(), &stop)?.into_iter().map(|(e, _)| e).collect();
+            let mut entities = selector.select(&view, &metric, req.entity.as_deref(), &stop)?;
             let desc = req.order == Order::Desc;
             if desc {
                 entities.reverse();
@@ -130,7 +129,7 @@ impl Db {
             let mut points = Vec::with_capacity(limit.min(4096));
             let mut last_key: Option<Vec<u8>> = None;
             let mut more = false;
-            'series: for entity in &entities {
+            'series: for (entity, record) in &entities {
                 if window.is_empty() {
                     break;
                 }
@@ -155,7 +154,7 @@ impl Db {
                     }
                 }
                 let scan = |range, reverse| -> Entries<'_> { Box::new(view.scan(Space::Ts, range, reverse)) };
-                let points_of = SeriesPoints::new(scan, &metric, entity, &prefix, window, desc);
+                let points_of = SeriesPoints::new(scan, (&metric, entity, &prefix), window, desc, record.singles > 0);
                 for point in Watched::new(points_of, &stop) {
                     let point = point?;
                     if points.len() == limit {

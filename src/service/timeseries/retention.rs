@@ -21,8 +21,8 @@ const REMOVE_BLOCKS: usize = 64;
 /// Removes the oldest points of one series with times before `cutoff` (all of them without a
 /// cutoff): up to [`REMOVE_CHUNK`] single points and [`REMOVE_BLOCKS`] blocks, everything before a
 /// boundary `b` so the record stays exact — whole blocks before it, the block across it trimmed.
-/// Returns how many points went, whether any before `cutoff` are left, and the bytes the series
-/// lost.
+/// Returns how many points went, whether any before `cutoff` are left, and the bytes of the keys
+/// deleted.
 fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option<i64>) -> Result<(u64, bool, u64)> {
     let prefix = TsKey::series_prefix(metric, entity);
     // (time, key, value bytes)
@@ -57,12 +57,14 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
     let before = |ts: i64| b.is_none_or(|b| ts < b);
     let mut record = stats::read(tx, metric, entity)?;
     let had_points = record.count > 0;
-    let bytes_before = record.bytes;
+    // the bytes of the keys deleted
+    let mut garbage = 0u64;
     let mut removed = 0u64;
     // the first time left: of the trimmed block, else found below
     let mut first_left: Option<i64> = None;
     for (key, value, h) in blocks {
         record.remove_key(key.len(), value.len(), KeyKind::Block { loose: series::is_loose(h.count as usize) });
+        garbage += (key.len() + value.len()) as u64;
         tx.delete(Space::Ts, key);
         if before(h.last) {
             removed += u64::from(h.count);
@@ -78,6 +80,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
             continue;
         }
         record.remove_key(key.len(), value_len, KeyKind::Single);
+        garbage += (key.len() + value_len) as u64;
         tx.delete(Space::Ts, key);
         removed += 1;
     }
@@ -110,7 +113,7 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
         };
     }
     stats::stage(tx, metric, entity, had_points, record);
-    Ok((removed, more, bytes_before.saturating_sub(record.bytes)))
+    Ok((removed, more, garbage))
 }
 
 /// A metric's delete under way: writes to it are refused until this is dropped, however the
@@ -147,6 +150,8 @@ impl Db {
             let (m, e) = (metric.to_owned(), entity.to_owned());
             let (n, more, garbage) = self.write(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
             self.timeseries.note_removed(garbage);
+            // the merge task counts the metric's bytes again (and merges a trimmed block)
+            self.timeseries.written(metric);
             total += n;
             if !more || stop() {
                 return Ok(total);

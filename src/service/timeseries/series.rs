@@ -247,13 +247,14 @@ pub(crate) struct SeriesPoints<'s> {
 }
 
 impl<'s> SeriesPoints<'s> {
+    /// `singles`: whether the series may have single points (its record says how many: a series
+    /// without any is read with one range scan, of its blocks, instead of two).
     pub fn new(
         scan: impl Fn(KeyRange, bool) -> Entries<'s>,
-        metric: &str,
-        entity: &str,
-        prefix: &[u8],
+        (metric, entity, prefix): (&str, &str, &[u8]),
         window: Window,
         desc: bool,
+        singles: bool,
     ) -> Self {
         let (lower, upper) = window.range(metric, entity, prefix);
         // single points: the window's keys, past the blocks
@@ -262,7 +263,11 @@ impl<'s> SeriesPoints<'s> {
             Bound::Included(k) if k < past_blocks => Bound::Included(past_blocks.clone()),
             other => other,
         };
-        let singles = scan(KeyRange::Between(lower, upper), desc).peekable();
+        let singles: Entries<'s> = match singles {
+            true => scan(KeyRange::Between(lower, upper), desc),
+            false => Box::new(std::iter::empty()),
+        };
+        let singles = singles.peekable();
         // blocks whose last point is at or after the window's start (those before cannot reach it);
         // newest first, the first block ending at or after the window's end is the last that can
         // hold points of it (every later one starts after it ends)

@@ -40,7 +40,7 @@ impl State {
     /// Notes that `metric` was written: the merge task looks at it in its next run.
     pub(crate) fn written(&self, metric: &str) {
         let mut merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
-        if merging.started && !merging.dirty.contains(metric) {
+        if !merging.dirty.contains(metric) {
             merging.dirty.insert(metric.to_owned());
         }
     }
@@ -49,7 +49,8 @@ impl State {
     /// look, or this is the first run since the open); it is clean from now until written again.
     pub(crate) fn take_dirty(&self, metric: &str) -> bool {
         let mut merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
-        !merging.started || merging.dirty.remove(metric)
+        let written = merging.dirty.remove(metric);
+        !merging.started || written
     }
 
     /// Marks `metric` to be looked at again (a run stopped before it was done with it).
@@ -77,6 +78,11 @@ impl State {
     /// Bytes of the keys deleted since the last compaction.
     pub(crate) fn removed_bytes(&self) -> u64 {
         self.removed_since_compaction.load(Ordering::Relaxed)
+    }
+
+    /// Counts back bytes taken by [`State::take_removed`] for a compaction that failed.
+    pub(crate) fn restore_removed(&self, bytes: u64) {
+        self.note_removed(bytes);
     }
 
     /// Bytes of the keys deleted since the last compaction, now 0.
@@ -127,11 +133,13 @@ mod tests {
         // before its first run: every metric, whatever was written
         state.written("a");
         assert!(state.take_dirty("a") && state.take_dirty("b"));
+        // a write during the first run, after it looked at the metric: looked at again
+        state.written("b");
         let live: HashSet<String> = ["a".to_owned(), "b".to_owned()].into();
         let stored = state.merge_run_done([("a".to_owned(), 10), ("b".to_owned(), 5)].into(), &live);
         assert_eq!(stored, 15);
         // then only what was written since, once
-        assert!(!state.take_dirty("a") && !state.take_dirty("b"));
+        assert!(!state.take_dirty("a") && state.take_dirty("b") && !state.take_dirty("b"));
         state.written("b");
         assert!(!state.take_dirty("a") && state.take_dirty("b") && !state.take_dirty("b"));
         // a run cut short leaves the metric for the next

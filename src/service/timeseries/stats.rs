@@ -42,15 +42,16 @@ impl SeriesStats {
         out
     }
 
-    /// A record of 48 bytes; of 32 as written before the bytes and single points were counted
-    /// (format 2: the upgrade to format 3 counts them; until then bytes read as 0 and every loose
-    /// key may be a single point), or of 24 as written before blocks existed (every point its
+    /// A record of 48 bytes; of 40 as an early build of format 3 wrote (bytes, no count of single
+    /// points: every loose key may be one); of 32 as written before the bytes and single points
+    /// were counted (format 2: the upgrade to format 3 counts them; until then bytes read as 0 and
+    /// every loose key may be a single point), or of 24 as written before blocks existed (every point its
     /// own key, so all of them loose single points).
     pub fn decode(value: &[u8]) -> Result<SeriesStats> {
-        let bad = || ServiceError::Internal("a series record is not 24, 32 or 48 bytes".into());
+        let bad = || ServiceError::Internal("a series record is not 24, 32, 40 or 48 bytes".into());
         let mut n = [0u64; 6];
         match value.len() {
-            24 | 32 | 48 => {
+            24 | 32 | 40 | 48 => {
                 for (slot, chunk) in n.iter_mut().zip(value.chunks_exact(8)) {
                     *slot = u64::from_be_bytes(chunk.try_into().map_err(|_| bad())?);
                 }

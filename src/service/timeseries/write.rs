@@ -153,7 +153,10 @@ fn prepare(batch: Batch) -> Prepared {
     Prepared { metrics, runs, points: total }
 }
 
-fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
+/// Stages the prepared points; returns how many, and the bytes of the keys they replaced (the
+/// garbage the merge task's compaction counts).
+fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<(usize, u64)> {
+    let mut garbage = 0u64;
     for metric in &prepared.metrics {
         if db.timeseries.is_dropping(metric) {
             return Err(ServiceError::MetricDropping(metric.clone()));
@@ -200,6 +203,7 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
                     let value = series::encode_single(&point);
                     series.remove_key(key.len(), old.len(), KeyKind::Single);
                     series.add_key(key.len(), value.len(), KeyKind::Single);
+                    garbage += (key.len() + old.len()) as u64;
                     tx.put_new(Space::Ts, key, value);
                     continue;
                 }
@@ -225,12 +229,13 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<usize> {
             let (merged, added) = series::overlay(series::decode_block(&bvalue)?, points);
             series.count += added;
             series.remove_key(bkey.len(), bvalue.len(), KeyKind::Block { loose: series::is_loose(h.count as usize) });
+            garbage += (bkey.len() + bvalue.len()) as u64;
             tx.delete(Space::Ts, bkey);
             series::put_blocks(tx, prefix, &merged, &mut series)?;
         }
         stats::stage(tx, &run.metric, &run.entity, before.count > 0, series);
     }
-    Ok(prepared.points)
+    Ok((prepared.points, garbage))
 }
 
 impl Db {
@@ -246,12 +251,21 @@ impl Db {
                 .await
                 .map_err(|e| ServiceError::Internal(format!("preparing points failed: {e}")))?
         };
-        let metrics = prepared.metrics.clone();
-        let written = self.write(move |tx, db| stage(tx, db, prepared)).await?;
-        for metric in &metrics {
-            self.timeseries.written(metric);
-        }
-        Ok(written)
+        let this = self.clone();
+        self.write(move |tx, db| {
+            let metrics = prepared.metrics.clone();
+            let (written, garbage) = stage(tx, db, prepared)?;
+            // once committed (whether or not its caller still waits): the merge task's next run
+            // looks at these metrics
+            tx.on_commit(move || {
+                for metric in &metrics {
+                    this.timeseries.written(metric);
+                }
+                this.timeseries.note_removed(garbage);
+            });
+            Ok(written)
+        })
+        .await
     }
 
     /// `POST /v1/timeseries/{metric}/points`.
