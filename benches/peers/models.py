@@ -21,7 +21,11 @@ gives none, so the table shows each ratio to PostgreSQL and "—" under "met".
   vectors/s); top-10 searches with the default `ef` (64). PostgreSQL: pgvector is not among
   Debian's packages, so the `cube` contrib extension (exact kNN: `order by c <-> q limit 10` on a
   GiST index), `\\copy` then the index. Recall@10 of both over 200 queries against exact answers
-  computed with numpy.
+  computed with numpy. Beside hnswlib (PyPI, in-process; hnsw_peer.py): the same M (16) and
+  ef_construction (200), built on every core; the smallest swept `ef` reaching recall@10 0.95 for
+  each and the queries per second there on one client (mosaicdb over HTTP on one connection,
+  hnswlib in-process on one thread), and the index's disk (mosaicdb: the `vec` family's table
+  files; hnswlib: its saved index file).
 - graph: PEERS_NODES (100k) vertices with 5 out-edges each to uniformly random other vertices,
   each with a weight `w`, a random integer 1-100. mosaicdb: a vertex table and an edge table
   declaring `w` its weight field, one import each; `POST /v1/graph/traverse`, depths 0-3, each
@@ -48,6 +52,7 @@ gives none, so the table shows each ratio to PostgreSQL and "—" under "met".
 
 import http.client
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -149,6 +154,8 @@ class Search:
         pg.sql(f"vacuum analyze {table}")
         self.check(k, table)
 
+        self.against_hnswlib(table, queries, add)
+
         env = {"PEERS_TABLE": table, "PEERS_QUERIES": str(self.queries)}
         add(self.query, "mosaicdb", wrk(a, "/", "search.lua", 32, 2, self.secs, env))
         add(self.query, "postgres", pg.bench(
@@ -173,6 +180,9 @@ class Search:
 
 class Vectors:
     QUERIES, RECALL = 1000, 200
+    # the graph's parameters, the same for mosaicdb and hnswlib; the search `ef`s swept for the
+    # smallest that reaches recall@10 0.95
+    M, EF_CONSTRUCTION, EFS = 16, 200, (16, 24, 32, 48, 64, 96, 128, 192, 256)
 
     def __init__(self, addr, secs):
         self.addr, self.secs = addr, secs
@@ -183,10 +193,15 @@ class Vectors:
         self.load = f"kNN: import {size} + index"
         self.query = f"kNN top-10 of {size}, c32"
         self.recall = f"kNN recall@10 ({self.RECALL} queries)"
+        self.at95 = f"kNN top-10 at recall@10 >= 0.95, 1 client, {size}"
+        self.disk = f"kNN: index disk, {size} (MB)"
 
     def workloads(self):
-        return ratio_rows([(self.load, "vectors/s"), (self.query, "queries/s")]) + [
-            Workload(self.recall, "vs exact", [("postgres", None)], "{:.3f}", False)]
+        return [Workload(self.load, "vectors/s", [("postgres", None), ("hnswlib", None)]),
+                Workload(self.query, "queries/s", [("postgres", None)]),
+                Workload(self.recall, "vs exact", [("postgres", None)], "{:.3f}", False),
+                Workload(self.at95, "queries/s", [("hnswlib", None)]),
+                Workload(self.disk, "lower is better", [("hnswlib", None)], "{:,.1f}", True, True)]
 
     def prepare(self):
         self.base = OUT / f"vec{self.n}x{self.dim}"
@@ -238,11 +253,65 @@ class Vectors:
         if k == 1 and "Index Scan" not in plan:
             log(f"kNN: PostgreSQL does not use the GiST index:\n{plan}")
 
+        self.against_hnswlib(table, queries, add)
+
         env = {"PEERS_TABLE": table, "PEERS_QUERIES": str(self.queries)}
         add(self.query, "mosaicdb", wrk(a, "/", "knn.lua", 32, 2, self.secs, env))
         add(self.query, "postgres", pg.bench(
             f"\\set n random(1, {len(queries)})\n"
             f"select id from {table} order by c <-> (select c from knn_q where qid = :n) limit 10;\n", 32, self.secs))
+
+
+    def against_hnswlib(self, table, queries, add):
+        """Beside hnswlib (PyPI, in-process, same M and ef_construction, build on every core): the
+        build rate, the queries per second at the smallest swept ef reaching recall@10 0.95 (mosaicdb
+        over HTTP on one connection, hnswlib in-process on one thread), and the index's disk."""
+        a, n = self.addr, self.n
+        c = http.client.HTTPConnection(*a, timeout=60)
+        ours = {}
+        for ef in self.EFS:
+            body = lambda q: {"field": "emb", "vector": json.loads(q), "k": 10, "ef": ef, "fields": ["_id"]}
+            found = 0
+            for q, want in zip(queries, self.exact):
+                hits = call(a, "POST", f"/v1/tables/{table}/vector-search", body(q), conn=c)["hits"]
+                found += len({h["_id"] for h in hits} & set(want))
+            t0 = time.perf_counter()
+            for q in queries:
+                call(a, "POST", f"/v1/tables/{table}/vector-search", body(q), conn=c)
+            ours[ef] = (found / (10 * len(self.exact)), len(queries) / (time.perf_counter() - t0))
+            if ours[ef][0] >= 0.95:
+                break
+        c.close()
+        py = venv_python("numpy", "hnswlib")
+        out = subprocess.run([str(py), str(HERE / "hnsw_peer.py"), str(self.base), str(self.M),
+                              str(self.EF_CONSTRUCTION), str(os.cpu_count() or 1), ",".join(map(str, self.EFS))],
+                             check=True, capture_output=True, text=True).stdout
+        theirs = json.loads(out)
+        add(self.load, "hnswlib", theirs["build"])
+
+        def at95(by_ef):
+            reached = [(ef, qps) for ef, (recall, qps) in sorted(by_ef.items()) if recall >= 0.95]
+            return reached[0] if reached else (None, None)
+        our_ef, our_qps = at95(ours)
+        their_ef, their_qps = at95({int(ef): (r["recall"], r["qps"]) for ef, r in theirs["ef"].items()})
+        log(f"kNN: recall by ef — mosaicdb {ours}; hnswlib {theirs['ef']}; recall 0.95 at ef {our_ef} (mosaicdb), "
+            f"{their_ef} (hnswlib); hnswlib loads its index in {theirs['load_s']:.3f} s, peak RSS "
+            f"{theirs['rss'] / 1e6:.0f} MB")
+        if our_qps is not None:
+            add(self.at95, "mosaicdb", our_qps)
+        if their_qps is not None:
+            add(self.at95, "hnswlib", their_qps)
+        add(self.disk, "mosaicdb", vec_disk_bytes(a) / 1e6)
+        add(self.disk, "hnswlib", theirs["bytes"] / 1e6)
+
+
+def vec_disk_bytes(addr):
+    """The table files of mosaicdb's `vec` family (every vector index of the server), from /metrics."""
+    _, text = get_raw(addr, "/metrics")
+    for line in text.decode().splitlines():
+        if line.startswith('mosaicdb_storage_disk_bytes{family="vec"}'):
+            return float(line.split()[-1])
+    raise SystemExit("/metrics has no mosaicdb_storage_disk_bytes for vec")
 
 
 class Graph:
@@ -684,7 +753,9 @@ NOTES = {
                "import (its faster order); PostgreSQL loads, then builds its GIN index."],
     "vectors": ["kNN: both systems load, then build the index. mosaicdb's HNSW searches with its default "
                 "ef (64); PostgreSQL has no pgvector in Debian, so cube's exact GiST kNN: its recall is its "
-                "agreement with numpy's exact answers."],
+                "agreement with numpy's exact answers. hnswlib: built from a numpy array in-process on every "
+                "core (mosaicdb's rate includes its import); queries at recall 0.95 compare mosaicdb over HTTP "
+                "with hnswlib in-process, so the HTTP round trip is in mosaicdb's figure only."],
     "graph": ["graph import: mosaicdb checks that both vertices of every edge exist and writes two adjacency "
               "entries per edge, each with the edge's weight (its declared weight field); PostgreSQL loads nodes "
               "and edges with their weight (no foreign keys), then indexes src and dst.",
