@@ -301,17 +301,8 @@ class Vectors:
             add(self.at95, "mosaicdb", our_qps)
         if their_qps is not None:
             add(self.at95, "hnswlib", their_qps)
-        add(self.disk, "mosaicdb", vec_disk_bytes(a) / 1e6)
+        add(self.disk, "mosaicdb", disk_bytes(a, "vec") / 1e6)
         add(self.disk, "hnswlib", theirs["bytes"] / 1e6)
-
-
-def vec_disk_bytes(addr):
-    """The table files of mosaicdb's `vec` family (every vector index of the server), from /metrics."""
-    _, text = get_raw(addr, "/metrics")
-    for line in text.decode().splitlines():
-        if line.startswith('mosaicdb_storage_disk_bytes{family="vec"}'):
-            return float(line.split()[-1])
-    raise SystemExit("/metrics has no mosaicdb_storage_disk_bytes for vec")
 
 
 class Graph:
@@ -617,7 +608,7 @@ class TimeSeries:
         lines = self.lines.read_text().splitlines(keepends=True)
         bodies = ["".join(metric + line for line in lines[i:i + self.BATCH]).encode()
                   for i in range(0, len(lines), self.BATCH)]
-        mosaic_disk = ts_disk_bytes(self.addr)
+        mosaic_disk = disk_bytes(self.addr, "ts")
         add(self.load, "mosaicdb", self.points / self.send(bodies, metric))
         info = next((m for m in call(self.addr, "GET", "/v1/timeseries")["metrics"] if m["name"] == metric), {})
         if info.get("points") != self.points or info.get("series") != self.series:
@@ -703,7 +694,7 @@ class TimeSeries:
         get_raw(VM, "/internal/force_merge?partition_prefix=")
         add(self.disk, "victoriametrics", (settled_bytes(self.vm_dir) - vm_disk) / self.points)
         wait_merged(self.addr)
-        add(self.disk, "mosaicdb", (ts_disk_bytes(self.addr) - mosaic_disk) / self.points)
+        add(self.disk, "mosaicdb", (disk_bytes(self.addr, "ts") - mosaic_disk) / self.points)
 
 
 def dir_bytes(path):
@@ -724,13 +715,13 @@ def settled_bytes(path, timeout=120):
     return last
 
 
-def ts_disk_bytes(addr):
-    """The table files of mosaicdb's `ts` family, from /metrics."""
+def disk_bytes(addr, family):
+    """The table files of one of mosaicdb's key families (`ts`, `vec`, …), from /metrics."""
     _, text = get_raw(addr, "/metrics")
     for line in text.decode().splitlines():
-        if line.startswith('mosaicdb_storage_disk_bytes{family="ts"}'):
+        if line.startswith(f'mosaicdb_storage_disk_bytes{{family="{family}"}}'):
             return float(line.split()[-1])
-    raise SystemExit("/metrics has no mosaicdb_storage_disk_bytes for ts")
+    raise SystemExit(f"/metrics has no mosaicdb_storage_disk_bytes for {family}")
 
 
 def wait_merged(addr, timeout=120):

@@ -87,7 +87,6 @@ fn buckets_of(points: impl Iterator<Item = Result<Point>>, step: i64, limit: usi
 
 /// One series read from its own key ranges (window `window`; `singles`: whether its record
 /// counts single points).
-#[allow(clippy::too_many_arguments)]
 fn series_buckets(
     view: &ReadView,
     (metric, entity, singles): (&str, &str, bool),
@@ -102,7 +101,6 @@ fn series_buckets(
 }
 
 /// Reads series by series into `sink`.
-#[allow(clippy::too_many_arguments)]
 fn by_series(
     view: &ReadView,
     metric: &str,

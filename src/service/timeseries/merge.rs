@@ -265,7 +265,8 @@ impl Db {
         let compacted =
             self.read(|db| Ok(db.store.compact(Space::Ts).and_then(|()| db.store.compact(Space::Meta))?)).await;
         if let Err(e) = compacted {
-            self.timeseries.restore_removed(garbage);
+            // counted back: the garbage is still there
+            self.timeseries.note_removed(garbage);
             return Err(e);
         }
         let after = self.store.disk_space(Space::Ts);

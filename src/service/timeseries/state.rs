@@ -80,11 +80,6 @@ impl State {
         self.removed_since_compaction.load(Ordering::Relaxed)
     }
 
-    /// Counts back bytes taken by [`State::take_removed`] for a compaction that failed.
-    pub(crate) fn restore_removed(&self, bytes: u64) {
-        self.note_removed(bytes);
-    }
-
     /// Bytes of the keys deleted since the last compaction, now 0.
     pub(crate) fn take_removed(&self) -> u64 {
         self.removed_since_compaction.swap(0, Ordering::Relaxed)
