@@ -22,6 +22,7 @@
 //!   expensive search never runs on the committer unless the plan is missing.
 
 use super::kernels;
+use links::Links;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
@@ -126,7 +127,8 @@ pub struct Graph {
     p: Params,
     vectors: Vec<f32>,
     ids: Vec<Option<Arc<str>>>,
-    links: Vec<Vec<Vec<u32>>>,
+    links: Links,
+    /// per slot and layer: the slots linking to it
     rev: Vec<Vec<Vec<u32>>>,
     by_id: HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
     free: Vec<u32>,
@@ -175,7 +177,7 @@ impl Graph {
             p,
             vectors: Vec::new(),
             ids: Vec::new(),
-            links: Vec::new(),
+            links: Links::new(p.m * 2),
             rev: Vec::new(),
             by_id: HashMap::default(),
             free: Vec::new(),
@@ -203,8 +205,8 @@ impl Graph {
 
     /// Bytes held by the arena and the link lists (approximate).
     pub fn memory_bytes(&self) -> usize {
-        let links: usize = self.links.iter().flatten().map(|l| l.capacity() * 8 + 24).sum();
-        self.vectors.capacity() * 4 + links + self.by_id.len() * 48
+        let rev: usize = self.rev.iter().flatten().map(|l| l.capacity() * 4 + 24).sum();
+        self.vectors.capacity() * 4 + self.links.memory_bytes() + rev + self.by_id.len() * 48
     }
 
     /// The stored vector of a slot.
@@ -231,8 +233,8 @@ impl Graph {
     /// The links of an id, per layer, as ids.
     pub fn links_of(&self, id: &str) -> Option<Vec<Vec<Arc<str>>>> {
         let s = self.slot(id)?;
-        let layers = self.links.get(s as usize)?;
-        Some(layers.iter().map(|l| l.iter().filter_map(|&n| self.id(n).cloned()).collect()).collect())
+        let layer = |l| self.links.get(s, l).iter().filter_map(|&n| self.id(n).cloned()).collect();
+        Some((0..=self.level(s)).map(layer).collect())
     }
 
     /// Every live id.
@@ -249,7 +251,7 @@ impl Graph {
     }
 
     fn level(&self, s: u32) -> usize {
-        self.links.get(s as usize).map_or(0, |l| l.len().saturating_sub(1))
+        self.links.level(s)
     }
 
     /// The level of a node with this id: geometric with ratio 1/m, from a hash of the id.
@@ -269,7 +271,7 @@ impl Graph {
                     dst.copy_from_slice(v);
                 }
                 self.ids[s as usize] = Some(id.clone());
-                self.links[s as usize] = vec![Vec::new(); level + 1];
+                self.links.reset(s, level);
                 self.rev[s as usize] = vec![Vec::new(); level + 1];
                 self.stamps[s as usize] += 1;
                 s
@@ -286,7 +288,7 @@ impl Graph {
     /// A new slot at the end for `id`, whose vector was just appended to the arena.
     fn push_slot(&mut self, id: Arc<str>, level: usize) -> u32 {
         self.ids.push(Some(id.clone()));
-        self.links.push(vec![Vec::new(); level + 1]);
+        self.links.push(level);
         self.rev.push(vec![Vec::new(); level + 1]);
         self.stamps.push(0);
         let s = (self.ids.len() - 1) as u32;
@@ -296,18 +298,37 @@ impl Graph {
 
     /// Replaces `a`'s links at `layer`, keeping `rev` in step.
     fn set_links(&mut self, a: u32, layer: usize, new: Vec<u32>) {
-        let old = std::mem::take(&mut self.links[a as usize][layer]);
-        for b in old.iter().filter(|b| !new.contains(b)) {
-            if let Some(r) = self.rev.get_mut(*b as usize).and_then(|r| r.get_mut(layer)) {
-                r.retain(|x| *x != a);
+        // the links dropped and added, found by merging sorted copies (a list holds at most 2m)
+        let mut old = self.links.get(a, layer).to_vec();
+        self.links.set(a, layer, &new);
+        let mut new = new;
+        old.sort_unstable();
+        new.sort_unstable();
+        let (mut i, mut j) = (0, 0);
+        loop {
+            let (dropped, added) = match (old.get(i), new.get(j)) {
+                (None, None) => break,
+                (Some(x), Some(y)) if x == y => {
+                    (i, j) = (i + 1, j + 1);
+                    continue;
+                }
+                (Some(&x), Some(y)) if x < *y => (Some(x), None),
+                (Some(&x), None) => (Some(x), None),
+                (_, Some(&y)) => (None, Some(y)),
+            };
+            if let Some(b) = dropped {
+                i += 1;
+                if let Some(r) = self.rev.get_mut(b as usize).and_then(|r| r.get_mut(layer)) {
+                    r.retain(|x| *x != a);
+                }
+            }
+            if let Some(b) = added {
+                j += 1;
+                if let Some(r) = self.rev.get_mut(b as usize).and_then(|r| r.get_mut(layer)) {
+                    r.push(a);
+                }
             }
         }
-        for b in new.iter().filter(|b| !old.contains(b)) {
-            if let Some(r) = self.rev.get_mut(*b as usize).and_then(|r| r.get_mut(layer)) {
-                r.push(a);
-            }
-        }
-        self.links[a as usize][layer] = new;
         self.stamps[a as usize] += 1;
     }
 
@@ -357,11 +378,11 @@ impl Graph {
     pub fn remove(&mut self, id: &str, changes: &mut Changes) -> bool {
         let Some(slot) = self.slot(id) else { return false };
         for layer in 0..=self.level(slot) {
-            let out = self.links[slot as usize][layer].clone();
+            let out = self.links.get(slot, layer).to_vec();
             let ins = self.rev[slot as usize][layer].clone();
             self.set_links(slot, layer, Vec::new());
             for r in ins {
-                let mut pool: Vec<u32> = self.links[r as usize][layer].iter().copied().filter(|x| *x != slot).collect();
+                let mut pool: Vec<u32> = self.links.get(r, layer).iter().copied().filter(|x| *x != slot).collect();
                 pool.extend(out.iter().copied().filter(|x| *x != r && *x != slot));
                 pool.sort_unstable();
                 pool.dedup();
@@ -380,7 +401,7 @@ impl Graph {
             changes.nodes.insert(id.clone());
             changes.links.insert(id);
         }
-        self.links[slot as usize].clear();
+        self.links.reset(slot, 0);
         self.rev[slot as usize].clear();
         self.stamps[slot as usize] += 1;
         self.free.push(slot);
@@ -394,7 +415,7 @@ impl Graph {
     /// heuristic over the node's own distances (an insert's back-links; a planned one whose
     /// neighbour changed since the plan).
     fn linked_back(&self, n: u32, layer: usize, slot: u32) -> Vec<u32> {
-        let mut list = self.links[n as usize][layer].clone();
+        let mut list = self.links.get(n, layer).to_vec();
         list.push(slot);
         if list.len() > self.max_links(layer) {
             let mut c: Vec<Cand> = list.iter().map(|&x| Cand { d: self.dist(n, x), s: x }).collect();
@@ -434,7 +455,7 @@ impl Graph {
         loop {
             let mut moved = false;
             // a slot out of range (it cannot happen: plans are checked against the epoch) has no links
-            for &n in self.links.get(cur as usize).and_then(|l| l.get(layer)).map_or(&[][..], Vec::as_slice) {
+            for &n in self.links.get(cur, layer) {
                 let d = self.p.metric.distance(q, self.vector(n));
                 if d < best {
                     (best, cur, moved) = (d, n, true);
@@ -472,15 +493,18 @@ impl Graph {
         while best.len() > ef {
             best.pop();
         }
+        // a node's unvisited neighbours and their distances, computed before any of them is
+        // ranked: the vector loads are independent, so their cache misses overlap
+        let (mut next, mut dists) = (Vec::new(), Vec::new());
         while let Some(std::cmp::Reverse(c)) = frontier.pop() {
             if best.len() >= ef && best.peek().is_some_and(|w| c.d > w.d) {
                 break;
             }
-            for &n in self.links.get(c.s as usize).and_then(|l| l.get(layer)).map_or(&[][..], Vec::as_slice) {
-                if !visited.insert(n) {
-                    continue;
-                }
-                let d = self.p.metric.distance(q, self.vector(n));
+            next.clear();
+            next.extend(self.links.get(c.s, layer).iter().copied().filter(|&n| visited.insert(n)));
+            dists.clear();
+            dists.extend(next.iter().map(|&n| self.p.metric.distance(q, self.vector(n))));
+            for (&n, &d) in next.iter().zip(&dists) {
                 if best.len() < ef || best.peek().is_some_and(|w| d < w.d) {
                     let cand = Cand { d, s: n };
                     frontier.push(std::cmp::Reverse(cand));
@@ -558,21 +582,18 @@ impl Loader {
     /// Adds a link of node `s` at `layer`, once every node is added.
     pub fn link(&mut self, s: u32, layer: usize, to: &str) {
         let Some(n) = self.g.slot(to) else { return };
-        if n != s
-            && self.g.level(n) >= layer
-            && let Some(list) = self.g.links.get_mut(s as usize).and_then(|l| l.get_mut(layer))
-        {
-            list.push(n);
+        if n != s && self.g.level(n) >= layer {
+            self.g.links.push_link(s, layer, n);
         }
     }
 
     /// The graph, with its reverse links and entry point.
     pub fn finish(self) -> Graph {
         let mut g = self.g;
-        for (s, layers) in g.links.iter().enumerate() {
-            for (layer, list) in layers.iter().enumerate() {
-                for &n in list {
-                    g.rev[n as usize][layer].push(s as u32);
+        for s in 0..g.links.len() as u32 {
+            for layer in 0..=g.links.level(s) {
+                for &n in g.links.get(s, layer) {
+                    g.rev[n as usize][layer].push(s);
                 }
             }
         }
@@ -581,6 +602,7 @@ impl Loader {
     }
 }
 
+mod links;
 mod plan;
 #[cfg(test)]
 mod tests;

@@ -34,7 +34,7 @@ impl Graph {
             let w = self.search_layer(v, &eps, self.p.ef_construction, layer, Some(&mut not_old));
             let chosen = self.select_by(&w, self.p.m, false, &dist);
             for &n in &chosen {
-                let mut list: Vec<u32> = self.links[n as usize][layer].clone();
+                let mut list: Vec<u32> = self.links.get(n, layer).to_vec();
                 list.push(NEW);
                 if list.len() > self.max_links(layer) {
                     let mut c: Vec<Cand> = list.iter().map(|&x| Cand { d: dist(n, x), s: x }).collect();

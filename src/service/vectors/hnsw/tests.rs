@@ -25,6 +25,21 @@ fn recall(g: &Graph, data: &[(String, Vec<f32>)], queries: &[Vec<f32>]) -> f64 {
     hit as f64 / (queries.len() * 10) as f64
 }
 
+/// No link names a freed slot or a layer its node lacks, and `rev` mirrors the links exactly.
+fn links_are_mirrored(g: &Graph) {
+    let mut reverse = 0;
+    for s in 0..g.links.len() as u32 {
+        for l in 0..=g.links.level(s) {
+            for &n in g.links.get(s, l) {
+                assert!(g.id(n).is_some() && g.level(n) >= l);
+                assert!(g.rev[n as usize][l].contains(&s));
+                reverse += 1;
+            }
+        }
+    }
+    assert_eq!(g.rev.iter().flatten().map(Vec::len).sum::<usize>(), reverse);
+}
+
 #[test]
 fn recall_holds_through_churn_and_reload() {
     let p = Params { dim: 16, metric: Metric::L2, m: 12, ef_construction: 100 };
@@ -55,14 +70,7 @@ fn recall_holds_through_churn_and_reload() {
 
     assert!(r >= 0.95, "{r}");
     // no link names a freed slot, and rev mirrors links
-    for (s, layers) in g.links.iter().enumerate() {
-        for (l, list) in layers.iter().enumerate() {
-            for &n in list {
-                assert!(g.id(n).is_some());
-                assert!(g.rev[n as usize][l].contains(&(s as u32)));
-            }
-        }
-    }
+    links_are_mirrored(&g);
     // inserts planned in batches of 16 on one state, applied after each other
     let more: Vec<(String, Vec<f32>)> =
         clustered(4400, 16, 7)[4050..].iter().enumerate().map(|(i, v)| (format!("p{i}"), v.clone())).collect();
@@ -95,14 +103,7 @@ fn recall_holds_through_churn_and_reload() {
     }
     let r = recall(&g, &data, &queries);
     assert!(r >= 0.95, "after planned inserts {r}");
-    for (s, layers) in g.links.iter().enumerate() {
-        for (l, list) in layers.iter().enumerate() {
-            for &n in list {
-                assert!(g.id(n).is_some() && g.level(n) >= l);
-                assert!(g.rev[n as usize][l].contains(&(s as u32)));
-            }
-        }
-    }
+    links_are_mirrored(&g);
     let mut loader = Loader::new(p);
     let ids: Vec<Arc<str>> = g.ids().cloned().collect();
     let slots: Vec<u32> = ids
