@@ -10,7 +10,7 @@
 //! no further line is read, and at most the chunk already handed over is written.
 
 use super::documents::{new_id, put_uncounted};
-use super::write::{Prepared, check_id, from_blob, live_table, prepare, same_schema, take_id};
+use super::write::{Prepared, check_id, from_blob, live_table, plan_vectors_of, prepare, same_schema, take_id};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
@@ -405,16 +405,10 @@ impl Db {
     ) -> Result<(Vec<(u64, Prepared)>, Failures)> {
         let (db, d) = (self.clone(), def.clone());
         let prepared = tokio::task::spawn_blocking(move || {
-            lines
-                .into_iter()
-                .map(|(no, line)| {
-                    let prepared = prepare_line(&db.catalog, &d, line).map(|mut p| {
-                        p.plan_vectors(&db, &d);
-                        p
-                    });
-                    (no, prepared)
-                })
-                .collect::<Vec<_>>()
+            let mut prepared: Vec<_> =
+                lines.into_iter().map(|(no, line)| (no, prepare_line(&db.catalog, &d, line))).collect();
+            plan_vectors_of(&db, &d, prepared.iter_mut().filter_map(|(_, p)| p.as_mut().ok()).collect());
+            prepared
         })
         .await
         .map_err(|e| ServiceError::Internal(format!("import task failed: {e}")))?;

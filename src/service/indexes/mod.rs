@@ -321,6 +321,8 @@ struct PreparedDoc {
     terms: Option<DocPostings>,
     /// a vector index's vector
     vector: Option<Vec<f32>>,
+    /// and its insert's plan (see `vectors::bulk`)
+    plan: Option<crate::service::vectors::hnsw::InsertPlan>,
 }
 
 /// A backfill chunk read and computed outside the committer, for [`commit_chunk`].
@@ -348,6 +350,11 @@ fn prepare_chunk(
     let view = db.store.committed();
     // Taken after the snapshot, so it holds every field name the snapshot's blobs use.
     let dict = db.catalog.dict();
+    // a vector index takes what its graph can plan together (see `vectors::bulk`)
+    let chunk = match def.kind {
+        IndexKind::Vector => super::vectors::bulk_chunk(db.vector_nodes(&def), chunk),
+        _ => chunk,
+    };
     let prefix = crate::keys::table_prefix(table);
     let lower = after.map_or(Bound::Included(prefix.clone()), Bound::Excluded);
     let upper = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
@@ -380,7 +387,15 @@ fn prepare_chunk(
         } else {
             None
         };
-        docs.push(PreparedDoc { key, id, blob, entries, terms, vector });
+        docs.push(PreparedDoc { key, id, blob, entries, terms, vector, plan: None });
+    }
+    if def.kind == IndexKind::Vector {
+        let items: Vec<(&str, &[f32])> =
+            docs.iter().filter_map(|d| Some((d.id.as_str(), d.vector.as_deref()?))).collect();
+        let mut plans = db.plan_inserts(&def, &items).into_iter();
+        for doc in docs.iter_mut().filter(|d| d.vector.is_some()) {
+            doc.plan = plans.next().flatten();
+        }
     }
     #[cfg(test)]
     db.backfill_prepared(docs.len());
@@ -417,7 +432,7 @@ fn commit_chunk(tx: &mut Write<'_, '_>, catalog: &Arc<Catalog>, prepared: Prepar
         let entries = doc.entries?;
         if def.kind == IndexKind::Vector {
             if let Some(v) = doc.vector {
-                super::vectors::log(tx, &def, &doc.id, Some(v));
+                super::vectors::log(tx, &def, &doc.id, Some(v), doc.plan);
             }
             continue;
         }

@@ -14,6 +14,7 @@
 //! has no longer): every hit is read from the search's snapshot, and a node without a live
 //! document there is skipped.
 
+mod bulk;
 mod cache;
 pub mod hnsw;
 mod hybrid;
@@ -23,6 +24,7 @@ pub(crate) mod log;
 mod params;
 mod search;
 
+pub(crate) use bulk::bulk_chunk;
 pub use cache::{Cached, Graphs, load};
 pub use params::{DEFAULT_EF_CONSTRUCTION, DEFAULT_M, MAX_DIMENSION, params_of, parse_options};
 pub use search::{VectorHit, VectorSearchRequest, VectorSearchResponse};
@@ -96,31 +98,6 @@ pub(crate) struct PreparedVector {
     plan: hnsw::InsertPlan,
 }
 
-impl Db {
-    /// Plans the inserts of a prepared document into its table's vector indexes, on the cached
-    /// graphs as they are now (the committer validates and applies them: see `hnsw`). Nothing is
-    /// planned for a document the write will refuse.
-    pub(crate) fn plan_vectors(&self, table: &crate::catalog::TableDef, id: &str, blob: &[u8]) -> Vec<PreparedVector> {
-        let defs = self.catalog.indexes(&table.name);
-        let mut out = Vec::new();
-        let dict = self.catalog.dict();
-        for def in defs.iter().filter(|d| d.kind == IndexKind::Vector && d.is_maintained()) {
-            let Ok(p) = params_of(def) else { continue };
-            let Ok(Some(vector)) = doc_vector(def, &p, blob, &dict) else { continue };
-            let view = || self.store.committed();
-            let Ok(Some(cached)) = self.vectors.get(&view, &self.catalog, &def.table, &def.name) else { continue };
-            if cached.created_at != def.created_at {
-                continue;
-            }
-            let plan = cached.graph.read().unwrap_or_else(PoisonError::into_inner).plan(id, &vector);
-            if let Some(plan) = plan {
-                out.push(PreparedVector { index: def.name.clone(), created_at: def.created_at, vector, plan });
-            }
-        }
-        out
-    }
-}
-
 /// The vector step of a document change: its change is logged for every maintained vector index
 /// of its table. `planned` holds the inserts planned before the write (each index's is taken from
 /// it).
@@ -162,9 +139,15 @@ fn stage_index(
     Ok(())
 }
 
-/// Logs a node change in the write (a backfill's: nothing planned).
-pub(crate) fn log(w: &mut Write<'_, '_>, def: &IndexDef, id: &str, vector: Option<Vec<f32>>) {
-    log_op(w, def, id, vector, None);
+/// Logs a node change in the write (a backfill's, with the insert's plan if it has one).
+pub(crate) fn log(
+    w: &mut Write<'_, '_>,
+    def: &IndexDef,
+    id: &str,
+    vector: Option<Vec<f32>>,
+    plan: Option<hnsw::InsertPlan>,
+) {
+    log_op(w, def, id, vector, plan);
 }
 
 fn log_op(w: &mut Write<'_, '_>, def: &IndexDef, id: &str, vector: Option<Vec<f32>>, plan: Option<hnsw::InsertPlan>) {

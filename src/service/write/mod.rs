@@ -28,7 +28,7 @@ pub mod prepare;
 mod run;
 mod stage;
 
-pub(crate) use prepare::{Derived, Prepared, from_blob, live_table, prepare, same_schema};
+pub(crate) use prepare::{Derived, Prepared, from_blob, live_table, plan_vectors_of, prepare, same_schema};
 pub use prepare::{check_id, take_id};
 pub(crate) use stage::derived;
 

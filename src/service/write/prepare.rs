@@ -43,7 +43,16 @@ impl Prepared {
     /// Plans the document's vector inserts on the cached graphs (the expensive neighbour search),
     /// so the committer only validates and applies them.
     pub(crate) fn plan_vectors(&mut self, db: &Db, table: &TableDef) {
-        self.derived.vectors = db.plan_vectors(table, &self.id, &self.blob);
+        plan_vectors_of(db, table, vec![self]);
+    }
+}
+
+/// Plans the vector inserts of many documents of one table at once (on every core: see
+/// `vectors::bulk`).
+pub(crate) fn plan_vectors_of(db: &Db, table: &TableDef, docs: Vec<&mut Prepared>) {
+    let plans = db.plan_vectors(table, &docs.iter().map(|p| (p.id.as_str(), p.blob.as_slice())).collect::<Vec<_>>());
+    for (p, planned) in docs.into_iter().zip(plans) {
+        p.derived.vectors = planned;
     }
 }
 

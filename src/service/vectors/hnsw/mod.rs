@@ -116,6 +116,8 @@ pub struct InsertPlan {
     epoch: u64,
     /// the graph's insert count when planned
     inserted: u64,
+    /// its live nodes when planned
+    len: u64,
     /// per layer: the new node's chosen neighbours, with their ids
     links: Vec<Vec<(u32, Arc<str>)>>,
     /// `(node, layer, its stamp when planned, its new list with NEW for the new node)`
@@ -147,8 +149,19 @@ static EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 
 /// How many inserts may come between a plan and its use: a plan does not know the nodes
 /// inserted after it was made (it cannot link to them directly), so beyond this the insert is
-/// searched again on the writer — as in a bulk import into a small graph.
+/// searched again on the writer — as in a bulk import into a small graph. The slack is this, or
+/// a [`PLAN_FRACTION`]th of the graph the plan was made on if that is more: inserts planned
+/// together in batches of at most 2% of the graph build a graph of the same recall (the batch
+/// insertion of ParlayANN's HNSW; measured in `benches/peers`).
 pub const PLAN_SLACK: u64 = 64;
+
+/// See [`PLAN_SLACK`].
+pub const PLAN_FRACTION: u64 = 50;
+
+/// The inserts that may come between a plan made on a graph of `len` nodes and its use.
+pub fn plan_slack(len: usize) -> usize {
+    PLAN_SLACK.max(len as u64 / PLAN_FRACTION) as usize
+}
 
 /// A bitset of visited slots.
 struct Visited(Vec<u64>);

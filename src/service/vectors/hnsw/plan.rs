@@ -1,6 +1,6 @@
 //! Inserts planned outside the writer and applied on it (see the parent module's doc).
 
-use super::{Cand, Changes, Graph, InsertPlan, NEW, PLAN_SLACK};
+use super::{Cand, Changes, Graph, InsertPlan, NEW};
 use std::sync::Arc;
 
 impl Graph {
@@ -25,6 +25,7 @@ impl Graph {
             level,
             epoch: self.epoch,
             inserted: self.inserted,
+            len: self.len() as u64,
             links: vec![Vec::new(); level.min(top) + 1],
             updates: Vec::new(),
         };
@@ -61,7 +62,10 @@ impl Graph {
             self.remove(id, changes);
         }
         // planned on another graph (replaced by a rebuild, or reloaded): its slots mean nothing here
-        if plan.epoch != self.epoch || self.entry.is_none() || self.inserted > plan.inserted + PLAN_SLACK {
+        if plan.epoch != self.epoch
+            || self.entry.is_none()
+            || self.inserted > plan.inserted + super::plan_slack(plan.len as usize) as u64
+        {
             return self.insert(id, v, changes);
         }
         let top = self.entry.map_or(0, |e| self.level(e));
