@@ -17,8 +17,9 @@
 //! | `graph`      | `graph:out:{edge_table}:{from}:{edge_id}`      | other endpoint (+ weight) |
 //! | `graph`      | `graph:in:{edge_table}:{to}:{edge_id}`         | other endpoint (+ weight) |
 //! | `vec`        | `vec:{table}:{index}:…`                        | vector index data (layout: `service::vectors::layout`) |
-//! | `vec`        | `vec:{table}:{index}:v:{id}`                   | a node's vector (f32 LE) |
-//! | `vec`        | `vec:{table}:{index}:l:{id}`                   | a node's level and links per layer (ids) |
+//! | `vec`        | `vec:{table}:{index}:node:{slot}`              | the node at a graph slot: its id, then its vector (f32 LE) |
+//! | `vec`        | `vec:{table}:{index}:links:{slot}`             | its level and links per layer (slots) |
+//! | `vec`        | `vec:{table}:{index}:slots`                    | u32 LE: the graph's slot count |
 //! | `ts`         | `ts:{metric}:{entity}:{timestamp}`             | f64 value (BE), then the tags as JSON if any; timestamp in ns |
 //! | `ttlidx`     | `ttlidx:{table}:{expire_at}:{id}`              | empty |
 //! | `view`       | `view:{table}:{view}:c`                        | u64 BE: the view's member count (filter view) or group count (group view) |
@@ -162,8 +163,9 @@ mod tests {
             display("graph", &GraphKey::new(Direction::Out, "{edge_table}", "{from}", "{edge_id}").encode()),
             display("graph", &GraphKey::new(Direction::In, "{edge_table}", "{to}", "{edge_id}").encode()),
             display("vec", &VecKey::new("{table}", "{index}", vec![Component::Str("…".into())]).encode()),
-            display("vec", &VecKey::vector("{table}", "{index}", "{id}").encode()),
-            display("vec", &VecKey::links("{table}", "{index}", "{id}").encode()),
+            display("vec", &VecKey::node("{table}", "{index}", 0).encode()).replace(":0", ":{slot}"),
+            display("vec", &VecKey::links("{table}", "{index}", 0).encode()).replace(":0", ":{slot}"),
+            display("vec", &VecKey::slots("{table}", "{index}").encode()),
             display("ts", &TsKey::new("{metric}", "{entity}", 0).encode()).replace(":0", ":{timestamp}"),
             display("ttlidx", &TtlKey::new("{table}", 0, "{id}").encode()).replace(":0:", ":{expire_at}:"),
             display("view", &ViewKey::count("{table}", "{view}").encode()),

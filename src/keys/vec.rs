@@ -1,7 +1,8 @@
 //! `vec:{table}:{index}:…` → the persisted vector index; what follows the index name is the vector
-//! module's own layout (`service::vectors::layout`: `v:{id}` a node's vector, `l:{id}` its links).
+//! module's own layout (`service::vectors::layout`: `node:{slot}` a node's id and vector,
+//! `links:{slot}` its links, `slots` the slot count).
 
-use super::tuple::{Component, KeyError, KeyReader, KeyWriter};
+use super::tuple::{Component, KeyError, KeyReader, KeyWriter, Number};
 use std::borrow::Cow;
 
 /// A key of a persisted vector index.
@@ -34,14 +35,19 @@ impl<'a> VecKey<'a> {
         Ok(VecKey { table, index, rest: r.rest()? })
     }
 
-    /// The key of a node's vector: `vec:{table}:{index}:v:{id}`.
-    pub fn vector(table: &'a str, index: &'a str, id: &'a str) -> Self {
-        Self::new(table, index, vec![Component::Str("v".into()), Component::Str(id.into())])
+    /// The key of the node at a slot: `vec:{table}:{index}:node:{slot}`.
+    pub fn node(table: &'a str, index: &'a str, slot: u32) -> Self {
+        Self::new(table, index, vec![Component::Str("node".into()), Component::Num(Number::Int(slot.into()))])
     }
 
-    /// The key of a node's links: `vec:{table}:{index}:l:{id}`.
-    pub fn links(table: &'a str, index: &'a str, id: &'a str) -> Self {
-        Self::new(table, index, vec![Component::Str("l".into()), Component::Str(id.into())])
+    /// The key of the links of the node at a slot: `vec:{table}:{index}:links:{slot}`.
+    pub fn links(table: &'a str, index: &'a str, slot: u32) -> Self {
+        Self::new(table, index, vec![Component::Str("links".into()), Component::Num(Number::Int(slot.into()))])
+    }
+
+    /// The key of an index's slot count: `vec:{table}:{index}:slots`.
+    pub fn slots(table: &'a str, index: &'a str) -> Self {
+        Self::new(table, index, vec![Component::Str("slots".into())])
     }
 
     /// The prefix of every key of one vector index.
@@ -53,7 +59,6 @@ impl<'a> VecKey<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::tuple::Number;
 
     #[test]
     fn golden() {

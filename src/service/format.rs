@@ -11,13 +11,17 @@
 //!   series records of 48 bytes (with the bytes of the series' keys and its count of single
 //!   points). An older directory gets
 //!   both for every series it holds in the stamping write (`service::timeseries::upgrade`).
+//! - 4: vector indexes keyed by slot (`vec:{table}:{index}:node:{slot}`, `links:{slot}`, `slots`;
+//!   see `service::vectors::layout`) instead of by document id. An older directory's vector
+//!   indexes are rewritten in the stamping write (`service::vectors::upgrade`); until it
+//!   commits, they are read in the old layout.
 
 use super::{Result, ServiceError};
 use crate::keys::MetaKey;
 use crate::storage::{ReadView, Space, Store, WriteTx};
 
 /// The format this build writes, and the newest it reads.
-pub const DATA_FORMAT: u32 = 3;
+pub const DATA_FORMAT: u32 = 4;
 
 /// The format of the directory `store` opened: its stamp, or 1 when it has none.
 pub(crate) fn read(store: &Store) -> Result<u32> {

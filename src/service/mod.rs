@@ -132,7 +132,11 @@ impl Db {
             return Ok(db);
         }
         if found_format < format::DATA_FORMAT {
-            format::upgrade(&db.store, found_format, timeseries::upgrade)?;
+            let catalog = db.catalog.clone();
+            format::upgrade(&db.store, found_format, move |tx, found| {
+                timeseries::upgrade(tx, found)?;
+                vectors::upgrade(tx, found, &catalog)
+            })?;
         }
         let took = db.open_vector_indexes()?;
         tracing::info!(ms = took.as_millis() as u64, "vector indexes opened from their keys");

@@ -1,7 +1,8 @@
-//! `check` for vector indexes: every node key (vector and links) against the documents, read on
-//! the check's snapshot. A document with a vector must have a node holding exactly that vector
-//! (normalised as the index stores it); a node must have a document with that vector, a links
-//! key that parses, and links only to nodes that exist at that layer.
+//! `check` for vector indexes: every key of the slot layout (`service::vectors::layout`) against
+//! the documents, read on the check's snapshot. A document with a vector must have exactly one
+//! node holding exactly that vector (normalised as the index stores it); a node must sit below
+//! the slot count, parse, have a document with that vector, a links key that parses, and links
+//! only to nodes that exist at that layer.
 
 use super::report::{CheckReport, internal, show};
 use crate::catalog::IndexDef;
@@ -11,7 +12,13 @@ use crate::service::stop::{Stop, Watched};
 use crate::service::vectors::{self, layout};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// A stored node: its id and vector.
+struct Node {
+    id: String,
+    vector: Vec<f32>,
+}
 
 /// Checks one ready vector index; returns the nodes walked.
 pub(super) fn check_index(
@@ -23,91 +30,114 @@ pub(super) fn check_index(
 ) -> Result<u64> {
     let p = vectors::params_of(def)?;
     let (table, index) = (def.table.as_str(), def.name.as_str());
-    // the stored nodes: id → (vector, level) and id → links
-    let mut vecs: BTreeMap<String, Vec<f32>> = BTreeMap::new();
-    let mut links: BTreeMap<String, Option<Vec<Vec<String>>>> = BTreeMap::new();
+    let slots_key = show(Space::Vec, &layout::slots_key(table, index));
+    let slots = match layout::read_slots(view, table, index) {
+        Ok(s) => s,
+        Err(e) => {
+            report.problem("stale_entry", slots_key.clone(), e.to_string());
+            None
+        }
+    };
+    // the stored nodes by slot, and their links (None: they do not parse)
+    let (np, lp) = (layout::kind_prefix(table, index, "node"), layout::kind_prefix(table, index, "links"));
+    let mut nodes: BTreeMap<u32, Node> = BTreeMap::new();
+    let mut links: BTreeMap<u32, Option<Vec<(usize, u32)>>> = BTreeMap::new();
     let keys = view.scan(Space::Vec, KeyRange::Prefix(VecKey::index_prefix(table, index)), false);
     for item in Watched::new(keys.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, value) = item?;
-        let decoded = VecKey::decode(&key).ok();
-        let parts: Vec<String> = decoded.map(|k| k.rest.iter().map(ToString::to_string).collect()).unwrap_or_default();
-        match parts.as_slice() {
-            [kind, _] if kind == "v" => {
-                let id = id_of(&key);
-                vecs.insert(id, layout::decode_vector(&value));
+        let shown = show(Space::Vec, &key);
+        if let Some(s) = layout::slot_of(&key, &np) {
+            match layout::decode_node(&value) {
+                Some((id, v)) => {
+                    let vector = layout::floats(v).collect();
+                    nodes.insert(s, Node { id: id.to_owned(), vector });
+                }
+                None => report.problem("stale_entry", shown, "the node does not parse"),
             }
-            [kind, _] if kind == "l" => {
-                links.insert(id_of(&key), layout::decode_links(&value));
-            }
-            _ => report.problem("orphan_entry", show(Space::Vec, &key), "not a key of the vector index's layout"),
+        } else if let Some(s) = layout::slot_of(&key, &lp) {
+            let mut list = Vec::new();
+            let parsed = layout::walk_links(&value, |layer, to| list.push((layer, to)));
+            links.insert(
+                s,
+                parsed.map(|level| {
+                    list.push((level, u32::MAX));
+                    list
+                }),
+            );
+        } else if *key != *layout::slots_key(table, index) {
+            report.problem("orphan_entry", shown, "not a key of the vector index's layout");
+        }
+    }
+    if slots.is_none() && !nodes.is_empty() {
+        report.problem("missing_entry", slots_key, "nodes without a slot count");
+    }
+    // each stored list ends with (level, u32::MAX): the node's level
+    let level_of = |s: u32| links.get(&s).and_then(Option::as_ref).and_then(|l| l.last()).map(|(level, _)| *level);
+    let mut by_id: HashMap<&str, u32> = HashMap::with_capacity(nodes.len());
+    for (&s, node) in &nodes {
+        let key = show(Space::Vec, &layout::node_key(table, index, s));
+        if slots.is_some_and(|n| s as usize >= n) {
+            report.problem("stale_entry", key.clone(), "a slot past the slot count");
+        }
+        if let Some(first) = by_id.insert(&node.id, s) {
+            report.problem(
+                "stale_entry",
+                key.clone(),
+                format!("document {:?} is also the node at slot {first}", node.id),
+            );
+        }
+        if node.vector.len() != p.dim {
+            report.problem("stale_entry", key, format!("{} elements; the index takes {}", node.vector.len(), p.dim));
         }
     }
     // documents → nodes
     let docs = view.scan(Space::Entity, KeyRange::Prefix(crate::keys::table_prefix(table)), false);
-    let mut with_vector = 0u64;
     for item in Watched::new(docs.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, blob) = item?;
         let id = EntityKey::decode(&key).map_err(internal)?.id.into_owned();
         let want = vectors::stored_vector(def, &p, &blob, dict);
-        let vkey = show(Space::Vec, &layout::vector_key(table, index, &id));
-        match (want, vecs.get(&id)) {
-            (Some(_), None) => {
-                report.problem("missing_entry", vkey, format!("document {id:?} has a vector and no node"))
+        let node = by_id.remove(id.as_str());
+        let shown = |s: u32| show(Space::Vec, &layout::node_key(table, index, s));
+        match (want, node) {
+            (Some(_), None) => report.problem(
+                "missing_entry",
+                show(Space::Entity, &key),
+                format!("document {id:?} has a vector and no node in index {index:?}"),
+            ),
+            (Some(w), Some(s)) if nodes.get(&s).is_some_and(|n| n.vector != w) => {
+                report.problem("stale_entry", shown(s), "the node's vector differs from the document's")
             }
-            (Some(w), Some(have)) if w != *have => {
-                report.problem("stale_entry", vkey, "the node's vector differs from the document's")
-            }
-            (None, Some(_)) => report.problem("orphan_entry", vkey, format!("document {id:?} has no vector")),
+            (None, Some(s)) => report.problem("orphan_entry", shown(s), format!("document {id:?} has no vector")),
             _ => {}
         }
-        with_vector += 1;
     }
-    let _ = with_vector;
-    // nodes → documents and links
-    for (id, v) in &vecs {
-        let key = EntityKey::new(table, id).encode();
-        let vkey = show(Space::Vec, &layout::vector_key(table, index, id));
-        if view.get(Space::Entity, &key)?.is_none() {
-            report.problem("orphan_entry", vkey.clone(), format!("document {id:?} does not exist"));
-        }
-        if v.len() != p.dim {
-            report.problem("stale_entry", vkey, format!("{} elements; the index takes {}", v.len(), p.dim));
-        }
+    // nodes left are of documents that do not exist
+    for (id, s) in by_id {
+        let key = show(Space::Vec, &layout::node_key(table, index, s));
+        report.problem("orphan_entry", key, format!("document {id:?} does not exist"));
     }
-    for (id, l) in &links {
-        let lkey = show(Space::Vec, &layout::links_key(table, index, id));
-        let Some(layers) = l else {
+    // links
+    for (&s, l) in &links {
+        let lkey = show(Space::Vec, &layout::links_key(table, index, s));
+        let Some(list) = l else {
             report.problem("stale_entry", lkey, "the links do not parse");
             continue;
         };
-        if !vecs.contains_key(id) {
-            report.problem("orphan_entry", lkey.clone(), "links of a node without a vector");
+        if !nodes.contains_key(&s) {
+            report.problem("orphan_entry", lkey.clone(), "links of a slot without a node");
         }
-        for (layer, list) in layers.iter().enumerate() {
-            for n in list {
-                let level = links.get(n).and_then(Option::as_ref).map(|x| x.len().saturating_sub(1));
-                if !vecs.contains_key(n) || level.is_none_or(|lv| lv < layer) {
-                    report.problem(
-                        "stale_entry",
-                        lkey.clone(),
-                        format!("layer {layer} links to {n:?}, no node at that layer"),
-                    );
-                }
+        for &(layer, to) in list.iter().filter(|(_, to)| *to != u32::MAX) {
+            if !nodes.contains_key(&to) || level_of(to).is_none_or(|lv| lv < layer) {
+                report.problem(
+                    "stale_entry",
+                    lkey.clone(),
+                    format!("layer {layer} links to slot {to}, no node at that layer"),
+                );
             }
         }
     }
-    for id in vecs.keys().filter(|id| !links.contains_key(*id)) {
-        report.problem("missing_entry", show(Space::Vec, &layout::links_key(table, index, id)), "a node without links");
+    for &s in nodes.keys().filter(|s| !links.contains_key(s)) {
+        report.problem("missing_entry", show(Space::Vec, &layout::links_key(table, index, s)), "a node without links");
     }
-    Ok(vecs.len() as u64)
-}
-
-fn id_of(key: &[u8]) -> String {
-    VecKey::decode(key)
-        .ok()
-        .and_then(|k| match k.rest.get(1) {
-            Some(crate::keys::Component::Str(s)) => Some(s.to_string()),
-            _ => None,
-        })
-        .unwrap_or_default()
+    Ok(nodes.len() as u64)
 }

@@ -178,9 +178,20 @@ impl Db {
     /// Starts (or restarts) the backfill of a building index in the background.
     pub(crate) fn spawn_backfill(self: &Arc<Self>, def: &IndexDef) {
         let (db, table, name, created_at) = (self.clone(), def.table.clone(), def.name.clone(), def.created_at);
+        let vector = def.kind == IndexKind::Vector;
         drop(self.spawn_job(async move {
             if let Err(e) = db.backfill(&table, &name, created_at).await {
                 tracing::error!(table, index = name, error = %e, "index backfill failed");
+                return;
+            }
+            // A vector build rewrote each node's links many times: the versions it left would be
+            // stepped over by every later open's scan, so the family is compacted once now.
+            if vector && db.catalog.index(&table, &name).is_some_and(|d| d.created_at == created_at && d.is_ready()) {
+                let started = std::time::Instant::now();
+                match db.read(|db| Ok(db.store.compact(Space::Vec)?)).await {
+                    Ok(()) => tracing::info!(table, index = name, ms = started.elapsed().as_millis() as u64, "vector keys compacted after the build"),
+                    Err(e) => tracing::warn!(table, index = name, error = %e, "compacting the vector keys after a build failed"),
+                }
             }
         }));
     }

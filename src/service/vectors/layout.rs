@@ -1,112 +1,128 @@
-//! The keys of a vector index, under `vec:{table}:{index}:`:
+//! The keys of a vector index, under `vec:{table}:{index}:` (format 4):
 //!
 //! | key | value |
 //! |-----|-------|
-//! | `vec:{table}:{index}:v:{id}` | the node's vector: `dimension` f32, little-endian (normalised for cosine) |
-//! | `vec:{table}:{index}:l:{id}` | its links: level (u8), then per layer 0..=level a u16 count and that many ids (u16 length + UTF-8) |
+//! | `vec:{table}:{index}:slots` | the graph's slot count (u32, little-endian): every node's slot is below it |
+//! | `vec:{table}:{index}:node:{slot}` | the node at a slot: its id (u16 length, big-endian, + UTF-8), then its vector: `dimension` f32, little-endian (normalised for cosine) |
+//! | `vec:{table}:{index}:links:{slot}` | its links: level (u8), then per layer 0..=level a u16 count (big-endian) and that many slots (u32, little-endian) |
 //!
-//! Links name documents, not slots, so the keys hold no in-memory numbering; the entry point is
-//! the node of the highest level (the first in id order among equals), found at load.
+//! The keys hold the in-memory graph's own numbering (a slot is a node's place in the graph's
+//! arrays), so opening an index is two scans in slot order straight into those arrays — no id is
+//! looked up per link — and a link costs 4 bytes. A slot freed by a delete has no keys and is
+//! reused by a later insert; the slot count bounds what a load allocates. The entry point is the
+//! node of the highest level (the lowest slot among equals), found at load.
+//!
+//! Format 3 named nodes and links by document id (`v:{id}`, `l:{id}`); such an index is read
+//! (and rewritten at the upgrade) by [`super::upgrade`].
 
 use super::hnsw::{Changes, Graph, Loader, Params};
 use crate::keys::{Component, VecKey};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space, WriteTx};
 
-/// The key of a node's vector.
-pub fn vector_key(table: &str, index: &str, id: &str) -> Vec<u8> {
-    VecKey::vector(table, index, id).encode()
+/// The key of the slot count.
+pub fn slots_key(table: &str, index: &str) -> Vec<u8> {
+    VecKey::slots(table, index).encode()
 }
 
-/// The key of a node's links.
-pub fn links_key(table: &str, index: &str, id: &str) -> Vec<u8> {
-    VecKey::links(table, index, id).encode()
+/// The key of the node at a slot.
+pub fn node_key(table: &str, index: &str, slot: u32) -> Vec<u8> {
+    VecKey::node(table, index, slot).encode()
 }
 
-fn kind_prefix(table: &str, index: &str, kind: &'static str) -> Vec<u8> {
+/// The key of the links of the node at a slot.
+pub fn links_key(table: &str, index: &str, slot: u32) -> Vec<u8> {
+    VecKey::links(table, index, slot).encode()
+}
+
+/// The prefix of the keys of one kind (`node`, `links`, or format 3's `v` and `l`).
+pub fn kind_prefix(table: &str, index: &str, kind: &'static str) -> Vec<u8> {
     VecKey::new(table, index, vec![Component::Str(kind.into())]).encode()
 }
 
-/// A vector as stored.
-pub fn encode_vector(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+/// The slot of a `node` or `links` key, which is `prefix` and the slot.
+pub fn slot_of(key: &[u8], prefix: &[u8]) -> Option<u32> {
+    let mut r = crate::keys::KeyReader::new(key.strip_prefix(prefix)?);
+    let slot = r.next_u64().ok()?;
+    (r.is_empty()).then_some(u32::try_from(slot).ok()?)
 }
 
-/// A stored vector.
-pub fn decode_vector(b: &[u8]) -> Vec<f32> {
-    b.as_chunks::<4>().0.iter().map(|c| f32::from_le_bytes(*c)).collect()
+/// A node as stored.
+pub fn encode_node(id: &str, v: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + id.len() + v.len() * 4);
+    out.extend_from_slice(&(id.len() as u16).to_be_bytes());
+    out.extend_from_slice(id.as_bytes());
+    out.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+    out
 }
 
-/// Links as stored.
-pub fn encode_links(layers: &[Vec<std::sync::Arc<str>>]) -> Vec<u8> {
-    let mut out = vec![layers.len().saturating_sub(1) as u8];
-    for l in layers {
-        out.extend_from_slice(&(l.len() as u16).to_be_bytes());
-        for id in l {
-            out.extend_from_slice(&(id.len() as u16).to_be_bytes());
-            out.extend_from_slice(id.as_bytes());
-        }
+/// A stored node: its id and the bytes of its vector (`None` when it does not parse).
+pub fn decode_node(b: &[u8]) -> Option<(&str, &[u8])> {
+    let (len, rest) = b.split_first_chunk::<2>()?;
+    let (id, vector) = rest.split_at_checked(u16::from_be_bytes(*len) as usize)?;
+    Some((std::str::from_utf8(id).ok()?, vector))
+}
+
+/// Vector bytes as floats.
+pub fn floats(b: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    b.as_chunks::<4>().0.iter().map(|c| f32::from_le_bytes(*c))
+}
+
+/// The links of the node at slot `s` as stored.
+pub fn encode_links(graph: &Graph, s: u32) -> Vec<u8> {
+    let level = graph.level_of(s);
+    let mut out = vec![level as u8];
+    for layer in 0..=level {
+        let list = graph.links_at(s, layer);
+        out.extend_from_slice(&(list.len() as u16).to_be_bytes());
+        out.extend(list.iter().flat_map(|n| n.to_le_bytes()));
     }
     out
 }
 
-/// Stored links, per layer (for `check`, which reports what does not parse).
-pub fn decode_links(b: &[u8]) -> Option<Vec<Vec<String>>> {
-    let mut layers: Vec<Vec<String>> = Vec::new();
-    let level = walk_links(b, |layer, id| {
-        layers.resize_with(layers.len().max(layer + 1), Vec::new);
-        if let Some(l) = layers.get_mut(layer) {
-            l.push(id.to_owned());
-        }
-    })?;
-    layers.resize_with(level + 1, Vec::new);
-    Some(layers)
-}
-
-/// Walks stored links without copying them: `f(layer, id)` for each link, in order; the level,
-/// or `None` (after some calls, perhaps) when the bytes do not parse.
-fn walk_links<'a>(b: &'a [u8], mut f: impl FnMut(usize, &'a str)) -> Option<usize> {
+/// Walks stored links: `f(layer, slot)` for each link, in order; the level, or `None` (after
+/// some calls, perhaps) when the bytes do not parse.
+pub fn walk_links(b: &[u8], mut f: impl FnMut(usize, u32)) -> Option<usize> {
     let (&level, mut rest) = b.split_first()?;
-    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = rest.split_at_checked(n)?;
-        *rest = tail;
-        Some(head)
-    }
-    fn len(rest: &mut &[u8]) -> Option<usize> {
-        Some(u16::from_be_bytes(take(rest, 2)?.try_into().ok()?) as usize)
-    }
     for layer in 0..=level as usize {
-        for _ in 0..len(&mut rest)? {
-            let n = len(&mut rest)?;
-            f(layer, std::str::from_utf8(take(&mut rest, n)?).ok()?);
+        let (count, tail) = rest.split_first_chunk::<2>()?;
+        let (list, tail) = tail.split_at_checked(u16::from_be_bytes(*count) as usize * 4)?;
+        for n in list.as_chunks::<4>().0 {
+            f(layer, u32::from_le_bytes(*n));
         }
+        rest = tail;
     }
     rest.is_empty().then_some(level as usize)
 }
 
-/// The id of a node key, which is `prefix` and the id.
-fn node_id<'k>(key: &'k [u8], prefix: &[u8]) -> Result<std::borrow::Cow<'k, str>> {
-    let damaged = || ServiceError::Internal(format!("damaged vector key {}", crate::keys::display("vec", key)));
-    let mut r = crate::keys::KeyReader::new(key.strip_prefix(prefix).ok_or_else(damaged)?);
-    let id = r.next_str().map_err(|_| damaged())?;
-    if r.is_empty() { Ok(id) } else { Err(damaged()) }
+/// The slot count an index's keys record (0 without the key).
+pub fn read_slots(view: &ReadView, table: &str, index: &str) -> Result<Option<usize>> {
+    let Some(v) = view.get(Space::Vec, &slots_key(table, index))? else { return Ok(None) };
+    let bytes: [u8; 4] = v
+        .as_ref()
+        .try_into()
+        .map_err(|_| ServiceError::Internal(format!("vector index {index:?}: damaged slot count")))?;
+    Ok(Some(u32::from_le_bytes(bytes) as usize))
 }
 
-/// Reads an index's graph from its keys: the vector and links scans, both in id order, side by
-/// side. A node with a vector of the wrong length, or without links that parse, is left out
-/// (`check` reports it). Nothing is copied per link: links are resolved to slots straight from
-/// the stored bytes once every node is in (see [`Loader`]).
+/// Reads an index's graph from its keys: the node and links scans, both in slot order, side by
+/// side, straight into the graph's arrays. A node with a vector of the wrong length, at a slot
+/// past the slot count, or without links that parse, is left out (`check` reports it). An index
+/// still in format 3's keys (no slot count) is read by [`super::upgrade::load`].
 pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Graph> {
-    let (vp, lp) = (kind_prefix(table, index, "v"), kind_prefix(table, index, "l"));
+    let Some(slots) = read_slots(view, table, index)? else {
+        return super::upgrade::load(view, table, index, p);
+    };
+    let (np, lp) = (kind_prefix(table, index, "node"), kind_prefix(table, index, "links"));
     let mut links = view.scan(Space::Vec, KeyRange::Prefix(lp.clone()), false).peekable();
-    let mut loader = Loader::new(p);
+    let mut loader = Loader::new(p, slots);
     let mut kept = Vec::new();
-    for item in view.scan(Space::Vec, KeyRange::Prefix(vp.clone()), false) {
+    for item in view.scan(Space::Vec, KeyRange::Prefix(np.clone()), false) {
         let (key, value) = item?;
-        let id = node_id(&key, &vp)?;
+        let Some(s) = slot_of(&key, &np) else { continue };
         let mut found = None;
         while let Some(Ok((lk, lv))) = links.peek() {
-            match node_id(lk, &lp)?.as_ref().cmp(id.as_ref()) {
+            match slot_of(lk, &lp).cmp(&Some(s)) {
                 std::cmp::Ordering::Less => {}
                 std::cmp::Ordering::Equal => found = Some(lv.clone()),
                 std::cmp::Ordering::Greater => break,
@@ -121,12 +137,12 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Grap
         {
             return Err(e.into());
         }
-        if let Some(lv) = found
-            && value.len() == p.dim * 4
+        if let (Some(lv), Some((id, vector))) = (found, decode_node(&value))
+            && vector.len() == p.dim * 4
             && let Some(level) = walk_links(&lv, |_, _| {})
+            && loader.node(s, id, floats(vector), level)
         {
-            let floats = value.as_chunks::<4>().0.iter().map(|c| f32::from_le_bytes(*c));
-            kept.push((loader.node(&id, floats, level), lv));
+            kept.push((s, lv));
         }
     }
     for (s, lv) in kept {
@@ -135,39 +151,64 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Grap
     Ok(loader.finish())
 }
 
-/// Stages the keys of every node a change touched: a live node's links (and vector, if it is
-/// new), a removed node's deletes.
+/// Stages the keys of every slot a change touched — a live node's links (and its node key, if
+/// it took the slot), a freed slot's deletes — and the slot count.
 pub fn stage(tx: &mut WriteTx<'_>, table: &str, index: &str, graph: &Graph, changes: &Changes) {
-    for id in changes.nodes.union(&changes.links) {
-        match (graph.vector_of(id), graph.links_of(id)) {
-            (Some(v), Some(links)) => {
-                if changes.nodes.contains(id) {
-                    tx.put(Space::Vec, vector_key(table, index, id), encode_vector(v));
+    for &s in changes.nodes.union(&changes.links) {
+        match graph.id(s) {
+            Some(id) => {
+                if changes.nodes.contains(&s) {
+                    tx.put(Space::Vec, node_key(table, index, s), encode_node(id, graph.vector(s)));
                 }
-                tx.put(Space::Vec, links_key(table, index, id), encode_links(&links));
+                tx.put(Space::Vec, links_key(table, index, s), encode_links(graph, s));
             }
-            _ => {
-                tx.delete(Space::Vec, vector_key(table, index, id));
-                tx.delete(Space::Vec, links_key(table, index, id));
+            None => {
+                tx.delete(Space::Vec, node_key(table, index, s));
+                tx.delete(Space::Vec, links_key(table, index, s));
             }
         }
     }
+    tx.put(Space::Vec, slots_key(table, index), (graph.slots() as u32).to_le_bytes().to_vec());
+}
+
+/// Stages every node of a graph (an index rewritten in this layout).
+pub fn stage_all(tx: &mut WriteTx<'_>, table: &str, index: &str, graph: &Graph) {
+    let mut all = Changes::default();
+    all.nodes.extend((0..graph.slots() as u32).filter(|s| graph.id(*s).is_some()));
+    all.links.clone_from(&all.nodes);
+    stage(tx, table, index, graph, &all);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::vectors::hnsw::Metric;
 
     #[test]
     fn golden_keys_and_values() {
-        assert_eq!(crate::keys::display("vec", &vector_key("docs", "emb", "a")), "vec:docs:emb:v:a");
-        assert_eq!(crate::keys::display("vec", &links_key("docs", "emb", "a")), "vec:docs:emb:l:a");
-        let links = vec![vec!["b".into(), "cd".into()], vec![]];
-        let bytes = encode_links(&links);
-        assert_eq!(bytes, b"\x01\x00\x02\x00\x01b\x00\x02cd\x00\x00");
-        assert_eq!(decode_links(&bytes).unwrap(), vec![vec!["b".to_owned(), "cd".to_owned()], vec![]]);
-        assert!(decode_links(&bytes[..bytes.len() - 1]).is_none());
-        assert!(decode_links(b"\x00\x00\x00\x01").is_none());
-        assert_eq!(decode_vector(&encode_vector(&[1.5, -2.0])), [1.5, -2.0]);
+        let show = |k: &[u8]| crate::keys::display("vec", k);
+        assert_eq!(show(&node_key("docs", "emb", 7)), "vec:docs:emb:node:7");
+        assert_eq!(show(&links_key("docs", "emb", 7)), "vec:docs:emb:links:7");
+        assert_eq!(show(&slots_key("docs", "emb")), "vec:docs:emb:slots");
+        assert_eq!(slot_of(&node_key("docs", "emb", 70000), &kind_prefix("docs", "emb", "node")), Some(70000));
+        assert!(node_key("d", "e", 9) < node_key("d", "e", 10), "slot order");
+        let node = encode_node("ab", &[1.5, -2.0]);
+        assert_eq!(node, b"\x00\x02ab\x00\x00\xc0\x3f\x00\x00\x00\xc0");
+        let (id, v) = decode_node(&node).unwrap();
+        assert_eq!((id, floats(v).collect::<Vec<_>>()), ("ab", vec![1.5, -2.0]));
+        assert!(decode_node(b"\x00\x05ab").is_none());
+        let p = Params { dim: 2, metric: Metric::L2, m: 4, ef_construction: 16 };
+        let mut g = Graph::new(p);
+        let mut ch = Changes::default();
+        for (i, v) in [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]].iter().enumerate() {
+            g.insert(&format!("n{i}"), v, &mut ch);
+        }
+        let bytes = encode_links(&g, 0);
+        let mut seen = Vec::new();
+        let level = walk_links(&bytes, |layer, to| seen.push((layer, to))).unwrap();
+        assert_eq!(level, g.level_of(0));
+        assert!(seen.contains(&(0, 1)) && seen.contains(&(0, 2)), "{seen:?}");
+        assert!(walk_links(&bytes[..bytes.len() - 1], |_, _| {}).is_none());
+        assert_eq!(walk_links(b"\x00\x00\x01\x05\x00\x00\x00", |_, _| {}), Some(0));
     }
 }

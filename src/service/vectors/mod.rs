@@ -23,11 +23,13 @@ pub mod layout;
 pub(crate) mod log;
 mod params;
 mod search;
+mod upgrade;
 
 pub(crate) use bulk::bulk_chunk;
 pub use cache::{Cached, Graphs, load};
 pub use params::{DEFAULT_EF_CONSTRUCTION, DEFAULT_M, MAX_DIMENSION, params_of, parse_options};
 pub use search::{VectorHit, VectorSearchRequest, VectorSearchResponse};
+pub(crate) use upgrade::upgrade;
 
 use super::{Db, Result, ServiceError};
 use crate::catalog::{IndexDef, IndexKind};

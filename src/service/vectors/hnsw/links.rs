@@ -25,6 +25,12 @@ impl Links {
         self.upper.len()
     }
 
+    /// Makes room for `n` more slots.
+    pub(super) fn reserve(&mut self, n: usize) {
+        self.base.reserve(n * self.stride);
+        self.upper.reserve(n);
+    }
+
     /// Adds a slot at the end with empty lists up to `level`.
     pub(super) fn push(&mut self, level: usize) {
         self.base.resize(self.base.len() + self.stride, 0);

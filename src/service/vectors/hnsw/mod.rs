@@ -8,7 +8,8 @@
 //! - Vectors live in one contiguous `f32` arena indexed by a dense slot number; slots freed by
 //!   deletes are reused. Doc ids map to slots and back.
 //! - A node's level is drawn from a hash of its id (so a rebuild gives the same levels).
-//! - Links are directed; `rev` mirrors them so a delete finds every node that points to the
+//! - Links are directed; `rev` mirrors them (built at the first delete, so opening and bulk
+//!   building do not pay for it) so a delete finds every node that points to the
 //!   deleted one and repairs its list with candidates from both neighbourhoods (the heuristic,
 //!   then the closest of the rest up to the layer's cap), in the same write.
 //! - A filtered search walks the graph through every node but keeps only accepted nodes among
@@ -96,13 +97,13 @@ impl Ord for Cand {
     }
 }
 
-/// The ids whose keys a change touched.
+/// The slots whose keys a change touched.
 #[derive(Debug, Default)]
 pub struct Changes {
-    /// ids added or removed (their vector key is written or deleted)
-    pub nodes: BTreeSet<Arc<str>>,
-    /// ids whose links changed
-    pub links: BTreeSet<Arc<str>>,
+    /// slots taken or freed (their node key is written or deleted)
+    pub nodes: BTreeSet<u32>,
+    /// slots whose links changed
+    pub links: BTreeSet<u32>,
 }
 
 /// Stands for the node being planned in a plan's lists.
@@ -131,7 +132,7 @@ pub struct Graph {
     ids: Vec<Option<Arc<str>>>,
     links: Links,
     /// per slot and layer: the slots linking to it
-    rev: Vec<Vec<Vec<u32>>>,
+    rev: Option<Vec<Vec<Vec<u32>>>>,
     by_id: HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
     free: Vec<u32>,
     entry: Option<u32>,
@@ -191,7 +192,7 @@ impl Graph {
             vectors: Vec::new(),
             ids: Vec::new(),
             links: Links::new(p.m * 2),
-            rev: Vec::new(),
+            rev: None,
             by_id: HashMap::default(),
             free: Vec::new(),
             entry: None,
@@ -218,7 +219,7 @@ impl Graph {
 
     /// Bytes held by the arena and the link lists (approximate).
     pub fn memory_bytes(&self) -> usize {
-        let rev: usize = self.rev.iter().flatten().map(|l| l.capacity() * 4 + 24).sum();
+        let rev: usize = self.rev.iter().flatten().flatten().map(|l| l.capacity() * 4 + 24).sum();
         self.vectors.capacity() * 4 + self.links.memory_bytes() + rev + self.by_id.len() * 48
     }
 
@@ -248,6 +249,21 @@ impl Graph {
         let s = self.slot(id)?;
         let layer = |l| self.links.get(s, l).iter().filter_map(|&n| self.id(n).cloned()).collect();
         Some((0..=self.level(s)).map(layer).collect())
+    }
+
+    /// A slot's links at a layer, as slots.
+    pub fn links_at(&self, s: u32, layer: usize) -> &[u32] {
+        self.links.get(s, layer)
+    }
+
+    /// A slot's level (0 for a free slot).
+    pub fn level_of(&self, s: u32) -> usize {
+        self.level(s)
+    }
+
+    /// Slots (live and free): one more than the highest slot in use.
+    pub fn slots(&self) -> usize {
+        self.ids.len()
     }
 
     /// Every live id.
@@ -285,7 +301,9 @@ impl Graph {
                 }
                 self.ids[s as usize] = Some(id.clone());
                 self.links.reset(s, level);
-                self.rev[s as usize] = vec![Vec::new(); level + 1];
+                if let Some(r) = self.rev.as_mut().and_then(|r| r.get_mut(s as usize)) {
+                    *r = vec![Vec::new(); level + 1];
+                }
                 self.stamps[s as usize] += 1;
                 s
             }
@@ -302,7 +320,9 @@ impl Graph {
     fn push_slot(&mut self, id: Arc<str>, level: usize) -> u32 {
         self.ids.push(Some(id.clone()));
         self.links.push(level);
-        self.rev.push(vec![Vec::new(); level + 1]);
+        if let Some(r) = self.rev.as_mut() {
+            r.push(vec![Vec::new(); level + 1]);
+        }
         self.stamps.push(0);
         let s = (self.ids.len() - 1) as u32;
         self.by_id.insert(id, s);
@@ -311,6 +331,11 @@ impl Graph {
 
     /// Replaces `a`'s links at `layer`, keeping `rev` in step.
     fn set_links(&mut self, a: u32, layer: usize, new: Vec<u32>) {
+        self.stamps[a as usize] += 1;
+        let Some(rev) = self.rev.as_mut() else {
+            self.links.set(a, layer, &new);
+            return;
+        };
         // the links dropped and added, found by merging sorted copies (a list holds at most 2m)
         let mut old = self.links.get(a, layer).to_vec();
         self.links.set(a, layer, &new);
@@ -331,18 +356,37 @@ impl Graph {
             };
             if let Some(b) = dropped {
                 i += 1;
-                if let Some(r) = self.rev.get_mut(b as usize).and_then(|r| r.get_mut(layer)) {
+                if let Some(r) = rev.get_mut(b as usize).and_then(|r| r.get_mut(layer)) {
                     r.retain(|x| *x != a);
                 }
             }
             if let Some(b) = added {
                 j += 1;
-                if let Some(r) = self.rev.get_mut(b as usize).and_then(|r| r.get_mut(layer)) {
+                if let Some(r) = rev.get_mut(b as usize).and_then(|r| r.get_mut(layer)) {
                     r.push(a);
                 }
             }
         }
-        self.stamps[a as usize] += 1;
+    }
+
+    /// The reverse links, built from the links on first use.
+    fn rev(&mut self) -> &mut Vec<Vec<Vec<u32>>> {
+        let links = &self.links;
+        self.rev.get_or_insert_with(|| {
+            let mut rev: Vec<Vec<Vec<u32>>> = (0..links.len() as u32)
+                .map(|s| if self.ids[s as usize].is_some() { vec![Vec::new(); links.level(s) + 1] } else { Vec::new() })
+                .collect();
+            for s in 0..links.len() as u32 {
+                for layer in 0..=links.level(s) {
+                    for &n in links.get(s, layer) {
+                        if let Some(r) = rev.get_mut(n as usize).and_then(|r| r.get_mut(layer)) {
+                            r.push(s);
+                        }
+                    }
+                }
+            }
+            rev
+        })
     }
 
     /// Adds (or replaces) the node `id` with vector `v` (normalised already for cosine).
@@ -356,8 +400,8 @@ impl Graph {
         let id: Arc<str> = Arc::from(id);
         let level = self.level_for(&id);
         let slot = self.alloc(id.clone(), v, level);
-        changes.nodes.insert(id.clone());
-        changes.links.insert(id);
+        changes.nodes.insert(slot);
+        changes.links.insert(slot);
         let Some(ep) = self.entry.filter(|e| *e != slot) else {
             self.entry = Some(slot);
             return;
@@ -376,9 +420,7 @@ impl Graph {
             for n in chosen {
                 let list = self.linked_back(n, layer, slot);
                 self.set_links(n, layer, list);
-                if let Some(nid) = self.id(n) {
-                    changes.links.insert(nid.clone());
-                }
+                changes.links.insert(n);
             }
             eps = w.iter().map(|c| c.s).collect();
         }
@@ -392,7 +434,7 @@ impl Graph {
         let Some(slot) = self.slot(id) else { return false };
         for layer in 0..=self.level(slot) {
             let out = self.links.get(slot, layer).to_vec();
-            let ins = self.rev[slot as usize][layer].clone();
+            let ins = self.rev()[slot as usize][layer].clone();
             self.set_links(slot, layer, Vec::new());
             for r in ins {
                 let mut pool: Vec<u32> = self.links.get(r, layer).iter().copied().filter(|x| *x != slot).collect();
@@ -403,19 +445,19 @@ impl Graph {
                 c.sort();
                 let chosen = self.select(&c, self.max_links(layer), true);
                 self.set_links(r, layer, chosen);
-                if let Some(rid) = self.id(r) {
-                    changes.links.insert(rid.clone());
-                }
+                changes.links.insert(r);
             }
         }
         let id = self.ids[slot as usize].take();
         if let Some(id) = id {
             self.by_id.remove(&id);
-            changes.nodes.insert(id.clone());
-            changes.links.insert(id);
         }
+        changes.nodes.insert(slot);
+        changes.links.insert(slot);
         self.links.reset(slot, 0);
-        self.rev[slot as usize].clear();
+        if let Some(r) = self.rev().get_mut(slot as usize) {
+            r.clear();
+        }
         self.stamps[slot as usize] += 1;
         self.free.push(slot);
         if self.entry == Some(slot) {
@@ -571,45 +613,69 @@ impl Graph {
     }
 }
 
-/// Builds a graph from its stored nodes as the keys are read, in two passes: every node with
-/// its vector and level ([`Loader::node`]), then each node's links by id ([`Loader::link`]), so
-/// no link list is held as strings. A link to an id that is not a node, to the node itself, or
-/// to a node below that layer is dropped (`check` reports it).
+/// Builds a graph from its stored nodes as the keys are read, in two passes: every node at its
+/// slot with its vector and level ([`Loader::node`], in slot order; the slots between are free),
+/// then each node's links ([`Loader::link`]). A link to a slot that is not a node, to the node
+/// itself, or to a node below that layer is dropped (`check` reports it).
 pub struct Loader {
     g: Graph,
+    /// slots the graph may have (a node key past them is damaged)
+    slots: usize,
 }
 
 impl Loader {
-    /// An empty graph to load into.
-    pub fn new(p: Params) -> Loader {
-        Loader { g: Graph::new(p) }
+    /// An empty graph to load into, of at most `slots` slots.
+    pub fn new(p: Params, slots: usize) -> Loader {
+        let mut g = Graph::new(p);
+        // no more than the keys could fill (a damaged slot count must not allocate much more)
+        let room = slots.min(1 << 24);
+        g.vectors.reserve(room * p.dim);
+        g.ids.reserve(room);
+        g.stamps.reserve(room);
+        g.links.reserve(room);
+        Loader { g, slots }
     }
 
-    /// Adds a node; `vector` yields the index's dimension of values.
-    pub fn node(&mut self, id: &str, vector: impl IntoIterator<Item = f32>, level: usize) -> u32 {
-        self.g.inserted += 1;
-        self.g.vectors.extend(vector.into_iter().take(self.g.p.dim));
-        self.g.push_slot(Arc::from(id), level)
+    /// Adds a node at slot `s` (above every slot added before, below the loader's `slots`) with
+    /// `vector` (the index's dimension of values); false (nothing added) when the slot is out of
+    /// order or range or the id is already a node.
+    pub fn node(&mut self, s: u32, id: &str, vector: impl IntoIterator<Item = f32>, level: usize) -> bool {
+        let g = &mut self.g;
+        if (s as usize) < g.ids.len() || s as usize >= self.slots || g.by_id.contains_key(id) {
+            return false;
+        }
+        while g.ids.len() < s as usize {
+            let free = g.ids.len() as u32;
+            g.vectors.resize(g.vectors.len() + g.p.dim, 0.0);
+            g.ids.push(None);
+            g.links.push(0);
+            g.stamps.push(0);
+            g.free.push(free);
+        }
+        g.inserted += 1;
+        let at = g.vectors.len();
+        g.vectors.extend(vector.into_iter().take(g.p.dim));
+        g.vectors.resize(at + g.p.dim, 0.0);
+        g.push_slot(Arc::from(id), level);
+        true
     }
 
-    /// Adds a link of node `s` at `layer`, once every node is added.
-    pub fn link(&mut self, s: u32, layer: usize, to: &str) {
-        let Some(n) = self.g.slot(to) else { return };
-        if n != s && self.g.level(n) >= layer {
-            self.g.links.push_link(s, layer, n);
+    /// The slot of a loaded node.
+    pub fn slot(&self, id: &str) -> Option<u32> {
+        self.g.slot(id)
+    }
+
+    /// Adds a link of node `s` at `layer` to slot `to`, once every node is added.
+    pub fn link(&mut self, s: u32, layer: usize, to: u32) {
+        if to != s && self.g.id(to).is_some() && self.g.level(to) >= layer && self.g.id(s).is_some() {
+            self.g.links.push_link(s, layer, to);
         }
     }
 
-    /// The graph, with its reverse links and entry point.
+    /// The graph, with its entry point.
     pub fn finish(self) -> Graph {
         let mut g = self.g;
-        for s in 0..g.links.len() as u32 {
-            for layer in 0..=g.links.level(s) {
-                for &n in g.links.get(s, layer) {
-                    g.rev[n as usize][layer].push(s);
-                }
-            }
-        }
+        g.free.reverse();
         g.entry = g.by_id.values().copied().max_by_key(|s| (g.level(*s), std::cmp::Reverse(*s)));
         g
     }

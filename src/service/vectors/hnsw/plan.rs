@@ -71,8 +71,8 @@ impl Graph {
         let top = self.entry.map_or(0, |e| self.level(e));
         let id: Arc<str> = Arc::from(id);
         let slot = self.alloc(id.clone(), v, plan.level);
-        changes.nodes.insert(id.clone());
-        changes.links.insert(id);
+        changes.nodes.insert(slot);
+        changes.links.insert(slot);
         for (layer, list) in plan.links.iter().enumerate() {
             let chosen: Vec<u32> = list
                 .iter()
@@ -94,9 +94,7 @@ impl Graph {
                 self.linked_back(n, layer, slot)
             };
             self.set_links(n, layer, list);
-            if let Some(nid) = self.id(n) {
-                changes.links.insert(nid.clone());
-            }
+            changes.links.insert(n);
         }
         if plan.level > top {
             self.entry = Some(slot);

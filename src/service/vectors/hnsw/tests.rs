@@ -26,18 +26,20 @@ fn recall(g: &Graph, data: &[(String, Vec<f32>)], queries: &[Vec<f32>]) -> f64 {
 }
 
 /// No link names a freed slot or a layer its node lacks, and `rev` mirrors the links exactly.
-fn links_are_mirrored(g: &Graph) {
+fn links_are_mirrored(g: &mut Graph) {
+    g.rev();
+    let rev = g.rev.as_ref().unwrap();
     let mut reverse = 0;
     for s in 0..g.links.len() as u32 {
         for l in 0..=g.links.level(s) {
             for &n in g.links.get(s, l) {
                 assert!(g.id(n).is_some() && g.level(n) >= l);
-                assert!(g.rev[n as usize][l].contains(&s));
+                assert!(rev[n as usize][l].contains(&s));
                 reverse += 1;
             }
         }
     }
-    assert_eq!(g.rev.iter().flatten().map(Vec::len).sum::<usize>(), reverse);
+    assert_eq!(rev.iter().flatten().map(Vec::len).sum::<usize>(), reverse);
 }
 
 #[test]
@@ -70,7 +72,7 @@ fn recall_holds_through_churn_and_reload() {
 
     assert!(r >= 0.95, "{r}");
     // no link names a freed slot, and rev mirrors links
-    links_are_mirrored(&g);
+    links_are_mirrored(&mut g);
     // inserts planned in batches of 16 on one state, applied after each other
     let more: Vec<(String, Vec<f32>)> =
         clustered(4400, 16, 7)[4050..].iter().enumerate().map(|(i, v)| (format!("p{i}"), v.clone())).collect();
@@ -103,28 +105,42 @@ fn recall_holds_through_churn_and_reload() {
     }
     let r = recall(&g, &data, &queries);
     assert!(r >= 0.95, "after planned inserts {r}");
-    links_are_mirrored(&g);
-    let mut loader = Loader::new(p);
-    let ids: Vec<Arc<str>> = g.ids().cloned().collect();
-    let slots: Vec<u32> = ids
-        .iter()
-        .map(|id| loader.node(id, g.vector_of(id).unwrap().iter().copied(), g.level(g.slot(id).unwrap())))
-        .collect();
-    for (id, &s) in ids.iter().zip(&slots) {
-        for (layer, list) in g.links_of(id).unwrap().iter().enumerate() {
-            for to in list {
+    links_are_mirrored(&mut g);
+    // reloaded slot by slot (free slots between): the same graph, at the same slots
+    let mut loader = Loader::new(p, g.slots());
+    for s in (0..g.slots() as u32).filter(|s| g.id(*s).is_some()) {
+        assert!(loader.node(s, g.id(s).unwrap(), g.vector(s).iter().copied(), g.level(s)));
+    }
+    for s in 0..g.slots() as u32 {
+        for layer in 0..=g.level(s) {
+            for &to in g.links_at(s, layer) {
                 loader.link(s, layer, to);
             }
         }
     }
-    let h = loader.finish();
-    // the same links, by id
+    let mut h = loader.finish();
+    let ids: Vec<Arc<str>> = g.ids().cloned().collect();
     for id in &ids {
+        assert_eq!(h.slot(id), g.slot(id));
         assert_eq!(h.links_of(id), g.links_of(id));
         assert_eq!(h.vector_of(id), g.vector_of(id));
     }
-    assert_eq!(h.len(), g.len());
+    links_are_mirrored(&mut h);
     assert!(recall(&h, &data, &queries) >= 0.95);
+    // the free slots are taken first
+    let free = h.slots() - h.len();
+    assert!(free > 0, "churn left free slots");
+    for (i, (_, v)) in data.iter().take(free).enumerate() {
+        h.insert(&format!("again{i}"), v, &mut ch);
+    }
+    assert_eq!((h.slots(), h.len()), (g.slots(), g.len() + free));
+    // a node out of slot order or past the slot count, or an id loaded twice, is refused
+    let mut l = Loader::new(p, 4);
+    let v = [0.0f32; 16];
+    assert!(l.node(2, "x", v, 0));
+    assert!(!l.node(1, "y", v, 0) && !l.node(3, "x", v, 0) && !l.node(4, "z", v, 0));
+    assert!(l.node(3, "y", v, 0));
+    assert_eq!(l.finish().slots(), 4);
     // a filter keeping a tenth still fills k
     let got = h.search(&queries[0], 10, 64, &mut |s| h.id(s).is_some_and(|id| id.ends_with('7')));
     assert_eq!(got.len(), 10);

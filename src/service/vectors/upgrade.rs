@@ -1,0 +1,256 @@
+//! Format 3's vector keys, read and rewritten in format 4's (see [`super::layout`]).
+//!
+//! Format 3 named nodes by document id: `vec:{table}:{index}:v:{id}` held the vector and
+//! `vec:{table}:{index}:l:{id}` the links — level (u8), then per layer a u16 count and that many
+//! ids (u16 length + UTF-8). Such an index is read here with slots given in id order; the
+//! upgrade (in the write that stamps format 4) reads it the same way, so a graph a search loaded
+//! before the upgrade committed has the slots the rewritten keys give it.
+
+use super::hnsw::{Graph, Loader, Params};
+use super::layout::{self, floats, kind_prefix};
+use crate::catalog::{Catalog, IndexKind};
+use crate::service::{Result, ServiceError};
+use crate::storage::{KeyRange, ReadView, Space, WriteTx};
+
+/// Walks format 3's stored links: `f(layer, id)` per link; the level, or `None` when the bytes
+/// do not parse.
+fn walk_links<'a>(b: &'a [u8], mut f: impl FnMut(usize, &'a str)) -> Option<usize> {
+    let (&level, mut rest) = b.split_first()?;
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = rest.split_at_checked(n)?;
+        *rest = tail;
+        Some(head)
+    }
+    fn len(rest: &mut &[u8]) -> Option<usize> {
+        Some(u16::from_be_bytes(take(rest, 2)?.try_into().ok()?) as usize)
+    }
+    for layer in 0..=level as usize {
+        for _ in 0..len(&mut rest)? {
+            let n = len(&mut rest)?;
+            f(layer, std::str::from_utf8(take(&mut rest, n)?).ok()?);
+        }
+    }
+    rest.is_empty().then_some(level as usize)
+}
+
+/// The id of a format 3 node key, which is `prefix` and the id.
+fn node_id<'k>(key: &'k [u8], prefix: &[u8]) -> Result<std::borrow::Cow<'k, str>> {
+    let damaged = || ServiceError::Internal(format!("damaged vector key {}", crate::keys::display("vec", key)));
+    let mut r = crate::keys::KeyReader::new(key.strip_prefix(prefix).ok_or_else(damaged)?);
+    let id = r.next_str().map_err(|_| damaged())?;
+    if r.is_empty() { Ok(id) } else { Err(damaged()) }
+}
+
+/// Reads a format 3 index's graph from `items` of its vector keys and `links` of its link keys
+/// (both in id order): node `i` (in id order) gets slot `i`.
+fn read<I, E>(vectors: I, links: I, vp: &[u8], lp: &[u8], p: Params) -> Result<Graph>
+where
+    I: Iterator<Item = std::result::Result<(crate::storage::Slice, crate::storage::Slice), E>>,
+    ServiceError: From<E>,
+{
+    let mut links = links.peekable();
+    let mut nodes = Vec::new();
+    for item in vectors {
+        let (key, value) = item?;
+        let id = node_id(&key, vp)?.into_owned();
+        let mut found = None;
+        while let Some(Ok((lk, lv))) = links.peek() {
+            match node_id(lk, lp)?.as_ref().cmp(id.as_str()) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => found = Some(lv.clone()),
+                std::cmp::Ordering::Greater => break,
+            }
+            links.next();
+            if found.is_some() {
+                break;
+            }
+        }
+        if let Some(Err(_)) = links.peek()
+            && let Some(Err(e)) = links.next()
+        {
+            return Err(e.into());
+        }
+        if let Some(lv) = found
+            && value.len() == p.dim * 4
+            && let Some(level) = walk_links(&lv, |_, _| {})
+        {
+            nodes.push((id, value, lv, level));
+        }
+    }
+    let mut loader = Loader::new(p, nodes.len());
+    for (s, (id, value, _, level)) in nodes.iter().enumerate() {
+        loader.node(s as u32, id, floats(value), *level);
+    }
+    for (s, (_, _, lv, _)) in nodes.iter().enumerate() {
+        walk_links(lv, |layer, to| {
+            if let Some(to) = loader.slot(to) {
+                loader.link(s as u32, layer, to);
+            }
+        });
+    }
+    Ok(loader.finish())
+}
+
+/// Reads a format 3 index's graph from a read view.
+pub(super) fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Graph> {
+    let (vp, lp) = (kind_prefix(table, index, "v"), kind_prefix(table, index, "l"));
+    let vectors = view.scan(Space::Vec, KeyRange::Prefix(vp.clone()), false);
+    let links = view.scan(Space::Vec, KeyRange::Prefix(lp.clone()), false);
+    read(vectors, links, &vp, &lp, p)
+}
+
+/// Rewrites every vector index still in format 3's keys in format 4's (in the write that stamps
+/// the directory; see `service::format`).
+pub(crate) fn upgrade(tx: &mut WriteTx<'_>, found: u32, catalog: &Catalog) -> crate::storage::Result<()> {
+    if found >= 4 {
+        return Ok(());
+    }
+    let damaged = |e: ServiceError| crate::storage::StorageError::Corrupt(e.to_string());
+    for table in catalog.tables() {
+        for def in catalog.indexes(&table.name).iter().filter(|d| d.kind == IndexKind::Vector) {
+            let Ok(p) = super::params_of(def) else { continue };
+            let (t, i) = (def.table.as_str(), def.name.as_str());
+            let (vp, lp) = (kind_prefix(t, i, "v"), kind_prefix(t, i, "l"));
+            let graph = {
+                let vectors = tx.scan(Space::Vec, KeyRange::Prefix(vp.clone()));
+                let links = tx.scan(Space::Vec, KeyRange::Prefix(lp.clone()));
+                read(vectors, links, &vp, &lp, p).map_err(damaged)?
+            };
+            for prefix in [vp, lp] {
+                let old: Vec<_> = tx.scan(Space::Vec, KeyRange::Prefix(prefix)).map(|i| i.map(|(k, _)| k)).collect();
+                for key in old {
+                    tx.delete(Space::Vec, key?.to_vec());
+                }
+            }
+            layout::stage_all(tx, t, i, &graph);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::keys::{Component, MetaKey, VecKey};
+    use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions, VectorSearchRequest, format};
+    use crate::storage::{Durability, KeyRange, Space, StorageConfig, StorageError};
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+
+    async fn nearest(db: &Arc<Db>, q: &[f64]) -> Vec<String> {
+        let req = VectorSearchRequest {
+            field: "v".into(),
+            vector: q.to_vec(),
+            k: Some(8),
+            ef: Some(200),
+            filter: None,
+            fields: None,
+            exact: false,
+        };
+        db.vector_search("t".into(), req).await.unwrap().hits.into_iter().map(|h| h.id).collect()
+    }
+
+    /// A directory of format 3 — vector nodes and links keyed by document id — answers the same
+    /// searches while it opens, after the upgrade rewrote its keys by slot, and after a reload
+    /// from those keys; nothing of the old layout is left, and `check` is clean.
+    #[tokio::test]
+    async fn a_format_3_index_is_read_then_rewritten_by_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = || {
+            let mut c = StorageConfig::new(dir.path());
+            c.durability = Durability::Buffered;
+            c
+        };
+        let point = |i: u64| -> Vec<f64> { (0..4).map(|d| ((i * 7919 + d * 104_729) % 1000) as f64 / 100.0).collect() };
+        let queries: Vec<Vec<f64>> = (0..6).map(|i| point(i * 13 + 5_000)).collect();
+        let want = {
+            let db = Db::open(config(), DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
+            let table = CreateTable { name: "t".into(), ..Default::default() };
+            db.create_table(table).await.unwrap();
+            let index =
+                json!({"name": "emb", "kind": "vector", "fields": ["v"], "options": {"dimension": 4, "metric": "l2"}});
+            db.create_index("t".into(), serde_json::from_value::<CreateIndex>(index).unwrap()).await.unwrap();
+            for i in 0..300 {
+                let Value::Object(doc) = json!({"v": point(i)}) else { unreachable!() };
+                db.put_document("t".into(), format!("d{i}"), doc, Preconditions::default()).await.unwrap();
+            }
+            let mut want = Vec::new();
+            for q in &queries {
+                want.push(nearest(&db, q).await);
+            }
+            // the same graph in format 3's keys
+            let view = || db.store.committed();
+            let cached = db.vectors.get(&view, &db.catalog, "t", "emb").unwrap().unwrap();
+            let mut old = Vec::new();
+            {
+                let g = cached.graph.read().unwrap();
+                for id in g.ids() {
+                    let s = g.slot(id).unwrap();
+                    let v: Vec<u8> = g.vector(s).iter().flat_map(|x| x.to_le_bytes()).collect();
+                    let mut l = vec![g.level_of(s) as u8];
+                    for layer in 0..=g.level_of(s) {
+                        l.extend_from_slice(&(g.links_at(s, layer).len() as u16).to_be_bytes());
+                        for &n in g.links_at(s, layer) {
+                            let to = g.id(n).unwrap();
+                            l.extend_from_slice(&(to.len() as u16).to_be_bytes());
+                            l.extend_from_slice(to.as_bytes());
+                        }
+                    }
+                    let key = |kind: &str| {
+                        VecKey::new(
+                            "t",
+                            "emb",
+                            vec![Component::Str(kind.to_owned().into()), Component::Str(id.to_string().into())],
+                        )
+                        .encode()
+                    };
+                    old.push((key("v"), v));
+                    old.push((key("l"), l));
+                }
+            }
+            db.store
+                .write(move |tx| {
+                    let keys: Vec<_> =
+                        tx.scan(Space::Vec, KeyRange::Prefix(VecKey::index_prefix("t", "emb"))).collect();
+                    for item in keys {
+                        tx.delete(Space::Vec, item?.0.to_vec());
+                    }
+                    for (k, v) in old {
+                        tx.put(Space::Vec, k, v);
+                    }
+                    tx.put(Space::Meta, MetaKey::Format.encode(), 3u32.to_be_bytes().to_vec());
+                    Ok::<(), StorageError>(())
+                })
+                .await
+                .unwrap();
+            db.shutdown().await.unwrap();
+            want
+        };
+        let db = Db::open(config(), DbOptions::default()).unwrap();
+        for (q, w) in queries.iter().zip(&want) {
+            assert_eq!(&nearest(&db, q).await, w, "while the upgrade is queued");
+        }
+        for _ in 0..200 {
+            if format::read(&db.store).unwrap() == format::DATA_FORMAT {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(format::read(&db.store).unwrap(), format::DATA_FORMAT);
+        let view = db.store.snapshot();
+        let mut kinds = std::collections::BTreeSet::new();
+        for item in view.scan(Space::Vec, KeyRange::Prefix(VecKey::index_prefix("t", "emb")), false) {
+            let key = item.unwrap().0;
+            kinds.insert(VecKey::decode(&key).unwrap().rest[0].to_string());
+        }
+        assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["links", "node", "slots"]);
+        let report = db.check().await.unwrap();
+        assert!(report.ok, "{:?}", report.problems);
+        for (q, w) in queries.iter().zip(&want) {
+            assert_eq!(&nearest(&db, q).await, w, "after the upgrade");
+        }
+        db.vectors.forget("t", "emb");
+        for (q, w) in queries.iter().zip(&want) {
+            assert_eq!(&nearest(&db, q).await, w, "reloaded from the new keys");
+        }
+    }
+}
