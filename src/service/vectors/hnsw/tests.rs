@@ -34,7 +34,7 @@ fn links_are_mirrored(g: &mut Graph) {
         for l in 0..=g.links.level(s) {
             for &n in g.links.get(s, l) {
                 assert!(g.id(n).is_some() && g.level(n) >= l);
-                assert!(rev[n as usize][l].contains(&s));
+                assert!(rev.get(n as usize).and_then(|r| r.get(l)).is_some_and(|r| r.contains(&s)));
                 reverse += 1;
             }
         }
