@@ -87,7 +87,7 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
 
 
-def wait_port(addr, proc, what, timeout=60):
+def wait_port(addr, proc, what, timeout=60, poll=0.1):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -96,7 +96,7 @@ def wait_port(addr, proc, what, timeout=60):
             socket.create_connection(addr, timeout=0.5).close()
             return
         except OSError:
-            time.sleep(0.1)
+            time.sleep(poll)
     raise SystemExit(f"{what} did not listen on {addr}")
 
 

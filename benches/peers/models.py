@@ -17,15 +17,18 @@ gives none, so the table shows each ratio to PostgreSQL and "—" under "met".
   frequency rank 10-1,000, half two terms of rank 5-200; both return the ids of the top 10.
 - vectors: PEERS_VECTORS (100k) vectors of PEERS_DIM (64) dimensions, a gaussian mixture
   (vectors_data.py, numpy). mosaicdb: one import, then a `vector` index (l2, default m and
-  ef_construction) built over it (faster than creating it first: about 2,700 against 1,700
-  vectors/s); top-10 searches with the default `ef` (64). PostgreSQL: pgvector is not among
+  ef_construction) built over it (its inserts planned on every core); top-10 searches with the
+  default `ef` (64 at 100k, growing with the index). PostgreSQL: pgvector is not among
   Debian's packages, so the `cube` contrib extension (exact kNN: `order by c <-> q limit 10` on a
   GiST index), `\\copy` then the index. Recall@10 of both over 200 queries against exact answers
   computed with numpy. Beside hnswlib (PyPI, in-process; hnsw_peer.py): the same M (16) and
   ef_construction (200), built on every core; the smallest swept `ef` reaching recall@10 0.95 for
   each and the queries per second there on one client (mosaicdb over HTTP on one connection,
-  hnswlib in-process on one thread), and the index's disk (mosaicdb: the `vec` family's table
-  files; hnswlib: its saved index file).
+  hnswlib in-process on one thread), the index's disk (mosaicdb: the `vec` family's table
+  files; hnswlib: its saved index file), the restart to the first search (mosaicdb: a second
+  server started on a backup of the run's data restored into a fresh directory, until its first
+  vector search answers; hnswlib: `load_index`) and the memory then (mosaicdb: that server's
+  resident set, every table of the run included; hnswlib: its process's peak, with the data).
 - graph: PEERS_NODES (100k) vertices with 5 out-edges each to uniformly random other vertices,
   each with a weight `w`, a random integer 1-100. mosaicdb: a vertex table and an edge table
   declaring `w` its weight field, one import each; `POST /v1/graph/traverse`, depths 0-3, each
@@ -64,7 +67,8 @@ import shutil
 import tempfile
 import urllib.parse
 
-from common import HERE, OUT, Workload, call, import_ndjson, int_setting, log, stop, venv_python, wait_port, wrk
+from common import (HERE, OUT, Workload, call, import_ndjson, int_setting, log, mosaic_binary, stop, venv_python,
+                    wait_port, wrk)
 
 VM = ("127.0.0.1", 18090)
 
@@ -195,13 +199,17 @@ class Vectors:
         self.recall = f"kNN recall@10 ({self.RECALL} queries)"
         self.at95 = f"kNN top-10 at recall@10 >= 0.95, 1 client, {size}"
         self.disk = f"kNN: index disk, {size} (MB)"
+        self.open = f"kNN: restart to first search, {size} (s)"
+        self.rss = f"kNN: memory after open, {size} (MB)"
 
     def workloads(self):
         return [Workload(self.load, "vectors/s", [("postgres", None), ("hnswlib", None)]),
                 Workload(self.query, "queries/s", [("postgres", None)]),
                 Workload(self.recall, "vs exact", [("postgres", None)], "{:.3f}", False),
                 Workload(self.at95, "queries/s", [("hnswlib", None)]),
-                Workload(self.disk, "lower is better", [("hnswlib", None)], "{:,.1f}", True, True)]
+                Workload(self.disk, "lower is better", [("hnswlib", None)], "{:,.1f}", True, True),
+                Workload(self.open, "lower is better", [("hnswlib", None)], "{:,.3f}", True, True),
+                Workload(self.rss, "lower is better", [("hnswlib", None)], "{:,.0f}", True, True)]
 
     def prepare(self):
         self.base = OUT / f"vec{self.n}x{self.dim}"
@@ -303,6 +311,42 @@ class Vectors:
             add(self.at95, "hnswlib", their_qps)
         add(self.disk, "mosaicdb", disk_bytes(a, "vec") / 1e6)
         add(self.disk, "hnswlib", theirs["bytes"] / 1e6)
+        took, rss = self.reopen(table, json.loads(queries[0]))
+        add(self.open, "mosaicdb", took)
+        add(self.open, "hnswlib", theirs["load_s"])
+        add(self.rss, "mosaicdb", rss)
+        add(self.rss, "hnswlib", theirs["rss"] / 1e6)
+
+    REOPEN = ("127.0.0.1", 18083)
+
+    def reopen(self, table, q):
+        """A restart: the server's data, backed up and restored into a fresh directory, opened by a
+        second server. The seconds from its start to the first vector search's answer, and its
+        resident memory (MB) then — every table of the run is in it, so this is an upper bound."""
+        d = Path(tempfile.mkdtemp(prefix="mosaic-peers-reopen-", dir=OUT))
+        try:
+            archive = d / "backup"
+            with open(archive, "wb") as f:
+                subprocess.run([str(mosaic_binary()), "backup", "--url", f"http://{self.addr[0]}:{self.addr[1]}"],
+                               stdout=f, check=True)
+            subprocess.run([str(mosaic_binary()), "restore", str(archive), str(d / "data")], check=True,
+                           stdout=subprocess.DEVNULL)
+            archive.unlink()
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([str(mosaic_binary()), "--data-dir", str(d / "data"), "--addr",
+                                     f"{self.REOPEN[0]}:{self.REOPEN[1]}", "--log", "warn"])
+            try:
+                wait_port(self.REOPEN, proc, "mosaicdb", poll=0.01)
+                call(self.REOPEN, "POST", f"/v1/tables/{table}/vector-search",
+                     {"field": "emb", "vector": q, "k": 10, "fields": ["_id"]})
+                took = time.perf_counter() - t0
+                rss = next(int(l.split()[1]) for l in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                           if l.startswith("VmRSS:")) * 1024 / 1e6
+            finally:
+                stop(proc)
+            return took, rss
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class Graph:
