@@ -1,6 +1,7 @@
 //! Vector indexes over HTTP: recall against exact search on clustered data (also after churn),
-//! filters that never starve the answer, restarts that keep the index, validation, rebuild, and a
-//! model-based run of random writes followed by `check`.
+//! filters that never starve the answer, restarts that keep the index, validation, rebuild, a
+//! model-based run of random writes followed by `check`, and the bulk paths whose inserts are
+//! planned on every core (an import, a backfill) against brute force.
 
 use crate::common::{Rng, TestServer};
 use reqwest::Method;
@@ -451,4 +452,146 @@ async fn expired_documents_are_never_returned() {
         q["exact"] = json!(exact);
         assert_eq!(ids(&search(&s, "vx", q).await), ["kept"]);
     }
+}
+
+/// The Euclidean distance, in f64.
+fn l2(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum::<f64>().sqrt()
+}
+
+/// The `k` nearest of `docs` to `q` by brute force under l2, nearest first: (distance, id).
+fn brute_force(docs: &[(String, Vec<f32>)], q: &[f32], k: usize) -> Vec<(f64, String)> {
+    let mut all: Vec<(f64, String)> = docs.iter().map(|(id, v)| (l2(v, q), id.clone())).collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    all.truncate(k);
+    all
+}
+
+/// Against brute force over `docs` (all the table holds): `exact: true` answers each query with
+/// the true 10 nearest (each hit at its own true distance, the i-th hit's distance the true i-th
+/// nearest distance, so ties may come in either order), and the default search's recall@10 is
+/// returned.
+async fn recall_against_brute_force(
+    s: &TestServer,
+    table: &str,
+    docs: &[(String, Vec<f32>)],
+    queries: &[Vec<f32>],
+) -> f64 {
+    let by_id: BTreeMap<&str, &Vec<f32>> = docs.iter().map(|(id, v)| (id.as_str(), v)).collect();
+    let (mut hit, mut total) = (0, 0);
+    for q in queries {
+        let want = brute_force(docs, q, 10);
+        let exact =
+            search(s, table, json!({"field": "embedding", "vector": q, "k": 10, "exact": true, "fields": ["_id"]}))
+                .await;
+        let hits = exact["hits"].as_array().unwrap();
+        assert_eq!((hits.len(), &exact["strategy"]), (want.len(), &json!("exact")), "{exact}");
+        for (h, (want_d, _)) in hits.iter().zip(&want) {
+            let d = h["distance"].as_f64().unwrap();
+            let true_d = l2(by_id[h["_id"].as_str().unwrap()], q);
+            assert!((d - true_d).abs() < 1e-4 && (d - want_d).abs() < 1e-4, "{h}: want {want_d} (true {true_d})");
+        }
+        let walked = search(s, table, json!({"field": "embedding", "vector": q, "k": 10, "fields": ["_id"]})).await;
+        assert_eq!(walked["strategy"], "hnsw", "{walked}");
+        let got: BTreeSet<String> = ids(&walked).into_iter().collect();
+        hit += want.iter().filter(|(_, id)| got.contains(id)).count();
+        total += want.len();
+    }
+    hit as f64 / total.max(1) as f64
+}
+
+/// Each of `docs` is the nearest hit of a search with its own vector (`ef` 128, twice the
+/// default), at distance 0.
+async fn each_finds_itself(s: &TestServer, table: &str, docs: &[(String, Vec<f32>)]) {
+    use futures_util::StreamExt;
+    let lost: Vec<String> = futures_util::stream::iter(docs)
+        .map(|(id, v)| async move {
+            let r = search(s, table, json!({"field": "embedding", "vector": v, "k": 1, "ef": 128, "fields": ["_id"]}))
+                .await;
+            let found = r["hits"][0]["_id"] == id.as_str() && r["hits"][0]["distance"] == 0.0;
+            (!found).then(|| format!("{id}: {r}"))
+        })
+        .buffer_unordered(4)
+        .filter_map(|lost| async move { lost })
+        .collect()
+        .await;
+    assert!(
+        lost.is_empty(),
+        "{} of {} not found by their own vector, e.g. {:?}",
+        lost.len(),
+        docs.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
+
+/// `n` clustered documents `d{i}` as NDJSON lines, and their vectors.
+fn ndjson(data: &mut Clusters, from: usize, n: usize) -> (String, Vec<(String, Vec<f32>)>) {
+    let docs: Vec<(String, Vec<f32>)> = (from..from + n).map(|i| (format!("d{i}"), data.point())).collect();
+    let body = docs.iter().map(|(id, v)| format!("{}\n", json!({"_id": id, "embedding": v}))).collect();
+    (body, docs)
+}
+
+/// The l2 index of the bulk-path tests: `ef_construction` 64, not 200, so that 4000 inserts
+/// take seconds in a debug build (the planning and its apply do not depend on it).
+fn bulk_index() -> Value {
+    json!({"name": "emb", "kind": "vector", "fields": ["embedding"],
+        "options": {"dimension": DIM, "metric": "l2", "ef_construction": 64}})
+}
+
+async fn import(s: &TestServer, table: &str, body: String, n: usize) {
+    let r = s.raw(Method::POST, &format!("/v1/tables/{table}/import"), "application/x-ndjson", body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!((r.body["inserted"].as_u64(), r.body["failed"].as_u64()), (Some(n as u64), Some(0)), "{}", r.body);
+}
+
+/// One NDJSON import of 4000 vectors (one chunk) into a table whose vector index already holds
+/// 500: the chunk's inserts are planned in parallel on the graph as it was (see `vectors::bulk`)
+/// and applied on the committer — the first 64 as planned, the rest searched again there, as a
+/// plan is only used within 2% of its graph's size (at least 64) of later inserts; afterwards `exact` answers are brute force's, the default
+/// search's recall@10 against brute force is ≥ 0.95, every document is found by its own vector,
+/// and `check` is clean.
+#[tokio::test]
+async fn a_parallel_bulk_import_answers_as_brute_force() {
+    let s = TestServer::start().await;
+    s.create_table("vb").await;
+    assert_eq!(s.post("/v1/tables/vb/indexes", bulk_index()).await.0, 201);
+    let mut data = Clusters::new(29);
+    // a graph to plan against
+    let (_, mut docs) = ndjson(&mut data, 0, 500);
+    insert(&s, "vb", docs.iter().map(|(id, v)| json!({"_id": id, "embedding": v})).collect()).await;
+    let (body, imported) = ndjson(&mut data, 500, 4000);
+    let started = std::time::Instant::now();
+    import(&s, "vb", body, imported.len()).await;
+    eprintln!("import of {} into an index of {}: {:?}", imported.len(), docs.len(), started.elapsed());
+    docs.extend(imported);
+    let queries: Vec<Vec<f32>> = (0..50).map(|_| data.point()).collect();
+    let r = recall_against_brute_force(&s, "vb", &docs, &queries).await;
+    eprintln!("recall@10 at the default ef after a parallel import, {} × {DIM}-d, l2: {r:.3}", docs.len());
+    assert!(r >= 0.95, "recall {r}");
+    each_finds_itself(&s, "vb", &docs).await;
+    s.check_ok().await;
+}
+
+/// An index created over 4000 stored vectors is built by the backfill, its chunks planned in
+/// parallel: once ready, `exact` answers are brute force's, the default search's recall@10
+/// against brute force is ≥ 0.95, every document is found by its own vector, and `check` is
+/// clean.
+#[tokio::test]
+async fn a_parallel_backfill_answers_as_brute_force() {
+    let s = TestServer::start().await;
+    s.create_table("vp").await;
+    let mut data = Clusters::new(31);
+    let (body, docs) = ndjson(&mut data, 0, 4000);
+    import(&s, "vp", body, docs.len()).await;
+    let started = std::time::Instant::now();
+    let (status, def) = s.post("/v1/tables/vp/indexes", bulk_index()).await;
+    assert_eq!((status.as_u16(), &def["state"]), (202, &json!("building")), "{def}");
+    assert_eq!(s.index_settled("vp", "emb").await["state"], "ready");
+    eprintln!("backfill of {}: {:?}", docs.len(), started.elapsed());
+    let queries: Vec<Vec<f32>> = (0..50).map(|_| data.point()).collect();
+    let r = recall_against_brute_force(&s, "vp", &docs, &queries).await;
+    eprintln!("recall@10 at the default ef after a parallel backfill, {} × {DIM}-d, l2: {r:.3}", docs.len());
+    assert!(r >= 0.95, "recall {r}");
+    each_finds_itself(&s, "vp", &docs).await;
+    s.check_ok().await;
 }
