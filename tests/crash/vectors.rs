@@ -4,8 +4,9 @@
 //! import into an indexed table (in sync and in buffered mode respectively). After each kill `mosaicdb check` runs offline on the data
 //! directory; after the restart the build completes, `/v1/admin/check` is clean (every node
 //! against its document, every link against the nodes), every document holds the vector it was
-//! written with, and searching with a document's vector finds it first, at distance 0. The kill
-//! points are drawn from `MOSAIC_CRASH_SEED`.
+//! written with, and searching with a document's vector finds it first, at distance 0. A build
+//! resumed at the open must also report its progress within the table. The kill points are drawn
+//! from `MOSAIC_CRASH_SEED`.
 
 use crate::process::{ServerProc, kill, start};
 use crate::workload::{Rng, WAIT, offline_check, seed};
@@ -80,7 +81,7 @@ async fn create_index(client: &reqwest::Client, base: &str) -> u16 {
 }
 
 /// The index's definition once `done(def)` holds; panics if it is ready first.
-async fn index_when(client: &reqwest::Client, base: &str, done: impl Fn(&Value) -> bool, label: &str) -> Value {
+async fn index_when(client: &reqwest::Client, base: &str, mut done: impl FnMut(&Value) -> bool, label: &str) -> Value {
     let deadline = Instant::now() + BUILD_WAIT;
     loop {
         let def = get(client, format!("{base}/v1/tables/v/indexes/emb")).await;
@@ -243,5 +244,54 @@ async fn a_sigkill_during_an_import_into_a_vector_index_leaves_every_document_se
     }
     let docs: Vec<(String, Vec<f32>)> = docs.into_iter().collect();
     verify(&client, &server.base, &docs, 1, "after the import").await;
+    kill(server);
+}
+
+/// A build resumed at the open reports progress within the table: while it is `building`,
+/// `total` is the table's documents and `done` never passes them. (The resumed backfill reads
+/// the table again from its start, so what it had done before the kill cannot simply be added
+/// to.) Any index kind resumes so; a vector index is the one slow enough to be killed halfway
+/// through on a small table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_backfill_reports_progress_within_the_table() {
+    const DOCS: usize = 4000;
+    let mut rng = Rng(seed() | 1);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let client = reqwest::Client::builder().timeout(WAIT).build().unwrap();
+    let server = start(&data, "sync", &client).await;
+    assert_eq!(post(&client, format!("{}/v1/tables", server.base), json!({"name": "v"})).await.0, 201);
+    import(&client, &server.base, ndjson(&clustered(&mut rng, DOCS), 0, 0), DOCS).await;
+    let started = Instant::now();
+    assert_eq!(create_index(&client, &server.base).await, 202);
+    let half = |def: &Value| def["state"] == "building" && def["done"].as_u64().unwrap() >= DOCS as u64 / 2;
+    let def = index_when(&client, &server.base, half, "the first build").await;
+    let before = started.elapsed();
+    kill_and_check(server, &data, "killed during the build");
+    let server = start(&data, "sync", &client).await;
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let ready = |def: &Value| {
+        if def["state"] == "building" {
+            seen.push((def["done"].as_u64().unwrap(), def["total"].as_u64().unwrap()));
+        }
+        def["state"] == "ready"
+    };
+    index_when(&client, &server.base, ready, "the resumed build").await;
+    eprintln!(
+        "killed at {} after {before:?}; the resumed build took {:?}, from {:?} to {:?}",
+        def["done"],
+        started.elapsed(),
+        seen.first(),
+        seen.last()
+    );
+    let wrong: Vec<_> = seen.iter().filter(|&&(done, total)| done > DOCS as u64 || total != DOCS as u64).collect();
+    assert!(
+        wrong.is_empty(),
+        "a table of {DOCS}: the resumed build reported (done, total) {:?} … {:?} ({} times)",
+        wrong.first(),
+        wrong.last(),
+        wrong.len()
+    );
     kill(server);
 }
