@@ -1,7 +1,8 @@
 //! Vector indexes over HTTP: recall against exact search on clustered data (also after churn),
 //! filters that never starve the answer, restarts that keep the index, validation, rebuild, a
-//! model-based run of random writes followed by `check`, and the bulk paths whose inserts are
-//! planned on every core (an import, a backfill) against brute force.
+//! model-based run of random writes followed by `check`, the bulk paths whose inserts are
+//! planned on every core (an import, a backfill) against brute force, every document reachable
+//! by the graph walk, and an index that reads ready being searchable at once in sync mode.
 
 use crate::common::{Rng, TestServer};
 use reqwest::Method;
@@ -594,4 +595,44 @@ async fn a_parallel_backfill_answers_as_brute_force() {
     assert!(r >= 0.95, "recall {r}");
     each_finds_itself(&s, "vp", &docs).await;
     s.check_ok().await;
+}
+
+/// In sync mode a read shows a write only once it is durable, and reads agree with each other:
+/// once `GET …/indexes/{name}` says a vector index is ready, a search on it is served.
+#[tokio::test]
+async fn a_vector_index_read_ready_is_searchable_at_once_in_sync_mode() {
+    let s = TestServer::start_with(|c| c.storage.durability = mosaicdb::storage::Durability::Sync).await;
+    s.create_table("vy").await;
+    let mut data = Clusters::new(37);
+    let (body, docs) = ndjson(&mut data, 0, 200);
+    import(&s, "vy", body, docs.len()).await;
+    let mut refused = Vec::new();
+    for (round, (id, v)) in docs.iter().enumerate().take(50) {
+        let name = format!("e{round}");
+        let body = json!({"name": name, "kind": "vector", "fields": ["embedding"],
+            "options": {"dimension": DIM, "metric": "l2", "ef_construction": 64}});
+        let (status, def) = s.post("/v1/tables/vy/indexes", body).await;
+        assert_eq!(status, 202, "{def}");
+        // polled without a pause, so the first answer that says ready is the one acted on
+        loop {
+            let (_, def) = s.get(&format!("/v1/tables/vy/indexes/{name}")).await;
+            if def["state"] == "ready" {
+                break;
+            }
+            assert_eq!(def["state"], "building", "{def}");
+        }
+        let q = json!({"field": "embedding", "vector": v, "k": 1});
+        let r = s.send(Method::POST, "/v1/tables/vy/vector-search", Some(&q), &[]).await;
+        if r.status != 200 {
+            refused.push(format!("round {round}: {} {}", r.status, r.body));
+        } else {
+            assert_eq!(r.body["hits"][0]["_id"], id.as_str(), "{}", r.body);
+        }
+        assert_eq!(s.delete(&format!("/v1/tables/vy/indexes/{name}")).await.0, 204);
+    }
+    assert!(
+        refused.is_empty(),
+        "{} of 50 searches refused right after the index read ready: {refused:?}",
+        refused.len()
+    );
 }
