@@ -636,3 +636,64 @@ async fn a_vector_index_read_ready_is_searchable_at_once_in_sync_mode() {
         refused.len()
     );
 }
+
+/// Every document is reachable by the graph walk: after a backfill over clustered data (in key
+/// order, as every build goes), a search with a document's own vector finds it first, at
+/// distance 0 — at the default `ef` for nearly all, and for each one missed there at `ef` 1000,
+/// as the exact search does. A node that no link reaches is missed at any `ef`.
+#[tokio::test]
+async fn every_document_is_found_by_its_own_vector_after_a_backfill() {
+    let s = TestServer::start().await;
+    s.create_table("vr2").await;
+    // 10 000 points around 20 centres in [-3, 3)^16, each coordinate within 0.5 of its centre,
+    // drawn as tests/crash/vectors.rs draws them, from a seed whose build leaves nodes that no
+    // link reaches
+    let mut rng = crate::common::model::Rng(1795772817289527349);
+    let unit = |rng: &mut crate::common::model::Rng| (rng.next() >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0;
+    let centres: Vec<Vec<f32>> = (0..20).map(|_| (0..DIM).map(|_| unit(&mut rng) * 3.0).collect()).collect();
+    let docs: Vec<(String, Vec<f32>)> = (0..10_000)
+        .map(|i| {
+            let c = &centres[rng.below(20) as usize];
+            (format!("d{i}"), c.iter().map(|x| x + unit(&mut rng) * 0.5).collect())
+        })
+        .collect();
+    let body: String = docs.iter().map(|(id, v)| format!("{}\n", json!({"_id": id, "embedding": v}))).collect();
+    import(&s, "vr2", body, docs.len()).await;
+    let (status, def) = s.post("/v1/tables/vr2/indexes", bulk_index()).await;
+    assert_eq!(status, 202, "{def}");
+    assert_eq!(s.index_settled("vr2", "emb").await["state"], "ready");
+    let found = |r: &Value, id: &str| r["hits"][0]["_id"] == id && r["hits"][0]["distance"] == 0.0;
+    use futures_util::StreamExt;
+    let missed: Vec<&(String, Vec<f32>)> = futures_util::stream::iter(&docs)
+        .map(|doc| {
+            let s = &s;
+            async move {
+                let r =
+                    search(s, "vr2", json!({"field": "embedding", "vector": doc.1, "k": 1, "fields": ["_id"]})).await;
+                (!found(&r, &doc.0)).then_some(doc)
+            }
+        })
+        .buffer_unordered(4)
+        .filter_map(|missed| async move { missed })
+        .collect()
+        .await;
+    let mut unreached = Vec::new();
+    for (id, v) in &missed {
+        let q = json!({"field": "embedding", "vector": v, "k": 1, "ef": 1000, "fields": ["_id"]});
+        let r = search(&s, "vr2", q.clone()).await;
+        let mut exact = q;
+        exact["exact"] = json!(true);
+        assert!(found(&search(&s, "vr2", exact).await, id), "{id} is not in the index");
+        if !found(&r, id) {
+            unreached.push(format!("{id}: {r}"));
+        }
+    }
+    eprintln!("{} of {} missed at the default ef, {} of them at ef 1000", missed.len(), docs.len(), unreached.len());
+    assert!(
+        unreached.is_empty(),
+        "{} of {} not found by their own vector at ef 1000: {unreached:?}",
+        unreached.len(),
+        docs.len()
+    );
+    s.check_ok().await;
+}
