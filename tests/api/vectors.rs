@@ -1,6 +1,8 @@
 //! Vector indexes over HTTP: recall against exact search on clustered data (also after churn),
-//! filters that never starve the answer, restarts that keep the index, validation, rebuild, and a
-//! model-based run of random writes followed by `check`.
+//! filters that never starve the answer, restarts that keep the index, validation, rebuild, a
+//! model-based run of random writes followed by `check`, the bulk paths whose inserts are
+//! planned on every core (an import, a backfill) against brute force, every document reachable
+//! by the graph walk, and an index that reads ready being searchable at once in sync mode.
 
 use crate::common::{Rng, TestServer};
 use reqwest::Method;
@@ -451,4 +453,247 @@ async fn expired_documents_are_never_returned() {
         q["exact"] = json!(exact);
         assert_eq!(ids(&search(&s, "vx", q).await), ["kept"]);
     }
+}
+
+/// The Euclidean distance, in f64.
+fn l2(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum::<f64>().sqrt()
+}
+
+/// The `k` nearest of `docs` to `q` by brute force under l2, nearest first: (distance, id).
+fn brute_force(docs: &[(String, Vec<f32>)], q: &[f32], k: usize) -> Vec<(f64, String)> {
+    let mut all: Vec<(f64, String)> = docs.iter().map(|(id, v)| (l2(v, q), id.clone())).collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    all.truncate(k);
+    all
+}
+
+/// Against brute force over `docs` (all the table holds): `exact: true` answers each query with
+/// the true 10 nearest (each hit at its own true distance, the i-th hit's distance the true i-th
+/// nearest distance, so ties may come in either order), and the default search's recall@10 is
+/// returned.
+async fn recall_against_brute_force(
+    s: &TestServer,
+    table: &str,
+    docs: &[(String, Vec<f32>)],
+    queries: &[Vec<f32>],
+) -> f64 {
+    let by_id: BTreeMap<&str, &Vec<f32>> = docs.iter().map(|(id, v)| (id.as_str(), v)).collect();
+    let (mut hit, mut total) = (0, 0);
+    for q in queries {
+        let want = brute_force(docs, q, 10);
+        let exact =
+            search(s, table, json!({"field": "embedding", "vector": q, "k": 10, "exact": true, "fields": ["_id"]}))
+                .await;
+        let hits = exact["hits"].as_array().unwrap();
+        assert_eq!((hits.len(), &exact["strategy"]), (want.len(), &json!("exact")), "{exact}");
+        for (h, (want_d, _)) in hits.iter().zip(&want) {
+            let d = h["distance"].as_f64().unwrap();
+            let true_d = l2(by_id[h["_id"].as_str().unwrap()], q);
+            assert!((d - true_d).abs() < 1e-4 && (d - want_d).abs() < 1e-4, "{h}: want {want_d} (true {true_d})");
+        }
+        let walked = search(s, table, json!({"field": "embedding", "vector": q, "k": 10, "fields": ["_id"]})).await;
+        assert_eq!(walked["strategy"], "hnsw", "{walked}");
+        let got: BTreeSet<String> = ids(&walked).into_iter().collect();
+        hit += want.iter().filter(|(_, id)| got.contains(id)).count();
+        total += want.len();
+    }
+    hit as f64 / total.max(1) as f64
+}
+
+/// Each of `docs` is the nearest hit of a search with its own vector (`ef` 128, twice the
+/// default), at distance 0.
+async fn each_finds_itself(s: &TestServer, table: &str, docs: &[(String, Vec<f32>)]) {
+    use futures_util::StreamExt;
+    let lost: Vec<String> = futures_util::stream::iter(docs)
+        .map(|(id, v)| async move {
+            let r = search(s, table, json!({"field": "embedding", "vector": v, "k": 1, "ef": 128, "fields": ["_id"]}))
+                .await;
+            let found = r["hits"][0]["_id"] == id.as_str() && r["hits"][0]["distance"] == 0.0;
+            (!found).then(|| format!("{id}: {r}"))
+        })
+        .buffer_unordered(4)
+        .filter_map(|lost| async move { lost })
+        .collect()
+        .await;
+    assert!(
+        lost.is_empty(),
+        "{} of {} not found by their own vector, e.g. {:?}",
+        lost.len(),
+        docs.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
+
+/// `n` clustered documents `d{i}` as NDJSON lines, and their vectors.
+fn ndjson(data: &mut Clusters, from: usize, n: usize) -> (String, Vec<(String, Vec<f32>)>) {
+    let docs: Vec<(String, Vec<f32>)> = (from..from + n).map(|i| (format!("d{i}"), data.point())).collect();
+    let body = docs.iter().map(|(id, v)| format!("{}\n", json!({"_id": id, "embedding": v}))).collect();
+    (body, docs)
+}
+
+/// The l2 index of the bulk-path tests: `ef_construction` 64, not 200, so that 4000 inserts
+/// take seconds in a debug build (the planning and its apply do not depend on it).
+fn bulk_index() -> Value {
+    json!({"name": "emb", "kind": "vector", "fields": ["embedding"],
+        "options": {"dimension": DIM, "metric": "l2", "ef_construction": 64}})
+}
+
+async fn import(s: &TestServer, table: &str, body: String, n: usize) {
+    let r = s.raw(Method::POST, &format!("/v1/tables/{table}/import"), "application/x-ndjson", body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!((r.body["inserted"].as_u64(), r.body["failed"].as_u64()), (Some(n as u64), Some(0)), "{}", r.body);
+}
+
+/// One NDJSON import of 4000 vectors (one chunk) into a table whose vector index already holds
+/// 500: the chunk's inserts are planned in parallel on the graph as it was (see `vectors::bulk`)
+/// and applied on the committer — the first 64 as planned, the rest searched again there, as a
+/// plan is only used within 2% of its graph's size (at least 64) of later inserts; afterwards `exact` answers are brute force's, the default
+/// search's recall@10 against brute force is ≥ 0.95, every document is found by its own vector,
+/// and `check` is clean.
+#[tokio::test]
+async fn a_parallel_bulk_import_answers_as_brute_force() {
+    let s = TestServer::start().await;
+    s.create_table("vb").await;
+    assert_eq!(s.post("/v1/tables/vb/indexes", bulk_index()).await.0, 201);
+    let mut data = Clusters::new(29);
+    // a graph to plan against
+    let (_, mut docs) = ndjson(&mut data, 0, 500);
+    insert(&s, "vb", docs.iter().map(|(id, v)| json!({"_id": id, "embedding": v})).collect()).await;
+    let (body, imported) = ndjson(&mut data, 500, 4000);
+    let started = std::time::Instant::now();
+    import(&s, "vb", body, imported.len()).await;
+    eprintln!("import of {} into an index of {}: {:?}", imported.len(), docs.len(), started.elapsed());
+    docs.extend(imported);
+    let queries: Vec<Vec<f32>> = (0..50).map(|_| data.point()).collect();
+    let r = recall_against_brute_force(&s, "vb", &docs, &queries).await;
+    eprintln!("recall@10 at the default ef after a parallel import, {} × {DIM}-d, l2: {r:.3}", docs.len());
+    assert!(r >= 0.95, "recall {r}");
+    each_finds_itself(&s, "vb", &docs).await;
+    s.check_ok().await;
+}
+
+/// An index created over 4000 stored vectors is built by the backfill, its chunks planned in
+/// parallel: once ready, `exact` answers are brute force's, the default search's recall@10
+/// against brute force is ≥ 0.95, every document is found by its own vector, and `check` is
+/// clean.
+#[tokio::test]
+async fn a_parallel_backfill_answers_as_brute_force() {
+    let s = TestServer::start().await;
+    s.create_table("vp").await;
+    let mut data = Clusters::new(31);
+    let (body, docs) = ndjson(&mut data, 0, 4000);
+    import(&s, "vp", body, docs.len()).await;
+    let started = std::time::Instant::now();
+    let (status, def) = s.post("/v1/tables/vp/indexes", bulk_index()).await;
+    assert_eq!((status.as_u16(), &def["state"]), (202, &json!("building")), "{def}");
+    assert_eq!(s.index_settled("vp", "emb").await["state"], "ready");
+    eprintln!("backfill of {}: {:?}", docs.len(), started.elapsed());
+    let queries: Vec<Vec<f32>> = (0..50).map(|_| data.point()).collect();
+    let r = recall_against_brute_force(&s, "vp", &docs, &queries).await;
+    eprintln!("recall@10 at the default ef after a parallel backfill, {} × {DIM}-d, l2: {r:.3}", docs.len());
+    assert!(r >= 0.95, "recall {r}");
+    each_finds_itself(&s, "vp", &docs).await;
+    s.check_ok().await;
+}
+
+/// In sync mode a read shows a write only once it is durable, and reads agree with each other:
+/// once `GET …/indexes/{name}` says a vector index is ready, a search on it is served.
+#[tokio::test]
+async fn a_vector_index_read_ready_is_searchable_at_once_in_sync_mode() {
+    let s = TestServer::start_with(|c| c.storage.durability = mosaicdb::storage::Durability::Sync).await;
+    s.create_table("vy").await;
+    let mut data = Clusters::new(37);
+    let (body, docs) = ndjson(&mut data, 0, 200);
+    import(&s, "vy", body, docs.len()).await;
+    let mut refused = Vec::new();
+    for (round, (id, v)) in docs.iter().enumerate().take(50) {
+        let name = format!("e{round}");
+        let body = json!({"name": name, "kind": "vector", "fields": ["embedding"],
+            "options": {"dimension": DIM, "metric": "l2", "ef_construction": 64}});
+        let (status, def) = s.post("/v1/tables/vy/indexes", body).await;
+        assert_eq!(status, 202, "{def}");
+        // polled without a pause, so the first answer that says ready is the one acted on
+        loop {
+            let (_, def) = s.get(&format!("/v1/tables/vy/indexes/{name}")).await;
+            if def["state"] == "ready" {
+                break;
+            }
+            assert_eq!(def["state"], "building", "{def}");
+        }
+        let q = json!({"field": "embedding", "vector": v, "k": 1});
+        let r = s.send(Method::POST, "/v1/tables/vy/vector-search", Some(&q), &[]).await;
+        if r.status != 200 {
+            refused.push(format!("round {round}: {} {}", r.status, r.body));
+        } else {
+            assert_eq!(r.body["hits"][0]["_id"], id.as_str(), "{}", r.body);
+        }
+        assert_eq!(s.delete(&format!("/v1/tables/vy/indexes/{name}")).await.0, 204);
+    }
+    assert!(
+        refused.is_empty(),
+        "{} of 50 searches refused right after the index read ready: {refused:?}",
+        refused.len()
+    );
+}
+
+/// Every document is reachable by the graph walk: after a backfill over clustered data (in key
+/// order, as every build goes), a search with a document's own vector finds it first, at
+/// distance 0 — at the default `ef` for nearly all, and for each one missed there at `ef` 1000,
+/// as the exact search does. A node that no link reaches is missed at any `ef`.
+#[tokio::test]
+async fn every_document_is_found_by_its_own_vector_after_a_backfill() {
+    let s = TestServer::start().await;
+    s.create_table("vr2").await;
+    // 10 000 points around 20 centres in [-3, 3)^16, each coordinate within 0.5 of its centre,
+    // drawn as tests/crash/vectors.rs draws them, from a seed whose build leaves nodes that no
+    // link reaches
+    let mut rng = crate::common::model::Rng(1795772817289527349);
+    let unit = |rng: &mut crate::common::model::Rng| (rng.next() >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0;
+    let centres: Vec<Vec<f32>> = (0..20).map(|_| (0..DIM).map(|_| unit(&mut rng) * 3.0).collect()).collect();
+    let docs: Vec<(String, Vec<f32>)> = (0..10_000)
+        .map(|i| {
+            let c = &centres[rng.below(20) as usize];
+            (format!("d{i}"), c.iter().map(|x| x + unit(&mut rng) * 0.5).collect())
+        })
+        .collect();
+    let body: String = docs.iter().map(|(id, v)| format!("{}\n", json!({"_id": id, "embedding": v}))).collect();
+    import(&s, "vr2", body, docs.len()).await;
+    let (status, def) = s.post("/v1/tables/vr2/indexes", bulk_index()).await;
+    assert_eq!(status, 202, "{def}");
+    assert_eq!(s.index_settled("vr2", "emb").await["state"], "ready");
+    let found = |r: &Value, id: &str| r["hits"][0]["_id"] == id && r["hits"][0]["distance"] == 0.0;
+    use futures_util::StreamExt;
+    let missed: Vec<&(String, Vec<f32>)> = futures_util::stream::iter(&docs)
+        .map(|doc| {
+            let s = &s;
+            async move {
+                let r =
+                    search(s, "vr2", json!({"field": "embedding", "vector": doc.1, "k": 1, "fields": ["_id"]})).await;
+                (!found(&r, &doc.0)).then_some(doc)
+            }
+        })
+        .buffer_unordered(4)
+        .filter_map(|missed| async move { missed })
+        .collect()
+        .await;
+    let mut unreached = Vec::new();
+    for (id, v) in &missed {
+        let q = json!({"field": "embedding", "vector": v, "k": 1, "ef": 1000, "fields": ["_id"]});
+        let r = search(&s, "vr2", q.clone()).await;
+        let mut exact = q;
+        exact["exact"] = json!(true);
+        assert!(found(&search(&s, "vr2", exact).await, id), "{id} is not in the index");
+        if !found(&r, id) {
+            unreached.push(format!("{id}: {r}"));
+        }
+    }
+    eprintln!("{} of {} missed at the default ef, {} of them at ef 1000", missed.len(), docs.len(), unreached.len());
+    assert!(
+        unreached.is_empty(),
+        "{} of {} not found by their own vector at ef 1000: {unreached:?}",
+        unreached.len(),
+        docs.len()
+    );
+    s.check_ok().await;
 }

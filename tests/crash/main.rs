@@ -1,5 +1,5 @@
 //! What survives a crash: SIGKILL of a process writing to the store (`store`) and of the
-//! `mosaicdb` binary serving writes (`server`, `changefeed`), power cuts and disk faults on
+//! `mosaicdb` binary serving writes (`server`, `changefeed`, `graph`, `timeseries`, `vectors`), power cuts and disk faults on
 //! powerfs (`power_loss`, `disk_faults`: they need root, `/dev/fuse` and the powerfs binary, and
 //! say so where one is missing). The modules they share: `process` (the binary as a child
 //! process), `workload` (writers and the verification after a restart) and `mount` (powerfs).
@@ -20,3 +20,4 @@ mod power_loss;
 mod server;
 mod store;
 mod timeseries;
+mod vectors;
