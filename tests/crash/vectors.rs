@@ -122,32 +122,45 @@ async fn documents(client: &reqwest::Client, base: &str) -> BTreeMap<String, Vec
 }
 
 /// After the restart, with the index ready: `check` is clean, and each of `docs` (every `step`th,
-/// from `offset`) is the nearest hit of a search with its own vector (`ef` 128), at distance 0.
+/// from `offset`) is in the index — the nearest hit of a search with its own vector, at distance
+/// 0, by the exact search — and the graph walk (`ef` 128) finds all but at most 1% of them first.
+/// (Not all: the insert heuristic can leave an outlier that no link reaches, whatever the `ef` —
+/// hnswlib's and Lucene's HNSW have the same trait; a repair is issue 29's follow-up. The
+/// durability claim is the exact search's.)
 async fn verify(client: &reqwest::Client, base: &str, docs: &[(String, Vec<f32>)], step: usize, label: &str) {
     let (status, report) = post(client, format!("{base}/v1/admin/check"), json!({})).await;
     assert_eq!((status, &report["ok"]), (200, &json!(true)), "{label}: {report}");
     let url = format!("{base}/v1/tables/v/vector-search");
-    let lost: Vec<String> = futures_util::stream::iter(docs.iter().step_by(step))
+    let outcomes: Vec<(bool, Option<String>)> = futures_util::stream::iter(docs.iter().step_by(step))
         .map(|(id, v)| {
-            let body = json!({"field": "emb", "vector": v, "k": 1, "ef": 128, "fields": ["_id"]});
             let url = url.clone();
             async move {
-                let (status, r) = post(client, url, body).await;
-                let found = status == 200 && r["hits"][0]["_id"] == id.as_str() && r["hits"][0]["distance"] == 0.0;
-                (!found).then(|| format!("{id}: {status} {r}"))
+                let found = |status: u16, r: &Value| {
+                    status == 200 && r["hits"][0]["_id"] == id.as_str() && r["hits"][0]["distance"] == 0.0
+                };
+                let body = json!({"field": "emb", "vector": v, "k": 1, "ef": 128, "fields": ["_id"]});
+                let (status, r) = post(client, url.clone(), body).await;
+                if found(status, &r) {
+                    return (true, None);
+                }
+                let exact = json!({"field": "emb", "vector": v, "k": 1, "exact": true, "fields": ["_id"]});
+                let (status, r) = post(client, url, exact).await;
+                (false, (!found(status, &r)).then(|| format!("{id}: {status} {r}")))
             }
         })
         .buffer_unordered(4)
-        .filter_map(|lost| async move { lost })
         .collect()
         .await;
-    let searched = docs.len().div_ceil(step);
+    let searched = outcomes.len();
+    let lost: Vec<&String> = outcomes.iter().filter_map(|(_, lost)| lost.as_ref()).collect();
     assert!(
         lost.is_empty(),
-        "{label}: {} of {searched} not found by their own vector: {:?}",
+        "{label}: {} of {searched} not in the index: {:?}",
         lost.len(),
         &lost[..lost.len().min(5)]
     );
+    let walked_past = outcomes.iter().filter(|(walked, _)| !walked).count();
+    assert!(walked_past * 100 <= searched, "{label}: the graph walk missed {walked_past} of {searched}");
 }
 
 /// The index build over 10 000 stored vectors is killed at a random point, and again once the

@@ -225,16 +225,33 @@ impl Db {
     /// Every index of a table.
     pub async fn list_indexes(self: &Arc<Self>, table: String) -> Result<Vec<IndexDef>> {
         self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        Ok(self.catalog.indexes(&table).iter().map(|d| (**d).clone()).collect())
+        let view = self.store.snapshot();
+        let mut out = Vec::new();
+        for def in self.catalog.indexes(&table).iter() {
+            out.extend(self.durable_index(&view, def)?);
+        }
+        Ok(out)
+    }
+
+    /// An index's definition as reads see it: from the read view (in sync mode, what is durable,
+    /// so a state a power cut could undo — `ready` before the build's last chunk is on disk — is
+    /// never shown, and a search answers whatever the index reads as); `None` when the view does
+    /// not hold it yet.
+    fn durable_index(&self, view: &crate::storage::ReadView, def: &IndexDef) -> Result<Option<IndexDef>> {
+        let key = crate::keys::MetaKey::Index(def.table.as_str().into(), def.name.as_str().into()).encode();
+        let Some(value) = view.get(Space::Meta, &key)? else { return Ok(None) };
+        Ok(Some(serde_json::from_slice(&value).map_err(|e| ServiceError::Internal(e.to_string()))?))
     }
 
     /// One index with its state and progress.
     pub async fn get_index(self: &Arc<Self>, table: String, name: String) -> Result<IndexDef> {
         self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        self.catalog
-            .index(&table, &name)
-            .map(|d| (*d).clone())
-            .ok_or(ServiceError::IndexNotFound { table, index: name })
+        let def = self.catalog.index(&table, &name);
+        let durable = match def {
+            Some(def) => self.durable_index(&self.store.snapshot(), &def)?,
+            None => None,
+        };
+        durable.ok_or(ServiceError::IndexNotFound { table, index: name })
     }
 
     /// Drops an index and removes its entries. The definition goes at once with a durable drop
@@ -342,6 +359,9 @@ struct PreparedChunk {
     docs: Vec<PreparedDoc>,
     /// the chunk size asked for: fewer documents means the end of the table
     chunk: usize,
+    /// the first chunk of this run of the build (from the table's start: a build resumed at open
+    /// starts over, so its progress does too)
+    first: bool,
 }
 
 /// On the blocking pool: reads the next `chunk` documents after `after` from a snapshot and
@@ -367,6 +387,7 @@ fn prepare_chunk(
         _ => chunk,
     };
     let prefix = crate::keys::table_prefix(table);
+    let first = after.is_none();
     let lower = after.map_or(Bound::Included(prefix.clone()), Bound::Excluded);
     let upper = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let mut docs = Vec::new();
@@ -410,7 +431,7 @@ fn prepare_chunk(
     }
     #[cfg(test)]
     db.backfill_prepared(docs.len());
-    Ok(Some(PreparedChunk { def, docs, chunk }))
+    Ok(Some(PreparedChunk { def, docs, chunk, first }))
 }
 
 /// On the committer: stages a prepared chunk's entries, if the index is still the building index
@@ -419,7 +440,7 @@ fn prepare_chunk(
 /// of the old version would be stale. So is its entry error, if it had one: the new version is
 /// the one that counts, and its write was checked against the index.
 fn commit_chunk(tx: &mut Write<'_, '_>, catalog: &Arc<Catalog>, prepared: PreparedChunk) -> Result<Chunk<Vec<u8>>> {
-    let PreparedChunk { def: read_def, docs, chunk } = prepared;
+    let PreparedChunk { def: read_def, docs, chunk, first } = prepared;
     let Some(def) = catalog.index(&read_def.table, &read_def.name).filter(|d| {
         d.created_at == read_def.created_at && d.kind == read_def.kind && d.fields == read_def.fields && !d.is_ready()
     }) else {
@@ -459,7 +480,8 @@ fn commit_chunk(tx: &mut Write<'_, '_>, catalog: &Arc<Catalog>, prepared: Prepar
     next.state = match (finished, &def.state) {
         (true, _) => IndexState::Ready,
         (false, IndexState::Building { done, total }) => {
-            IndexState::Building { done: done + read as u64, total: (*total).max(done + read as u64) }
+            let done = if first { 0 } else { *done } + read as u64;
+            IndexState::Building { done, total: (*total).max(done) }
         }
         (false, other) => other.clone(),
     };
