@@ -82,5 +82,9 @@ impl Graphs {
 /// Reads an index's graph from its keys.
 pub fn load(view: &ReadView, def: &IndexDef) -> Result<Graph> {
     let p = params_of(def)?;
-    layout::load(view, &def.table, &def.name, p)
+    match layout::load(view, &def.table, &def.name, p)? {
+        Some(graph) => Ok(graph),
+        // format 3's keys, until the upgrade rewrites them
+        None => super::upgrade::load(view, &def.table, &def.name, p),
+    }
 }

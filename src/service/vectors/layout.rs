@@ -13,7 +13,7 @@
 //! node of the highest level (the lowest slot among equals), found at load.
 //!
 //! Format 3 named nodes and links by document id (`v:{id}`, `l:{id}`); such an index is read
-//! (and rewritten at the upgrade) by [`super::upgrade`].
+//! (and rewritten at the upgrade) by `vectors::upgrade`.
 
 use super::hnsw::{Changes, Graph, Loader, Params};
 use crate::keys::{Component, VecKey};
@@ -107,12 +107,10 @@ pub fn read_slots(view: &ReadView, table: &str, index: &str) -> Result<Option<us
 
 /// Reads an index's graph from its keys: the node and links scans, both in slot order, side by
 /// side, straight into the graph's arrays. A node with a vector of the wrong length, at a slot
-/// past the slot count, or without links that parse, is left out (`check` reports it). An index
-/// still in format 3's keys (no slot count) is read by [`super::upgrade::load`].
-pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Graph> {
-    let Some(slots) = read_slots(view, table, index)? else {
-        return super::upgrade::load(view, table, index, p);
-    };
+/// past the slot count, or without links that parse, is left out (`check` reports it). `None`
+/// for an index still in format 3's keys (no slot count: `vectors::upgrade` reads those).
+pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Option<Graph>> {
+    let Some(slots) = read_slots(view, table, index)? else { return Ok(None) };
     let (np, lp) = (kind_prefix(table, index, "node"), kind_prefix(table, index, "links"));
     let mut links = view.scan(Space::Vec, KeyRange::Prefix(lp.clone()), false).peekable();
     let mut loader = Loader::new(p, slots);
@@ -148,7 +146,7 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Grap
     for (s, lv) in kept {
         walk_links(&lv, |layer, to| loader.link(s, layer, to));
     }
-    Ok(loader.finish())
+    Ok(Some(loader.finish()))
 }
 
 /// Stages the keys of every slot a change touched — a live node's links (and its node key, if

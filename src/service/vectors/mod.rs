@@ -23,6 +23,8 @@ pub mod layout;
 pub(crate) mod log;
 mod params;
 mod search;
+#[cfg(test)]
+mod tests;
 mod upgrade;
 
 pub(crate) use bulk::bulk_chunk;
