@@ -18,7 +18,7 @@
 use super::hnsw::{Changes, Graph, Loader, Params};
 use crate::keys::{Component, VecKey};
 use crate::service::{Result, ServiceError};
-use crate::storage::{KeyRange, ReadView, Space, WriteTx};
+use crate::storage::{KeyRange, ReadView, Slice, Space, WriteTx};
 
 /// The key of the slot count.
 pub fn slots_key(table: &str, index: &str) -> Vec<u8> {
@@ -118,23 +118,7 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Opti
     for item in view.scan(Space::Vec, KeyRange::Prefix(np.clone()), false) {
         let (key, value) = item?;
         let Some(s) = slot_of(&key, &np) else { continue };
-        let mut found = None;
-        while let Some(Ok((lk, lv))) = links.peek() {
-            match slot_of(lk, &lp).cmp(&Some(s)) {
-                std::cmp::Ordering::Less => {}
-                std::cmp::Ordering::Equal => found = Some(lv.clone()),
-                std::cmp::Ordering::Greater => break,
-            }
-            links.next();
-            if found.is_some() {
-                break;
-            }
-        }
-        if let Some(Err(_)) = links.peek()
-            && let Some(Err(e)) = links.next()
-        {
-            return Err(e.into());
-        }
+        let found = take_matching(&mut links, &Some(s), |k| Ok(slot_of(k, &lp)))?;
         if let (Some(lv), Some((id, vector))) = (found, decode_node(&value))
             && vector.len() == p.dim * 4
             && let Some(level) = walk_links(&lv, |_, _| {})
@@ -147,6 +131,36 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Opti
         walk_links(&lv, |layer, to| loader.link(s, layer, to));
     }
     Ok(Some(loader.finish()))
+}
+
+/// The value of the item of `scan` (in key order, at or before the wanted one) whose key
+/// `key_of` maps to `want`, if there is one: the items before it are stepped over, one after it
+/// is left for the next call. Merges two scans of one index (nodes and their links) in one pass.
+pub(super) fn take_matching<K: Ord, E>(
+    scan: &mut std::iter::Peekable<impl Iterator<Item = std::result::Result<(Slice, Slice), E>>>,
+    want: &K,
+    key_of: impl Fn(&[u8]) -> Result<K>,
+) -> Result<Option<Slice>>
+where
+    ServiceError: From<E>,
+{
+    loop {
+        let order = match scan.peek() {
+            None => return Ok(None),
+            Some(Err(_)) => match scan.next() {
+                Some(Err(e)) => return Err(e.into()),
+                _ => continue,
+            },
+            Some(Ok((k, _))) => key_of(k)?.cmp(want),
+        };
+        match order {
+            std::cmp::Ordering::Less => {
+                scan.next();
+            }
+            std::cmp::Ordering::Equal => return Ok(scan.next().and_then(|i| i.ok()).map(|(_, v)| v)),
+            std::cmp::Ordering::Greater => return Ok(None),
+        }
+    }
 }
 
 /// Stages the keys of every slot a change touched — a live node's links (and its node key, if

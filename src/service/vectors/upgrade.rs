@@ -53,23 +53,7 @@ where
     for item in vectors {
         let (key, value) = item?;
         let id = node_id(&key, vp)?.into_owned();
-        let mut found = None;
-        while let Some(Ok((lk, lv))) = links.peek() {
-            match node_id(lk, lp)?.as_ref().cmp(id.as_str()) {
-                std::cmp::Ordering::Less => {}
-                std::cmp::Ordering::Equal => found = Some(lv.clone()),
-                std::cmp::Ordering::Greater => break,
-            }
-            links.next();
-            if found.is_some() {
-                break;
-            }
-        }
-        if let Some(Err(_)) = links.peek()
-            && let Some(Err(e)) = links.next()
-        {
-            return Err(e.into());
-        }
+        let found = layout::take_matching(&mut links, &id, |k| Ok(node_id(k, lp)?.into_owned()))?;
         if let Some(lv) = found
             && value.len() == p.dim * 4
             && let Some(level) = walk_links(&lv, |_, _| {})
