@@ -163,18 +163,27 @@ async fn verify(client: &reqwest::Client, base: &str, docs: &[(String, Vec<f32>)
     assert!(walked_past * 100 <= searched, "{label}: the graph walk missed {walked_past} of {searched}");
 }
 
+/// A test's seeded random numbers, its directory and its client.
+fn setup() -> (Rng, tempfile::TempDir, reqwest::Client) {
+    let client = reqwest::Client::builder().timeout(WAIT).build().unwrap();
+    (Rng(seed() | 1), tempfile::tempdir().unwrap(), client)
+}
+
+/// Creates the table `v`.
+async fn create_table(client: &reqwest::Client, base: &str) {
+    assert_eq!(post(client, format!("{base}/v1/tables"), json!({"name": "v"})).await.0, 201);
+}
+
 /// The index build over 10 000 stored vectors is killed at a random point, and again once the
 /// build resumed at the next open has progressed: each time the offline check is clean; after
 /// the last restart the resumed build completes, the online check is clean and every tenth
-/// document is found by its own vector at distance 0.
+/// document is in the index (see [`verify`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkill_during_a_parallel_vector_backfill_leaves_a_searchable_index() {
-    let mut rng = Rng(seed() | 1);
-    let dir = tempfile::tempdir().unwrap();
+    let (mut rng, dir, client) = setup();
     let data = dir.path().join("data");
-    let client = reqwest::Client::builder().timeout(WAIT).build().unwrap();
     let server = start(&data, "sync", &client).await;
-    assert_eq!(post(&client, format!("{}/v1/tables", server.base), json!({"name": "v"})).await.0, 201);
+    create_table(&client, &server.base).await;
     let vectors = clustered(&mut rng, BACKFILL_DOCS);
     import(&client, &server.base, ndjson(&vectors, 0, 0), vectors.len()).await;
     let started = Instant::now();
@@ -210,16 +219,14 @@ async fn a_sigkill_during_a_parallel_vector_backfill_leaves_a_searchable_index()
 /// before commits) into a table whose vector index holds 500 is killed after a random number of
 /// its chunks have landed: the offline check is clean; after the restart every document counted
 /// before the kill is there (buffered mode shows a write once it has reached the OS), each holds
-/// the vector it was imported with and is found by it at distance 0, and the online check is
-/// clean.
+/// the vector it was imported with and is in the index (see [`verify`]), and the online check
+/// is clean.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkill_during_an_import_into_a_vector_index_leaves_every_document_searchable() {
-    let mut rng = Rng(seed() | 1);
-    let dir = tempfile::tempdir().unwrap();
+    let (mut rng, dir, client) = setup();
     let data = dir.path().join("data");
-    let client = reqwest::Client::builder().timeout(WAIT).build().unwrap();
     let server = start(&data, "buffered", &client).await;
-    assert_eq!(post(&client, format!("{}/v1/tables", server.base), json!({"name": "v"})).await.0, 201);
+    create_table(&client, &server.base).await;
     assert_eq!(create_index(&client, &server.base).await, 201);
     let seeded = 500;
     let vectors = clustered(&mut rng, seeded + 6000);
@@ -268,12 +275,10 @@ async fn a_sigkill_during_an_import_into_a_vector_index_leaves_every_document_se
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_backfill_reports_progress_within_the_table() {
     const DOCS: usize = 4000;
-    let mut rng = Rng(seed() | 1);
-    let dir = tempfile::tempdir().unwrap();
+    let (mut rng, dir, client) = setup();
     let data = dir.path().join("data");
-    let client = reqwest::Client::builder().timeout(WAIT).build().unwrap();
     let server = start(&data, "sync", &client).await;
-    assert_eq!(post(&client, format!("{}/v1/tables", server.base), json!({"name": "v"})).await.0, 201);
+    create_table(&client, &server.base).await;
     import(&client, &server.base, ndjson(&clustered(&mut rng, DOCS), 0, 0), DOCS).await;
     let started = Instant::now();
     assert_eq!(create_index(&client, &server.base).await, 202);
