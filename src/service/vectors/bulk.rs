@@ -63,7 +63,7 @@ pub(crate) fn plan_many(graph: &RwLock<Graph>, items: &[(&str, &[f32])]) -> Vec<
 }
 
 /// How many documents a bulk path should take per write into a vector index whose graph has
-/// `len` nodes: as many as can be planned together (at least `floor`, at most `cap`).
+/// `len` nodes: as many as can be planned together, at most `cap`.
 pub(crate) fn bulk_chunk(len: usize, cap: usize) -> usize {
     hnsw::plan_slack(len).min(cap).max(1)
 }
