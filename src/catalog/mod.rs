@@ -16,7 +16,7 @@ pub use view::{ViewDef, ViewKind, ViewState};
 
 use crate::entity::{self, EncodeOptions, FieldDict};
 use crate::keys::{KeyError, MetaKey};
-use crate::storage::{KeyRange, Space, StorageError, Store, WriteTx};
+use crate::storage::{KeyRange, ReadView, Space, StorageError, Store, WriteTx};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -110,6 +110,14 @@ fn corrupt(key: &[u8], reason: impl ToString) -> CatalogError {
 
 fn parse<T: serde::de::DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T, CatalogError> {
     serde_json::from_slice(value).map_err(|e| corrupt(key, e))
+}
+
+/// An index's definition as a read view holds it (`None` when the view does not hold it): the
+/// state reads report and use, which in sync mode is the durable one, where the in-memory catalog
+/// changes at commit.
+pub fn stored_index(view: &ReadView, table: &str, name: &str) -> Result<Option<IndexDef>, CatalogError> {
+    let key = MetaKey::Index(table.into(), name.into()).encode();
+    view.get(Space::Meta, &key)?.map(|value| parse(&key, &value)).transpose()
 }
 
 fn json<T: serde::Serialize>(value: &T) -> Vec<u8> {

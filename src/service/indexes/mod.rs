@@ -227,31 +227,22 @@ impl Db {
         self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
         let view = self.store.snapshot();
         let mut out = Vec::new();
+        // as reads see them (see `catalog::stored_index`)
         for def in self.catalog.indexes(&table).iter() {
-            out.extend(self.durable_index(&view, def)?);
+            out.extend(crate::catalog::stored_index(&view, &table, &def.name)?);
         }
         Ok(out)
-    }
-
-    /// An index's definition as reads see it: from the read view (in sync mode, what is durable,
-    /// so a state a power cut could undo — `ready` before the build's last chunk is on disk — is
-    /// never shown, and a search answers whatever the index reads as); `None` when the view does
-    /// not hold it yet.
-    fn durable_index(&self, view: &crate::storage::ReadView, def: &IndexDef) -> Result<Option<IndexDef>> {
-        let key = crate::keys::MetaKey::Index(def.table.as_str().into(), def.name.as_str().into()).encode();
-        let Some(value) = view.get(Space::Meta, &key)? else { return Ok(None) };
-        Ok(Some(serde_json::from_slice(&value).map_err(|e| ServiceError::Internal(e.to_string()))?))
     }
 
     /// One index with its state and progress.
     pub async fn get_index(self: &Arc<Self>, table: String, name: String) -> Result<IndexDef> {
         self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        let def = self.catalog.index(&table, &name);
-        let durable = match def {
-            Some(def) => self.durable_index(&self.store.snapshot(), &def)?,
+        // as reads see it (see `catalog::stored_index`), if the catalog still has it
+        let stored = match self.catalog.index(&table, &name) {
+            Some(_) => crate::catalog::stored_index(&self.store.snapshot(), &table, &name)?,
             None => None,
         };
-        durable.ok_or(ServiceError::IndexNotFound { table, index: name })
+        stored.ok_or(ServiceError::IndexNotFound { table, index: name })
     }
 
     /// Drops an index and removes its entries. The definition goes at once with a durable drop

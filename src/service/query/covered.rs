@@ -229,9 +229,7 @@ fn expired_ids(
         return Ok(None);
     }
     for def in catalog.ttl_indexes(table) {
-        let key = MetaKey::Index(table.into(), def.name.as_str().into()).encode();
-        let Some(value) = view.get(Space::Meta, &key)? else { return Ok(None) };
-        let snap: IndexDef = serde_json::from_slice(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let Some(snap) = crate::catalog::stored_index(view, table, &def.name)? else { return Ok(None) };
         if !snap.is_ready() {
             return Ok(None);
         }

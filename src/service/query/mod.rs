@@ -20,7 +20,7 @@ use super::stop::Stop;
 use super::{Db, Result, ServiceError};
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
-use crate::keys::{EntityKey, MetaKey};
+use crate::keys::EntityKey;
 use crate::service::cursor::Binding;
 use crate::service::ttl::expiry::{Expiry, now_ms};
 use crate::storage::Space;
@@ -52,9 +52,7 @@ pub(crate) fn ready_indexes(
 ) -> Result<Vec<IndexDef>> {
     let mut out = Vec::new();
     for cached in catalog.indexes(table) {
-        let key = MetaKey::Index(table.into(), cached.name.as_str().into()).encode();
-        let Some(value) = view.get(Space::Meta, &key)? else { continue };
-        let def: IndexDef = serde_json::from_slice(&value).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let Some(def) = crate::catalog::stored_index(view, table, &cached.name)? else { continue };
         if def.is_ready() {
             out.push(def);
         }
