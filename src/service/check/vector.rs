@@ -20,6 +20,9 @@ struct Node {
     vector: Vec<f32>,
 }
 
+/// A node's stored level and its links as (layer, slot).
+type StoredLinks = (usize, Vec<(usize, u32)>);
+
 /// Checks one ready vector index; returns the nodes walked.
 pub(super) fn check_index(
     view: &ReadView,
@@ -38,10 +41,10 @@ pub(super) fn check_index(
             None
         }
     };
-    // the stored nodes by slot, and their links (None: they do not parse)
+    // the stored nodes by slot, and their level and links (None: they do not parse)
     let (np, lp) = (layout::kind_prefix(table, index, "node"), layout::kind_prefix(table, index, "links"));
     let mut nodes: BTreeMap<u32, Node> = BTreeMap::new();
-    let mut links: BTreeMap<u32, Option<Vec<(usize, u32)>>> = BTreeMap::new();
+    let mut links: BTreeMap<u32, Option<StoredLinks>> = BTreeMap::new();
     let keys = view.scan(Space::Vec, KeyRange::Prefix(VecKey::index_prefix(table, index)), false);
     for item in Watched::new(keys.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, value) = item?;
@@ -57,13 +60,7 @@ pub(super) fn check_index(
         } else if let Some(s) = layout::slot_of(&key, &lp) {
             let mut list = Vec::new();
             let parsed = layout::walk_links(&value, |layer, to| list.push((layer, to)));
-            links.insert(
-                s,
-                parsed.map(|level| {
-                    list.push((level, u32::MAX));
-                    list
-                }),
-            );
+            links.insert(s, parsed.map(|level| (level, list)));
         } else if *key != *layout::slots_key(table, index) {
             report.problem("orphan_entry", shown, "not a key of the vector index's layout");
         }
@@ -71,8 +68,7 @@ pub(super) fn check_index(
     if slots.is_none() && !nodes.is_empty() {
         report.problem("missing_entry", slots_key, "nodes without a slot count");
     }
-    // each stored list ends with (level, u32::MAX): the node's level
-    let level_of = |s: u32| links.get(&s).and_then(Option::as_ref).and_then(|l| l.last()).map(|(level, _)| *level);
+    let level_of = |s: u32| links.get(&s).and_then(Option::as_ref).map(|(level, _)| *level);
     let mut by_id: HashMap<&str, u32> = HashMap::with_capacity(nodes.len());
     for (&s, node) in &nodes {
         let key = show(Space::Vec, &layout::node_key(table, index, s));
@@ -119,14 +115,14 @@ pub(super) fn check_index(
     // links
     for (&s, l) in &links {
         let lkey = show(Space::Vec, &layout::links_key(table, index, s));
-        let Some(list) = l else {
+        let Some((_, list)) = l else {
             report.problem("stale_entry", lkey, "the links do not parse");
             continue;
         };
         if !nodes.contains_key(&s) {
             report.problem("orphan_entry", lkey.clone(), "links of a slot without a node");
         }
-        for &(layer, to) in list.iter().filter(|(_, to)| *to != u32::MAX) {
+        for &(layer, to) in list {
             if !nodes.contains_key(&to) || level_of(to).is_none_or(|lv| lv < layer) {
                 report.problem(
                     "stale_entry",

@@ -70,7 +70,7 @@ pub fn floats(b: &[u8]) -> impl Iterator<Item = f32> + '_ {
 
 /// The links of the node at slot `s` as stored.
 pub fn encode_links(graph: &Graph, s: u32) -> Vec<u8> {
-    let level = graph.level_of(s);
+    let level = graph.level(s);
     let mut out = vec![level as u8];
     for layer in 0..=level {
         let list = graph.links_at(s, layer);
@@ -218,7 +218,7 @@ mod tests {
         let bytes = encode_links(&g, 0);
         let mut seen = Vec::new();
         let level = walk_links(&bytes, |layer, to| seen.push((layer, to))).unwrap();
-        assert_eq!(level, g.level_of(0));
+        assert_eq!(level, g.level(0));
         assert!(seen.contains(&(0, 1)) && seen.contains(&(0, 2)), "{seen:?}");
         assert!(walk_links(&bytes[..bytes.len() - 1], |_, _| {}).is_none());
         assert_eq!(walk_links(b"\x00\x00\x01\x05\x00\x00\x00", |_, _| {}), Some(0));

@@ -56,8 +56,8 @@ async fn a_format_3_index_is_read_then_rewritten_by_slot() {
             for id in g.ids() {
                 let s = g.slot(id).unwrap();
                 let v: Vec<u8> = g.vector(s).iter().flat_map(|x| x.to_le_bytes()).collect();
-                let mut l = vec![g.level_of(s) as u8];
-                for layer in 0..=g.level_of(s) {
+                let mut l = vec![g.level(s) as u8];
+                for layer in 0..=g.level(s) {
                     l.extend_from_slice(&(g.links_at(s, layer).len() as u16).to_be_bytes());
                     for &n in g.links_at(s, layer) {
                         let to = g.id(n).unwrap();

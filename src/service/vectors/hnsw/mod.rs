@@ -256,11 +256,6 @@ impl Graph {
         self.links.get(s, layer)
     }
 
-    /// A slot's level (0 for a free slot).
-    pub fn level_of(&self, s: u32) -> usize {
-        self.level(s)
-    }
-
     /// Slots (live and free): one more than the highest slot in use.
     pub fn slots(&self) -> usize {
         self.ids.len()
@@ -279,7 +274,8 @@ impl Graph {
         if layer == 0 { self.p.m * 2 } else { self.p.m }
     }
 
-    fn level(&self, s: u32) -> usize {
+    /// A slot's level (0 for a free slot).
+    pub fn level(&self, s: u32) -> usize {
         self.links.level(s)
     }
 
