@@ -565,11 +565,24 @@ async fn a_parallel_bulk_import_answers_as_brute_force() {
     import(&s, "vb", body, imported.len()).await;
     eprintln!("import of {} into an index of {}: {:?}", imported.len(), docs.len(), started.elapsed());
     docs.extend(imported);
+    answers_as_brute_force(&s, "vb", &docs, &mut data, "import").await;
+}
+
+/// After a bulk path (`what`) filled `table` with `docs`: the default search's recall@10 against
+/// brute force over 50 new queries is ≥ 0.95, every document is found by its own vector, and
+/// `check` is clean.
+async fn answers_as_brute_force(
+    s: &TestServer,
+    table: &str,
+    docs: &[(String, Vec<f32>)],
+    data: &mut Clusters,
+    what: &str,
+) {
     let queries: Vec<Vec<f32>> = (0..50).map(|_| data.point()).collect();
-    let r = recall_against_brute_force(&s, "vb", &docs, &queries).await;
-    eprintln!("recall@10 at the default ef after a parallel import, {} × {DIM}-d, l2: {r:.3}", docs.len());
+    let r = recall_against_brute_force(s, table, docs, &queries).await;
+    eprintln!("recall@10 at the default ef after a parallel {what}, {} × {DIM}-d, l2: {r:.3}", docs.len());
     assert!(r >= 0.95, "recall {r}");
-    each_finds_itself(&s, "vb", &docs).await;
+    each_finds_itself(s, table, docs).await;
     s.check_ok().await;
 }
 
@@ -589,12 +602,7 @@ async fn a_parallel_backfill_answers_as_brute_force() {
     assert_eq!((status.as_u16(), &def["state"]), (202, &json!("building")), "{def}");
     assert_eq!(s.index_settled("vp", "emb").await["state"], "ready");
     eprintln!("backfill of {}: {:?}", docs.len(), started.elapsed());
-    let queries: Vec<Vec<f32>> = (0..50).map(|_| data.point()).collect();
-    let r = recall_against_brute_force(&s, "vp", &docs, &queries).await;
-    eprintln!("recall@10 at the default ef after a parallel backfill, {} × {DIM}-d, l2: {r:.3}", docs.len());
-    assert!(r >= 0.95, "recall {r}");
-    each_finds_itself(&s, "vp", &docs).await;
-    s.check_ok().await;
+    answers_as_brute_force(&s, "vp", &docs, &mut data, "backfill").await;
 }
 
 /// In sync mode a read shows a write only once it is durable, and reads agree with each other:
