@@ -29,6 +29,10 @@ gives none, so the table shows each ratio to PostgreSQL and "—" under "met".
   server started on a backup of the run's data restored into a fresh directory, until its first
   vector search answers; hnswlib: `load_index`) and the memory then (mosaicdb: that server's
   resident set, every table of the run included; hnswlib: its process's peak, with the data).
+  Then the same vectors in a table of their own under an int8-quantized index
+  (`"quantization": "int8"`): its build rate and queries per second at recall 0.95 (rescored at
+  the default oversampling) beside hnswlib's float index, and its graph's memory beside the float
+  index's (`mosaicdb_vector_index_memory_bytes` in /metrics).
 - graph: PEERS_NODES (100k) vertices with 5 out-edges each to uniformly random other vertices,
   each with a weight `w`, a random integer 1-100. mosaicdb: a vertex table and an edge table
   declaring `w` its weight field, one import each; `POST /v1/graph/traverse`, depths 0-3, each
@@ -199,6 +203,9 @@ class Vectors:
         self.disk = f"kNN: index disk, {size} (MB)"
         self.open = f"kNN: restart to first search, {size} (s)"
         self.rss = f"kNN: memory after open, {size} (MB)"
+        self.q_load = f"kNN int8: import {size} + index"
+        self.q_at95 = f"kNN int8 top-10 at recall@10 >= 0.95, 1 client, {size}"
+        self.q_mem = f"kNN: graph memory, int8 beside float, {size} (MB)"
 
     def workloads(self):
         return [Workload(self.load, "vectors/s", [("postgres", None), ("hnswlib", None)]),
@@ -207,7 +214,10 @@ class Vectors:
                 Workload(self.at95, "queries/s", [("hnswlib", None)]),
                 Workload(self.disk, "lower is better", [("hnswlib", None)], "{:,.1f}", True, True),
                 Workload(self.open, "lower is better", [("hnswlib", None)], "{:,.3f}", True, True),
-                Workload(self.rss, "lower is better", [("hnswlib", None)], "{:,.0f}", True, True)]
+                Workload(self.rss, "lower is better", [("hnswlib", None)], "{:,.0f}", True, True),
+                Workload(self.q_load, "vectors/s", [("hnswlib", None)]),
+                Workload(self.q_at95, "queries/s", [("hnswlib", None)]),
+                Workload(self.q_mem, "lower is better", [("float", None)], "{:,.1f}", True, True)]
 
     def prepare(self):
         self.base = OUT / f"vec{self.n}x{self.dim}"
@@ -259,24 +269,23 @@ class Vectors:
         if k == 1 and "Index Scan" not in plan:
             log(f"kNN: PostgreSQL does not use the GiST index:\n{plan}")
 
-        self.against_hnswlib(table, queries, add, k)
+        theirs = self.against_hnswlib(table, queries, add, k)
 
         env = {"PEERS_TABLE": table, "PEERS_QUERIES": str(self.queries)}
         add(self.query, "mosaicdb", wrk(a, "/", "knn.lua", 32, 2, self.secs, env))
         add(self.query, "postgres", pg.bench(
             f"\\set n random(1, {len(queries)})\n"
             f"select id from {table} order by c <-> (select c from knn_q where qid = :n) limit 10;\n", 32, self.secs))
+        self.quantized(k, queries, add, theirs)
 
-
-    def against_hnswlib(self, table, queries, add, k):
-        """Beside hnswlib (PyPI, in-process, same M and ef_construction, build on every core): the
-        build rate, the queries per second at the smallest swept ef reaching recall@10 0.95 (mosaicdb
-        over HTTP on one connection, hnswlib in-process on one thread), and the index's disk."""
-        a, n = self.addr, self.n
+    def sweep(self, table, queries, extra=None):
+        """Recall@10 and queries per second (one connection) at each swept ef, up to the first that
+        reaches recall 0.95: {ef: (recall, qps)}."""
+        a = self.addr
         c = http.client.HTTPConnection(*a, timeout=60)
         ours = {}
         for ef in self.EFS:
-            body = lambda q: {"field": "emb", "vector": json.loads(q), "k": 10, "ef": ef, "fields": ["_id"]}
+            body = lambda q: {"field": "emb", "vector": json.loads(q), "k": 10, "ef": ef, "fields": ["_id"], **(extra or {})}
             found = 0
             for q, want in zip(queries, self.exact):
                 hits = call(a, "POST", f"/v1/tables/{table}/vector-search", body(q), conn=c)["hits"]
@@ -288,16 +297,46 @@ class Vectors:
             if ours[ef][0] >= 0.95:
                 break
         c.close()
+        return ours
+
+    def quantized(self, k, queries, add, theirs):
+        """The same vectors under an int8-quantized index (a table of its own): the build rate and
+        the queries per second at recall 0.95 (rescored, default oversampling) beside hnswlib's
+        float index, and the graph's memory beside the float index's (from /metrics)."""
+        a, table = self.addr, f"vec{k}q"
+        t0 = time.perf_counter()
+        call(a, "POST", "/v1/tables", {"name": table})
+        import_ndjson(a, table, self.ndjson, self.n)
+        call(a, "POST", f"/v1/tables/{table}/indexes", {"name": "emb", "kind": "vector", "fields": ["emb"], "options": {
+            "dimension": self.dim, "metric": "l2", "quantization": "int8"}})
+        wait_ready(a, table, "emb")
+        add(self.q_load, "mosaicdb", self.n / (time.perf_counter() - t0))
+        add(self.q_load, "hnswlib", theirs["build"])
+        ours = self.sweep(table, queries)
+        our_ef, our_qps = at95(ours)
+        their_ef, their_qps = at95({int(ef): (r["recall"], r["qps"]) for ef, r in theirs["ef"].items()})
+        log(f"kNN int8: recall by ef — mosaicdb {ours}; recall 0.95 at ef {our_ef} (hnswlib, floats: {their_ef})")
+        if our_qps is not None:
+            add(self.q_at95, "mosaicdb", our_qps)
+        if their_qps is not None:
+            add(self.q_at95, "hnswlib", their_qps)
+        memory = graph_memory(a)
+        add(self.q_mem, "mosaicdb", memory[(table, "emb")] / 1e6)
+        add(self.q_mem, "float", memory[(f"vec{k}", "emb")] / 1e6)
+
+
+    def against_hnswlib(self, table, queries, add, k):
+        """Beside hnswlib (PyPI, in-process, same M and ef_construction, build on every core): the
+        build rate, the queries per second at the smallest swept ef reaching recall@10 0.95 (mosaicdb
+        over HTTP on one connection, hnswlib in-process on one thread), and the index's disk."""
+        a = self.addr
+        ours = self.sweep(table, queries)
         py = venv_python("numpy", "hnswlib")
         out = subprocess.run([str(py), str(HERE / "hnsw_peer.py"), str(self.base), str(self.M),
                               str(self.EF_CONSTRUCTION), str(os.cpu_count() or 1), ",".join(map(str, self.EFS))],
                              check=True, capture_output=True, text=True).stdout
         theirs = json.loads(out)
         add(self.load, "hnswlib", theirs["build"])
-
-        def at95(by_ef):
-            reached = [(ef, qps) for ef, (recall, qps) in sorted(by_ef.items()) if recall >= 0.95]
-            return reached[0] if reached else (None, None)
         our_ef, our_qps = at95(ours)
         their_ef, their_qps = at95({int(ef): (r["recall"], r["qps"]) for ef, r in theirs["ef"].items()})
         log(f"kNN: recall by ef — mosaicdb {ours}; hnswlib {theirs['ef']}; recall 0.95 at ef {our_ef} (mosaicdb), "
@@ -311,13 +350,14 @@ class Vectors:
         add(self.disk, "mosaicdb", disk_bytes(a, "vec") / k / 1e6)
         add(self.disk, "hnswlib", theirs["bytes"] / 1e6)
         if k > 1:
-            return
+            return theirs
         # the first run only: a later run's restart would open the earlier runs' indexes too
         took, rss = self.reopen(table, json.loads(queries[0]))
         add(self.open, "mosaicdb", took)
         add(self.open, "hnswlib", theirs["load_s"])
         add(self.rss, "mosaicdb", rss)
         add(self.rss, "hnswlib", theirs["rss"] / 1e6)
+        return theirs
 
     REOPEN = ("127.0.0.1", 18083)
 
@@ -349,6 +389,23 @@ class Vectors:
             return took, rss
         finally:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def at95(by_ef):
+    """The smallest ef of {ef: (recall, qps)} reaching recall 0.95, with its qps (None, None if none)."""
+    reached = [(ef, qps) for ef, (recall, qps) in sorted(by_ef.items()) if recall >= 0.95]
+    return reached[0] if reached else (None, None)
+
+
+def graph_memory(addr):
+    """{(table, index): bytes} of every vector index's graph in memory, from /metrics."""
+    _, text = get_raw(addr, "/metrics")
+    out = {}
+    for line in text.decode().splitlines():
+        if line.startswith("mosaicdb_vector_index_memory_bytes{"):
+            labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.index("}")].split(","))
+            out[(labels["table"].strip('"'), labels["index"].strip('"'))] = float(line.split()[-1])
+    return out
 
 
 class Graph:

@@ -51,6 +51,8 @@ pub struct IndexFigures {
     pub kind: String,
     /// building (with its progress), ready or failed
     pub state: IndexBuild,
+    /// a vector index whose graph is in memory: the bytes it takes (estimated)
+    pub memory: Option<u64>,
 }
 
 /// Where an index's build stands.
@@ -112,6 +114,7 @@ impl Db {
                     IndexState::Ready => IndexBuild::Ready,
                     IndexState::Failed { .. } => IndexBuild::Failed,
                 },
+                memory: self.vectors.memory_bytes(&def.table, &def.name).map(|b| b as u64),
             }));
         }
         MetricsSnapshot {

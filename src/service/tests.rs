@@ -463,6 +463,7 @@ async fn the_metrics_snapshot_follows_an_index_build() {
         name: "by_n".into(),
         kind: "hash".into(),
         state: IndexBuild::Building { done: 0, total: 6 },
+        memory: None,
     };
     assert_eq!(snapshot.indexes, vec![building]);
     assert!(snapshot.jobs_running >= 1, "{snapshot:?}");

@@ -24,5 +24,6 @@ mod tasks;
 mod timeseries;
 mod ttl;
 mod vectors;
+mod vectors_int8;
 mod views;
 mod wire;

@@ -14,27 +14,27 @@ fn unit(rng: &mut Rng) -> f32 {
     (rng.next() >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
 }
 
-const DIM: usize = 16;
+pub(super) const DIM: usize = 16;
 
 /// Points around 20 cluster centres (not uniform noise): the centres are fixed by `seed`.
-struct Clusters {
+pub(super) struct Clusters {
     centres: Vec<Vec<f32>>,
     rng: Rng,
 }
 impl Clusters {
-    fn new(seed: u64) -> Clusters {
+    pub(super) fn new(seed: u64) -> Clusters {
         let mut rng = Rng(seed);
         let centres = (0..20).map(|_| (0..DIM).map(|_| unit(&mut rng) * 3.0).collect()).collect();
         Clusters { centres, rng }
     }
-    fn point(&mut self) -> Vec<f32> {
+    pub(super) fn point(&mut self) -> Vec<f32> {
         let c = self.rng.below(self.centres.len() as u64) as usize;
         let spread = 0.3 + (c % 3) as f32 * 0.2;
         (0..DIM).map(|i| self.centres[c][i] + unit(&mut self.rng) * spread).collect()
     }
 }
 
-async fn insert(s: &TestServer, table: &str, docs: Vec<Value>) {
+pub(super) async fn insert(s: &TestServer, table: &str, docs: Vec<Value>) {
     for chunk in docs.chunks(500) {
         let (status, body) = s.post(&format!("/v1/tables/{table}/documents"), Value::Array(chunk.to_vec())).await;
         assert!(status.is_success(), "{status} {body}");
@@ -49,13 +49,13 @@ async fn index(s: &TestServer, table: &str, metric: &str) {
     assert_eq!(s.index_settled(table, "emb").await["state"], "ready");
 }
 
-async fn search(s: &TestServer, table: &str, body: Value) -> Value {
+pub(super) async fn search(s: &TestServer, table: &str, body: Value) -> Value {
     let (status, r) = s.post(&format!("/v1/tables/{table}/vector-search"), body).await;
     assert_eq!(status, 200, "{r}");
     r
 }
 
-fn ids(r: &Value) -> Vec<String> {
+pub(super) fn ids(r: &Value) -> Vec<String> {
     r["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().to_owned()).collect()
 }
 
@@ -219,6 +219,8 @@ async fn bad_vectors_and_requests_are_refused() {
         json!({"dimension": 3, "metric": "hamming"}),
         json!({"dimension": 3, "m": 1}),
         json!({"dimension": 3, "colour": 1}),
+        json!({"dimension": 3, "quantization": "int4"}),
+        json!({"dimension": 3, "quantization": 8}),
     ] {
         let r = s.send(Method::POST, "/v1/tables/vv/indexes", Some(&bad(options.clone())), &[]).await;
         assert!(r.status.is_client_error(), "{options}: {}", r.body);
@@ -228,7 +230,10 @@ async fn bad_vectors_and_requests_are_refused() {
     let (status, def) = s.post("/v1/tables/vv/indexes", body).await;
     assert_eq!(status, 202, "{def}");
     assert_eq!(def["state"], "building");
-    assert_eq!(def["options"], json!({"dimension": 3, "metric": "l2", "m": 16, "ef_construction": 200}));
+    assert_eq!(
+        def["options"],
+        json!({"dimension": 3, "metric": "l2", "m": 16, "ef_construction": 200, "quantization": "none"})
+    );
     assert_eq!(s.index_settled("vv", "emb").await["state"], "ready");
     // wrong length, non-numeric element, a squared length over f32's range: 422 naming the
     // field; nothing written
@@ -256,6 +261,8 @@ async fn bad_vectors_and_requests_are_refused() {
         (json!({"field": "embedding", "vector": [1, 2, 3], "k": 0}), 400, "invalid_request"),
         (json!({"field": "embedding", "vector": [1, 2, 3], "k": 1001}), 400, "invalid_request"),
         (json!({"field": "embedding", "vector": [1, 2, 3], "ef": 100000}), 400, "invalid_request"),
+        (json!({"field": "embedding", "vector": [1, 2, 3], "oversampling": 0.5}), 400, "invalid_request"),
+        (json!({"field": "embedding", "vector": [1, 2, 3], "oversampling": 101}), 400, "invalid_request"),
         (json!({"field": "other", "vector": [1, 2, 3]}), 422, "no_vector_index"),
     ] {
         let r = s.send(Method::POST, "/v1/tables/vv/vector-search", Some(&body), &[]).await;
@@ -456,12 +463,12 @@ async fn expired_documents_are_never_returned() {
 }
 
 /// The Euclidean distance, in f64.
-fn l2(a: &[f32], b: &[f32]) -> f64 {
+pub(super) fn l2(a: &[f32], b: &[f32]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum::<f64>().sqrt()
 }
 
 /// The `k` nearest of `docs` to `q` by brute force under l2, nearest first: (distance, id).
-fn brute_force(docs: &[(String, Vec<f32>)], q: &[f32], k: usize) -> Vec<(f64, String)> {
+pub(super) fn brute_force(docs: &[(String, Vec<f32>)], q: &[f32], k: usize) -> Vec<(f64, String)> {
     let mut all: Vec<(f64, String)> = docs.iter().map(|(id, v)| (l2(v, q), id.clone())).collect();
     all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     all.truncate(k);
@@ -472,7 +479,7 @@ fn brute_force(docs: &[(String, Vec<f32>)], q: &[f32], k: usize) -> Vec<(f64, St
 /// the true 10 nearest (each hit at its own true distance, the i-th hit's distance the true i-th
 /// nearest distance, so ties may come in either order), and the default search's recall@10 is
 /// returned.
-async fn recall_against_brute_force(
+pub(super) async fn recall_against_brute_force(
     s: &TestServer,
     table: &str,
     docs: &[(String, Vec<f32>)],
@@ -503,7 +510,7 @@ async fn recall_against_brute_force(
 
 /// Each of `docs` is the nearest hit of a search with its own vector (`ef` 128, twice the
 /// default), at distance 0.
-async fn each_finds_itself(s: &TestServer, table: &str, docs: &[(String, Vec<f32>)]) {
+pub(super) async fn each_finds_itself(s: &TestServer, table: &str, docs: &[(String, Vec<f32>)]) {
     use futures_util::StreamExt;
     let lost: Vec<String> = futures_util::stream::iter(docs)
         .map(|(id, v)| async move {
@@ -526,7 +533,7 @@ async fn each_finds_itself(s: &TestServer, table: &str, docs: &[(String, Vec<f32
 }
 
 /// `n` clustered documents `d{i}` as NDJSON lines, and their vectors.
-fn ndjson(data: &mut Clusters, from: usize, n: usize) -> (String, Vec<(String, Vec<f32>)>) {
+pub(super) fn ndjson(data: &mut Clusters, from: usize, n: usize) -> (String, Vec<(String, Vec<f32>)>) {
     let docs: Vec<(String, Vec<f32>)> = (from..from + n).map(|i| (format!("d{i}"), data.point())).collect();
     let body = docs.iter().map(|(id, v)| format!("{}\n", json!({"_id": id, "embedding": v}))).collect();
     (body, docs)
@@ -539,7 +546,7 @@ fn bulk_index() -> Value {
         "options": {"dimension": DIM, "metric": "l2", "ef_construction": 64}})
 }
 
-async fn import(s: &TestServer, table: &str, body: String, n: usize) {
+pub(super) async fn import(s: &TestServer, table: &str, body: String, n: usize) {
     let r = s.raw(Method::POST, &format!("/v1/tables/{table}/import"), "application/x-ndjson", body).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!((r.body["inserted"].as_u64(), r.body["failed"].as_u64()), (Some(n as u64), Some(0)), "{}", r.body);

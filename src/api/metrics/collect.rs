@@ -381,6 +381,13 @@ fn indexes(e: &mut DescriptorEncoder<'_>, s: &MetricsSnapshot) -> Result {
     )?;
     gauges(
         e,
+        "mosaicdb_vector_index_memory",
+        "memory a vector index's graph takes (vectors or their int8 codes, links, ids), estimated",
+        Some(&Unit::Bytes),
+        s.indexes.iter().filter_map(|i| Some((index(&i.table, &i.name), i.memory?))),
+    )?;
+    gauges(
+        e,
         "mosaicdb_index_build_progress_ratio",
         "indexed / expected documents of a building index",
         None,

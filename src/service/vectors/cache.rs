@@ -68,6 +68,14 @@ impl Graphs {
         Ok(())
     }
 
+    /// The memory an index's cached graph takes (estimated), if it is loaded.
+    pub fn memory_bytes(&self, table: &str, index: &str) -> Option<usize> {
+        let cached =
+            self.map.read().unwrap_or_else(PoisonError::into_inner).get(&(table.to_owned(), index.to_owned()))?.clone();
+        let bytes = cached.graph.read().unwrap_or_else(PoisonError::into_inner).memory_bytes();
+        Some(bytes)
+    }
+
     /// Forgets the caches of a dropped table's indexes.
     pub fn forget_table(&self, table: &str) {
         self.map.write().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != table);

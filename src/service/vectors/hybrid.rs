@@ -51,6 +51,7 @@ impl Db {
             filter: req.filter.clone(),
             fields: req.fields.clone(),
             exact: false,
+            oversampling: None,
         };
         let near = self.vector_search(table, vreq).await?;
         let mut fused: HashMap<String, Fused> = HashMap::new();

@@ -45,6 +45,80 @@ pub fn l2_squared(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// The dot product of two equally long int8 slices (codes of at most 127 in magnitude), summed
+/// in i32 lanes: products widen to i16 (127² fits), pairs of them to i32, which LLVM packs into
+/// `pmaddwd` on x86-64.
+#[inline]
+pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    const W: usize = 16;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0i32; W];
+    let (ca, cb) = (a.chunks_exact(W), b.chunks_exact(W));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            *s += i32::from(i16::from(*x) * i16::from(*y));
+        }
+    }
+    let tail: i32 = ra.iter().zip(rb).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
+    acc.iter().sum::<i32>() + tail
+}
+
+/// The squared Euclidean distance of `a` and the int8 codes `b` scaled by `sb` (a query against
+/// a quantized vector), in f32 lanes.
+#[inline]
+pub fn l2_squared_f32_i8(a: &[f32], b: &[i8], sb: f32) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            let d = x - f32::from(*y) * sb;
+            *s += d * d;
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| (x - f32::from(*y) * sb).powi(2)).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// The squared Euclidean distance of the int8 codes `a` scaled by `sa` and `b` scaled by `sb`.
+#[inline]
+pub fn l2_squared_i8(a: &[i8], sa: f32, b: &[i8], sb: f32) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            let d = f32::from(*x) * sa - f32::from(*y) * sb;
+            *s += d * d;
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| (f32::from(*x) * sa - f32::from(*y) * sb).powi(2)).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// The dot product of `a` and the int8 codes `b` (unscaled), in f32 lanes.
+#[inline]
+pub fn dot_f32_i8(a: &[f32], b: &[i8]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            *s += x * f32::from(*y);
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * f32::from(*y)).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
 /// Scales `v` to unit length in place; false (and `v` unchanged) for a zero or non-finite vector.
 pub fn normalize(v: &mut [f32]) -> bool {
     let norm = dot(v, v).sqrt();
@@ -68,6 +142,18 @@ mod tests {
             let l: f32 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
             assert!((dot(&a, &b) - d).abs() < 1e-4, "{n}");
             assert!((l2_squared(&a, &b) - l).abs() < 1e-4, "{n}");
+        }
+        for n in [0, 1, 15, 16, 17, 96, 130] {
+            let a: Vec<i8> = (0..n).map(|i| ((i * 37) % 255 - 127) as i8).collect();
+            let b: Vec<i8> = (0..n).map(|i| (127 - (i * 11) % 255) as i8).collect();
+            let d: i32 = a.iter().zip(&b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
+            assert_eq!(dot_i8(&a, &b), d, "{n}");
+            let f: Vec<f32> = a.iter().map(|x| f32::from(*x) * 0.5).collect();
+            let l: f32 = f.iter().zip(&b).map(|(x, y)| (x - f32::from(*y) * 0.25).powi(2)).sum();
+            assert!((l2_squared_f32_i8(&f, &b, 0.25) - l).abs() <= 1e-4 * l.max(1.0), "{n}");
+            assert!((l2_squared_i8(&a, 0.5, &b, 0.25) - l).abs() <= 1e-4 * l.max(1.0), "{n}");
+            let d: f32 = f.iter().zip(&b).map(|(x, y)| x * f32::from(*y)).sum();
+            assert!((dot_f32_i8(&f, &b) - d).abs() <= 1e-4 * d.abs().max(1.0), "{n}");
         }
         let mut v = vec![3.0, 4.0];
         assert!(normalize(&mut v));

@@ -68,6 +68,13 @@ pub fn floats(b: &[u8]) -> impl Iterator<Item = f32> + '_ {
     b.as_chunks::<4>().0.iter().map(|c| f32::from_le_bytes(*c))
 }
 
+/// Vector bytes as floats, into `buf` (cleared first).
+pub fn floats_into<'a>(b: &[u8], buf: &'a mut Vec<f32>) -> &'a [f32] {
+    buf.clear();
+    buf.extend(floats(b));
+    buf
+}
+
 /// The links of the node at slot `s` as stored.
 pub fn encode_links(graph: &Graph, s: u32) -> Vec<u8> {
     let level = graph.level(s);
@@ -114,7 +121,7 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Opti
     let (np, lp) = (kind_prefix(table, index, "node"), kind_prefix(table, index, "links"));
     let mut links = view.scan(Space::Vec, KeyRange::Prefix(lp.clone()), false).peekable();
     let mut loader = Loader::new(p, slots);
-    let mut kept = Vec::new();
+    let (mut kept, mut v) = (Vec::new(), Vec::with_capacity(p.dim));
     for item in view.scan(Space::Vec, KeyRange::Prefix(np.clone()), false) {
         let (key, value) = item?;
         let Some(s) = slot_of(&key, &np) else { continue };
@@ -122,7 +129,7 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Opti
         if let (Some(lv), Some((id, vector))) = (found, decode_node(&value))
             && vector.len() == p.dim * 4
             && let Some(level) = walk_links(&lv, |_, _| {})
-            && loader.node(s, id, floats(vector), level)
+            && loader.node(s, id, floats_into(vector, &mut v), level)
         {
             kept.push((s, lv));
         }
@@ -164,13 +171,18 @@ where
 }
 
 /// Stages the keys of every slot a change touched — a live node's links (and its node key, if
-/// it took the slot), a freed slot's deletes — and the slot count.
-pub fn stage(tx: &mut WriteTx<'_>, table: &str, index: &str, graph: &Graph, changes: &Changes) {
+/// it took the slot: its vector is the graph's, or for a quantized graph the one the change
+/// recorded), a freed slot's deletes — and the slot count.
+pub fn stage(tx: &mut WriteTx<'_>, table: &str, index: &str, graph: &Graph, changes: &Changes) -> Result<()> {
     for &s in changes.nodes.union(&changes.links) {
         match graph.id(s) {
             Some(id) => {
                 if changes.nodes.contains(&s) {
-                    tx.put(Space::Vec, node_key(table, index, s), encode_node(id, graph.vector(s)));
+                    let v =
+                        changes.vectors.get(&s).map(Vec::as_slice).or_else(|| graph.vector(s)).ok_or_else(|| {
+                            ServiceError::Internal(format!("vector index {index:?}: no vector to store for slot {s}"))
+                        })?;
+                    tx.put(Space::Vec, node_key(table, index, s), encode_node(id, v));
                 }
                 tx.put(Space::Vec, links_key(table, index, s), encode_links(graph, s));
             }
@@ -181,14 +193,16 @@ pub fn stage(tx: &mut WriteTx<'_>, table: &str, index: &str, graph: &Graph, chan
         }
     }
     tx.put(Space::Vec, slots_key(table, index), (graph.slots() as u32).to_le_bytes().to_vec());
+    Ok(())
 }
 
-/// Stages every node of a graph (an index rewritten in this layout).
-pub fn stage_all(tx: &mut WriteTx<'_>, table: &str, index: &str, graph: &Graph) {
+/// Stages every node of a graph (an index rewritten in this layout; not a quantized graph, which
+/// has not kept the floats).
+pub fn stage_all(tx: &mut WriteTx<'_>, table: &str, index: &str, graph: &Graph) -> Result<()> {
     let mut all = Changes::default();
     all.nodes.extend((0..graph.slots() as u32).filter(|s| graph.id(*s).is_some()));
     all.links.clone_from(&all.nodes);
-    stage(tx, table, index, graph, &all);
+    stage(tx, table, index, graph, &all)
 }
 
 #[cfg(test)]
@@ -209,7 +223,7 @@ mod tests {
         let (id, v) = decode_node(&node).unwrap();
         assert_eq!((id, floats(v).collect::<Vec<_>>()), ("ab", vec![1.5, -2.0]));
         assert!(decode_node(b"\x00\x05ab").is_none());
-        let p = Params { dim: 2, metric: Metric::L2, m: 4, ef_construction: 16 };
+        let p = Params { dim: 2, metric: Metric::L2, m: 4, ef_construction: 16, quantized: false };
         let mut g = Graph::new(p);
         let mut ch = Changes::default();
         for (i, v) in [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]].iter().enumerate() {

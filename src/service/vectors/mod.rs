@@ -22,6 +22,7 @@ pub mod kernels;
 pub mod layout;
 pub(crate) mod log;
 mod params;
+mod rescore;
 mod search;
 #[cfg(test)]
 mod tests;
@@ -210,7 +211,7 @@ pub(crate) fn finish(w: &mut Write<'_, '_>, db: &Db, touched: &std::sync::Mutex<
             db.vectors.forget(&table, &index);
             return Err(ServiceError::Internal(format!("vector index {index:?}: the graph update failed")));
         }
-        layout::stage(w, &table, &index, &graph, &changes);
+        layout::stage(w, &table, &index, &graph, &changes)?;
     }
     Ok(())
 }

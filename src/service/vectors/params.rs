@@ -20,11 +20,13 @@ pub fn params_of(def: &IndexDef) -> Result<Params> {
 
 /// Checks a vector index's options; returns its parameters and the options to store (defaults
 /// filled in): `dimension` (required, 1-4096), `metric` (`cosine` (default), `l2`, `dot`), `m`
-/// (2-64, default 16), `ef_construction` (8-2000, default 200).
+/// (2-64, default 16), `ef_construction` (8-2000, default 200), `quantization` (`none` (default)
+/// or `int8`: vectors held in memory as int8 codes, searches rescored on the documents' vectors).
 pub fn parse_options(options: &Map<String, Value>) -> Result<(Params, Map<String, Value>)> {
     let bad = |m: &str| Err(ServiceError::InvalidRequest(format!("vector index options: {m}")));
-    if let Some(k) = options.keys().find(|k| !["dimension", "metric", "m", "ef_construction"].contains(&k.as_str())) {
-        return bad(&format!("unknown option {k:?} (dimension, metric, m, ef_construction)"));
+    const KNOWN: [&str; 5] = ["dimension", "metric", "m", "ef_construction", "quantization"];
+    if let Some(k) = options.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return bad(&format!("unknown option {k:?} ({})", KNOWN.join(", ")));
     }
     let int = |name: &str, default: Option<u64>, lo: u64, hi: u64| -> Result<u64> {
         match options.get(name) {
@@ -46,6 +48,11 @@ pub fn parse_options(options: &Map<String, Value>) -> Result<(Params, Map<String
         Some(Some("dot")) => Metric::Dot,
         _ => return bad("`metric` must be \"cosine\", \"l2\" or \"dot\""),
     };
+    let quantized = match options.get("quantization").map(|v| v.as_str()) {
+        None | Some(Some("none")) => false,
+        Some(Some("int8")) => true,
+        _ => return bad("`quantization` must be \"none\" or \"int8\""),
+    };
     let name = match metric {
         Metric::Cosine => "cosine",
         Metric::L2 => "l2",
@@ -56,5 +63,6 @@ pub fn parse_options(options: &Map<String, Value>) -> Result<(Params, Map<String
     out.insert("metric".into(), name.into());
     out.insert("m".into(), m.into());
     out.insert("ef_construction".into(), ef_construction.into());
-    Ok((Params { dim, metric, m, ef_construction }, out))
+    out.insert("quantization".into(), if quantized { "int8" } else { "none" }.into());
+    Ok((Params { dim, metric, m, ef_construction, quantized }, out))
 }

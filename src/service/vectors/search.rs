@@ -11,13 +11,20 @@
 //! - `exact`: brute force over every node (`"exact": true`, or when a walk found fewer than k
 //!   hits — a very selective unindexed filter — so a filter never starves the answer).
 //!
+//! A quantized index (`"quantization": "int8"`) walks its graph on int8 codes, then rescores:
+//! the `k × oversampling` nearest accepted candidates by the codes are ranked again by their
+//! documents' own vectors (read with the documents, which the search reads anyway), and the k
+//! nearest of those are the answer, with exact distances. Its exact strategies compute every
+//! distance on the stored floats: the `vec:` node keys of the snapshot (`exact`), or the
+//! documents of the filter's candidates (`filtered_exact`).
+//!
 //! The graph's read lock is held only to walk it (ids and distances), never while documents are
 //! read or filtered: a write waiting for the lock would hold up the committer. Every hit is read
 //! from the snapshot: a node whose document the snapshot does not hold (or holds expired) is
 //! never returned.
 
 use super::hnsw::Metric;
-use super::{kernels, params_of};
+use super::{kernels, params_of, rescore};
 use crate::catalog::IndexKind;
 use crate::keys::EntityKey;
 use crate::service::query::{self, filter::Filter};
@@ -48,6 +55,10 @@ pub fn default_ef(nodes: usize) -> usize {
     let grown = DEFAULT_EF as f64 * (nodes as f64 / DEFAULT_EF_NODES as f64).powf(0.6);
     (grown.ceil() as usize).clamp(DEFAULT_EF, MAX_EF)
 }
+/// The default `oversampling` of a quantized index's search.
+pub const DEFAULT_OVERSAMPLING: f64 = 3.0;
+/// Largest `oversampling`.
+pub const MAX_OVERSAMPLING: f64 = 100.0;
 /// Most candidates an indexed filter may have for the exact strategy.
 pub const SELECTIVE_MAX: u64 = 5000;
 
@@ -79,6 +90,10 @@ pub struct VectorSearchRequest {
     /// true: brute force over every vector (exact, slower)
     #[serde(default)]
     pub exact: bool,
+    /// a quantized index: how many candidates are rescored on the documents' vectors, as a
+    /// multiple of k (1-100, default 3); ignored by an index without quantization
+    #[schema(minimum = 1, maximum = 100, example = 3.0)]
+    pub oversampling: Option<f64>,
 }
 
 /// One hit.
@@ -141,6 +156,9 @@ impl Db {
         if req.ef.is_some_and(|ef| !(1..=MAX_EF).contains(&ef)) {
             return Err(ServiceError::InvalidRequest(format!("`ef` must be 1 to {MAX_EF}")));
         }
+        if req.oversampling.is_some_and(|o| !(1.0..=MAX_OVERSAMPLING).contains(&o)) {
+            return Err(ServiceError::InvalidRequest(format!("`oversampling` must be 1 to {MAX_OVERSAMPLING}")));
+        }
         if req.fields.as_ref().is_some_and(|f| f.len() > query::MAX_FIELDS) {
             return Err(ServiceError::InvalidRequest(format!("at most {} fields", query::MAX_FIELDS)));
         }
@@ -182,7 +200,12 @@ impl Db {
         };
         // The graph's lock is held only to walk it (ids and distances); documents are read and
         // filtered after it is released, so a search never holds up the committer's graph writes.
-        let candidates = |walk: Walk<'_>| -> (Vec<(Arc<str>, f32)>, usize) {
+        let candidates = |walk: Walk<'_>| -> Result<(Ranked, usize)> {
+            if p.quantized && matches!(walk, Walk::Exact(None)) {
+                let all = rescore::scan(&view, def, &p, &q, stop)?;
+                let len = all.len();
+                return Ok((all, len));
+            }
             let graph = cached.graph.read().unwrap_or_else(PoisonError::into_inner);
             let found = match walk {
                 Walk::Exact(None) => graph.exact(&q, graph.len(), None, &mut |_| true),
@@ -192,12 +215,12 @@ impl Db {
                 }
                 Walk::Graph(ef) => graph.search(&q, ef, ef, &mut |_| true),
             };
-            (found.into_iter().filter_map(|(s, d)| Some((graph.id(s)?.clone(), d))).collect(), graph.len())
+            Ok((found.into_iter().filter_map(|(s, d)| Some((graph.id(s)?.clone(), d))).collect(), graph.len()))
         };
         // each candidate's document, read once (None: gone, expired or filtered out)
         let mut seen: HashMap<Arc<str>, Option<Slice>> = HashMap::new();
         let mut checked = 0usize;
-        let mut take_k = |cands: &[(Arc<str>, f32)]| -> Result<Vec<(Arc<str>, f32, Slice)>> {
+        let mut take_k = |cands: &[(Arc<str>, f32)], k: usize| -> Result<Vec<(Arc<str>, f32, Slice)>> {
             let mut out = Vec::with_capacity(k);
             for (id, d) in cands {
                 if out.len() >= k {
@@ -221,23 +244,32 @@ impl Db {
             }
             Ok(out)
         };
+        // a quantized index's candidates (by int8 codes) are rescored: k × oversampling of them
+        let rescored = |found: Vec<(Arc<str>, f32, Slice)>| rescore::rank(found, def, &p, &q, &dict, k);
+        let wanted = if p.quantized {
+            let o = req.oversampling.unwrap_or(DEFAULT_OVERSAMPLING);
+            ((k as f64 * o).ceil() as usize).max(k)
+        } else {
+            k
+        };
         let (found, strategy) = if req.exact {
-            (take_k(&candidates(Walk::Exact(None)).0)?, "exact")
+            (take_k(&candidates(Walk::Exact(None))?.0, k)?, "exact")
         } else if let Some(ids) = &selected {
-            (take_k(&candidates(Walk::Exact(Some(ids))).0)?, "filtered_exact")
+            let n = if p.quantized { ids.len() } else { k };
+            (rescored(take_k(&candidates(Walk::Exact(Some(ids)))?.0, n)?), "filtered_exact")
         } else {
             // a filter is applied to the walk's candidates: while it leaves fewer than k, the walk
             // is repeated with a longer list, then the search turns exact
             let nodes = cached.graph.read().unwrap_or_else(PoisonError::into_inner).len();
             let mut ef = req.ef.unwrap_or_else(|| default_ef(nodes)).max(k);
             loop {
-                let (cands, len) = candidates(Walk::Graph(ef));
-                let found = take_k(&cands)?;
+                let (cands, len) = candidates(Walk::Graph(ef))?;
+                let found = take_k(&cands, wanted)?;
                 if found.len() >= k || cands.len() >= len {
-                    break (found, "hnsw");
+                    break (rescored(found), "hnsw");
                 }
                 if cands.len() < ef || ef >= MAX_EF {
-                    break (take_k(&candidates(Walk::Exact(None)).0)?, "exact");
+                    break (take_k(&candidates(Walk::Exact(None))?.0, k)?, "exact");
                 }
                 ef = (ef * 4).min(MAX_EF);
             }
@@ -251,6 +283,9 @@ impl Db {
         Ok(VectorSearchResponse { hits, strategy })
     }
 }
+
+/// Candidates with their distances, nearest first.
+type Ranked = Vec<(Arc<str>, f32)>;
 
 /// What a search walks under the graph's lock.
 enum Walk<'a> {

@@ -15,6 +15,7 @@ async fn nearest(db: &Arc<Db>, q: &[f64]) -> Vec<String> {
         filter: None,
         fields: None,
         exact: false,
+        oversampling: None,
     };
     db.vector_search("t".into(), req).await.unwrap().hits.into_iter().map(|h| h.id).collect()
 }
@@ -55,7 +56,7 @@ async fn a_format_3_index_is_read_then_rewritten_by_slot() {
             let g = cached.graph.read().unwrap();
             for id in g.ids() {
                 let s = g.slot(id).unwrap();
-                let v: Vec<u8> = g.vector(s).iter().flat_map(|x| x.to_le_bytes()).collect();
+                let v: Vec<u8> = g.vector(s).unwrap().iter().flat_map(|x| x.to_le_bytes()).collect();
                 let mut l = vec![g.level(s) as u8];
                 for layer in 0..=g.level(s) {
                     l.extend_from_slice(&(g.links_at(s, layer).len() as u16).to_be_bytes());

@@ -7,7 +7,7 @@
 //! before the upgrade committed has the slots the rewritten keys give it.
 
 use super::hnsw::{Graph, Loader, Params};
-use super::layout::{self, floats, kind_prefix};
+use super::layout::{self, kind_prefix};
 use crate::catalog::{Catalog, IndexKind};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space, WriteTx};
@@ -61,9 +61,9 @@ where
             nodes.push((id, value, lv, level));
         }
     }
-    let mut loader = Loader::new(p, nodes.len());
+    let (mut loader, mut v) = (Loader::new(p, nodes.len()), Vec::with_capacity(p.dim));
     for (s, (id, value, _, level)) in nodes.iter().enumerate() {
-        loader.node(s as u32, id, floats(value), *level);
+        loader.node(s as u32, id, layout::floats_into(value, &mut v), *level);
     }
     for (s, (_, _, lv, _)) in nodes.iter().enumerate() {
         walk_links(lv, |layer, to| {
@@ -106,7 +106,7 @@ pub(crate) fn upgrade(tx: &mut WriteTx<'_>, found: u32, catalog: &Catalog) -> cr
                     tx.delete(Space::Vec, key?.to_vec());
                 }
             }
-            layout::stage_all(tx, t, i, &graph);
+            layout::stage_all(tx, t, i, &graph).map_err(damaged)?;
         }
     }
     Ok(())

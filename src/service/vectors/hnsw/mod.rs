@@ -5,8 +5,8 @@
 //! every write and repair its links so recall holds under churn, and its state must be exactly
 //! what the keys say, so the graph is ours (about 400 lines).
 //!
-//! - Vectors live in one contiguous `f32` arena indexed by a dense slot number; slots freed by
-//!   deletes are reused. Doc ids map to slots and back.
+//! - Vectors live in one contiguous arena indexed by a dense slot number, as `f32` or quantized
+//!   to int8 ([`arena`]); slots freed by deletes are reused. Doc ids map to slots and back.
 //! - A node's level is drawn from a hash of its id (so a rebuild gives the same levels).
 //! - Links are directed; `rev` mirrors them (built at the first delete, so opening and bulk
 //!   building do not pay for it) so a delete finds every node that points to the
@@ -22,44 +22,14 @@
 //!   since, and re-prunes only the lists that changed in between (a cheap local step), so the
 //!   expensive search never runs on the committer unless the plan is missing.
 
-use super::kernels;
+use arena::Arena;
+pub use arena::Query;
 use links::Links;
+pub use load::Loader;
+pub use metric::Metric;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
-
-/// How distances are measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    /// 1 − cosine similarity (vectors are stored normalised, so 1 − dot)
-    Cosine,
-    /// Euclidean distance (squared while ranking)
-    L2,
-    /// negative dot product
-    Dot,
-}
-
-impl Metric {
-    /// The ranking distance of two stored (for cosine: normalised) vectors.
-    #[inline]
-    pub fn distance(self, a: &[f32], b: &[f32]) -> f32 {
-        match self {
-            Metric::Cosine => 1.0 - kernels::dot(a, b),
-            Metric::L2 => kernels::l2_squared(a, b),
-            Metric::Dot => -kernels::dot(a, b),
-        }
-    }
-
-    /// The distance as reported to clients (the Euclidean distance for `l2`), always a finite
-    /// number (a sum that overflowed is shown as the largest f32, so JSON can carry it).
-    pub fn reported(self, d: f32) -> f32 {
-        let d = match self {
-            Metric::L2 => d.max(0.0).sqrt(),
-            _ => d,
-        };
-        if d.is_nan() { f32::MAX } else { d.clamp(-f32::MAX, f32::MAX) }
-    }
-}
 
 /// A graph's fixed parameters.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +42,8 @@ pub struct Params {
     pub m: usize,
     /// candidate list length while inserting
     pub ef_construction: usize,
+    /// vectors kept as int8 codes in memory (see [`arena`])
+    pub quantized: bool,
 }
 
 /// Highest layer a node may have.
@@ -104,6 +76,9 @@ pub struct Changes {
     pub nodes: BTreeSet<u32>,
     /// slots whose links changed
     pub links: BTreeSet<u32>,
+    /// of a quantized graph (which does not keep the floats): the vector of each slot in `nodes`
+    /// that took one, for its node key
+    pub vectors: HashMap<u32, Vec<f32>>,
 }
 
 /// Stands for the node being planned in a plan's lists.
@@ -128,7 +103,7 @@ pub struct InsertPlan {
 /// One index's graph.
 pub struct Graph {
     p: Params,
-    vectors: Vec<f32>,
+    arena: Arena,
     ids: Vec<Option<Arc<str>>>,
     links: Links,
     /// per slot and layer: the slots linking to it
@@ -189,7 +164,7 @@ impl Graph {
     pub fn new(p: Params) -> Graph {
         Graph {
             p,
-            vectors: Vec::new(),
+            arena: Arena::new(p.quantized),
             ids: Vec::new(),
             links: Links::new(p.m * 2),
             rev: None,
@@ -220,13 +195,23 @@ impl Graph {
     /// Bytes held by the arena and the link lists (approximate).
     pub fn memory_bytes(&self) -> usize {
         let rev: usize = self.rev.iter().flatten().flatten().map(|l| l.capacity() * 4 + 24).sum();
-        self.vectors.capacity() * 4 + self.links.memory_bytes() + rev + self.by_id.len() * 48
+        self.arena.memory_bytes() + self.links.memory_bytes() + rev + self.by_id.len() * 48
     }
 
-    /// The stored vector of a slot.
-    pub fn vector(&self, s: u32) -> &[f32] {
-        let d = self.p.dim;
-        self.vectors.get(s as usize * d..(s as usize + 1) * d).unwrap_or(&[])
+    /// The floats of a slot, which a quantized graph does not keep (`None`).
+    pub fn vector(&self, s: u32) -> Option<&[f32]> {
+        self.arena.float(s, self.p.dim)
+    }
+
+    /// `v` prepared as a query of this graph's distances.
+    pub fn query<'a>(&self, v: &'a [f32]) -> Query<'a> {
+        self.arena.query(v)
+    }
+
+    /// The ranking distance of a query to a slot.
+    #[inline]
+    fn dist_q(&self, q: &Query<'_>, s: u32) -> f32 {
+        self.arena.dist_q(self.p.metric, q, s, self.p.dim)
     }
 
     /// The id of a live slot.
@@ -237,11 +222,6 @@ impl Graph {
     /// The slot of an id.
     pub fn slot(&self, id: &str) -> Option<u32> {
         self.by_id.get(id).copied()
-    }
-
-    /// The stored vector of an id.
-    pub fn vector_of(&self, id: &str) -> Option<&[f32]> {
-        self.slot(id).map(|s| self.vector(s))
     }
 
     /// The links of an id, per layer, as ids.
@@ -266,8 +246,20 @@ impl Graph {
         self.by_id.keys()
     }
 
+    #[inline]
     fn dist(&self, a: u32, b: u32) -> f32 {
-        self.p.metric.distance(self.vector(a), self.vector(b))
+        self.arena.dist(self.p.metric, a, b, self.p.dim)
+    }
+
+    /// True when `id` is a node holding `v` already. For a quantized graph (the same codes, but
+    /// perhaps other floats) the node key is still rewritten with `v`.
+    fn holds(&self, id: &str, v: &[f32], changes: &mut Changes) -> bool {
+        let Some(s) = self.slot(id).filter(|s| self.arena.holds(*s, v, self.p.dim)) else { return false };
+        if self.p.quantized {
+            changes.nodes.insert(s);
+            changes.vectors.insert(s, v.to_vec());
+        }
+        true
     }
 
     fn max_links(&self, layer: usize) -> usize {
@@ -287,15 +279,14 @@ impl Graph {
         ((-u.ln() * ml) as usize).min(MAX_LEVEL)
     }
 
-    fn alloc(&mut self, id: Arc<str>, v: &[f32], level: usize) -> u32 {
+    /// A slot for a new node (recorded in `changes`).
+    fn alloc(&mut self, id: Arc<str>, v: &[f32], level: usize, changes: &mut Changes) -> u32 {
         self.inserted += 1;
         let s = match self.free.pop() {
             Some(s) => {
-                let d = self.p.dim;
-                if let Some(dst) = self.vectors.get_mut(s as usize * d..(s as usize + 1) * d) {
-                    dst.copy_from_slice(v);
-                }
+                self.arena.set(s, v, self.p.dim);
                 self.ids[s as usize] = Some(id.clone());
+                self.by_id.insert(id, s);
                 self.links.reset(s, level);
                 if let Some(r) = self.rev.as_mut().and_then(|r| r.get_mut(s as usize)) {
                     *r = vec![Vec::new(); level + 1];
@@ -304,11 +295,15 @@ impl Graph {
                 s
             }
             None => {
-                self.vectors.extend_from_slice(v);
-                return self.push_slot(id, level);
+                self.arena.push(v, self.p.dim);
+                self.push_slot(id, level)
             }
         };
-        self.by_id.insert(id, s);
+        changes.nodes.insert(s);
+        changes.links.insert(s);
+        if self.p.quantized {
+            changes.vectors.insert(s, v.to_vec());
+        }
         s
     }
 
@@ -365,44 +360,20 @@ impl Graph {
         }
     }
 
-    /// The reverse links, built from the links on first use.
-    fn rev(&mut self) -> &mut Vec<Vec<Vec<u32>>> {
-        let links = &self.links;
-        self.rev.get_or_insert_with(|| {
-            let mut rev: Vec<Vec<Vec<u32>>> = (0..links.len() as u32)
-                .map(|s| if self.ids[s as usize].is_some() { vec![Vec::new(); links.level(s) + 1] } else { Vec::new() })
-                .collect();
-            for s in 0..links.len() as u32 {
-                for layer in 0..=links.level(s) {
-                    for &n in links.get(s, layer) {
-                        if let Some(r) = rev.get_mut(n as usize).and_then(|r| r.get_mut(layer)) {
-                            r.push(s);
-                        }
-                    }
-                }
-            }
-            rev
-        })
-    }
-
     /// Adds (or replaces) the node `id` with vector `v` (normalised already for cosine).
     pub fn insert(&mut self, id: &str, v: &[f32], changes: &mut Changes) {
-        if let Some(s) = self.slot(id) {
-            if self.vector(s) == v {
-                return;
-            }
-            self.remove(id, changes);
+        if self.holds(id, v, changes) {
+            return;
         }
+        self.remove(id, changes);
         let id: Arc<str> = Arc::from(id);
         let level = self.level_for(&id);
-        let slot = self.alloc(id.clone(), v, level);
-        changes.nodes.insert(slot);
-        changes.links.insert(slot);
+        let slot = self.alloc(id.clone(), v, level, changes);
         let Some(ep) = self.entry.filter(|e| *e != slot) else {
             self.entry = Some(slot);
             return;
         };
-        let q = v.to_vec();
+        let q = self.query(v);
         let top = self.level(ep);
         let mut cur = ep;
         for layer in (level + 1..=top).rev() {
@@ -423,43 +394,6 @@ impl Graph {
         if level > top {
             self.entry = Some(slot);
         }
-    }
-
-    /// Removes the node `id`, repairing the links of every node that pointed to it.
-    pub fn remove(&mut self, id: &str, changes: &mut Changes) -> bool {
-        let Some(slot) = self.slot(id) else { return false };
-        for layer in 0..=self.level(slot) {
-            let out = self.links.get(slot, layer).to_vec();
-            let ins = self.rev()[slot as usize][layer].clone();
-            self.set_links(slot, layer, Vec::new());
-            for r in ins {
-                let mut pool: Vec<u32> = self.links.get(r, layer).iter().copied().filter(|x| *x != slot).collect();
-                pool.extend(out.iter().copied().filter(|x| *x != r && *x != slot));
-                pool.sort_unstable();
-                pool.dedup();
-                let mut c: Vec<Cand> = pool.iter().map(|&x| Cand { d: self.dist(r, x), s: x }).collect();
-                c.sort();
-                let chosen = self.select(&c, self.max_links(layer), true);
-                self.set_links(r, layer, chosen);
-                changes.links.insert(r);
-            }
-        }
-        let id = self.ids[slot as usize].take();
-        if let Some(id) = id {
-            self.by_id.remove(&id);
-        }
-        changes.nodes.insert(slot);
-        changes.links.insert(slot);
-        self.links.reset(slot, 0);
-        if let Some(r) = self.rev().get_mut(slot as usize) {
-            r.clear();
-        }
-        self.stamps[slot as usize] += 1;
-        self.free.push(slot);
-        if self.entry == Some(slot) {
-            self.entry = self.by_id.values().copied().max_by_key(|s| (self.level(*s), std::cmp::Reverse(*s)));
-        }
-        true
     }
 
     /// Node `n`'s links at `layer` with `slot` added: over the layer's cap, re-pruned by the
@@ -501,13 +435,13 @@ impl Graph {
         out
     }
 
-    fn greedy(&self, q: &[f32], mut cur: u32, layer: usize) -> u32 {
-        let mut best = self.p.metric.distance(q, self.vector(cur));
+    fn greedy(&self, q: &Query<'_>, mut cur: u32, layer: usize) -> u32 {
+        let mut best = self.dist_q(q, cur);
         loop {
             let mut moved = false;
             // a slot out of range (it cannot happen: plans are checked against the epoch) has no links
             for &n in self.links.get(cur, layer) {
-                let d = self.p.metric.distance(q, self.vector(n));
+                let d = self.dist_q(q, n);
                 if d < best {
                     (best, cur, moved) = (d, n, true);
                 }
@@ -522,7 +456,7 @@ impl Graph {
     /// `accept`, only accepted nodes are kept (every node is still walked through).
     fn search_layer(
         &self,
-        q: &[f32],
+        q: &Query<'_>,
         eps: &[u32],
         ef: usize,
         layer: usize,
@@ -535,7 +469,7 @@ impl Graph {
             if !visited.insert(e) {
                 continue;
             }
-            let c = Cand { d: self.p.metric.distance(q, self.vector(e)), s: e };
+            let c = Cand { d: self.dist_q(q, e), s: e };
             frontier.push(std::cmp::Reverse(c));
             if accept.as_mut().is_none_or(|a| a(e)) {
                 best.push(c);
@@ -554,7 +488,7 @@ impl Graph {
             next.clear();
             next.extend(self.links.get(c.s, layer).iter().copied().filter(|&n| visited.insert(n)));
             dists.clear();
-            dists.extend(next.iter().map(|&n| self.p.metric.distance(q, self.vector(n))));
+            dists.extend(next.iter().map(|&n| self.dist_q(q, n)));
             for (&n, &d) in next.iter().zip(&dists) {
                 if best.len() < ef || best.peek().is_some_and(|w| d < w.d) {
                     let cand = Cand { d, s: n };
@@ -574,6 +508,7 @@ impl Graph {
     /// The `k` nearest accepted nodes to `q` (closest first), searching with list length `ef`.
     pub fn search(&self, q: &[f32], k: usize, ef: usize, accept: &mut dyn FnMut(u32) -> bool) -> Vec<(u32, f32)> {
         let Some(ep) = self.entry else { return Vec::new() };
+        let q = &self.query(q);
         let mut cur = ep;
         for layer in (1..=self.level(ep)).rev() {
             cur = self.greedy(q, cur, layer);
@@ -582,8 +517,9 @@ impl Graph {
         found.into_iter().take(k).map(|c| (c.s, c.d)).collect()
     }
 
-    /// The `k` nearest accepted nodes among `slots` (all live nodes when `None`), by brute force:
-    /// distances first, then `accept` in distance order until `k` are accepted.
+    /// The `k` nearest accepted nodes among `slots` (all live nodes when `None`), by brute force
+    /// over the arena (a quantized graph's distances are approximate): distances first, then
+    /// `accept` in distance order until `k` are accepted.
     pub fn exact(
         &self,
         q: &[f32],
@@ -591,9 +527,10 @@ impl Graph {
         slots: Option<&[u32]>,
         accept: &mut dyn FnMut(u32) -> bool,
     ) -> Vec<(u32, f32)> {
+        let q = &self.query(q);
         let mut all: Vec<Cand> = match slots {
-            Some(s) => s.iter().map(|&s| Cand { d: self.p.metric.distance(q, self.vector(s)), s }).collect(),
-            None => self.by_id.values().map(|&s| Cand { d: self.p.metric.distance(q, self.vector(s)), s }).collect(),
+            Some(s) => s.iter().map(|&s| Cand { d: self.dist_q(q, s), s }).collect(),
+            None => self.by_id.values().map(|&s| Cand { d: self.dist_q(q, s), s }).collect(),
         };
         all.sort_unstable();
         let mut out = Vec::with_capacity(k);
@@ -609,75 +546,11 @@ impl Graph {
     }
 }
 
-/// Builds a graph from its stored nodes as the keys are read, in two passes: every node at its
-/// slot with its vector and level ([`Loader::node`], in slot order; the slots between are free),
-/// then each node's links ([`Loader::link`]). A link to a slot that is not a node, to the node
-/// itself, or to a node below that layer is dropped (`check` reports it).
-pub struct Loader {
-    g: Graph,
-    /// slots the graph may have (a node key past them is damaged)
-    slots: usize,
-}
-
-impl Loader {
-    /// An empty graph to load into, of at most `slots` slots.
-    pub fn new(p: Params, slots: usize) -> Loader {
-        let mut g = Graph::new(p);
-        // no more than the keys could fill (a damaged slot count must not allocate much more)
-        let room = slots.min(1 << 24);
-        g.vectors.reserve(room * p.dim);
-        g.ids.reserve(room);
-        g.stamps.reserve(room);
-        g.links.reserve(room);
-        Loader { g, slots }
-    }
-
-    /// Adds a node at slot `s` (above every slot added before, below the loader's `slots`) with
-    /// `vector` (the index's dimension of values); false (nothing added) when the slot is out of
-    /// order or range or the id is already a node.
-    pub fn node(&mut self, s: u32, id: &str, vector: impl IntoIterator<Item = f32>, level: usize) -> bool {
-        let g = &mut self.g;
-        if (s as usize) < g.ids.len() || s as usize >= self.slots || g.by_id.contains_key(id) {
-            return false;
-        }
-        while g.ids.len() < s as usize {
-            let free = g.ids.len() as u32;
-            g.vectors.resize(g.vectors.len() + g.p.dim, 0.0);
-            g.ids.push(None);
-            g.links.push(0);
-            g.stamps.push(0);
-            g.free.push(free);
-        }
-        g.inserted += 1;
-        let at = g.vectors.len();
-        g.vectors.extend(vector.into_iter().take(g.p.dim));
-        g.vectors.resize(at + g.p.dim, 0.0);
-        g.push_slot(Arc::from(id), level);
-        true
-    }
-
-    /// The slot of a loaded node.
-    pub fn slot(&self, id: &str) -> Option<u32> {
-        self.g.slot(id)
-    }
-
-    /// Adds a link of node `s` at `layer` to slot `to`, once every node is added.
-    pub fn link(&mut self, s: u32, layer: usize, to: u32) {
-        if to != s && self.g.id(to).is_some() && self.g.level(to) >= layer && self.g.id(s).is_some() {
-            self.g.links.push_link(s, layer, to);
-        }
-    }
-
-    /// The graph, with its entry point.
-    pub fn finish(self) -> Graph {
-        let mut g = self.g;
-        g.free.reverse();
-        g.entry = g.by_id.values().copied().max_by_key(|s| (g.level(*s), std::cmp::Reverse(*s)));
-        g
-    }
-}
-
+mod arena;
 mod links;
+mod load;
+mod metric;
 mod plan;
+mod remove;
 #[cfg(test)]
 mod tests;

@@ -12,13 +12,14 @@ impl Graph {
         let ep = self.entry.filter(|e| Some(*e) != exclude)?;
         let level = self.level_for(id);
         let top = self.level(ep);
+        let q = &self.query(v);
         let mut cur = ep;
         for layer in (level + 1..=top).rev() {
-            cur = self.greedy(v, cur, layer);
+            cur = self.greedy(q, cur, layer);
         }
         let dist = |a: u32, b: u32| match (a, b) {
             (NEW, NEW) => 0.0,
-            (NEW, x) | (x, NEW) => self.p.metric.distance(v, self.vector(x)),
+            (NEW, x) | (x, NEW) => self.dist_q(q, x),
             (x, y) => self.dist(x, y),
         };
         let mut plan = InsertPlan {
@@ -32,7 +33,7 @@ impl Graph {
         let mut eps = vec![cur];
         for layer in (0..=level.min(top)).rev() {
             let mut not_old = |s: u32| Some(s) != exclude;
-            let w = self.search_layer(v, &eps, self.p.ef_construction, layer, Some(&mut not_old));
+            let w = self.search_layer(q, &eps, self.p.ef_construction, layer, Some(&mut not_old));
             let chosen = self.select_by(&w, self.p.m, false, &dist);
             for &n in &chosen {
                 let mut list: Vec<u32> = self.links.get(n, layer).to_vec();
@@ -55,12 +56,10 @@ impl Graph {
 
     /// Inserts (or replaces) `id` following a plan made on an earlier state (see the module doc).
     pub fn apply_plan(&mut self, id: &str, v: &[f32], plan: &InsertPlan, changes: &mut Changes) {
-        if let Some(s) = self.slot(id) {
-            if self.vector(s) == v {
-                return;
-            }
-            self.remove(id, changes);
+        if self.holds(id, v, changes) {
+            return;
         }
+        self.remove(id, changes);
         // planned on another graph (replaced by a rebuild, or reloaded): its slots mean nothing here
         if plan.epoch != self.epoch
             || self.entry.is_none()
@@ -70,9 +69,7 @@ impl Graph {
         }
         let top = self.entry.map_or(0, |e| self.level(e));
         let id: Arc<str> = Arc::from(id);
-        let slot = self.alloc(id.clone(), v, plan.level);
-        changes.nodes.insert(slot);
-        changes.links.insert(slot);
+        let slot = self.alloc(id.clone(), v, plan.level, changes);
         for (layer, list) in plan.links.iter().enumerate() {
             let chosen: Vec<u32> = list
                 .iter()

@@ -44,7 +44,7 @@ fn links_are_mirrored(g: &mut Graph) {
 
 #[test]
 fn recall_holds_through_churn_and_reload() {
-    let p = Params { dim: 16, metric: Metric::L2, m: 12, ef_construction: 100 };
+    let p = Params { dim: 16, metric: Metric::L2, m: 12, ef_construction: 100, quantized: false };
     let mut g = Graph::new(p);
     // data, queries and replacements from the same clusters
     let mut vs = clustered(4050, 16, 7);
@@ -109,7 +109,7 @@ fn recall_holds_through_churn_and_reload() {
     // reloaded slot by slot (free slots between): the same graph, at the same slots
     let mut loader = Loader::new(p, g.slots());
     for s in (0..g.slots() as u32).filter(|s| g.id(*s).is_some()) {
-        assert!(loader.node(s, g.id(s).unwrap(), g.vector(s).iter().copied(), g.level(s)));
+        assert!(loader.node(s, g.id(s).unwrap(), g.vector(s).unwrap(), g.level(s)));
     }
     for s in 0..g.slots() as u32 {
         for layer in 0..=g.level(s) {
@@ -123,7 +123,7 @@ fn recall_holds_through_churn_and_reload() {
     for id in &ids {
         assert_eq!(h.slot(id), g.slot(id));
         assert_eq!(h.links_of(id), g.links_of(id));
-        assert_eq!(h.vector_of(id), g.vector_of(id));
+        assert_eq!(h.vector(h.slot(id).unwrap()), g.vector(g.slot(id).unwrap()));
     }
     links_are_mirrored(&mut h);
     assert!(recall(&h, &data, &queries) >= 0.95);
@@ -137,9 +137,9 @@ fn recall_holds_through_churn_and_reload() {
     // a node out of slot order or past the slot count, or an id loaded twice, is refused
     let mut l = Loader::new(p, 4);
     let v = [0.0f32; 16];
-    assert!(l.node(2, "x", v, 0));
-    assert!(!l.node(1, "y", v, 0) && !l.node(3, "x", v, 0) && !l.node(4, "z", v, 0));
-    assert!(l.node(3, "y", v, 0));
+    assert!(l.node(2, "x", &v, 0));
+    assert!(!l.node(1, "y", &v, 0) && !l.node(3, "x", &v, 0) && !l.node(4, "z", &v, 0));
+    assert!(l.node(3, "y", &v, 0));
     assert_eq!(l.finish().slots(), 4);
     // a filter keeping a tenth still fills k
     let got = h.search(&queries[0], 10, 64, &mut |s| h.id(s).is_some_and(|id| id.ends_with('7')));
@@ -148,7 +148,7 @@ fn recall_holds_through_churn_and_reload() {
 
 #[test]
 fn a_plan_made_on_another_graph_is_searched_again() {
-    let p = Params { dim: 8, metric: Metric::L2, m: 4, ef_construction: 32 };
+    let p = Params { dim: 8, metric: Metric::L2, m: 4, ef_construction: 32, quantized: false };
     let vs = clustered(260, 8, 3);
     let mut ch = Changes::default();
     // the old graph (before a rebuild) and the new one, filled again under other slots
@@ -171,4 +171,51 @@ fn a_plan_made_on_another_graph_is_searched_again() {
         assert_eq!(fresh.links_of(id), planned.links_of(id), "{id}");
     }
     assert!(!planned.links_of("new").unwrap().is_empty());
+}
+
+#[test]
+fn a_quantized_graph_finds_the_float_neighbours_once_rescored() {
+    let p = Params { dim: 16, metric: Metric::L2, m: 12, ef_construction: 100, quantized: true };
+    let mut g = Graph::new(p);
+    let mut vs = clustered(3050, 16, 11);
+    let queries: Vec<Vec<f32>> = vs.split_off(3000);
+    let mut ch = Changes::default();
+    for (i, v) in vs.iter().enumerate() {
+        g.insert(&format!("d{i}"), v, &mut ch);
+    }
+    // the floats are not kept: every new node's vector is in the change, for its node key
+    assert_eq!(g.vector(0), None);
+    assert_eq!(ch.vectors.len(), 3000);
+    assert_eq!(ch.vectors[&g.slot("d5").unwrap()], vs[5]);
+    let exact = |q: &[f32], n: usize| -> Vec<usize> {
+        let mut all: Vec<(f32, usize)> = vs.iter().enumerate().map(|(i, v)| (Metric::L2.distance(q, v), i)).collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        all.into_iter().take(n).map(|x| x.1).collect()
+    };
+    let (mut raw, mut rescored) = (0, 0);
+    for q in &queries {
+        let want: BTreeSet<usize> = exact(q, 10).into_iter().collect();
+        let found: Vec<usize> = g
+            .search(q, 30, 64, &mut |_| true)
+            .into_iter()
+            .map(|(s, _)| g.id(s).unwrap()[1..].parse().unwrap())
+            .collect();
+        raw += found.iter().take(10).filter(|i| want.contains(i)).count();
+        let mut again: Vec<(f32, usize)> = found.iter().map(|&i| (Metric::L2.distance(q, &vs[i]), i)).collect();
+        again.sort_by(|a, b| a.0.total_cmp(&b.0));
+        rescored += again.iter().take(10).filter(|(_, i)| want.contains(i)).count();
+    }
+    let (raw, rescored) = (raw as f64 / 500.0, rescored as f64 / 500.0);
+    eprintln!("int8 recall: {raw} by the codes, {rescored} rescored");
+    assert!(raw >= 0.9 && rescored >= 0.95, "{raw} {rescored}");
+    // a vector coded alike is not re-inserted, but its node key takes the new floats
+    let mut ch = Changes::default();
+    let s = g.slot("d5").unwrap();
+    let mut nudged = vs[5].clone();
+    let least = (0..16).min_by(|a, b| nudged[*a].abs().total_cmp(&nudged[*b].abs())).unwrap();
+    nudged[least] += 1e-6;
+    g.insert("d5", &nudged, &mut ch);
+    assert_eq!((g.slot("d5"), ch.links.len()), (Some(s), 0));
+    assert_eq!(ch.vectors.get(&s), Some(&nudged));
+    assert!(ch.nodes.contains(&s));
 }
