@@ -203,6 +203,7 @@ class Vectors:
         self.disk = f"kNN: index disk, {size} (MB)"
         self.open = f"kNN: restart to first search, {size} (s)"
         self.rss = f"kNN: memory after open, {size} (MB)"
+        self.server = f"kNN top-10 at recall@10 >= 0.95, time per query server-side, {size} (us)"
         self.q_load = f"kNN int8: import {size} + index"
         self.q_at95 = f"kNN int8 top-10 at recall@10 >= 0.95, 1 client, {size}"
         self.q_mem = f"kNN: graph memory, int8 beside float, {size} (MB)"
@@ -212,6 +213,7 @@ class Vectors:
                 Workload(self.query, "queries/s", [("postgres", None)]),
                 Workload(self.recall, "vs exact", [("postgres", None)], "{:.3f}", False),
                 Workload(self.at95, "queries/s", [("hnswlib", None)]),
+                Workload(self.server, "lower is better", [("hnswlib", None)], "{:,.0f}", True, True),
                 Workload(self.disk, "lower is better", [("hnswlib", None)], "{:,.1f}", True, True),
                 Workload(self.open, "lower is better", [("hnswlib", None)], "{:,.3f}", True, True),
                 Workload(self.rss, "lower is better", [("hnswlib", None)], "{:,.0f}", True, True),
@@ -278,9 +280,12 @@ class Vectors:
             f"select id from {table} order by c <-> (select c from knn_q where qid = :n) limit 10;\n", 32, self.secs))
         self.quantized(k, queries, add, theirs)
 
+    ROUTE = "/v1/tables/{table}/vector-search"
+
     def sweep(self, table, queries, extra=None):
-        """Recall@10 and queries per second (one connection) at each swept ef, up to the first that
-        reaches recall 0.95: {ef: (recall, qps)}."""
+        """Recall@10, queries per second (one connection) and the server's mean time per query
+        (microseconds, from /metrics) at each swept ef, up to the first that reaches recall 0.95:
+        {ef: (recall, qps, server_us)}."""
         a = self.addr
         c = http.client.HTTPConnection(*a, timeout=60)
         ours = {}
@@ -290,10 +295,13 @@ class Vectors:
             for q, want in zip(queries, self.exact):
                 hits = call(a, "POST", f"/v1/tables/{table}/vector-search", body(q), conn=c)["hits"]
                 found += len({h["_id"] for h in hits} & set(want))
+            n0, s0 = request_seconds(a, self.ROUTE)
             t0 = time.perf_counter()
             for q in queries:
                 call(a, "POST", f"/v1/tables/{table}/vector-search", body(q), conn=c)
-            ours[ef] = (found / (10 * len(self.exact)), len(queries) / (time.perf_counter() - t0))
+            took = time.perf_counter() - t0
+            n1, s1 = request_seconds(a, self.ROUTE)
+            ours[ef] = (found / (10 * len(self.exact)), len(queries) / took, (s1 - s0) / max(n1 - n0, 1) * 1e6)
             if ours[ef][0] >= 0.95:
                 break
         c.close()
@@ -313,8 +321,8 @@ class Vectors:
         add(self.q_load, "mosaicdb", self.n / (time.perf_counter() - t0))
         add(self.q_load, "hnswlib", theirs["build"])
         ours = self.sweep(table, queries)
-        our_ef, our_qps = at95(ours)
-        their_ef, their_qps = at95({int(ef): (r["recall"], r["qps"]) for ef, r in theirs["ef"].items()})
+        our_ef, our_qps, _ = at95(ours)
+        their_ef, their_qps, _ = at95({int(ef): (r["recall"], r["qps"], 0) for ef, r in theirs["ef"].items()})
         log(f"kNN int8: recall by ef — mosaicdb {ours}; recall 0.95 at ef {our_ef} (hnswlib, floats: {their_ef})")
         if our_qps is not None:
             add(self.q_at95, "mosaicdb", our_qps)
@@ -337,8 +345,11 @@ class Vectors:
                              check=True, capture_output=True, text=True).stdout
         theirs = json.loads(out)
         add(self.load, "hnswlib", theirs["build"])
-        our_ef, our_qps = at95(ours)
-        their_ef, their_qps = at95({int(ef): (r["recall"], r["qps"]) for ef, r in theirs["ef"].items()})
+        our_ef, our_qps, our_us = at95(ours)
+        their_ef, their_qps, _ = at95({int(ef): (r["recall"], r["qps"], 0) for ef, r in theirs["ef"].items()})
+        if our_us is not None and their_qps is not None:
+            add(self.server, "mosaicdb", our_us)
+            add(self.server, "hnswlib", 1e6 / their_qps)
         log(f"kNN: recall by ef — mosaicdb {ours}; hnswlib {theirs['ef']}; recall 0.95 at ef {our_ef} (mosaicdb), "
             f"{their_ef} (hnswlib); hnswlib loads its index in {theirs['load_s']:.3f} s, peak RSS "
             f"{theirs['rss'] / 1e6:.0f} MB")
@@ -392,9 +403,24 @@ class Vectors:
 
 
 def at95(by_ef):
-    """The smallest ef of {ef: (recall, qps)} reaching recall 0.95, with its qps (None, None if none)."""
-    reached = [(ef, qps) for ef, (recall, qps) in sorted(by_ef.items()) if recall >= 0.95]
-    return reached[0] if reached else (None, None)
+    """The smallest ef of {ef: (recall, qps, server_us)} reaching recall 0.95, with its qps and
+    server-side microseconds per query (None, None, None if none)."""
+    reached = [(ef, qps, us) for ef, (recall, qps, us) in sorted(by_ef.items()) if recall >= 0.95]
+    return reached[0] if reached else (None, None, None)
+
+
+def request_seconds(addr, route):
+    """(count, total seconds) of mosaicdb's answered requests to a route template, from /metrics."""
+    _, text = get_raw(addr, "/metrics")
+    count = total = 0.0
+    for line in text.decode().splitlines():
+        if f'route="{route}"' not in line:
+            continue
+        if line.startswith("mosaicdb_http_request_duration_seconds_count"):
+            count += float(line.split()[-1])
+        elif line.startswith("mosaicdb_http_request_duration_seconds_sum"):
+            total += float(line.split()[-1])
+    return count, total
 
 
 def graph_memory(addr):

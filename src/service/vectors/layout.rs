@@ -7,7 +7,7 @@
 //! | `vec:{table}:{index}:links:{slot}` | its links: level (u8), then per layer 0..=level a u16 count (big-endian) and that many slots (u32, little-endian) |
 //!
 //! The keys hold the in-memory graph's own numbering (a slot is a node's place in the graph's
-//! arrays), so opening an index is two scans in slot order straight into those arrays — no id is
+//! arrays), so opening an index is two scans in slot order (side by side) straight into those arrays — no id is
 //! looked up per link — and a link costs 4 bytes. A slot freed by a delete has no keys and is
 //! reused by a later insert; the slot count bounds what a load allocates. The entry point is the
 //! node of the highest level (the lowest slot among equals), found at load.
@@ -113,36 +113,61 @@ pub fn read_slots(view: &ReadView, table: &str, index: &str) -> Result<Option<us
 }
 
 /// Reads an index's graph from its keys: the node and links scans, both in slot order, side by
-/// side, straight into the graph's arrays. A node with a vector of the wrong length, at a slot
-/// past the slot count, or without links that parse, is left out (`check` reports it). `None`
-/// for an index still in format 3's keys (no slot count: `vectors::upgrade` reads those).
+/// side on two threads (the links checked and kept as read), then every node's level and links
+/// set straight into the graph's arrays. A node with a vector of the wrong length or at a slot
+/// past the slot count is left out, and so is a links value that does not parse or names no
+/// node (`check` reports both); a node without links that parse stays, at level 0, without
+/// out-links. `None` for an index still in format 3's keys (no slot count: `vectors::upgrade`
+/// reads those).
 pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Option<Graph>> {
     let Some(slots) = read_slots(view, table, index)? else { return Ok(None) };
     let (np, lp) = (kind_prefix(table, index, "node"), kind_prefix(table, index, "links"));
-    let mut links = view.scan(Space::Vec, KeyRange::Prefix(lp.clone()), false).peekable();
-    let mut loader = Loader::new(p, slots);
-    let (mut kept, mut v) = (Vec::new(), Vec::with_capacity(p.dim));
-    for item in view.scan(Space::Vec, KeyRange::Prefix(np.clone()), false) {
-        let (key, value) = item?;
-        let Some(s) = slot_of(&key, &np) else { continue };
-        let found = take_matching(&mut links, &Some(s), |k| Ok(slot_of(k, &lp)))?;
-        if let (Some(lv), Some((id, vector))) = (found, decode_node(&value))
-            && vector.len() == p.dim * 4
-            && let Some(level) = walk_links(&lv, |_, _| {})
-            && loader.node(s, id, floats_into(vector, &mut v), level)
-        {
-            kept.push((s, lv));
+    let read_links = || -> Result<Vec<(u32, usize, Slice)>> {
+        let mut out = Vec::new();
+        for item in view.scan(Space::Vec, KeyRange::Prefix(lp.clone()), false) {
+            let (key, value) = item?;
+            if let Some(s) = slot_of(&key, &lp)
+                && let Some(level) = walk_links(&value, |_, _| {})
+            {
+                out.push((s, level, value));
+            }
         }
+        Ok(out)
+    };
+    let read_nodes = || -> Result<Loader> {
+        let (mut loader, mut v) = (Loader::new(p, slots), Vec::with_capacity(p.dim));
+        for item in view.scan(Space::Vec, KeyRange::Prefix(np.clone()), false) {
+            let (key, value) = item?;
+            if let Some(s) = slot_of(&key, &np)
+                && let Some((id, vector)) = decode_node(&value)
+                && vector.len() == p.dim * 4
+            {
+                loader.node(s, id, floats_into(vector, &mut v), 0);
+            }
+        }
+        Ok(loader)
+    };
+    let (links, loader) = std::thread::scope(|scope| {
+        let links = scope.spawn(read_links);
+        let loader = read_nodes();
+        (links.join(), loader)
+    });
+    let links = links.map_err(|_| ServiceError::Internal(format!("vector index {index:?}: reading the links failed")))??;
+    let mut loader = loader?;
+    // every level first: a link is kept only to a node that has its layer
+    for (s, level, _) in &links {
+        loader.set_level(*s, *level);
     }
-    for (s, lv) in kept {
-        walk_links(&lv, |layer, to| loader.link(s, layer, to));
+    for (s, _, value) in &links {
+        walk_links(value, |layer, to| loader.link(*s, layer, to));
     }
     Ok(Some(loader.finish()))
 }
 
 /// The value of the item of `scan` (in key order, at or before the wanted one) whose key
 /// `key_of` maps to `want`, if there is one: the items before it are stepped over, one after it
-/// is left for the next call. Merges two scans of one index (nodes and their links) in one pass.
+/// is left for the next call. Merges two scans of one index (format 3's nodes and links) in one
+/// pass.
 pub(super) fn take_matching<K: Ord, E>(
     scan: &mut std::iter::Peekable<impl Iterator<Item = std::result::Result<(Slice, Slice), E>>>,
     want: &K,

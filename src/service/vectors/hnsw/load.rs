@@ -48,6 +48,14 @@ impl Loader {
         true
     }
 
+    /// Gives the loaded node at slot `s` (with no links yet) `level` layers; nothing for a slot
+    /// that holds no node.
+    pub fn set_level(&mut self, s: u32, level: usize) {
+        if self.g.id(s).is_some() && level > 0 {
+            self.g.links.reset(s, level.min(super::MAX_LEVEL));
+        }
+    }
+
     /// The slot of a loaded node.
     pub fn slot(&self, id: &str) -> Option<u32> {
         self.g.slot(id)
