@@ -152,7 +152,8 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Opti
         let loader = read_nodes();
         (links.join(), loader)
     });
-    let links = links.map_err(|_| ServiceError::Internal(format!("vector index {index:?}: reading the links failed")))??;
+    let links =
+        links.map_err(|_| ServiceError::Internal(format!("vector index {index:?}: reading the links failed")))??;
     let mut loader = loader?;
     // every level first: a link is kept only to a node that has its layer
     for (s, level, _) in &links {
