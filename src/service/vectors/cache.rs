@@ -60,6 +60,11 @@ impl Graphs {
         Ok(Some(cached))
     }
 
+    /// The graph of an index if it is cached already (never loads it).
+    pub fn cached(&self, table: &str, index: &str) -> Option<Arc<Cached>> {
+        self.map.read().unwrap_or_else(PoisonError::into_inner).get(&(table.to_owned(), index.to_owned())).cloned()
+    }
+
     /// Replaces the cache of an index with an empty graph (its keys are being removed in the
     /// same write).
     pub fn reset(&self, def: &IndexDef) -> Result<()> {

@@ -123,7 +123,8 @@ pub fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Result<Opti
     let Some(slots) = read_slots(view, table, index)? else { return Ok(None) };
     let (np, lp) = (kind_prefix(table, index, "node"), kind_prefix(table, index, "links"));
     let read_links = || -> Result<Vec<(u32, usize, Slice)>> {
-        let mut out = Vec::new();
+        // (no more than the keys could fill: a damaged slot count must not allocate much more)
+        let mut out = Vec::with_capacity(slots.min(1 << 24));
         for item in view.scan(Space::Vec, KeyRange::Prefix(lp.clone()), false) {
             let (key, value) = item?;
             if let Some(s) = slot_of(&key, &lp)

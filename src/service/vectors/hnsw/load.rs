@@ -23,6 +23,7 @@ impl Loader {
         g.ids.reserve(room);
         g.stamps.reserve(room);
         g.links.reserve(room);
+        g.by_id.reserve(room);
         Loader { g, slots }
     }
 
