@@ -2,7 +2,7 @@
 """mosaicdb side by side with PostgreSQL 15 and a trivial axum handler, in one run (and, group by
 group, with a specialist: tantivy for full-text, hnswlib for kNN, VictoriaMetrics for time series).
 
-    python3 benches/peers/run.py            # everything: about 15 minutes
+    python3 benches/peers/run.py            # everything: about 20 minutes
     PEERS_SECS=3 PEERS_RUNS=1 python3 benches/peers/run.py   # a quick look
     PEERS_BINARY=target/release/mosaicdb PEERS_ONLY=graph python3 benches/peers/run.py
 
