@@ -15,6 +15,27 @@ gives none, so the table shows each ratio to PostgreSQL and "—" under "met".
   (`to_tsvector('english', body)`), `\\copy`, then a GIN index; `plainto_tsquery` (every term
   required), `order by ts_rank(...) desc limit 10`. Queries: 1,000 fixed ones, half one term of
   frequency rank 10-1,000, half two terms of rank 5-200; both return the ids of the top 10.
+  Beside tantivy (crates.io, benches/peers/tantivy, in-process; its docstring has the details):
+  the same texts (the .tsv file) with an analyzer as close to the index's as tantivy's filters go
+  (words split on what is not alphanumeric, lowercased, folded to ASCII, longer than 128 bytes
+  dropped, tantivy's English Snowball stemmer, no stop words: the index's `language: english`
+  leaves them on), positions kept, the texts stored, one writer thread
+  (`writer_with_num_threads(1, 100 MB)`, the doc store compressed on it, commit and merges
+  included). Five query kinds, 500 queries each (`ft50000.<kind>.q`): the 1-term and the 2-term
+  lines above, the 2-term ones with every term required (AND) and with any (OR, `mode: any`),
+  2-word phrases taken from the texts, and 3-letter prefixes of words of rank 10-1,000 (`kim*`:
+  about 5 terms, each scored). mosaicdb: wrk on one connection for PEERS_SECS/2 per kind, and its
+  server-side mean time per search (the request histogram of /metrics, sum over count around that
+  run: from the router to the response head); tantivy: one thread, PEERS_SECS/4 each, every query
+  built from its text (analysis, prefix expansion) and its 10 ids read, top-10 by BM25 with the
+  exact match count (`(TopDocs, Count)`: every match visited, as mosaicdb's `total`) and top-10
+  alone (block-max WAND skips blocks), then the c32 queries on 2 threads beside mosaicdb's c32.
+  The match counts of the first 20 queries of each kind are compared (a warning where they
+  differ). Disk (run 1): postings and dictionary (mosaicdb: the ftidx and ftstat families'
+  table files, document lengths and token lists included; tantivy: .idx, .pos, .term and
+  .fieldnorm files) and everything with the texts (mosaicdb: every family; tantivy: the index
+  directory), mosaicdb's on a server of its own holding only that table, restarted so that every
+  memtable is flushed.
 - vectors: PEERS_VECTORS (100k) vectors of PEERS_DIM (64) dimensions, a gaussian mixture
   (vectors_data.py, numpy). mosaicdb: one import, then a `vector` index (l2, default m and
   ef_construction) built over it (its inserts planned on every core); top-10 searches with the
@@ -71,8 +92,8 @@ import shutil
 import tempfile
 import urllib.parse
 
-from common import (HERE, OUT, Workload, call, import_ndjson, int_setting, log, mosaic_binary, stop, venv_python,
-                    wait_port, wrk)
+from common import (HERE, OUT, Workload, call, import_ndjson, int_setting, log, mosaic_binary, start_mosaic, stop,
+                    venv_python, wait_port, wrk)
 
 VM = ("127.0.0.1", 18090)
 
@@ -93,14 +114,33 @@ def ratio_rows(names_units):
 
 
 class Search:
+    # the query kinds measured beside tantivy: (file suffix, label, mosaicdb's mode, how a line
+    # becomes mosaicdb's query text)
+    KINDS = [("term", "1 term", "all", "{}"), ("and", "2 terms AND", "all", "{}"), ("or", "2 terms OR", "any", "{}"),
+             ("phrase", "2-word phrase", "all", '"{}"'), ("prefix", "3-letter prefix", "all", "{}*")]
+    COUNTED = 20  # queries of each kind whose match counts mosaicdb and tantivy must agree on
+    DISK = ("127.0.0.1", 18084)  # the server that measures the disk of one table (run 1)
+
     def __init__(self, addr, secs):
         self.addr, self.secs = addr, secs
         self.n = int_setting("PEERS_FT_DOCS")
-        self.load = f"full-text: import {self.n // 1000}k texts + index"
+        size = f"{self.n // 1000}k texts"
+        self.load = f"full-text: import {size} + index"
         self.query = "full-text: top-10 of 1-2 terms, c32"
+        self.one = {kind: f"full-text: top-10 of {label}, 1 client" for kind, label, _, _ in self.KINDS}
+        self.server = {kind: f"full-text: top-10 of {label}, time per query" for kind, label, _, _ in self.KINDS}
+        self.postings = f"full-text: postings + dictionary on disk, {size} (MB)"
+        self.whole = f"full-text: disk with the texts, {size} (MB)"
 
     def workloads(self):
-        return ratio_rows([(self.load, "docs/s"), (self.query, "queries/s")])
+        tantivy = [("tantivy", None), ("tantivy top-10 only", None)]
+        rows = [Workload(self.load, "docs/s", [("postgres", None), ("tantivy", None)]),
+                Workload(self.query, "queries/s", [("postgres", None), *tantivy])]
+        for kind, _, _, _ in self.KINDS:
+            rows += [Workload(self.one[kind], "queries/s", tantivy),
+                     Workload(self.server[kind], "µs, lower is better", tantivy, "{:,.1f}", True, True)]
+        return rows + [Workload(self.postings, "lower is better", [("tantivy", None)], "{:,.1f}", True, True),
+                       Workload(self.whole, "lower is better", [("tantivy", None)], "{:,.1f}", True, True)]
 
     @staticmethod
     def vocabulary(rng):
@@ -118,38 +158,63 @@ class Search:
     def prepare(self):
         base = OUT / f"ft{self.n}"
         self.ndjson, self.tsv, self.queries = (base.with_suffix(s) for s in (".ndjson", ".tsv", ".queries"))
-        if self.ndjson.exists() and self.tsv.exists() and self.queries.exists():
-            return
-        rng = random.Random(11)
-        words = self.vocabulary(rng)
-        cum, total = [], 0.0
-        for r in range(len(words)):
-            total += 1.0 / (r + 1)
-            cum.append(total)
-        with open(self.ndjson, "w") as nd, open(self.tsv, "w") as ts:
-            for i in range(self.n):
-                body = " ".join(rng.choices(words, cum_weights=cum, k=rng.randint(30, 60)))
-                nd.write(json.dumps({"_id": f"t{i}", "body": body}) + "\n")
-                ts.write(f"t{i}\t{body}\n")
-        with open(self.queries, "w") as f:
-            for q in range(1000):
-                if q % 2:
-                    f.write(" ".join(rng.sample(words[5:200], 2)) + "\n")
-                else:
-                    f.write(rng.choice(words[10:1000]) + "\n")
+        self.kind_files = {kind: Path(f"{base}.{kind}.q") for kind, _, _, _ in self.KINDS}
+        if not (self.ndjson.exists() and self.tsv.exists() and self.queries.exists()):
+            rng = random.Random(11)
+            words = self.vocabulary(rng)
+            cum, total = [], 0.0
+            for r in range(len(words)):
+                total += 1.0 / (r + 1)
+                cum.append(total)
+            with open(self.ndjson, "w") as nd, open(self.tsv, "w") as ts:
+                for i in range(self.n):
+                    body = " ".join(rng.choices(words, cum_weights=cum, k=rng.randint(30, 60)))
+                    nd.write(json.dumps({"_id": f"t{i}", "body": body}) + "\n")
+                    ts.write(f"t{i}\t{body}\n")
+            with open(self.queries, "w") as f:
+                for q in range(1000):
+                    if q % 2:
+                        f.write(" ".join(rng.sample(words[5:200], 2)) + "\n")
+                    else:
+                        f.write(rng.choice(words[10:1000]) + "\n")
+        if not all(f.exists() for f in self.kind_files.values()):
+            self.write_kinds()
+
+    def write_kinds(self):
+        """The queries of each kind, 500 each, one a line: the 1-term and 2-term lines of the c32
+        queries (2 terms: AND and OR), two consecutive words of a random text (phrases, so each
+        matches at least once), and the first 3 letters of a word of frequency rank 10-1,000
+        (prefixes: one syllable and the next consonant, about 5 words each)."""
+        mixed = self.queries.read_text().splitlines()
+        rng = random.Random(13)
+        texts = [line.split("\t", 1)[1].split() for line in self.tsv.read_text().splitlines()]
+        phrases = []
+        for _ in range(500):
+            t = rng.choice(texts)
+            i = rng.randrange(len(t) - 1)
+            phrases.append(f"{t[i]} {t[i + 1]}")
+        words = self.vocabulary(random.Random(11))
+        lines = {"term": [q for q in mixed if " " not in q], "and": [q for q in mixed if " " in q],
+                 "phrase": phrases, "prefix": [rng.choice(words[10:1000])[:3] for _ in range(500)]}
+        lines["or"] = lines["and"]
+        for kind, path in self.kind_files.items():
+            path.write_text("".join(q + "\n" for q in lines[kind]))
 
     def setup(self, pg):
         self.pg = pg
         pg.sql("create table ft_queries (qid serial primary key, q text not null)")
         pg.copy_in("ft_queries (q)", [self.queries])
 
+    def create(self, addr, table):
+        call(addr, "POST", "/v1/tables", {"name": table})
+        call(addr, "POST", f"/v1/tables/{table}/indexes", {"name": "body_ft", "kind": "fulltext", "fields": ["body"],
+                                                           "options": {"language": "english"}})
+        wait_ready(addr, table, "body_ft")
+
     def run(self, k, add):
         a, pg, table = self.addr, self.pg, f"ft{k}"
         t0 = time.perf_counter()
-        call(a, "POST", "/v1/tables", {"name": table})
-        call(a, "POST", f"/v1/tables/{table}/indexes", {"name": "body_ft", "kind": "fulltext", "fields": ["body"],
-                                                        "options": {"language": "english"}})
-        wait_ready(a, table, "body_ft")
+        self.create(a, table)
         import_ndjson(a, table, self.ndjson, self.n)
         add(self.load, "mosaicdb", self.n / (time.perf_counter() - t0))
 
@@ -168,6 +233,7 @@ class Search:
             "\\set n random(1, 1000)\n"
             f"select d.id from {table} d, (select plainto_tsquery('english', q) tq from ft_queries where qid = :n) x "
             "where d.tsv @@ x.tq order by ts_rank(d.tsv, x.tq) desc limit 10;\n", 32, self.secs))
+        self.against_tantivy(k, table, add)
 
     def check(self, k, table):
         """Both systems count the same matches for the first 20 queries (the rankings differ: BM25
@@ -182,6 +248,155 @@ class Search:
                 raise SystemExit(f"full-text: {q!r} matches {got} texts in mosaicdb, {want} in PostgreSQL")
         if k == 1:
             log(f"full-text: mosaicdb and PostgreSQL count the same matches for {len(queries)} queries")
+
+    def body(self, kind, q):
+        _, _, mode, form = next(x for x in self.KINDS if x[0] == kind)
+        return {"query": form.format(q), "mode": mode, "limit": 10, "fields": ["_id"]}
+
+    def against_tantivy(self, k, table, add):
+        """Beside tantivy (benches/peers/tantivy, in-process): each query kind on one client
+        (mosaicdb: wrk, one connection, and its server-side mean time per search from the request
+        histogram of /metrics around that run), the match counts of the first 20 queries of each
+        kind compared, the c32 queries on tantivy's 2 threads, the build rate and the disk."""
+        a = self.addr
+        secs = max(1, self.secs // 2)
+        for kind, _, _, _ in self.KINDS:
+            env = {"PEERS_TABLE": table, "PEERS_QUERIES": str(self.kind_files[kind]), "PEERS_KIND": kind}
+            before = search_time(a)
+            add(self.one[kind], "mosaicdb", wrk(a, "/", "search.lua", 1, 1, secs, env))
+            took, count = (x - y for x, y in zip(search_time(a), before))
+            if count:
+                add(self.server[kind], "mosaicdb", took / count * 1e6)
+        ours = {}
+        c = http.client.HTTPConnection(*a, timeout=60)
+        for kind, _, _, _ in self.KINDS:
+            queries = self.kind_files[kind].read_text().splitlines()[:self.COUNTED]
+            ours[kind] = [call(a, "POST", f"/v1/tables/{table}/search", self.body(kind, q), conn=c)["total"]
+                          for q in queries]
+        c.close()
+
+        d = Path(tempfile.mkdtemp(prefix="mosaic-peers-tantivy-", dir=OUT))
+        try:
+            out = subprocess.run([str(OUT / "tantivy-target" / "release" / "mosaic-tantivy-peer"), str(self.tsv),
+                                  str(d), str(max(0.5, self.secs / 4)), str(self.queries),
+                                  *(f"{kind}={path}" for kind, path in self.kind_files.items())],
+                                 check=True, capture_output=True, text=True).stdout
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        theirs = json.loads(out)
+        add(self.load, "tantivy", theirs["build"])
+        add(self.query, "tantivy", theirs["mixed"]["2"]["count"]["qps"])
+        add(self.query, "tantivy top-10 only", theirs["mixed"]["2"]["top10"]["qps"])
+        for kind, _, _, _ in self.KINDS:
+            t = theirs["kinds"][kind]
+            add(self.one[kind], "tantivy", t["count"]["qps"])
+            add(self.one[kind], "tantivy top-10 only", t["top10"]["qps"])
+            add(self.server[kind], "tantivy", t["count"]["mean_us"])
+            add(self.server[kind], "tantivy top-10 only", t["top10"]["mean_us"])
+            self.compare_counts(kind, ours[kind], t["counts"])
+        mixed = theirs["mixed"]
+        log(f"full-text: tantivy {theirs['tantivy']}: {theirs['segments']} segment(s), files by extension "
+            f"{theirs['by_ext']}, peak RSS {theirs['rss'] / 1e6:.0f} MB; the c32 queries in-process on 1 and 2 "
+            f"threads: {mixed['1']['count']['qps']:,.0f} and {mixed['2']['count']['qps']:,.0f} queries/s with the "
+            f"count, {mixed['1']['top10']['qps']:,.0f} and {mixed['2']['top10']['qps']:,.0f} top-10 only; p50/p99 "
+            "µs with the count: " + ", ".join(f"{kind} {t['count']['p50_us']:.0f}/{t['count']['p99_us']:.0f}"
+                                              for kind, t in theirs["kinds"].items()))
+        if k == 1:
+            # the first run only: a server of its own, one table
+            postings, whole = self.disk()
+            add(self.postings, "mosaicdb", postings / 1e6)
+            add(self.whole, "mosaicdb", whole / 1e6)
+            add(self.postings, "tantivy", theirs["postings_bytes"] / 1e6)
+            add(self.whole, "tantivy", theirs["bytes"] / 1e6)
+
+    def compare_counts(self, kind, ours, theirs):
+        """A warning, not an error, for each query whose match count differs (the analyzers are as
+        close as tantivy's filters go, not the same code)."""
+        queries = self.kind_files[kind].read_text().splitlines()
+        differ = []
+        for q, got, want in zip(queries, ours, theirs):
+            if isinstance(got, dict):  # {"value", "relation"}: exact up to a threshold
+                same = got["value"] == want if got.get("relation", "eq") == "eq" else want >= got["value"]
+                got = f"{got['value']}{'+' if got.get('relation') == 'gte' else ''}"
+            else:
+                same = got == want
+            if not same:
+                differ.append(f"{self.body(kind, q)['query']!r}: mosaicdb {got}, tantivy {want}")
+        if differ:
+            log(f"full-text: WARNING: mosaicdb and tantivy count different matches for {len(differ)} of "
+                f"{len(ours)} {kind} queries: " + "; ".join(differ))
+        else:
+            log(f"full-text: mosaicdb and tantivy count the same matches for {len(ours)} {kind} queries")
+
+    def disk(self):
+        """The disk of one table of the texts with its fulltext index, on a server of its own: the
+        table files (/metrics) once a restart has flushed every memtable and the compactions are
+        done. (postings and dictionary: the ftidx and ftstat families; whole: every family)."""
+        d = Path(tempfile.mkdtemp(prefix="mosaic-peers-ftdisk-", dir=OUT))
+        try:
+            proc = start_mosaic(self.DISK, d)
+            try:
+                self.create(self.DISK, "ft")
+                import_ndjson(self.DISK, "ft", self.ndjson, self.n)
+            finally:
+                stop(proc)
+            proc = start_mosaic(self.DISK, d)
+            try:
+                families = settled_families(self.DISK)
+            finally:
+                stop(proc)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        log(f"full-text: mosaicdb's table files by family after a restart: {families}")
+        return families.get("ftidx", 0) + families.get("ftstat", 0), sum(families.values())
+
+
+def search_time(addr):
+    """The seconds and count of the 200 answers of the search route so far, from the request
+    histogram of /metrics."""
+    _, text = get_raw(addr, "/metrics")
+    got = {}
+    for line in text.decode().splitlines():
+        for part in ("sum", "count"):
+            name = f"mosaicdb_http_request_duration_seconds_{part}{{"
+            if (line.startswith(name) and 'route="/v1/tables/{table}/search"' in line and 'status="200"' in line
+                    and 'method="POST"' in line):
+                got[part] = got.get(part, 0.0) + float(line.split()[-1])
+    if "count" not in got:
+        return 0.0, 0.0
+    return got["sum"], got["count"]
+
+
+def families(addr):
+    """Each key family's table files (bytes), whether the store is flushing or compacting, and the
+    bytes in its memtables."""
+    _, text = get_raw(addr, "/metrics")
+    out, busy, buffered = {}, False, 0.0
+    for line in text.decode().splitlines():
+        if line.startswith("mosaicdb_storage_disk_bytes{family="):
+            out[line.split('"')[1]] = float(line.split()[-1])
+        elif line.startswith(("mosaicdb_storage_compactions_running ", "mosaicdb_storage_flushes_queued ")):
+            busy |= float(line.split()[-1]) > 0
+        elif line.startswith("mosaicdb_storage_write_buffer_bytes "):
+            buffered = float(line.split()[-1])
+    return out, busy, buffered
+
+
+def settled_families(addr, timeout=120):
+    """`families` once the store has been idle, with the same figures, for 3 s (a warning if its
+    memtables still hold more than 1 MB: the table files would miss it)."""
+    last, since, deadline = None, time.time(), time.time() + timeout
+    while time.time() < deadline:
+        now, busy, buffered = families(addr)
+        if busy or now != last:
+            last, since = now, time.time()
+        elif time.time() - since >= 3:
+            break
+        time.sleep(0.5)
+    if buffered > 1e6:
+        log(f"full-text: WARNING: {buffered / 1e6:.1f} MB still in memtables after the restart: the disk rows "
+            "miss it")
+    return last
 
 
 class Vectors:
@@ -870,7 +1085,16 @@ GROUPS = {"search": Search, "vectors": Vectors, "graph": Graph, "timeseries": Ti
 NOTES = {
     "search": ["full-text: mosaicdb ranks by BM25, PostgreSQL by ts_rank; both require every term and count "
                "the same matches (checked on 20 queries). Import: mosaicdb's index exists before its one "
-               "import (its faster order); PostgreSQL loads, then builds its GIN index."],
+               "import (its faster order); PostgreSQL loads, then builds its GIN index.",
+               "full-text beside tantivy (in-process, no HTTP; BM25 too): its build is one writer thread from the "
+               "texts file to the commit (texts stored). Queries of each kind on one client: mosaicdb over HTTP "
+               "(wrk, one connection), tantivy on one thread; the time per query is mosaicdb's server-side mean "
+               "(its request histogram) against tantivy's in-process mean. tantivy counts every match "
+               "(`(TopDocs, Count)`, like mosaicdb's exact `total`); tantivy top-10 only lets it skip "
+               "blocks. c32: tantivy on 2 threads in-process. Disk (run 1): postings + dictionary is mosaicdb's "
+               "ftidx and ftstat families (document lengths and token lists too) against tantivy's "
+               ".idx/.pos/.term/.fieldnorm files; with the texts, every family against the whole index "
+               "directory."],
     "vectors": ["kNN: both systems load, then build the index. mosaicdb's HNSW searches with its default "
                 "ef (64); PostgreSQL has no pgvector in Debian, so cube's exact GiST kNN: its recall is its "
                 "agreement with numpy's exact answers. hnswlib: built from a numpy array in-process on every "

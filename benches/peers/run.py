@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""mosaicdb side by side with PostgreSQL 15 and a trivial axum handler, in one run.
+"""mosaicdb side by side with PostgreSQL 15 and a trivial axum handler, in one run (and, group by
+group, with a specialist: tantivy for full-text, hnswlib for kNN, VictoriaMetrics for time series).
 
-    python3 benches/peers/run.py            # everything: about 15 minutes
+    python3 benches/peers/run.py            # everything: about 20 minutes
     PEERS_SECS=3 PEERS_RUNS=1 python3 benches/peers/run.py   # a quick look
     PEERS_BINARY=target/release/mosaicdb PEERS_ONLY=graph python3 benches/peers/run.py
 
 What it does, in order:
 1. builds the release server (`cargo build --release`; skipped when PEERS_BINARY names a mosaicdb
-   binary to use instead) and, when the core group runs, the ceiling (`benches/peers/ceiling`, a
-   trivial axum handler with no layers, same axum/tokio/allocator);
+   binary to use instead), when the core group runs the ceiling (`benches/peers/ceiling`, a
+   trivial axum handler with no layers, same axum/tokio/allocator), and when the search group runs
+   the tantivy peer (`benches/peers/tantivy`, a crate of its own: tantivy is a dependency of the
+   bench only, never of the server), each into target/peers;
 2. installs PostgreSQL 15, pgbench, wrk and (for the graph group) pgRouting from Debian if they are
    missing (needs root or sudo), and numpy (the vectors group) and matplotlib from PyPI into
    target/peers/venv;
@@ -25,13 +28,20 @@ What it does, in order:
      and as pages of 1000; PostgreSQL: a `select`;
    - search, vectors, graph, timeseries: the model workloads (full-text, kNN with its recall,
      depth-3 traversal along out-edges and both ways, weighted shortest path and 5 shortest paths
-     against pgRouting, line-protocol ingest), described in benches/peers/models.py;
+     against pgRouting, line-protocol ingest), described in benches/peers/models.py; the search
+     group also beside tantivy in-process on the same texts: its build rate (one writer thread),
+     five query kinds (1 term, 2 terms AND and OR, a 2-word phrase, a 3-letter prefix) on one
+     client (mosaicdb: wrk over one connection, and its server-side mean time per search from the
+     request histogram of /metrics; tantivy: one thread, top-10 with the exact match count and
+     top-10 alone), the c32 queries (tantivy on 2 threads), and the disk of postings and
+     dictionary and of everything with the texts (run 1; mosaicdb on a server of its own, port
+     18084); the match counts of 20 queries of each kind are compared (a warning where they differ);
 5. then (group big) an import of 1M documents into a fresh mosaicdb server, with its peak memory;
-6. prints one table (each system's range over the runs, and the ratios per run: mosaicdb's rate
-   over the peer's, or for a latency the peer's milliseconds over mosaicdb's, so above 1 is
-   mosaicdb ahead either way), writes it with the machine's description to peers.md and draws
-   peers.png (matplotlib): into docs/perf when every setting below is at its default, else into
-   target/peers (PEERS_DOCS_OUT=<dir> chooses).
+6. prints one table (each system's range over the runs, a specialist's in its own column, and the
+   ratios per run: mosaicdb's rate over the peer's, or for a latency or a size the peer's figure
+   over mosaicdb's, so above 1 is mosaicdb ahead either way), writes it with the machine's
+   description to peers.md and draws peers.png (matplotlib): into docs/perf when every setting
+   below is at its default, else into target/peers (PEERS_DOCS_OUT=<dir> chooses).
 
 The load generator runs on the same machine as the servers, as a new user would run it. Never
 part of CI. Environment:
@@ -107,6 +117,9 @@ def build(groups):
     if "core" in groups:
         run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(HERE / "ceiling" / "Cargo.toml"),
              "--target-dir", str(OUT / "ceiling-target")], cwd=ROOT)
+    if "search" in groups:
+        run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(HERE / "tantivy" / "Cargo.toml"),
+             "--target-dir", str(OUT / "tantivy-target")], cwd=ROOT)
 
 
 def document(i, rng):
