@@ -268,3 +268,39 @@ async fn ngram_contains_matches_a_scan() {
     assert_eq!(r["documents"], json!([{"_id": "n001", "name": "zzz-new"}]));
     s.check_ok().await;
 }
+
+/// A search whose postings pass what the request's own thread reads (`INLINE_POSTING_BYTES`)
+/// starts again on the blocking pool: a term in every one of 20,000 documents, searched without
+/// a filter (inline first) and with one matching everything (the pool), answers the same, and
+/// so do rare terms (inline).
+#[tokio::test]
+async fn a_search_of_many_postings_answers_as_one_of_few() {
+    let s = TestServer::start().await;
+    s.create_table("many").await;
+    let (st, b) =
+        s.post("/v1/tables/many/indexes", json!({"name": "ft", "kind": "fulltext", "fields": ["body"]})).await;
+    assert!(st == 201 || st == 202, "{b}");
+    let body: String = (0..20_000)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"_id": format!("d{i}"), "body": format!("common word{} rare{}", i % 7, i % 1000), "n": i})
+            )
+        })
+        .collect();
+    let r = s.raw(reqwest::Method::POST, "/v1/tables/many/import", "application/x-ndjson", body).await;
+    assert_eq!((r.status.as_u16(), &r.body["inserted"]), (200, &json!(20_000)), "{}", r.body);
+    for q in ["common", "common word3", "rare17", "\"common word5\"", "wor*"] {
+        let plain = json!({"query": q, "limit": 20, "fields": ["_id"]});
+        let (st, inline) = s.post("/v1/tables/many/search", plain.clone()).await;
+        assert_eq!(st, 200, "{inline}");
+        let mut filtered = plain.clone();
+        filtered["filter"] = json!({"n": {"$gte": 0}});
+        let (st, pool) = s.post("/v1/tables/many/search", filtered).await;
+        assert_eq!(st, 200, "{pool}");
+        assert_eq!(inline, pool, "{q}");
+        assert_eq!(inline["hits"].as_array().unwrap().len(), 20, "{q}: {inline}");
+    }
+    let (_, r) = s.post("/v1/tables/many/search", json!({"query": "common", "limit": 1})).await;
+    assert_eq!(r["total"], 20_000);
+}
