@@ -10,9 +10,11 @@
 /// Lanes per step.
 const LANES: usize = 8;
 
-/// The dot product of two equally long slices.
-#[inline]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// Σ `term(a_i, b_i)` over two equally long slices (the shorter one's length), in eight
+/// independent lanes over `chunks_exact(8)` then a scalar tail: every kernel below is this loop
+/// with its own term, inlined and monomorphised, so each is packed SIMD.
+#[inline(always)]
+fn sum_lanes<A: Copy, B: Copy>(a: &[A], b: &[B], term: impl Fn(A, B) -> f32) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0f32; LANES];
@@ -20,29 +22,23 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
-            *s += x * y;
+            *s += term(*x, *y);
         }
     }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| term(*x, *y)).sum();
     acc.iter().sum::<f32>() + tail
+}
+
+/// The dot product of two equally long slices.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    sum_lanes(a, b, |x, y| x * y)
 }
 
 /// The squared Euclidean distance of two equally long slices.
 #[inline]
 pub fn l2_squared(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0f32; LANES];
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
-            let d = x - y;
-            *s += d * d;
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| (x - y) * (x - y)).sum();
-    acc.iter().sum::<f32>() + tail
+    sum_lanes(a, b, |x, y| (x - y) * (x - y))
 }
 
 /// The dot product of two equally long int8 slices (codes of at most 127 in magnitude), summed
@@ -69,54 +65,25 @@ pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 /// a quantized vector), in f32 lanes.
 #[inline]
 pub fn l2_squared_f32_i8(a: &[f32], b: &[i8], sb: f32) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0f32; LANES];
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
-            let d = x - f32::from(*y) * sb;
-            *s += d * d;
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| (x - f32::from(*y) * sb).powi(2)).sum();
-    acc.iter().sum::<f32>() + tail
+    sum_lanes(a, b, |x, y| {
+        let d = x - f32::from(y) * sb;
+        d * d
+    })
 }
 
 /// The squared Euclidean distance of the int8 codes `a` scaled by `sa` and `b` scaled by `sb`.
 #[inline]
 pub fn l2_squared_i8(a: &[i8], sa: f32, b: &[i8], sb: f32) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0f32; LANES];
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
-            let d = f32::from(*x) * sa - f32::from(*y) * sb;
-            *s += d * d;
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| (f32::from(*x) * sa - f32::from(*y) * sb).powi(2)).sum();
-    acc.iter().sum::<f32>() + tail
+    sum_lanes(a, b, |x, y| {
+        let d = f32::from(x) * sa - f32::from(y) * sb;
+        d * d
+    })
 }
 
 /// The dot product of `a` and the int8 codes `b` (unscaled), in f32 lanes.
 #[inline]
 pub fn dot_f32_i8(a: &[f32], b: &[i8]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0f32; LANES];
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
-            *s += x * f32::from(*y);
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * f32::from(*y)).sum();
-    acc.iter().sum::<f32>() + tail
+    sum_lanes(a, b, |x, y| x * f32::from(y))
 }
 
 /// Scales `v` to unit length in place; false (and `v` unchanged) for a zero or non-finite vector.
