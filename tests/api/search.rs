@@ -1,5 +1,5 @@
 //! Full-text search and ngram indexes over HTTP: every query form, highlights, the analyzer,
-//! filters, errors, backfill, drop, and `$contains` served by trigrams.
+//! filters, errors, backfill, drop, `$contains` served by trigrams, and a search past what the request's own thread reads.
 
 use crate::common::TestServer;
 use serde_json::{Value, json};
