@@ -23,7 +23,6 @@
 //!   expensive search never runs on the committer unless the plan is missing.
 
 use arena::Arena;
-pub use arena::Query;
 use links::Links;
 pub use load::Loader;
 pub use metric::Metric;
@@ -203,14 +202,9 @@ impl Graph {
         self.arena.float(s, self.p.dim)
     }
 
-    /// `v` prepared as a query of this graph's distances.
-    pub fn query<'a>(&self, v: &'a [f32]) -> Query<'a> {
-        self.arena.query(v)
-    }
-
     /// The ranking distance of a query to a slot.
     #[inline]
-    fn dist_q(&self, q: &Query<'_>, s: u32) -> f32 {
+    fn dist_q(&self, q: &[f32], s: u32) -> f32 {
         self.arena.dist_q(self.p.metric, q, s, self.p.dim)
     }
 
@@ -373,15 +367,14 @@ impl Graph {
             self.entry = Some(slot);
             return;
         };
-        let q = self.query(v);
         let top = self.level(ep);
         let mut cur = ep;
         for layer in (level + 1..=top).rev() {
-            cur = self.greedy(&q, cur, layer);
+            cur = self.greedy(v, cur, layer);
         }
         let mut eps = vec![cur];
         for layer in (0..=level.min(top)).rev() {
-            let w = self.search_layer(&q, &eps, self.p.ef_construction, layer, None);
+            let w = self.search_layer(v, &eps, self.p.ef_construction, layer, None);
             let chosen = self.select(&w, self.p.m, false);
             self.set_links(slot, layer, chosen.clone());
             for n in chosen {
@@ -435,7 +428,7 @@ impl Graph {
         out
     }
 
-    fn greedy(&self, q: &Query<'_>, mut cur: u32, layer: usize) -> u32 {
+    fn greedy(&self, q: &[f32], mut cur: u32, layer: usize) -> u32 {
         let mut best = self.dist_q(q, cur);
         loop {
             let mut moved = false;
@@ -456,7 +449,7 @@ impl Graph {
     /// `accept`, only accepted nodes are kept (every node is still walked through).
     fn search_layer(
         &self,
-        q: &Query<'_>,
+        q: &[f32],
         eps: &[u32],
         ef: usize,
         layer: usize,
@@ -508,7 +501,6 @@ impl Graph {
     /// The `k` nearest accepted nodes to `q` (closest first), searching with list length `ef`.
     pub fn search(&self, q: &[f32], k: usize, ef: usize, accept: &mut dyn FnMut(u32) -> bool) -> Vec<(u32, f32)> {
         let Some(ep) = self.entry else { return Vec::new() };
-        let q = &self.query(q);
         let mut cur = ep;
         for layer in (1..=self.level(ep)).rev() {
             cur = self.greedy(q, cur, layer);
@@ -527,7 +519,6 @@ impl Graph {
         slots: Option<&[u32]>,
         accept: &mut dyn FnMut(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let q = &self.query(q);
         let mut all: Vec<Cand> = match slots {
             Some(s) => s.iter().map(|&s| Cand { d: self.dist_q(q, s), s }).collect(),
             None => self.by_id.values().map(|&s| Cand { d: self.dist_q(q, s), s }).collect(),

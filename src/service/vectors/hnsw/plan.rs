@@ -12,14 +12,13 @@ impl Graph {
         let ep = self.entry.filter(|e| Some(*e) != exclude)?;
         let level = self.level_for(id);
         let top = self.level(ep);
-        let q = &self.query(v);
         let mut cur = ep;
         for layer in (level + 1..=top).rev() {
-            cur = self.greedy(q, cur, layer);
+            cur = self.greedy(v, cur, layer);
         }
         let dist = |a: u32, b: u32| match (a, b) {
             (NEW, NEW) => 0.0,
-            (NEW, x) | (x, NEW) => self.dist_q(q, x),
+            (NEW, x) | (x, NEW) => self.dist_q(v, x),
             (x, y) => self.dist(x, y),
         };
         let mut plan = InsertPlan {
@@ -33,7 +32,7 @@ impl Graph {
         let mut eps = vec![cur];
         for layer in (0..=level.min(top)).rev() {
             let mut not_old = |s: u32| Some(s) != exclude;
-            let w = self.search_layer(q, &eps, self.p.ef_construction, layer, Some(&mut not_old));
+            let w = self.search_layer(v, &eps, self.p.ef_construction, layer, Some(&mut not_old));
             let chosen = self.select_by(&w, self.p.m, false, &dist);
             for &n in &chosen {
                 let mut list: Vec<u32> = self.links.get(n, layer).to_vec();
