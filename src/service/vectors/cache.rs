@@ -75,8 +75,7 @@ impl Graphs {
 
     /// The memory an index's cached graph takes (estimated), if it is loaded.
     pub fn memory_bytes(&self, table: &str, index: &str) -> Option<usize> {
-        let cached =
-            self.map.read().unwrap_or_else(PoisonError::into_inner).get(&(table.to_owned(), index.to_owned()))?.clone();
+        let cached = self.cached(table, index)?;
         let bytes = cached.graph.read().unwrap_or_else(PoisonError::into_inner).memory_bytes();
         Some(bytes)
     }
