@@ -160,6 +160,13 @@ pub(super) fn check_index(
                 "a block holds documents in id order, from its first id",
             );
         }
+        if !postings::head_is_exact(&value)? {
+            report.problem(
+                "stale_entry",
+                show(Space::Ftidx, &key),
+                "the block's head does not bound its entries exactly (largest frequency, shortest document)",
+            );
+        }
         postings_seen += entries.len() as u64;
         *df.entry(k.token.into_owned()).or_default() += entries.len() as u64;
     }
@@ -301,8 +308,18 @@ mod tests {
         postings::encode_entry(&mut changed, "b", 2, &vec![(0, vec![0, 5])]);
         let rebuilt: Vec<&[u8]> =
             entries.iter().map(|p| if p.id == b"b" { changed.as_slice() } else { p.raw }).collect();
-        let block = postings::encode_block(rebuilt.into_iter());
+        let block = postings::encode_block(rebuilt.into_iter()).unwrap();
         raw(&d, move |tx| tx.put(Space::Ftidx, key, block)).await;
+        assert_eq!(kinds(&d.check().await.unwrap()), ["stale_entry"]);
+
+        // a block whose head claims a larger frequency than its entries hold
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path()).await;
+        let (key, value) = block_of(&d, "data", "b");
+        let (_, n, entries) = postings::block_head(&value).unwrap();
+        let mut wrong = vec![0, 99, 1, u8::try_from(n).unwrap()];
+        wrong.extend_from_slice(entries);
+        raw(&d, move |tx| tx.put(Space::Ftidx, key, wrong)).await;
         assert_eq!(kinds(&d.check().await.unwrap()), ["stale_entry"]);
 
         // statistics off by one, and a length record of a document that does not exist

@@ -285,11 +285,7 @@ fn apply_net(
             for chunk in docs.chunks(BLOCK_DOCS) {
                 let first = chunk.first().map_or("", |(id, _)| id);
                 let key = FtidxKey::new(table, index, token, block, first).encode();
-                let mut value = Vec::with_capacity(4 + chunk.iter().map(|(_, e)| e.len()).sum::<usize>());
-                postings::start_block(&mut value, chunk.len());
-                for (_, entry) in chunk {
-                    value.extend_from_slice(entry);
-                }
+                let value = postings::encode_block(chunk.iter().map(|(_, e)| *e))?;
                 // a new block number: no other key of this write is this one
                 tx.put_new(Space::Ftidx, key, value);
             }
@@ -386,7 +382,7 @@ fn cut_postings(
             emptied.entry(token).or_default().push(key.clone());
             tx.delete(Space::Ftidx, key);
         } else {
-            tx.put(Space::Ftidx, key, postings::encode_block(kept.into_iter()));
+            tx.put(Space::Ftidx, key, postings::encode_block(kept.into_iter())?);
         }
     }
     Ok(emptied)

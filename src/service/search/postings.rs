@@ -1,7 +1,11 @@
 //! What a document holds in a fulltext index, and the stored forms: posting blocks (`ftidx`
 //! values) and length records (`ftdlen` values).
 //!
-//! A block is `n` then `n` entries in `_id` order; an entry is `entry_len` then
+//! A block is a head, `n`, then `n` entries in `_id` order; the head is a 0 byte (a block of the
+//! first layout, which had none, starts with `n`, never 0), the largest term frequency of any
+//! entry in any field and the shortest document length: together they bound the BM25
+//! contribution of every posting of the block, so a top-k search can pass over a block without
+//! decoding it (see `search::daat`). An entry is `entry_len` then
 //! `id_len id doc_len field_count (field tf positions_len positions…)…`, all LEB128 varints,
 //! positions delta-coded. The lengths let a reader skip what it does not need: scoring reads no
 //! positions, removing a document decodes no fields. A length record is `doc_len block token_count (token_len token)…`: the document's
@@ -91,11 +95,6 @@ pub fn encode_entry(out: &mut Vec<u8>, id: &str, len: u64, hits: &FieldHits) {
     encode_entry_with(out, id, len, hits, &mut Vec::new());
 }
 
-/// Starts a block of `n` entries (appended next with [`encode_entry_with`]).
-pub fn start_block(out: &mut Vec<u8>, n: usize) {
-    varint::write(out, n as u64);
-}
-
 /// Appends one block entry, using `body` as scratch space (reused across entries).
 pub fn encode_entry_with(out: &mut Vec<u8>, id: &str, len: u64, hits: &FieldHits, body: &mut Vec<u8>) {
     body.clear();
@@ -128,14 +127,84 @@ pub fn encode_entry_with(out: &mut Vec<u8>, id: &str, len: u64, hits: &FieldHits
     out.extend_from_slice(body);
 }
 
-/// A block of `entries` (already encoded, in id order).
-pub fn encode_block<'a>(entries: impl ExactSizeIterator<Item = &'a [u8]>) -> Vec<u8> {
-    let mut out = Vec::new();
+/// The first byte of a block with a head (see the module doc).
+const HEADED: u8 = 0;
+
+/// What bounds the score of every posting of a block: its largest term frequency in any one field
+/// and its shortest document. BM25's term part grows with the frequency and shrinks with the
+/// length, so `tf_part(max_tf, min_len)` times the index's summed field weights and the term's idf
+/// is at least any posting's contribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockBound {
+    /// the largest term frequency in any field of any entry
+    pub max_tf: u32,
+    /// the shortest document of any entry
+    pub min_len: u64,
+}
+
+/// The bound of one encoded entry (as [`encode_entry_with`] writes it).
+fn entry_bound(raw: &[u8]) -> Result<BlockBound> {
+    let mut c = Cursor(raw);
+    let body_len = c.num()?;
+    let mut body = Cursor(c.bytes(body_len)?);
+    let id_len = body.num()?;
+    body.bytes(id_len)?;
+    let len = body.num()?;
+    let mut max_tf = 0u32;
+    for _ in 0..body.num()? {
+        body.num()?;
+        max_tf = max_tf.max(u32::try_from(body.num()?).map_err(|_| damaged("posting"))?);
+        let plen = body.num()?;
+        body.bytes(plen)?;
+    }
+    Ok(BlockBound { max_tf, min_len: len })
+}
+
+/// The bound of a block of these entries.
+fn bound_of<'a>(entries: impl Iterator<Item = &'a [u8]>) -> Result<BlockBound> {
+    let mut b = BlockBound { max_tf: 0, min_len: u64::MAX };
+    for e in entries {
+        let one = entry_bound(e)?;
+        b.max_tf = b.max_tf.max(one.max_tf);
+        b.min_len = b.min_len.min(one.min_len);
+    }
+    Ok(b)
+}
+
+/// A block of `entries` (already encoded, in id order), with its head.
+pub fn encode_block<'a>(entries: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -> Result<Vec<u8>> {
+    let bound = bound_of(entries.clone())?;
+    let mut out = Vec::with_capacity(16 + entries.clone().map(<[u8]>::len).sum::<usize>());
+    out.push(HEADED);
+    varint::write(&mut out, u64::from(bound.max_tf));
+    varint::write(&mut out, bound.min_len);
     varint::write(&mut out, entries.len() as u64);
     for e in entries {
         out.extend_from_slice(e);
     }
-    out
+    Ok(out)
+}
+
+/// A block's head: its bound (none in a block of the first layout), its entry count, and the
+/// bytes of its entries.
+pub fn block_head(bytes: &[u8]) -> Result<(Option<BlockBound>, u64, &[u8])> {
+    let mut c = Cursor(bytes);
+    let bound = if bytes.first() == Some(&HEADED) {
+        c.0 = &bytes[1..];
+        let max_tf = u32::try_from(c.num()?).map_err(|_| damaged("posting block"))?;
+        Some(BlockBound { max_tf, min_len: c.num()? })
+    } else {
+        None
+    };
+    let n = c.num()?;
+    Ok((bound, n, c.0))
+}
+
+/// True when a block's head states exactly its entries' bound (or it has no head).
+pub fn head_is_exact(bytes: &[u8]) -> Result<bool> {
+    let (bound, _, _) = block_head(bytes)?;
+    let Some(bound) = bound else { return Ok(true) };
+    Ok(bound_of(decode_block(bytes)?.iter().map(|p| p.raw))? == bound)
 }
 
 struct Cursor<'a>(&'a [u8]);
@@ -240,15 +309,15 @@ impl<'a> Posting<'a> {
     }
 }
 
-/// How many documents a block holds (read from its first bytes).
+/// How many documents a block holds (read from its head).
 pub fn block_len(bytes: &[u8]) -> Result<u64> {
-    Cursor(bytes).num()
+    Ok(block_head(bytes)?.1)
 }
 
 /// Decodes a block (each entry's fields are read on demand, see [`Posting::fields`]).
 pub fn decode_block(bytes: &[u8]) -> Result<Vec<Posting<'_>>> {
-    let mut c = Cursor(bytes);
-    let n = c.num()?;
+    let (_, n, entries) = block_head(bytes)?;
+    let mut c = Cursor(entries);
     let mut out = Vec::with_capacity(usize::try_from(n.min(4096)).unwrap_or(0));
     for _ in 0..n {
         let start = c.0;
@@ -353,7 +422,13 @@ mod tests {
                 encode_entry(&mut e, id, *len, &hits);
                 entries.push(e);
             }
-            let block = encode_block(entries.iter().map(Vec::as_slice));
+            let block = encode_block(entries.iter().map(Vec::as_slice)).unwrap();
+            prop_assert!(head_is_exact(&block).unwrap());
+            let (bound, n, _) = block_head(&block).unwrap();
+            let bound = bound.unwrap();
+            prop_assert_eq!(n as usize, docs.len());
+            prop_assert_eq!(u64::from(bound.max_tf), docs.values().flat_map(|(_, h)| h.iter().map(|(_, p)| p.len() as u64)).max().unwrap());
+            prop_assert_eq!(bound.min_len, docs.values().map(|(l, _)| *l).min().unwrap());
             let decoded = decode_block(&block).unwrap();
             prop_assert_eq!(decoded.len(), docs.len());
             for (p, (id, (len, hits))) in decoded.iter().zip(&docs) {
@@ -368,7 +443,7 @@ mod tests {
                 }
             }
             // entries re-assembled from their raw bytes give the same block
-            let again = encode_block(decoded.iter().map(|p| p.raw));
+            let again = encode_block(decoded.iter().map(|p| p.raw)).unwrap();
             prop_assert_eq!(again, block);
         }
 
@@ -384,11 +459,12 @@ mod tests {
     }
 
     #[test]
-    fn long_position_lists_round_trip() {
+    fn long_position_lists_and_blocks_of_the_first_layout_round_trip() {
         let positions: Vec<u32> = (0..300).map(|i| i * 1000).collect();
         let hits: FieldHits = vec![(0, vec![3]), (1, positions.clone()), (2, vec![7, 9])];
         let mut block = Vec::new();
-        start_block(&mut block, 2);
+        // the first layout: no head, the count first
+        varint::write(&mut block, 2);
         let mut scratch = Vec::new();
         encode_entry_with(&mut block, "a", 301, &hits, &mut scratch);
         encode_entry_with(&mut block, "b", 1, &vec![(0, vec![0])], &mut scratch);
@@ -398,6 +474,10 @@ mod tests {
         assert_eq!(fields[2].positions().unwrap(), vec![7, 9]);
         assert_eq!(decoded[1].id, b"b");
         assert_eq!(block_len(&block).unwrap(), 2);
+        assert!(block_head(&block).unwrap().0.is_none() && head_is_exact(&block).unwrap());
+        let headed = encode_block(decoded.iter().map(|p| p.raw)).unwrap();
+        assert_eq!(block_head(&headed).unwrap().0, Some(BlockBound { max_tf: 300, min_len: 1 }));
+        assert_eq!(decode_block(&headed).unwrap().len(), 2);
     }
 
     #[test]
