@@ -41,37 +41,37 @@ async fn every_query_form_finds_what_it_should() {
     with_posts(&s, json!({"language": "english", "stop_words": true, "field_weights": {"title": 2.0}})).await;
     // stemming: "graphs" and "graph" are one term; the title weight puts title matches first
     let r = search(&s, json!({"query": "graphs"})).await;
-    assert_eq!(r["total"], 3);
+    assert_eq!(r["total"]["value"], 3);
     assert_eq!(ids(&r)[0], "p1", "{r}");
     assert!(ids(&r).contains(&"p5") && ids(&r).contains(&"p4"));
     // any vs all
-    assert_eq!(search(&s, json!({"query": "graph relational"})).await["total"], 4);
+    assert_eq!(search(&s, json!({"query": "graph relational"})).await["total"]["value"], 4);
     assert_eq!(ids(&search(&s, json!({"query": "graph database", "mode": "all"})).await), ["p1"]);
     // phrases need the words in order and adjacent (a stop word keeps its place)
     assert_eq!(ids(&search(&s, json!({"query": "\"graph database\""})).await), ["p1"]);
-    assert_eq!(search(&s, json!({"query": "\"database graph\""})).await["total"], 0);
+    assert_eq!(search(&s, json!({"query": "\"database graph\""})).await["total"]["value"], 0);
     assert_eq!(ids(&search(&s, json!({"query": "\"questions about graph\""})).await), ["p4"]);
     // array elements are apart: no phrase spans two of them
-    assert_eq!(search(&s, json!({"query": "\"tagged graph\""})).await["total"], 0);
+    assert_eq!(search(&s, json!({"query": "\"tagged graph\""})).await["total"]["value"], 0);
     // prefix, exclusion, typos
     assert_eq!(ids(&search(&s, json!({"query": "relat*"})).await), ["p2"]);
-    assert_eq!(search(&s, json!({"query": "graph -café"})).await["total"], 2);
+    assert_eq!(search(&s, json!({"query": "graph -café"})).await["total"]["value"], 2);
     // typos are measured against the indexed terms (stems here)
     assert_eq!(ids(&search(&s, json!({"query": "relational~1"})).await), ["p2"]);
-    assert_eq!(search(&s, json!({"query": "grpah~1"})).await["total"], 3, "a transposition is one edit");
+    assert_eq!(search(&s, json!({"query": "grpah~1"})).await["total"]["value"], 3, "a transposition is one edit");
     assert_eq!(ids(&search(&s, json!({"query": "enginez~2"})).await), ["p3"]);
-    assert_eq!(search(&s, json!({"query": "enginezz~1"})).await["total"], 0);
+    assert_eq!(search(&s, json!({"query": "enginezz~1"})).await["total"]["value"], 0);
     // diacritics fold both ways
     assert_eq!(ids(&search(&s, json!({"query": "creme brulee", "mode": "all"})).await), ["p4"]);
     assert_eq!(ids(&search(&s, json!({"query": "NAÏVE"})).await), ["p4"]);
     // filter + search; offset pages; fields project
     let r = search(&s, json!({"query": "graph", "filter": {"year": {"$gte": 2021}}, "fields": ["year"]})).await;
-    assert_eq!(r["total"], 2);
+    assert_eq!(r["total"]["value"], 2);
     assert_eq!(r["hits"][0]["document"], json!({"_id": "p1", "year": 2021}));
     let all = ids(&search(&s, json!({"query": "graph", "limit": 3})).await).join(",");
     let second = search(&s, json!({"query": "graph", "limit": 1, "offset": 1})).await;
     assert_eq!(all.split(',').nth(1), ids(&second).first().copied());
-    assert_eq!(second["total"], 3);
+    assert_eq!(second["total"]["value"], 3);
     // scores descend
     let r = search(&s, json!({"query": "graph databases relational"})).await;
     let scores: Vec<f64> = r["hits"].as_array().unwrap().iter().map(|h| h["score"].as_f64().unwrap()).collect();
@@ -198,7 +198,7 @@ async fn backfill_writes_and_drop() {
     let r = |q: &str| {
         let s = &s;
         let q = q.to_owned();
-        async move { s.post("/v1/tables/docs/search", json!({"query": q})).await.1["total"].clone() }
+        async move { s.post("/v1/tables/docs/search", json!({"query": q})).await.1["total"]["value"].clone() }
     };
     assert_eq!(r("common").await, 99);
     assert_eq!(r("rewritten").await, 20);
@@ -291,7 +291,7 @@ async fn a_search_of_many_postings_answers_as_one_of_few() {
     let r = s.raw(reqwest::Method::POST, "/v1/tables/many/import", "application/x-ndjson", body).await;
     assert_eq!((r.status.as_u16(), &r.body["inserted"]), (200, &json!(20_000)), "{}", r.body);
     for q in ["common", "common word3", "rare17", "\"common word5\"", "wor*"] {
-        let plain = json!({"query": q, "limit": 20, "fields": ["_id"]});
+        let plain = json!({"query": q, "limit": 20, "fields": ["_id"], "total": "exact"});
         let (st, inline) = s.post("/v1/tables/many/search", plain.clone()).await;
         assert_eq!(st, 200, "{inline}");
         let mut filtered = plain.clone();
@@ -301,6 +301,28 @@ async fn a_search_of_many_postings_answers_as_one_of_few() {
         assert_eq!(inline, pool, "{q}");
         assert_eq!(inline["hits"].as_array().unwrap().len(), 20, "{q}: {inline}");
     }
+    // one term: its document frequency is the exact count, however large
     let (_, r) = s.post("/v1/tables/many/search", json!({"query": "common", "limit": 1})).await;
-    assert_eq!(r["total"], 20_000);
+    assert_eq!(r["total"], json!({"value": 20_000, "relation": "eq"}));
+    // a union of 20,000: exact only when asked; by default at least 10,000, with the same hits
+    let q = json!({"query": "common word3", "limit": 5, "fields": ["_id"]});
+    let (_, default) = s.post("/v1/tables/many/search", q.clone()).await;
+    assert_eq!(default["total"], json!({"value": 10_000, "relation": "gte"}), "{default}");
+    let mut exact = q.clone();
+    exact["total"] = json!("exact");
+    let (_, exact) = s.post("/v1/tables/many/search", exact).await;
+    assert_eq!(exact["total"], json!({"value": 20_000, "relation": "eq"}), "{exact}");
+    assert_eq!(exact["hits"], default["hits"]);
+    // an intersection counts until the threshold it is given
+    let mut up_to = json!({"query": "common word3", "mode": "all", "limit": 3, "total": 100});
+    let (_, few) = s.post("/v1/tables/many/search", up_to.clone()).await;
+    assert_eq!(few["total"], json!({"value": 100, "relation": "gte"}), "{few}");
+    up_to["total"] = json!(5000);
+    let (_, all) = s.post("/v1/tables/many/search", up_to).await;
+    assert_eq!(all["total"], json!({"value": 2857, "relation": "eq"}), "{all}");
+    assert_eq!(all["hits"], few["hits"]);
+    for bad in [json!("most"), json!(-1), json!(1.5)] {
+        let (st, b) = s.post("/v1/tables/many/search", json!({"query": "common", "total": bad})).await;
+        assert_eq!(st, 422, "{bad}: {b}");
+    }
 }

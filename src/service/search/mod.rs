@@ -2,6 +2,8 @@
 //! `POST /v1/tables/{table}/search` (BM25 over whole-table statistics).
 
 pub mod analyzer;
+mod daat;
+mod exhaustive;
 mod expand;
 mod highlight;
 pub(crate) mod log;
@@ -9,6 +11,7 @@ pub mod maintain;
 pub mod options;
 pub mod parse;
 pub mod postings;
+mod ranked;
 mod run;
 mod score;
 
@@ -90,6 +93,48 @@ pub struct SearchRequest {
     pub vector: Option<HybridVector>,
     /// how a hybrid search fuses its rankings (default reciprocal rank fusion, k = 60)
     pub fusion: Option<Fusion>,
+    /// how far `total` counts exactly: `"exact"` (every match), or a number of matches (default
+    /// 10000, as Elasticsearch's `track_total_hits`); past it `total` is
+    /// `{"value": <that number>, "relation": "gte"}`, which lets a term query skip postings that
+    /// cannot enter the page
+    pub total: Option<TotalMode>,
+}
+
+/// How far a search counts its matches exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum TotalMode {
+    /// `"exact"`: every match, however many
+    Every(Exact),
+    /// up to this many matches
+    UpTo(u64),
+}
+
+/// The keyword `exact`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Exact {
+    /// every match
+    Exact,
+}
+
+/// Whether `total` is every match or a lower bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Relation {
+    /// `value` is the number of matches
+    Eq,
+    /// there are at least `value` matches
+    Gte,
+}
+
+/// How many documents match (Elasticsearch's `hits.total`).
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct Total {
+    /// the matches counted
+    pub value: u64,
+    /// `eq`: every match; `gte`: at least this many (the count stopped at the threshold)
+    pub relation: Relation,
 }
 
 /// The vector half of a hybrid search.
@@ -167,8 +212,9 @@ pub struct SearchHit {
 pub struct SearchResponse {
     /// the hits, best first (ties by `_id`)
     pub hits: Vec<SearchHit>,
-    /// every matching document, not only this page
-    pub total: u64,
+    /// how many documents match, not only this page: exact up to 10000 (or with
+    /// `"total": "exact"`), else a lower bound
+    pub total: Total,
 }
 
 /// The body of `POST /v1/tables/{table}/indexes/{name}/analyze`.

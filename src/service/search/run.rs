@@ -1,18 +1,22 @@
-//! Running a search on one snapshot: clauses → terms → postings → exact BM25 for every matching
-//! document (so `total` is exact), exclusions and the filter applied, then the top
-//! `offset + limit` by a bounded heap, their documents and highlights.
+//! Running a search on one snapshot: clauses → terms → their posting blocks, then the top
+//! `offset + limit` with exact BM25 scores and `total`, their documents and highlights.
 //!
-//! Every posting of every query term is read: `total` counts all matches, so no pruning could
-//! skip a posting without losing the count. What is skipped is what scoring does not need:
-//! positions are decoded only for phrases, and documents are read only for the returned page
-//! (and for a filter no index narrows).
+//! Queries of term clauses (terms, prefixes, typo-tolerant terms, exclusions) take the
+//! document-at-a-time top-k of `daat`, which counts exactly up to a threshold (default
+//! [`TOTAL_THRESHOLD`], `"total": "exact"` for no limit) and past it skips blocks that cannot enter
+//! the top k. Queries with a phrase or a filter take the exhaustive search (`exhaustive`), whose
+//! `total` is always exact. Documents are read only for the returned page (and for a filter no
+//! index narrows).
 
+use super::daat::{self, Ask, Block, Term};
+use super::exhaustive::{self, ClausePlan, DictTerm};
 use super::expand;
-use super::parse::{self, Clause, Query};
-use super::postings::{self, Posting};
-use super::score::{self, Bm25};
+use super::parse::{self, Clause};
+use super::postings;
+use super::ranked::{self, Ranked};
+use super::score::Bm25;
 use super::{AnalyzeRequest, AnalyzeResponse, AnalyzedToken, MAX_DEPTH, MAX_FRAGMENT_CHARS, MAX_LIMIT, Mode};
-use super::{SearchRequest, highlight, maintain};
+use super::{SearchRequest, TotalMode, highlight, maintain};
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{EntityKey, FtStatKey, FtidxKey};
 use crate::service::query::filter::Filter;
@@ -22,7 +26,6 @@ use crate::service::ttl::expiry::{Expiry, now_ms};
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Slice, Space};
 use foldhash::{HashMap, HashSet};
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
@@ -32,6 +35,10 @@ use std::sync::Arc;
 pub const INLINE_POSTING_BYTES: usize = 64 * 1024;
 /// Deepest page (`offset + limit`) of a search run on the request's own thread.
 pub const INLINE_DEPTH: usize = 100;
+
+/// How many matches a search counts exactly unless it asks for `"total": "exact"` (as
+/// Elasticsearch's `track_total_hits`): past it `total` says "at least".
+pub const TOTAL_THRESHOLD: u64 = 10_000;
 
 /// Longest text `analyze` takes, in bytes.
 const MAX_ANALYZE_BYTES: usize = 64 * 1024;
@@ -44,59 +51,45 @@ fn text_id(id: &[u8]) -> Result<&str> {
     std::str::from_utf8(id).map_err(|_| ServiceError::Internal("a damaged document id in a posting".into()))
 }
 
-/// A matching document's running score.
-#[derive(Debug, Clone, Copy, Default)]
-struct Acc {
-    score: f64,
-    /// bit `i`: included clause `i` matched
-    matched: u64,
-}
-
-/// A hit in the top-k heap: ordered so the heap's top is the worst kept hit.
-#[derive(Debug)]
-struct Ranked<'a> {
-    score: f64,
-    id: &'a [u8],
-}
-impl PartialEq for Ranked<'_> {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Ranked<'_> {}
-impl Ord for Ranked<'_> {
-    /// better = higher score, then smaller id; "greater" here means worse
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.score.total_cmp(&self.score).then_with(|| self.id.cmp(o.id))
-    }
-}
-impl PartialOrd for Ranked<'_> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-/// A term of the query with its document frequency (the sum of its blocks' counts).
-#[derive(Debug, Clone)]
-struct DictTerm {
-    term: String,
-    df: u64,
-}
-
-/// The posting blocks of one term, read from the snapshot.
-fn blocks(view: &ReadView, def: &IndexDef, term: &str, stop: &Stop, budget: &mut usize) -> Result<Option<Vec<Slice>>> {
+/// The posting blocks of one term (keys and values), read from the snapshot.
+fn blocks(
+    view: &ReadView,
+    def: &IndexDef,
+    term: &str,
+    stop: &Stop,
+    budget: &mut usize,
+) -> Result<Option<Vec<(Slice, Slice)>>> {
     let prefix = FtidxKey::token_prefix(&def.table, &def.name, term);
     let scan = view.scan(Space::Ftidx, KeyRange::Prefix(prefix), false).map(|i| i.map_err(ServiceError::from));
     let mut out = Vec::new();
     for item in Watched::new(scan, stop) {
-        let (_, block) = item?;
-        match budget.checked_sub(block.len()) {
+        let (key, block) = item?;
+        match budget.checked_sub(block.len() + key.len()) {
             Some(left) => *budget = left,
             None => return Ok(None),
         }
-        out.push(block);
+        out.push((key, block));
     }
     Ok(Some(out))
+}
+
+/// One term of a clause for the document-at-a-time search: its blocks with their keys' write
+/// numbers and first ids.
+fn term_input<'a>(
+    keys: &'a [Slice],
+    store: &'a [Slice],
+    t: &'a DictTerm,
+    range: std::ops::Range<usize>,
+    clause: usize,
+    stats: Bm25,
+) -> Result<Term<'a>> {
+    let mut blocks = Vec::with_capacity(range.len());
+    for i in range {
+        let k =
+            FtidxKey::decode(&keys[i]).map_err(|e| ServiceError::Internal(format!("a damaged full-text key: {e}")))?;
+        blocks.push(Block { write: k.block, first: k.first, bytes: &store[i] });
+    }
+    Ok(Term { name: &t.term, clause, idf: stats.idf(t.df), df: t.df, blocks })
 }
 
 /// The fulltext index a search uses, as of the snapshot.
@@ -121,162 +114,6 @@ fn search_index(view: &ReadView, db: &Db, table: &str, name: Option<&str>) -> Re
             ))),
         },
     }
-}
-
-/// What one search found: every match with its score.
-struct Scored<'b> {
-    accs: HashMap<&'b [u8], Acc>,
-    /// the terms that matched, for highlights
-    terms: HashSet<String>,
-}
-
-/// Scores every document matching an included clause; removes those matching an excluded one.
-fn score_all<'b>(
-    def: &IndexDef,
-    q: &Query,
-    stats: Bm25,
-    store: &'b [Slice],
-    plan: &[ClausePlan],
-    stop: &Stop,
-) -> Result<Scored<'b>> {
-    let options = super::options::FulltextOptions::stored(&def.options, &def.fields);
-    let weights: Vec<f64> = def.fields.iter().map(|f| options.weight(f)).collect();
-    let weight = |field: u16| weights.get(usize::from(field)).copied().unwrap_or(1.0);
-    // sized for the largest clause's matches up front: growing it rehashed every posting
-    let largest = plan
-        .iter()
-        .take(q.include.len())
-        .map(|cp| match cp {
-            ClausePlan::Terms(list) => list.iter().map(|(t, _)| t.df).sum::<u64>(),
-            ClausePlan::Phrase { terms, .. } => terms.iter().map(|(t, _)| t.df).min().unwrap_or(0),
-        })
-        .max()
-        .unwrap_or(0);
-    let mut accs: HashMap<&'b [u8], Acc> =
-        HashMap::with_capacity_and_hasher(usize::try_from(largest.min(1 << 20)).unwrap_or(0), Default::default());
-    let mut excluded: HashSet<&'b [u8]> = HashSet::default();
-    let mut terms = HashSet::default();
-    for (i, cp) in plan.iter().enumerate() {
-        stop.check()?;
-        // included clauses score; excluded ones only name documents to drop
-        let bit = if i < q.include.len() { 1u64 << i } else { 0 };
-        let mut hit = |id: &'b [u8], contribution: f64| {
-            if bit == 0 {
-                excluded.insert(id);
-                return;
-            }
-            let acc = accs.entry(id).or_default();
-            acc.score += contribution;
-            acc.matched |= bit;
-        };
-        match cp {
-            ClausePlan::Terms(list) => {
-                for (t, range) in list {
-                    let idf = stats.idf(t.df);
-                    for value in &store[range.clone()] {
-                        for p in postings::decode_block(value)? {
-                            let mut contribution = 0.0;
-                            p.fields(|f| {
-                                contribution += weight(f.field) * idf * stats.tf_part(f64::from(f.tf), p.len)
-                            })?;
-                            hit(p.id, contribution);
-                        }
-                    }
-                    if bit != 0 {
-                        terms.insert(t.term.clone());
-                    }
-                }
-            }
-            ClausePlan::Phrase { terms: list, offsets } => {
-                let idf: f64 = list.iter().map(|(t, _)| stats.idf(t.df)).sum();
-                for (id, len, per_field) in phrase_matches(store, list, offsets)? {
-                    let contribution: f64 = per_field
-                        .iter()
-                        .map(|(field, freq)| weight(*field) * idf * stats.tf_part(f64::from(*freq), len))
-                        .sum();
-                    hit(id, contribution);
-                }
-                if bit != 0 {
-                    terms.extend(list.iter().map(|(t, _)| t.term.clone()));
-                }
-            }
-        }
-    }
-    accs.retain(|id, _| !excluded.contains(id));
-    Ok(Scored { accs, terms })
-}
-
-/// A clause with its terms and where their blocks are in the block store.
-enum ClausePlan {
-    Terms(Vec<(DictTerm, std::ops::Range<usize>)>),
-    Phrase { terms: Vec<(DictTerm, std::ops::Range<usize>)>, offsets: Vec<u32> },
-}
-
-type PhraseMatch<'b> = (&'b [u8], u64, Vec<(u16, u32)>);
-
-/// The documents where a phrase occurs: id, length, and per field how often. The rarest term's
-/// documents are the candidates; each other term's postings are kept only for those still in
-/// the running, and positions are decoded (into reused buffers) only for documents that hold
-/// every term.
-fn phrase_matches<'b>(
-    store: &'b [Slice],
-    terms: &[(DictTerm, std::ops::Range<usize>)],
-    offsets: &[u32],
-) -> Result<Vec<PhraseMatch<'b>>> {
-    let n = terms.len();
-    let Some((rarest, _)) = terms.iter().enumerate().min_by_key(|(_, (t, _))| t.df) else { return Ok(Vec::new()) };
-    // candidate i's posting of term k is slots[i * n + k]
-    let expected = usize::try_from(terms[rarest].0.df.min(1 << 20)).unwrap_or(0);
-    let mut index: HashMap<&'b [u8], usize> = HashMap::with_capacity_and_hasher(expected, Default::default());
-    let mut slots: Vec<Option<Posting<'b>>> = Vec::with_capacity(expected * n);
-    for value in &store[terms[rarest].1.clone()] {
-        for p in postings::decode_block(value)? {
-            let at = slots.len();
-            index.insert(p.id, at / n);
-            slots.extend(std::iter::repeat_n(None, n));
-            slots[at + rarest] = Some(p);
-        }
-    }
-    for (k, (_, range)) in terms.iter().enumerate().filter(|(k, _)| *k != rarest) {
-        for value in &store[range.clone()] {
-            for p in postings::decode_block(value)? {
-                if let Some(&i) = index.get(p.id) {
-                    slots[i * n + k] = Some(p);
-                }
-            }
-        }
-    }
-    let mut out = Vec::new();
-    let mut positions: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut fields: Vec<Vec<postings::FieldPosting<'b>>> = vec![Vec::new(); n];
-    for row in slots.chunks(n) {
-        if row.iter().any(Option::is_none) {
-            continue;
-        }
-        for (k, p) in row.iter().enumerate() {
-            fields[k].clear();
-            if let Some(p) = p {
-                p.fields(|f| fields[k].push(f))?;
-            }
-        }
-        let mut per_field = Vec::new();
-        'field: for i in 0..fields[0].len() {
-            let field = fields[0][i].field;
-            for k in 0..n {
-                let Some(fk) = fields[k].iter().find(|g| g.field == field) else { continue 'field };
-                fk.positions_into(&mut positions[k])?;
-            }
-            let freq = score::phrase_frequency(&positions, offsets);
-            if freq > 0 {
-                per_field.push((field, freq));
-            }
-        }
-        if let (false, Some(Some(first))) = (per_field.is_empty(), row.first()) {
-            out.push((first.id, first.len, per_field));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(b.0));
-    Ok(out)
 }
 
 impl Db {
@@ -359,18 +196,24 @@ impl Db {
         let (n, total_len) =
             postings::decode_stat(view.get(Space::Ftstat, &FtStatKey::stat(table, &def.name).encode())?.as_deref());
         let stats = Bm25::new(n, total_len);
-        // every clause's terms, and all their blocks read once into one store
-        let mut store: Vec<Slice> = Vec::new();
+        // every clause's terms, and all their blocks read once into one store (keys beside)
+        let (mut keys, mut store): (Vec<Slice>, Vec<Slice>) = (Vec::new(), Vec::new());
         let mut read: HashMap<String, std::ops::Range<usize>> = HashMap::default();
         // (inline: `None` once the postings read pass the budget)
         let mut budget = if inline { INLINE_POSTING_BYTES } else { usize::MAX };
-        let mut load = |term: String, store: &mut Vec<Slice>| -> Result<Option<(DictTerm, std::ops::Range<usize>)>> {
+        let mut load = |term: String,
+                        keys: &mut Vec<Slice>,
+                        store: &mut Vec<Slice>|
+         -> Result<Option<(DictTerm, std::ops::Range<usize>)>> {
             let range = match read.get(&term) {
                 Some(r) => r.clone(),
                 None => {
                     let start = store.len();
                     let Some(found) = blocks(&view, &def, &term, stop, &mut budget)? else { return Ok(None) };
-                    store.extend(found);
+                    for (k, v) in found {
+                        keys.push(k);
+                        store.push(v);
+                    }
                     read.insert(term.clone(), start..store.len());
                     start..store.len()
                 }
@@ -384,7 +227,7 @@ impl Db {
                 Clause::Phrase(parts) => {
                     let mut terms = Vec::new();
                     for (t, _) in parts {
-                        let Some(term) = load(t.clone(), &mut store)? else { return Ok(None) };
+                        let Some(term) = load(t.clone(), &mut keys, &mut store)? else { return Ok(None) };
                         terms.push(term);
                     }
                     ClausePlan::Phrase { terms, offsets: parts.iter().map(|(_, o)| *o).collect() }
@@ -392,70 +235,75 @@ impl Db {
                 other => {
                     let mut terms = Vec::new();
                     for t in expand::expand(&view, table, &def.name, other, stop)? {
-                        let Some(term) = load(t, &mut store)? else { return Ok(None) };
+                        let Some(term) = load(t, &mut keys, &mut store)? else { return Ok(None) };
                         terms.push(term);
                     }
                     ClausePlan::Terms(terms)
                 }
             });
         }
-        let Scored { mut accs, terms } = score_all(&def, &q, stats, &store, &plan, stop)?;
-        let all = if q.include.len() >= 64 { u64::MAX } else { (1u64 << q.include.len()) - 1 };
-        accs.retain(|_, a| if req.mode == Mode::All { a.matched == all } else { a.matched != 0 });
+        let options = super::options::FulltextOptions::stored(&def.options, &def.fields);
+        let weights: Vec<f64> = def.fields.iter().map(|f| options.weight(f)).collect();
         let dict = self.catalog.dict();
-        if let Some(filter) = filter {
-            let by_index = if accs.len() > FILTER_BY_INDEX_ABOVE {
-                query::indexed_matches(&view, &self.catalog, table, filter, accs.len() as u64, stop)?
-            } else {
-                None
-            };
-            match by_index {
-                Some(ids) => accs.retain(|id, _| std::str::from_utf8(id).is_ok_and(|id| ids.contains(id))),
-                None => {
-                    let mut keep = HashSet::default();
-                    for id in accs.keys() {
-                        stop.check()?;
-                        let text = text_id(id)?;
-                        if let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, text).encode())?
-                            && filter.matches(text, &blob, &dict)?
-                        {
-                            keep.insert(*id);
-                        }
-                    }
-                    accs.retain(|id, _| keep.contains(id));
-                }
-            }
-        }
         // Expired documents not yet swept are no hits, and not in `total`: their expiry entries
         // name them (one range scan, empty once the sweep has run).
         let rules = Expiry::of(&self.catalog, &dict, table);
         let now = now_ms();
-        if rules.is_some() {
-            let gone = crate::service::ttl::expired_ids(&view, table, now, stop)?;
+        let gone = match rules {
+            Some(_) => crate::service::ttl::expired_ids(&view, table, now, stop)?,
+            None => Default::default(),
+        };
+        let depth = offset + limit;
+        let phrase = plan.iter().any(|c| matches!(c, ClausePlan::Phrase { .. }));
+        let (ranked, total, exact, terms) = if filter.is_none() && !phrase {
+            let mut include = Vec::new();
+            let mut exclude = Vec::new();
+            for (i, cp) in plan.iter().enumerate() {
+                let ClausePlan::Terms(list) = cp else { continue };
+                let into = if i < q.include.len() { &mut include } else { &mut exclude };
+                for (t, range) in list {
+                    into.push(term_input(&keys, &store, t, range.clone(), i, stats)?);
+                }
+            }
+            let terms: HashSet<String> = include.iter().map(|t| t.name.to_owned()).collect();
+            let is_gone = |id: &[u8]| std::str::from_utf8(id).is_ok_and(|id| gone.contains(id));
+            let ask = Ask {
+                all: req.mode == Mode::All,
+                clauses: q.include.len(),
+                weights: &weights,
+                stats,
+                depth,
+                threshold: match req.total {
+                    Some(TotalMode::Every(_)) => u64::MAX,
+                    Some(TotalMode::UpTo(n)) => n,
+                    None => TOTAL_THRESHOLD,
+                },
+                gone: if gone.is_empty() { None } else { Some(&is_gone) },
+            };
+            let found = daat::top_k(&include, &exclude, &ask, stop)?;
+            (found.hits, found.total, found.exact, terms)
+        } else {
+            let exhaustive::Scored { mut accs, terms } =
+                exhaustive::score_all(&weights, &q, stats, &store, &plan, stop)?;
+            let all = if q.include.len() >= 64 { u64::MAX } else { (1u64 << q.include.len()) - 1 };
+            accs.retain(|_, a| if req.mode == Mode::All { a.matched == all } else { a.matched != 0 });
+            if let Some(filter) = filter {
+                self.apply_filter(&view, table, filter, &mut accs, stop)?;
+            }
             if !gone.is_empty() {
                 accs.retain(|id, _| std::str::from_utf8(id).is_ok_and(|id| !gone.contains(id)));
             }
-        }
-        let total = accs.len() as u64;
-        let depth = offset + limit;
-        let mut heap: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth + 1);
-        for (id, acc) in &accs {
-            let hit = Ranked { score: acc.score, id };
-            // a full heap takes only hits better than its worst
-            if heap.len() == depth && heap.peek().is_some_and(|worst| hit >= *worst) {
-                continue;
+            let mut heap: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth + 1);
+            for (id, acc) in &accs {
+                ranked::offer(&mut heap, depth, Ranked { score: acc.score, id });
             }
-            heap.push(hit);
-            if heap.len() > depth {
-                heap.pop();
-            }
-        }
-        let ranked: Vec<Ranked<'_>> = heap.into_sorted_vec().into_iter().skip(offset).collect();
+            (heap.into_sorted_vec(), accs.len() as u64, true, terms)
+        };
         let matched: HashSet<&str> = terms.iter().map(String::as_str).collect();
-        let mut out = Vec::with_capacity(256 * ranked.len() + 32);
+        let mut out = Vec::with_capacity(256 * ranked.len().saturating_sub(offset) + 64);
         out.extend_from_slice(b"{\"hits\":[");
         let mut first = true;
-        for r in &ranked {
+        for r in ranked.iter().skip(offset) {
             let id = text_id(r.id)?;
             let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())? else { continue };
             // one whose entry a building TTL index has not moved yet
@@ -479,10 +327,45 @@ impl Db {
             }
             out.push(b'}');
         }
-        out.extend_from_slice(b"],\"total\":");
+        out.extend_from_slice(b"],\"total\":{\"value\":");
         out.extend_from_slice(total.to_string().as_bytes());
-        out.push(b'}');
+        out.extend_from_slice(if exact { b",\"relation\":\"eq\"}}" } else { b",\"relation\":\"gte\"}}" });
         Ok(Some(out))
+    }
+
+    /// Keeps the matches the filter takes: through an index scan where one narrows it to fewer
+    /// documents than there are matches, else document by document.
+    fn apply_filter(
+        &self,
+        view: &ReadView,
+        table: &str,
+        filter: &Filter,
+        accs: &mut HashMap<&[u8], exhaustive::Acc>,
+        stop: &Stop,
+    ) -> Result<()> {
+        let by_index = if accs.len() > FILTER_BY_INDEX_ABOVE {
+            query::indexed_matches(view, &self.catalog, table, filter, accs.len() as u64, stop)?
+        } else {
+            None
+        };
+        match by_index {
+            Some(ids) => accs.retain(|id, _| std::str::from_utf8(id).is_ok_and(|id| ids.contains(id))),
+            None => {
+                let dict = self.catalog.dict();
+                let mut keep = HashSet::default();
+                for id in accs.keys() {
+                    stop.check()?;
+                    let text = text_id(id)?;
+                    if let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, text).encode())?
+                        && filter.matches(text, &blob, &dict)?
+                    {
+                        keep.insert(*id);
+                    }
+                }
+                accs.retain(|id, _| keep.contains(id));
+            }
+        }
+        Ok(())
     }
 
     /// The tokens an index makes of a text.

@@ -95,6 +95,7 @@ impl Db {
                 Value::Object(hit)
             })
             .collect();
-        serde_json::to_vec(&json!({"hits": hits, "total": total})).map_err(|e| ServiceError::Internal(e.to_string()))
+        serde_json::to_vec(&json!({"hits": hits, "total": {"value": total, "relation": "eq"}}))
+            .map_err(|e| ServiceError::Internal(e.to_string()))
     }
 }
