@@ -241,7 +241,8 @@ class Search:
         queries = self.queries.read_text().splitlines()[:20]
         for qid, q in enumerate(queries, 1):
             got = call(self.addr, "POST", f"/v1/tables/{table}/search",
-                       {"query": q, "mode": "all", "limit": 10, "fields": ["_id"]})["total"]
+                       {"query": q, "mode": "all", "limit": 10, "fields": ["_id"], "total": "exact"})["total"]
+            got = got["value"] if isinstance(got, dict) else got
             want = int(self.pg.sql(f"select count(*) from {table} d, ft_queries x "
                                    f"where x.qid = {qid} and d.tsv @@ plainto_tsquery('english', x.q)"))
             if got != want:

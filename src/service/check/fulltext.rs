@@ -164,7 +164,7 @@ pub(super) fn check_index(
             report.problem(
                 "stale_entry",
                 show(Space::Ftidx, &key),
-                "the block's head does not bound its entries exactly (largest frequency, shortest document)",
+                "the block's head does not state its entries' (frequency, length) front exactly",
             );
         }
         postings_seen += entries.len() as u64;
@@ -317,7 +317,7 @@ mod tests {
         let d = db(dir.path()).await;
         let (key, value) = block_of(&d, "data", "b");
         let (_, n, entries) = postings::block_head(&value).unwrap();
-        let mut wrong = vec![0, 99, 1, u8::try_from(n).unwrap()];
+        let mut wrong = vec![0, 1, 99, 1, u8::try_from(n).unwrap()];
         wrong.extend_from_slice(entries);
         raw(&d, move |tx| tx.put(Space::Ftidx, key, wrong)).await;
         assert_eq!(kinds(&d.check().await.unwrap()), ["stale_entry"]);

@@ -18,9 +18,10 @@
 //!   score, no document before the first of those blocks' ends can either, and the proposing
 //!   terms jump there without decoding what they pass.
 //!
-//! A block's bound (`postings::BlockBound`) is `idf · Σw · tf_part(max tf, min length)`: at least
-//! the contribution of any of its postings (BM25's term part grows with the frequency and shrinks
-//! with the length; each field adds at most its weight times that). Bounds are compared with a
+//! A block's bound (`postings::BlockBound`) is `idf · Σw · max tf_part(tf, length)` over the
+//! `(tf, length)` pairs of its head: at least the contribution of any of its postings (BM25's term
+//! part grows with the frequency and shrinks with the length; each field adds at most its weight
+//! times that). Bounds are compared with a
 //! relative margin ([`MARGIN`]), so float rounding never skips a document that ties, and ties
 //! still go to the smaller id. Scores are summed in the query's term order, as the exhaustive
 //! search sums them, so both give the same bits.
@@ -156,7 +157,7 @@ impl<'t, 'a> Cursor<'t, 'a> {
         let mut bounds = Vec::with_capacity(term.blocks.len());
         for b in &term.blocks {
             bounds.push(match postings::block_head(b.bytes)?.0 {
-                Some(h) => term.idf * weight_sum * stats.tf_part(f64::from(h.max_tf), h.min_len),
+                Some(h) => term.idf * weight_sum * h.max_of(|tf, len| stats.tf_part(f64::from(tf), len)),
                 None => f64::INFINITY,
             });
         }

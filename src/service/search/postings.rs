@@ -2,9 +2,10 @@
 //! values) and length records (`ftdlen` values).
 //!
 //! A block is a head, `n`, then `n` entries in `_id` order; the head is a 0 byte (a block of the
-//! first layout, which had none, starts with `n`, never 0), the largest term frequency of any
-//! entry in any field and the shortest document length: together they bound the BM25
-//! contribution of every posting of the block, so a top-k search can pass over a block without
+//! first layout, which had none, starts with `n`, never 0), a count `k` ≤ 4 and `k` pairs
+//! `(tf, length)`: the entries' (largest frequency in a field, document length) that no other
+//! entry beats on both (see [`BlockBound`]). They bound the BM25 contribution of every posting
+//! of the block, so a top-k search can pass over a block without
 //! decoding it (see `search::daat`). An entry is `entry_len` then
 //! `id_len id doc_len field_count (field tf positions_len positions…)…`, all LEB128 varints,
 //! positions delta-coded. The lengths let a reader skip what it does not need: scoring reads no
@@ -130,20 +131,57 @@ pub fn encode_entry_with(out: &mut Vec<u8>, id: &str, len: u64, hits: &FieldHits
 /// The first byte of a block with a head (see the module doc).
 const HEADED: u8 = 0;
 
-/// What bounds the score of every posting of a block: its largest term frequency in any one field
-/// and its shortest document. BM25's term part grows with the frequency and shrinks with the
-/// length, so `tf_part(max_tf, min_len)` times the index's summed field weights and the term's idf
-/// is at least any posting's contribution.
+/// Most `(tf, length)` pairs a block's head keeps.
+pub const BOUND_PAIRS: usize = 4;
+
+/// What bounds the score of every posting of a block: the `(term frequency, document length)`
+/// pairs no other entry beats on both (the largest frequency in any one field of the entry, and
+/// its length), at most [`BOUND_PAIRS`] of them (neighbours merged into their largest frequency
+/// and shortest length). BM25's term part grows with the frequency and shrinks with the length,
+/// so the largest `tf_part` over the pairs, times the index's summed field weights and the term's
+/// idf, is at least any posting's contribution — and for a one-field index of few pairs, exactly
+/// the block's best (Lucene keeps such pairs as "impacts").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockBound {
-    /// the largest term frequency in any field of any entry
-    pub max_tf: u32,
-    /// the shortest document of any entry
-    pub min_len: u64,
+    pairs: [(u32, u64); BOUND_PAIRS],
+    count: usize,
 }
 
-/// The bound of one encoded entry (as [`encode_entry_with`] writes it).
-fn entry_bound(raw: &[u8]) -> Result<BlockBound> {
+impl BlockBound {
+    /// The pairs, largest frequency first.
+    pub fn pairs(&self) -> &[(u32, u64)] {
+        &self.pairs[..self.count]
+    }
+
+    /// The largest `f(tf, length)` over the pairs (0 without any).
+    pub fn max_of(&self, f: impl Fn(u32, u64) -> f64) -> f64 {
+        self.pairs().iter().map(|&(tf, len)| f(tf, len)).fold(0.0, f64::max)
+    }
+
+    /// The bound of entries with these `(tf, length)` pairs.
+    fn of(mut each: Vec<(u32, u64)>) -> BlockBound {
+        each.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        // the front: by falling frequency, each kept pair shorter than every one kept before
+        let mut front: Vec<(u32, u64)> = Vec::new();
+        for p in each {
+            if front.last().is_none_or(|l| p.1 < l.1) {
+                front.push(p);
+            }
+        }
+        let mut out = BlockBound { pairs: [(0, 0); BOUND_PAIRS], count: 0 };
+        for group in front.chunks(front.len().div_ceil(BOUND_PAIRS).max(1)) {
+            let tf = group.iter().map(|p| p.0).max().unwrap_or(0);
+            let len = group.iter().map(|p| p.1).min().unwrap_or(0);
+            out.pairs[out.count] = (tf, len);
+            out.count += 1;
+        }
+        out
+    }
+}
+
+/// The `(largest tf in a field, length)` pair of one encoded entry (as [`encode_entry_with`]
+/// writes it).
+fn entry_pair(raw: &[u8]) -> Result<(u32, u64)> {
     let mut c = Cursor(raw);
     let body_len = c.num()?;
     let mut body = Cursor(c.bytes(body_len)?);
@@ -157,18 +195,12 @@ fn entry_bound(raw: &[u8]) -> Result<BlockBound> {
         let plen = body.num()?;
         body.bytes(plen)?;
     }
-    Ok(BlockBound { max_tf, min_len: len })
+    Ok((max_tf, len))
 }
 
 /// The bound of a block of these entries.
 fn bound_of<'a>(entries: impl Iterator<Item = &'a [u8]>) -> Result<BlockBound> {
-    let mut b = BlockBound { max_tf: 0, min_len: u64::MAX };
-    for e in entries {
-        let one = entry_bound(e)?;
-        b.max_tf = b.max_tf.max(one.max_tf);
-        b.min_len = b.min_len.min(one.min_len);
-    }
-    Ok(b)
+    Ok(BlockBound::of(entries.map(entry_pair).collect::<Result<Vec<_>>>()?))
 }
 
 /// A block of `entries` (already encoded, in id order), with its head.
@@ -176,8 +208,11 @@ pub fn encode_block<'a>(entries: impl ExactSizeIterator<Item = &'a [u8]> + Clone
     let bound = bound_of(entries.clone())?;
     let mut out = Vec::with_capacity(16 + entries.clone().map(<[u8]>::len).sum::<usize>());
     out.push(HEADED);
-    varint::write(&mut out, u64::from(bound.max_tf));
-    varint::write(&mut out, bound.min_len);
+    varint::write(&mut out, bound.count as u64);
+    for &(tf, len) in bound.pairs() {
+        varint::write(&mut out, u64::from(tf));
+        varint::write(&mut out, len);
+    }
     varint::write(&mut out, entries.len() as u64);
     for e in entries {
         out.extend_from_slice(e);
@@ -191,8 +226,13 @@ pub fn block_head(bytes: &[u8]) -> Result<(Option<BlockBound>, u64, &[u8])> {
     let mut c = Cursor(bytes);
     let bound = if bytes.first() == Some(&HEADED) {
         c.0 = &bytes[1..];
-        let max_tf = u32::try_from(c.num()?).map_err(|_| damaged("posting block"))?;
-        Some(BlockBound { max_tf, min_len: c.num()? })
+        let count = usize::try_from(c.num()?).ok().filter(|n| *n <= BOUND_PAIRS);
+        let count = count.ok_or_else(|| damaged("posting block"))?;
+        let mut b = BlockBound { pairs: [(0, 0); BOUND_PAIRS], count };
+        for pair in &mut b.pairs[..count] {
+            *pair = (u32::try_from(c.num()?).map_err(|_| damaged("posting block"))?, c.num()?);
+        }
+        Some(b)
     } else {
         None
     };
@@ -427,8 +467,23 @@ mod tests {
             let (bound, n, _) = block_head(&block).unwrap();
             let bound = bound.unwrap();
             prop_assert_eq!(n as usize, docs.len());
-            prop_assert_eq!(u64::from(bound.max_tf), docs.values().flat_map(|(_, h)| h.iter().map(|(_, p)| p.len() as u64)).max().unwrap());
-            prop_assert_eq!(bound.min_len, docs.values().map(|(l, _)| *l).min().unwrap());
+            // at any average length, the bound is at least every entry's term part, and exactly
+            // the best one's while the front fits the head (surely so for at most 4 entries)
+            for avg in [1.0, 37.5, 5000.0] {
+                let part = |tf: u32, len: u64| {
+                    let norm = len as f64 / avg;
+                    f64::from(tf) * 2.2 / (f64::from(tf) + 1.2 * (0.25 + 0.75 * norm))
+                };
+                let best = docs
+                    .values()
+                    .map(|(len, h)| part(h.iter().map(|(_, p)| p.len() as u32).max().unwrap(), *len))
+                    .fold(0.0, f64::max);
+                let got = bound.max_of(part);
+                prop_assert!(got >= best);
+                if docs.len() <= BOUND_PAIRS {
+                    prop_assert_eq!(got, best);
+                }
+            }
             let decoded = decode_block(&block).unwrap();
             prop_assert_eq!(decoded.len(), docs.len());
             for (p, (id, (len, hits))) in decoded.iter().zip(&docs) {
@@ -476,7 +531,8 @@ mod tests {
         assert_eq!(block_len(&block).unwrap(), 2);
         assert!(block_head(&block).unwrap().0.is_none() && head_is_exact(&block).unwrap());
         let headed = encode_block(decoded.iter().map(|p| p.raw)).unwrap();
-        assert_eq!(block_head(&headed).unwrap().0, Some(BlockBound { max_tf: 300, min_len: 1 }));
+        // a has tf 300 at length 301, b tf 1 at length 1: neither beats the other on both
+        assert_eq!(block_head(&headed).unwrap().0.unwrap().pairs(), [(300, 301), (1, 1)]);
         assert_eq!(decode_block(&headed).unwrap().len(), 2);
     }
 
