@@ -300,6 +300,8 @@ async fn a_search_of_many_postings_answers_as_one_of_few() {
         assert_eq!(st, 200, "{pool}");
         assert_eq!(inline, pool, "{q}");
         assert_eq!(inline["hits"].as_array().unwrap().len(), 20, "{q}: {inline}");
+        // only `_id` asked for: the documents are not read, and say just that
+        assert!(inline["hits"].as_array().unwrap().iter().all(|h| h["document"] == json!({"_id": h["_id"]})));
     }
     // one term: its document frequency is the exact count, however large
     let (_, r) = s.post("/v1/tables/many/search", json!({"query": "common", "limit": 1})).await;

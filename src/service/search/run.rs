@@ -19,6 +19,7 @@ use super::{AnalyzeRequest, AnalyzeResponse, AnalyzedToken, MAX_DEPTH, MAX_FRAGM
 use super::{SearchRequest, TotalMode, highlight, maintain};
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{EntityKey, FtStatKey, FtidxKey};
+use crate::service::fields::ID_FIELD;
 use crate::service::query::filter::Filter;
 use crate::service::query::{self};
 use crate::service::stop::{Stop, Watched};
@@ -303,13 +304,24 @@ impl Db {
         let mut out = Vec::with_capacity(256 * ranked.len().saturating_sub(offset) + 64);
         out.extend_from_slice(b"{\"hits\":[");
         let mut first = true;
+        // Only `_id` asked for, no expiry to check and no highlights: the hits' documents are not
+        // read (the postings are exact with the documents of this snapshot, so each exists).
+        // Reading them took 16% of a 1-term search's samples on the peers bench.
+        let ids_only = rules.is_none()
+            && req.highlight.is_none()
+            && req.fields.as_deref().is_some_and(|f| f.iter().all(|f| f == ID_FIELD));
         for r in ranked.iter().skip(offset) {
             let id = text_id(r.id)?;
-            let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())? else { continue };
-            // one whose entry a building TTL index has not moved yet
-            if rules.as_ref().map(|r| r.expired(&blob, &dict, now)).transpose()? == Some(true) {
-                continue;
-            }
+            let blob = if ids_only {
+                None
+            } else {
+                let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, id).encode())? else { continue };
+                // one whose entry a building TTL index has not moved yet
+                if rules.as_ref().map(|r| r.expired(&blob, &dict, now)).transpose()? == Some(true) {
+                    continue;
+                }
+                Some(blob)
+            };
             if !first {
                 out.push(b',');
             }
@@ -319,9 +331,16 @@ impl Db {
             out.extend_from_slice(b",\"score\":");
             serde_json::to_writer(&mut out, &r.score).map_err(|e| ServiceError::Internal(e.to_string()))?;
             out.extend_from_slice(b",\"document\":");
-            out.extend_from_slice(&query::project(&blob, &dict, id, req.fields.as_deref())?);
-            if let Some(h) = &req.highlight {
-                let marks = highlight::highlights(&def, &analyzer, &blob, &dict, &matched, h)?;
+            match &blob {
+                Some(blob) => out.extend_from_slice(&query::project(blob, &dict, id, req.fields.as_deref())?),
+                None => {
+                    out.extend_from_slice(b"{\"_id\":");
+                    serde_json::to_writer(&mut out, id).map_err(|e| ServiceError::Internal(e.to_string()))?;
+                    out.push(b'}');
+                }
+            }
+            if let (Some(h), Some(blob)) = (&req.highlight, &blob) {
+                let marks = highlight::highlights(&def, &analyzer, blob, &dict, &matched, h)?;
                 out.extend_from_slice(b",\"highlights\":");
                 serde_json::to_writer(&mut out, &marks).map_err(|e| ServiceError::Internal(e.to_string()))?;
             }
