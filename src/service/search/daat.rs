@@ -238,8 +238,16 @@ impl<'t, 'a> Cursor<'t, 'a> {
             if d >= target {
                 return Ok(Some(d));
             }
-            let write = d.write;
-            self.pi += self.postings[self.pi..].partition_point(|p| Doc::new(write, p.id) < target);
+            // gallop from the current posting (the target is mostly a few ahead), then search
+            // the last step's range; rest[0] is before the target
+            let (write, rest) = (d.write, &self.postings[self.pi..]);
+            let before = |p: &Posting<'_>| Doc::new(write, p.id) < target;
+            let mut hi = 1;
+            while hi < rest.len() && before(&rest[hi]) {
+                hi *= 2;
+            }
+            let (lo, end) = (hi / 2, hi.min(rest.len()));
+            self.pi += lo + rest[lo..end].partition_point(before);
             self.settle()?;
         }
         Ok(None)
