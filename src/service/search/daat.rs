@@ -29,8 +29,10 @@
 use super::postings::{self, Posting};
 use super::ranked::{self, Ranked};
 use super::score::Bm25;
-use crate::service::Result;
+use crate::keys::FtidxKey;
 use crate::service::stop::Stop;
+use crate::service::{Result, ServiceError};
+use crate::storage::Slice;
 use std::borrow::Cow;
 use std::collections::BinaryHeap;
 
@@ -102,6 +104,54 @@ pub struct Term<'a> {
 
 /// Says whether a document is one the search must pass over.
 pub type Gone<'g> = dyn Fn(&[u8]) -> bool + 'g;
+
+/// A term with its blocks `range` of the store (keys beside), as read for a query.
+pub fn term<'a>(
+    keys: &'a [Slice],
+    store: &'a [Slice],
+    name: &'a str,
+    df: u64,
+    range: std::ops::Range<usize>,
+    clause: usize,
+    stats: Bm25,
+) -> Result<Term<'a>> {
+    let mut blocks = Vec::with_capacity(range.len());
+    for i in range {
+        let k =
+            FtidxKey::decode(&keys[i]).map_err(|e| ServiceError::Internal(format!("a damaged full-text key: {e}")))?;
+        blocks.push(Block { write: k.block, first: k.first, bytes: &store[i] });
+    }
+    Ok(Term { name, clause, idf: stats.idf(df), df, blocks })
+}
+
+/// The documents every one of `terms` holds, in order: for each, its posting of each term
+/// (`terms.len()` postings a document). The rarest term leads; the others seek (gallop) to its
+/// documents, decoding only the blocks that may hold them.
+pub fn common<'t, 'a>(terms: &'t [Term<'a>], stop: &Stop) -> Result<Vec<Posting<'a>>> {
+    let mut cur = terms.iter().map(|t| Cursor::new(t, 1.0, Bm25::new(0, 0))).collect::<Result<Vec<_>>>()?;
+    let Some(lead) = (0..terms.len()).min_by_key(|&i| terms[i].df) else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    let mut steps = 0u32;
+    'walk: while let Some(d) = cur[lead].doc() {
+        steps = steps.wrapping_add(1);
+        if steps.is_multiple_of(512) {
+            stop.check()?;
+        }
+        for k in 0..cur.len() {
+            match cur[k].seek(d)? {
+                None => break 'walk,
+                Some(m) if m > d => {
+                    cur[lead].seek(m)?;
+                    continue 'walk;
+                }
+                Some(_) => {}
+            }
+        }
+        out.extend(cur.iter().map(|c| *c.posting()));
+        cur[lead].advance()?;
+    }
+    Ok(out)
+}
 
 /// What a search asks for.
 pub struct Ask<'s> {

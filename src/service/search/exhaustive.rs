@@ -3,8 +3,9 @@
 //! phrase needs every candidate's positions, a filter every match); term queries take the
 //! document-at-a-time top-k of `daat`, which gives the same scores.
 
+use super::daat;
 use super::parse::Query;
-use super::postings::{self, Posting};
+use super::postings;
 use super::score::{self, Bm25};
 use crate::service::Result;
 use crate::service::stop::Stop;
@@ -42,8 +43,9 @@ pub(super) fn score_all<'b>(
     weights: &[f64],
     q: &Query,
     stats: Bm25,
+    keys: &'b [Slice],
     store: &'b [Slice],
-    plan: &[ClausePlan],
+    plan: &'b [ClausePlan],
     stop: &Stop,
 ) -> Result<Scored<'b>> {
     let weight = |field: u16| weights.get(usize::from(field)).copied().unwrap_or(1.0);
@@ -94,7 +96,7 @@ pub(super) fn score_all<'b>(
             }
             ClausePlan::Phrase { terms: list, offsets } => {
                 let idf: f64 = list.iter().map(|(t, _)| stats.idf(t.df)).sum();
-                for (id, len, per_field) in phrase_matches(store, list, offsets)? {
+                for (id, len, per_field) in phrase_matches(keys, store, list, offsets, stop)? {
                     let contribution: f64 = per_field
                         .iter()
                         .map(|(field, freq)| weight(*field) * idf * stats.tf_part(f64::from(*freq), len))
@@ -121,50 +123,33 @@ pub(super) enum ClausePlan {
 
 type PhraseMatch<'b> = (&'b [u8], u64, Vec<(u16, u32)>);
 
-/// The documents where a phrase occurs: id, length, and per field how often. The rarest term's
-/// documents are the candidates; each other term's postings are kept only for those still in
-/// the running, and positions are decoded (into reused buffers) only for documents that hold
-/// every term.
+/// The documents where a phrase occurs: id, length, and per field how often. The documents
+/// holding every term come from a merge of the terms' postings (`daat::common`: no map of the
+/// rarest term's documents, no probe for every posting of the others), and positions are
+/// decoded (into reused buffers) only for those.
 fn phrase_matches<'b>(
+    keys: &'b [Slice],
     store: &'b [Slice],
-    terms: &[(DictTerm, std::ops::Range<usize>)],
+    terms: &'b [(DictTerm, std::ops::Range<usize>)],
     offsets: &[u32],
+    stop: &Stop,
 ) -> Result<Vec<PhraseMatch<'b>>> {
     let n = terms.len();
-    let Some((rarest, _)) = terms.iter().enumerate().min_by_key(|(_, (t, _))| t.df) else { return Ok(Vec::new()) };
-    // candidate i's posting of term k is slots[i * n + k]
-    let expected = usize::try_from(terms[rarest].0.df.min(1 << 20)).unwrap_or(0);
-    let mut index: HashMap<&'b [u8], usize> = HashMap::with_capacity_and_hasher(expected, Default::default());
-    let mut slots: Vec<Option<Posting<'b>>> = Vec::with_capacity(expected * n);
-    for value in &store[terms[rarest].1.clone()] {
-        for p in postings::decode_block(value)? {
-            let at = slots.len();
-            index.insert(p.id, at / n);
-            slots.extend(std::iter::repeat_n(None, n));
-            slots[at + rarest] = Some(p);
-        }
+    if n == 0 {
+        return Ok(Vec::new());
     }
-    for (k, (_, range)) in terms.iter().enumerate().filter(|(k, _)| *k != rarest) {
-        for value in &store[range.clone()] {
-            for p in postings::decode_block(value)? {
-                if let Some(&i) = index.get(p.id) {
-                    slots[i * n + k] = Some(p);
-                }
-            }
-        }
-    }
+    let inputs = terms
+        .iter()
+        .map(|(t, range)| daat::term(keys, store, &t.term, t.df, range.clone(), 0, Bm25::new(0, 0)))
+        .collect::<Result<Vec<_>>>()?;
+    let rows = daat::common(&inputs, stop)?;
     let mut out = Vec::new();
     let mut positions: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut fields: Vec<Vec<postings::FieldPosting<'b>>> = vec![Vec::new(); n];
-    for row in slots.chunks(n) {
-        if row.iter().any(Option::is_none) {
-            continue;
-        }
+    for row in rows.chunks(n) {
         for (k, p) in row.iter().enumerate() {
             fields[k].clear();
-            if let Some(p) = p {
-                p.fields(|f| fields[k].push(f))?;
-            }
+            p.fields(|f| fields[k].push(f))?;
         }
         let mut per_field = Vec::new();
         'field: for i in 0..fields[0].len() {
@@ -178,7 +163,7 @@ fn phrase_matches<'b>(
                 per_field.push((field, freq));
             }
         }
-        if let (false, Some(Some(first))) = (per_field.is_empty(), row.first()) {
+        if let (false, Some(first)) = (per_field.is_empty(), row.first()) {
             out.push((first.id, first.len, per_field));
         }
     }

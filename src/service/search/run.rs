@@ -8,7 +8,7 @@
 //! `total` is always exact. Documents are read only for the returned page (and for a filter no
 //! index narrows).
 
-use super::daat::{self, Ask, Block, Term};
+use super::daat::{self, Ask};
 use super::exhaustive::{self, ClausePlan, DictTerm};
 use super::expand;
 use super::parse::{self, Clause};
@@ -72,25 +72,6 @@ fn blocks(
         out.push((key, block));
     }
     Ok(Some(out))
-}
-
-/// One term of a clause for the document-at-a-time search: its blocks with their keys' write
-/// numbers and first ids.
-fn term_input<'a>(
-    keys: &'a [Slice],
-    store: &'a [Slice],
-    t: &'a DictTerm,
-    range: std::ops::Range<usize>,
-    clause: usize,
-    stats: Bm25,
-) -> Result<Term<'a>> {
-    let mut blocks = Vec::with_capacity(range.len());
-    for i in range {
-        let k =
-            FtidxKey::decode(&keys[i]).map_err(|e| ServiceError::Internal(format!("a damaged full-text key: {e}")))?;
-        blocks.push(Block { write: k.block, first: k.first, bytes: &store[i] });
-    }
-    Ok(Term { name: &t.term, clause, idf: stats.idf(t.df), df: t.df, blocks })
 }
 
 /// The fulltext index a search uses, as of the snapshot.
@@ -263,7 +244,7 @@ impl Db {
                 let ClausePlan::Terms(list) = cp else { continue };
                 let into = if i < q.include.len() { &mut include } else { &mut exclude };
                 for (t, range) in list {
-                    into.push(term_input(&keys, &store, t, range.clone(), i, stats)?);
+                    into.push(daat::term(&keys, &store, &t.term, t.df, range.clone(), i, stats)?);
                 }
             }
             let terms: HashSet<String> = include.iter().map(|t| t.name.to_owned()).collect();
@@ -285,7 +266,7 @@ impl Db {
             (found.hits, found.total, found.exact, terms)
         } else {
             let exhaustive::Scored { mut accs, terms } =
-                exhaustive::score_all(&weights, &q, stats, &store, &plan, stop)?;
+                exhaustive::score_all(&weights, &q, stats, &keys, &store, &plan, stop)?;
             let all = if q.include.len() >= 64 { u64::MAX } else { (1u64 << q.include.len()) - 1 };
             accs.retain(|_, a| if req.mode == Mode::All { a.matched == all } else { a.matched != 0 });
             if let Some(filter) = filter {
