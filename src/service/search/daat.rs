@@ -127,7 +127,7 @@ pub fn term<'a>(
 /// The documents every one of `terms` holds, in order: for each, its posting of each term
 /// (`terms.len()` postings a document). The rarest term leads; the others seek (gallop) to its
 /// documents, decoding only the blocks that may hold them.
-pub fn common<'t, 'a>(terms: &'t [Term<'a>], stop: &Stop) -> Result<Vec<Posting<'a>>> {
+pub fn common<'a>(terms: &[Term<'a>], stop: &Stop) -> Result<Vec<Posting<'a>>> {
     let mut cur = terms.iter().map(|t| Cursor::new(t, 1.0, Bm25::new(0, 0))).collect::<Result<Vec<_>>>()?;
     let Some(lead) = (0..terms.len()).min_by_key(|&i| terms[i].df) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
