@@ -43,6 +43,11 @@ impl Space {
             // entities): a hash index in each data block finds a key without the block's binary
             // search.
             Space::Entity => options.data_block_hash_ratio_policy(fjall::config::HashRatioPolicy::all(0.75)),
+            // Posting blocks repeat their ids' shapes and field numbers block after block: lz4 on
+            // every level, not only the deepest (fjall's default leaves levels 0-1 plain, where an
+            // index of some 100k documents lives).
+            Space::Ftidx | Space::Ftstat => options
+                .data_block_compression_policy(fjall::config::CompressionPolicy::all(fjall::CompressionType::Lz4)),
             _ => options,
         }
     }
