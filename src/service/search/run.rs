@@ -30,10 +30,13 @@ use foldhash::{HashMap, HashSet};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-/// Most bytes of postings a search run on the request's own thread may read (see [`Db::search`]):
-/// past it the search starts again on the blocking pool (measured on the peers bench: 1-term
-/// searches 194 → 121 µs server-side, 2-term and phrase searches unchanged within the noise).
-pub const INLINE_POSTING_BYTES: usize = 64 * 1024;
+/// Most bytes of postings (keys and values) a search run on the request's own thread may read
+/// (see [`Db::search`]): past it the search starts again on the blocking pool. At 64 KiB (measured
+/// on the peers bench): 1-term searches 194 → 121 µs server-side. Raised to 256 KiB once term
+/// queries merged postings rather than filling a map — about half a millisecond of work at most
+/// on a worker thread: the c32 mix of 1- and 2-term searches 5.9k → 6.7–6.8k queries/s (512 KiB
+/// gave 7.2–7.3k but lets one search hold a worker about a millisecond).
+pub const INLINE_POSTING_BYTES: usize = 256 * 1024;
 /// Deepest page (`offset + limit`) of a search run on the request's own thread.
 pub const INLINE_DEPTH: usize = 100;
 
