@@ -263,12 +263,18 @@ fn apply_net(
         let block = next_block(tx)?;
         // token → its documents in id order (`added` is ordered by id); a hash map, as an
         // import chunk has some 400 000 postings over 25 000 tokens
-        let mut by_token: foldhash::HashMap<&str, Vec<(&str, &[u8])>> = Default::default();
+        // (each posting with its `(tf, length)` pair for the block heads)
+        let mut by_token: foldhash::HashMap<&str, Vec<(&str, &[u8], (u32, u64))>> = Default::default();
         for (id, doc) in &net.added {
             n += 1;
             total += doc.len;
-            for (token, entry) in &doc.entries {
-                by_token.entry(token).or_default().push((id, entry));
+            for (i, (token, entry)) in doc.entries.iter().enumerate() {
+                let tf = doc
+                    .tfs
+                    .get(i)
+                    .copied()
+                    .ok_or_else(|| corrupt(format!("{id:?}: a posting without its frequency")))?;
+                by_token.entry(token).or_default().push((id, entry, (tf, doc.len)));
             }
         }
         {
@@ -283,9 +289,10 @@ fn apply_net(
         }
         for (token, docs) in &by_token {
             for chunk in docs.chunks(BLOCK_DOCS) {
-                let first = chunk.first().map_or("", |(id, _)| id);
+                let first = chunk.first().map_or("", |(id, _, _)| id);
                 let key = FtidxKey::new(table, index, token, block, first).encode();
-                let value = postings::encode_block(chunk.iter().map(|(_, e)| *e))?;
+                let pairs = chunk.iter().map(|(_, _, pair)| *pair).collect();
+                let value = postings::encode_block_with_pairs(chunk.iter().map(|(_, e, _)| *e), pairs);
                 // a new block number: no other key of this write is this one
                 tx.put_new(Space::Ftidx, key, value);
             }

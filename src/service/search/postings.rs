@@ -38,12 +38,20 @@ pub struct DocPostings {
     pub len: u64,
     /// `(token, encoded entry)`
     pub entries: Vec<(String, Vec<u8>)>,
+    /// each entry's largest term frequency in a field (with `len`, its pair in a block head),
+    /// known here so the committer need not parse the entries again
+    pub tfs: Vec<u32>,
 }
 
 impl DocPostings {
     /// The entries of document `id` with these terms.
     pub fn encode(id: &str, terms: DocTerms) -> DocPostings {
         let mut scratch = Vec::new();
+        let tfs = terms
+            .terms
+            .iter()
+            .map(|(_, hits)| hits.iter().map(|(_, p)| u32::try_from(p.len()).unwrap_or(u32::MAX)).max().unwrap_or(0))
+            .collect();
         let entries = terms
             .terms
             .into_iter()
@@ -53,7 +61,7 @@ impl DocPostings {
                 (token, entry)
             })
             .collect();
-        DocPostings { len: terms.len, entries }
+        DocPostings { len: terms.len, entries, tfs }
     }
 }
 
@@ -206,6 +214,18 @@ fn bound_of<'a>(entries: impl Iterator<Item = &'a [u8]>) -> Result<BlockBound> {
 /// A block of `entries` (already encoded, in id order), with its head.
 pub fn encode_block<'a>(entries: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -> Result<Vec<u8>> {
     let bound = bound_of(entries.clone())?;
+    Ok(assemble(bound, entries))
+}
+
+/// A block of `entries` (already encoded, in id order) whose `(tf, length)` pairs are known.
+pub fn encode_block_with_pairs<'a>(
+    entries: impl ExactSizeIterator<Item = &'a [u8]> + Clone,
+    pairs: Vec<(u32, u64)>,
+) -> Vec<u8> {
+    assemble(BlockBound::of(pairs), entries)
+}
+
+fn assemble<'a>(bound: BlockBound, entries: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + entries.clone().map(<[u8]>::len).sum::<usize>());
     out.push(HEADED);
     varint::write(&mut out, bound.count as u64);
@@ -217,7 +237,7 @@ pub fn encode_block<'a>(entries: impl ExactSizeIterator<Item = &'a [u8]> + Clone
     for e in entries {
         out.extend_from_slice(e);
     }
-    Ok(out)
+    out
 }
 
 /// A block's head: its bound (none in a block of the first layout), its entry count, and the
