@@ -247,6 +247,9 @@ fn corrupt(what: String) -> ServiceError {
     ServiceError::Internal(format!("damaged full-text entry: {what}"))
 }
 
+/// A posting a write adds: document id, encoded entry, and its `(tf, length)` pair.
+type NewPosting<'a> = (&'a str, &'a [u8], (u32, u64));
+
 /// Applies one index's net change; returns the dictionary entries it put.
 fn apply_net(
     tx: &mut WriteTx<'_>,
@@ -264,7 +267,7 @@ fn apply_net(
         // token → its documents in id order (`added` is ordered by id); a hash map, as an
         // import chunk has some 400 000 postings over 25 000 tokens
         // (each posting with its `(tf, length)` pair for the block heads)
-        let mut by_token: foldhash::HashMap<&str, Vec<(&str, &[u8], (u32, u64))>> = Default::default();
+        let mut by_token: foldhash::HashMap<&str, Vec<NewPosting<'_>>> = Default::default();
         for (id, doc) in &net.added {
             n += 1;
             total += doc.len;
