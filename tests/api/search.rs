@@ -61,6 +61,13 @@ async fn every_query_form_finds_what_it_should() {
     assert_eq!(search(&s, json!({"query": "grpah~1"})).await["total"]["value"], 3, "a transposition is one edit");
     assert_eq!(ids(&search(&s, json!({"query": "enginez~2"})).await), ["p3"]);
     assert_eq!(search(&s, json!({"query": "enginezz~1"})).await["total"]["value"], 0);
+    // in `all` mode a clause that expands to no term matches nothing, however common the rest
+    let none = search(&s, json!({"query": "graph zzq*", "mode": "all"})).await;
+    assert_eq!(
+        (&none["total"], none["hits"].as_array().map(Vec::len)),
+        (&json!({"value": 0, "relation": "eq"}), Some(0))
+    );
+    assert_eq!(search(&s, json!({"query": "graph zzq*"})).await["total"]["value"], 3);
     // diacritics fold both ways
     assert_eq!(ids(&search(&s, json!({"query": "creme brulee", "mode": "all"})).await), ["p4"]);
     assert_eq!(ids(&search(&s, json!({"query": "NAÏVE"})).await), ["p4"]);

@@ -360,7 +360,7 @@ pub fn top_k<'t, 'a>(
     let union = !ask.all || ask.clauses == 1;
     let plain = exclude.is_empty() && ask.gone.is_none();
     let (mut counting, mut total, mut exact) = (true, 0u64, true);
-    if plain && include.len() == 1 {
+    if plain && union && include.len() == 1 {
         (counting, total) = (false, include[0].df);
     } else if plain && union && include.iter().any(|t| t.df > ask.threshold) {
         (counting, total, exact) = (false, ask.threshold, false);
