@@ -10,8 +10,9 @@
 //! | `idx`        | `idx:{table}:{index}:{value…}:{id}`            | empty (unique: key ends at the values, value = id) |
 //! | `ridx`       | `ridx:{table}:{index}:{value}:{id}`            | empty |
 //! | `sidx`       | `sidx:{table}:{index}:{geohash}:{id}`          | lat, lon |
-//! | `ftidx`      | `ftidx:{table}:{index}:{token}:{block}:{first_id}` | a block of postings: per document id, length, per-field term frequency + positions (see [`ftidx`]) |
-//! | `ftstat`     | `ftdlen:{table}:{index}:{id}`                  | document length, block, tokens |
+//! | `ftidx`      | `ftidx:{table}:{index}:{token}:{first}`        | a block of postings: columns of document numbers, lengths, per-field term frequencies, then positions (see [`ftidx`]) |
+//! | `ftstat`     | `ftdlen:{table}:{index}:{id}`                  | document length, number, tokens |
+//! | `ftstat`     | `ftdoc:{table}:{index}:{num}`                  | the id of document number `num` |
 //! | `ftstat`     | `ftterm:{table}:{index}:{token}`               | empty: the term dictionary (a term's df is the sum of its blocks' counts) |
 //! | `ftstat`     | `ftstat:{table}:{index}`                       | N and total length |
 //! | `graph`      | `graph:out:{edge_table}:{from}:{edge_id}`      | other endpoint (+ weight) |
@@ -155,9 +156,9 @@ mod tests {
             ),
             display("ridx", &RidxKey::new("{table}", "{index}", Component::Str("{value}".into()), "{id}").encode()),
             display("sidx", &SidxKey::new("{table}", "{index}", "{geohash}", "{id}").encode()),
-            display("ftidx", &FtidxKey::new("{table}", "{index}", "{token}", 0, "{first_id}").encode())
-                .replace(":0:", ":{block}:"),
+            display("ftidx", &FtidxKey::new("{table}", "{index}", "{token}", 0).encode()).replace(":0", ":{first}"),
             display("ftstat", &FtStatKey::doc_len("{table}", "{index}", "{id}").encode()),
+            display("ftstat", &FtStatKey::doc("{table}", "{index}", 0).encode()).replace(":0", ":{num}"),
             display("ftstat", &FtStatKey::term("{table}", "{index}", "{token}").encode()),
             display("ftstat", &FtStatKey::stat("{table}", "{index}").encode()),
             display("graph", &GraphKey::new(Direction::Out, "{edge_table}", "{from}", "{edge_id}").encode()),

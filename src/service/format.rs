@@ -15,13 +15,18 @@
 //!   see `service::vectors::layout`) instead of by document id. An older directory's vector
 //!   indexes are rewritten in the stamping write (`service::vectors::upgrade`); until it
 //!   commits, they are read in the old layout.
+//! - 5: fulltext postings by document number (`ftidx:{table}:{index}:{token}:{first}`, blocks of
+//!   columns; `ftdoc` maps numbers to ids; see `service::search::block`). An older directory's
+//!   fulltext indexes are rebuilt from their documents in the stamping write
+//!   (`service::search::upgrade`); a search that runs before it commits reads keys it cannot
+//!   decode and fails (500) rather than answer wrong.
 
 use super::{Result, ServiceError};
 use crate::keys::MetaKey;
 use crate::storage::{ReadView, Space, Store, WriteTx};
 
 /// The format this build writes, and the newest it reads.
-pub const DATA_FORMAT: u32 = 4;
+pub const DATA_FORMAT: u32 = 5;
 
 /// The format of the directory `store` opened: its stamp, or 1 when it has none.
 pub(crate) fn read(store: &Store) -> Result<u32> {

@@ -135,7 +135,8 @@ impl Db {
             let catalog = db.catalog.clone();
             format::upgrade(&db.store, found_format, move |tx, found| {
                 timeseries::upgrade(tx, found)?;
-                vectors::upgrade(tx, found, &catalog)
+                vectors::upgrade(tx, found, &catalog)?;
+                search::upgrade::upgrade(tx, found, &catalog)
             })?;
         }
         let took = db.open_vector_indexes()?;

@@ -1,23 +1,26 @@
 //! `check` for fulltext indexes: every document's postings, length record, and the index's
 //! document frequencies, `N` and total length, against the stored documents.
 //!
-//! Forward, document by document: the document is analyzed, and its length record and each of
-//! its postings (found in the block the record names) must say exactly that. Backward, key by
-//! key: every block must decode with its entries in id order, the postings must number exactly
-//! what the documents account for (so there is none without its document), each term's stored
-//! document frequency must equal its postings, each length record must have its document, and
-//! `N` and the total length must be the documents' sums.
+//! Forward, document by document: the document is analyzed, and its length record, its number's
+//! `ftdoc` entry and each of its postings (found in the block its number falls in) must say
+//! exactly that. Backward, key by key: every block must decode with its documents in number
+//! order (after the token's block before it, from its key's number) and a head that states its
+//! front exactly, every posting must name a numbered document, the postings must number exactly
+//! what the documents account for (so there is none without its document), each term must be in
+//! the dictionary, each length record and number entry must have its document, and `N`, the
+//! total length and the next number must agree with the documents.
 
 use super::report::CheckReport;
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::{EntityKey, FtStatKey, FtidxKey};
+use crate::service::search::block::{self, BlockBound, Decoded};
 use crate::service::search::maintain;
-use crate::service::search::postings::{self, LenRecord};
+use crate::service::search::postings::{self, LenRecord, Stat};
 use crate::service::stop::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 /// What the documents of one index account for.
@@ -70,42 +73,57 @@ pub(super) fn check_document(
         }
     };
     let tokens: Vec<&String> = terms.terms.iter().map(|(t, _)| t).collect();
-    if record.len != terms.len || record.block == 0 || record.tokens.iter().collect::<Vec<_>>() != tokens {
+    if record.len != terms.len || record.num == 0 || record.tokens.iter().collect::<Vec<_>>() != tokens {
         report.problem(
             "stale_entry",
             show(Space::Ftstat, &dkey),
             format!(
-                "says length {} and {} tokens; the document has {} and {}",
+                "says length {} and {} tokens (number {}); the document has {} and {}",
                 record.len,
                 record.tokens.len(),
+                record.num,
                 terms.len,
                 tokens.len()
             ),
         );
     }
+    let nkey = FtStatKey::doc(table, index, record.num).encode();
+    match view.get(Space::Ftstat, &nkey)? {
+        None => report.problem("missing_entry", show(Space::Ftstat, &nkey), format!("document {id:?} has this number")),
+        Some(named) if *named != *id.as_bytes() => report.problem(
+            "stale_entry",
+            show(Space::Ftstat, &nkey),
+            format!("names {:?}; document {id:?} has this number", String::from_utf8_lossy(&named)),
+        ),
+        Some(_) => {}
+    }
+    let mut lists: Vec<Vec<u32>> = Vec::new();
     for (token, hits) in &terms.terms {
-        let lower = FtidxKey::block_prefix(table, index, token, record.block);
-        let upper = FtidxKey::new(table, index, token, record.block, id).encode();
+        let lower = FtidxKey::token_prefix(table, index, token);
+        let upper = FtidxKey::new(table, index, token, record.num).encode();
         let block = view
             .scan(Space::Ftidx, KeyRange::Between(Bound::Included(lower), Bound::Included(upper.clone())), true)
             .next()
             .transpose()?;
-        let found = match &block {
-            Some((_, value)) => postings::decode_block(value)
-                .ok()
-                .and_then(|entries| {
-                    entries.into_iter().find(|p| p.id == id.as_bytes()).map(|p| (p.len, p.field_list()))
-                })
-                .map(|(len, fields)| -> Result<_> {
-                    let mut got = Vec::new();
-                    for f in fields? {
-                        got.push((f.field, f.positions()?));
-                    }
-                    Ok((len, got))
-                })
-                .transpose()?,
-            None => None,
-        };
+        let mut found = None;
+        if let Some((key, value)) = &block
+            && let Ok(k) = FtidxKey::decode(key)
+        {
+            let mut d = Decoded::default();
+            if d.load(k.first, value).is_ok()
+                && d.locate_positions().is_ok()
+                && let Some(i) = d.docs.iter().position(|&n| n == record.num)
+            {
+                let pairs: Vec<(u16, u32)> = d.field_pairs(i).collect();
+                let tfs: Vec<u32> = pairs.iter().map(|p| p.1).collect();
+                lists.resize_with(tfs.len(), Vec::new);
+                let got = match block::field_positions(d.positions_of(i), &tfs, &mut lists) {
+                    Ok(()) => pairs.iter().zip(&lists).map(|(p, l)| (p.0, l.clone())).collect::<Vec<_>>(),
+                    Err(_) => Vec::new(),
+                };
+                found = Some((d.lens[i], got));
+            }
+        }
         match found {
             None => report.problem(
                 "missing_entry",
@@ -132,8 +150,30 @@ pub(super) fn check_index(
     stop: &Stop,
 ) -> Result<u64> {
     let (table, index) = (def.table.as_str(), def.name.as_str());
+    // the numbered documents: each named document's length record gives it that number
+    let mut numbered: HashMap<u64, ()> = HashMap::new();
+    let scan = view.scan(Space::Ftstat, KeyRange::Prefix(FtStatKey::doc_prefix(table, index)), false);
+    for item in Watched::new(scan.map(|i| i.map_err(ServiceError::from)), stop) {
+        let (key, value) = item?;
+        let Ok(FtStatKey::Doc { num, .. }) = FtStatKey::decode(&key) else { continue };
+        numbered.insert(num, ());
+        let id = String::from_utf8_lossy(&value);
+        let record = view.get(Space::Ftstat, &FtStatKey::doc_len(table, index, &id).encode())?;
+        match record.map(|r| LenRecord::decode(&r)).transpose() {
+            Ok(Some(r)) if r.num == num => {}
+            Ok(None) => {
+                report.problem("orphan_entry", show(Space::Ftstat, &key), format!("document {id:?} is not indexed"))
+            }
+            _ => {
+                report.problem("stale_entry", show(Space::Ftstat, &key), format!("document {id:?} has another number"))
+            }
+        }
+    }
     let mut df: BTreeMap<String, u64> = BTreeMap::new();
     let mut postings_seen = 0u64;
+    let mut highest = 0u64;
+    // the token of the block before, and its last document
+    let mut before: Option<(String, u64)> = None;
     let scan = view.scan(Space::Ftidx, KeyRange::Prefix(FtidxKey::index_prefix(table, index)), false);
     for item in Watched::new(scan.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, value) = item?;
@@ -144,31 +184,42 @@ pub(super) fn check_index(
                 continue;
             }
         };
-        let entries = match postings::decode_block(&value) {
-            Ok(e) => e,
-            Err(e) => {
-                report.problem("stale_entry", show(Space::Ftidx, &key), e.to_string());
-                continue;
-            }
+        let mut d = Decoded::default();
+        if let Err(e) = d.load(k.first, &value).and_then(|()| d.locate_positions()) {
+            report.problem("stale_entry", show(Space::Ftidx, &key), e.to_string());
+            continue;
+        }
+        let after = match &before {
+            Some((token, last)) if *token == *k.token => Some(*last),
+            _ => None,
         };
-        let ordered = entries.windows(2).all(|w| w[0].id < w[1].id);
-        let valid = entries.iter().all(|p| p.id_str().is_ok());
-        if !valid || entries.is_empty() || !ordered || entries.first().is_some_and(|p| p.id < k.first.as_bytes()) {
+        let ordered = d.docs.windows(2).all(|w| w[0] < w[1]);
+        let placed = d.docs.first().is_some_and(|&f| f >= k.first && after.is_none_or(|a| f > a));
+        if !ordered || !placed {
             report.problem(
                 "stale_entry",
                 show(Space::Ftidx, &key),
-                "a block holds documents in id order, from its first id",
+                "a block holds documents in number order, from its key's number, after the block before",
             );
         }
-        if !postings::head_is_exact(&value)? {
+        let (head, _, _) = block::head(&value)?;
+        let pairs = (0..d.len()).map(|i| (d.field_pairs(i).map(|p| p.1).max().unwrap_or(0), d.lens[i])).collect();
+        if BlockBound::of(pairs) != head {
             report.problem(
                 "stale_entry",
                 show(Space::Ftidx, &key),
-                "the block's head does not state its entries' (frequency, length) front exactly",
+                "the block's head does not state its postings' (frequency, length) front exactly",
             );
         }
-        postings_seen += entries.len() as u64;
-        *df.entry(k.token.into_owned()).or_default() += entries.len() as u64;
+        if let Some(&num) = d.docs.iter().find(|n| !numbered.contains_key(n)) {
+            report.problem("orphan_entry", show(Space::Ftidx, &key), format!("no document has number {num}"));
+        }
+        if let Some(&last) = d.docs.last() {
+            highest = highest.max(last);
+            before = Some((k.token.to_string(), last));
+        }
+        postings_seen += d.len() as u64;
+        *df.entry(k.token.into_owned()).or_default() += d.len() as u64;
     }
     let index_shown = show(Space::Ftidx, &FtidxKey::index_prefix(table, index));
     if postings_seen != tally.postings {
@@ -217,14 +268,22 @@ pub(super) fn check_index(
         }
     }
     let skey = FtStatKey::stat(table, index).encode();
-    let (n, total) = postings::decode_stat(view.get(Space::Ftstat, &skey)?.as_deref());
-    if (n, total) != (tally.docs, tally.total) || records != tally.docs {
+    let stat = match Stat::decode(view.get(Space::Ftstat, &skey)?.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            report.problem("stale_entry", show(Space::Ftstat, &skey), e.to_string());
+            Stat::default()
+        }
+    };
+    let numbers = numbered.len() as u64;
+    let next_ok = numbered.keys().chain([&highest]).all(|&n| n < stat.next || n == 0);
+    if (stat.n, stat.total) != (tally.docs, tally.total) || records != tally.docs || numbers != tally.docs || !next_ok {
         report.problem(
             "stat_mismatch",
             show(Space::Ftstat, &skey),
             format!(
-                "says N = {n}, total length {total}; {records} length records; the documents: N = {}, total {}",
-                tally.docs, tally.total
+                "says N = {}, total length {}, next number {}; {records} length records, {numbers} numbered; the documents: N = {}, total {}",
+                stat.n, stat.total, stat.next, tally.docs, tally.total
             ),
         );
     }
@@ -234,6 +293,7 @@ pub(super) fn check_index(
 #[cfg(test)]
 mod tests {
     use crate::keys::{FtStatKey, FtidxKey};
+    use crate::service::search::block::{self, Decoded, PostingIn};
     use crate::service::search::postings;
     use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions};
     use crate::storage::{KeyRange, Space, StorageConfig};
@@ -278,15 +338,28 @@ mod tests {
             .unwrap();
     }
 
-    /// The block of `token` holding document `id`.
-    fn block_of(db: &Arc<Db>, token: &str, id: &str) -> (Vec<u8>, Vec<u8>) {
+    /// The number of document `id`.
+    fn num_of(db: &Arc<Db>, id: &str) -> u64 {
+        let view = db.store().snapshot();
+        let record = view.get(Space::Ftstat, &FtStatKey::doc_len("t", "ft", id).encode()).unwrap().unwrap();
+        postings::LenRecord::decode(&record).unwrap().num
+    }
+
+    /// The block of `token` holding document `id`, with its key's number.
+    fn block_of(db: &Arc<Db>, token: &str, id: &str) -> (Vec<u8>, Vec<u8>, u64) {
+        let num = num_of(db, id);
         let view = db.store().snapshot();
         let found = view
             .scan(Space::Ftidx, KeyRange::Prefix(FtidxKey::token_prefix("t", "ft", token)), false)
             .map(Result::unwrap)
-            .find(|(_, v)| postings::decode_block(v).unwrap().iter().any(|p| p.id == id.as_bytes()));
+            .find(|(k, v)| {
+                let mut d = Decoded::default();
+                d.load(FtidxKey::decode(k).unwrap().first, v).unwrap();
+                d.docs.contains(&num)
+            });
         let (k, v) = found.unwrap();
-        (k.to_vec(), v.to_vec())
+        let first = FtidxKey::decode(&k).unwrap().first;
+        (k.to_vec(), v.to_vec(), first)
     }
 
     #[tokio::test]
@@ -294,7 +367,7 @@ mod tests {
         // a block gone: the posting is missing, and the counts no longer add up
         let dir = tempfile::tempdir().unwrap();
         let d = db(dir.path()).await;
-        let (key, _) = block_of(&d, "x", "a");
+        let (key, _, _) = block_of(&d, "x", "a");
         raw(&d, move |tx| tx.delete(Space::Ftidx, key)).await;
         let report = d.check().await.unwrap();
         assert_eq!(kinds(&report), ["count_mismatch", "missing_entry", "stat_mismatch"], "{report:?}");
@@ -302,33 +375,50 @@ mod tests {
         // a posting whose positions were changed
         let dir = tempfile::tempdir().unwrap();
         let d = db(dir.path()).await;
-        let (key, value) = block_of(&d, "data", "b");
-        let entries = postings::decode_block(&value).unwrap();
-        let mut changed = Vec::new();
-        postings::encode_entry(&mut changed, "b", 2, &vec![(0, vec![0, 5])]);
-        let rebuilt: Vec<&[u8]> =
-            entries.iter().map(|p| if p.id == b"b" { changed.as_slice() } else { p.raw }).collect();
-        let block = postings::encode_block(rebuilt.into_iter()).unwrap();
+        let (key, value, first) = block_of(&d, "data", "b");
+        let b = num_of(&d, "b");
+        let mut dec = Decoded::default();
+        dec.load(first, &value).unwrap();
+        dec.locate_positions().unwrap();
+        let pairs: Vec<Vec<(u16, u32)>> = (0..dec.len()).map(|i| dec.field_pairs(i).collect()).collect();
+        let mut moved = Vec::new();
+        block::encode_positions(&mut moved, &[0, 5]);
+        let mut ins: Vec<PostingIn<'_>> = (0..dec.len()).map(|i| dec.posting_in(i, &pairs[i])).collect();
+        for p in &mut ins {
+            if p.num == b {
+                p.positions = &moved;
+            }
+        }
+        let block = block::encode(first, &ins);
         raw(&d, move |tx| tx.put(Space::Ftidx, key, block)).await;
         assert_eq!(kinds(&d.check().await.unwrap()), ["stale_entry"]);
 
-        // a block whose head claims a larger frequency than its entries hold
+        // a block whose head claims a larger frequency than its postings hold
         let dir = tempfile::tempdir().unwrap();
         let d = db(dir.path()).await;
-        let (key, value) = block_of(&d, "data", "b");
-        let (_, n, entries) = postings::block_head(&value).unwrap();
-        let mut wrong = vec![0, 1, 99, 1, u8::try_from(n).unwrap()];
-        wrong.extend_from_slice(entries);
+        let (key, value, _) = block_of(&d, "data", "b");
+        let (_, _, rest) = block::head(&value).unwrap();
+        let n = block::len(&value).unwrap();
+        let mut wrong = vec![1, 99, 1, u8::try_from(n).unwrap()];
+        wrong.extend_from_slice(rest);
         raw(&d, move |tx| tx.put(Space::Ftidx, key, wrong)).await;
         assert_eq!(kinds(&d.check().await.unwrap()), ["stale_entry"]);
+
+        // a number entry naming another document
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path()).await;
+        let a = num_of(&d, "a");
+        raw(&d, move |tx| tx.put(Space::Ftstat, FtStatKey::doc("t", "ft", a).encode(), b"b".to_vec())).await;
+        assert_eq!(kinds(&d.check().await.unwrap()), ["stale_entry", "stale_entry"]);
 
         // statistics off by one, and a length record of a document that does not exist
         let dir = tempfile::tempdir().unwrap();
         let d = db(dir.path()).await;
         raw(&d, |tx| {
-            tx.put(Space::Ftstat, FtStatKey::stat("t", "ft").encode(), postings::encode_stat(3, 6));
+            let stat = postings::Stat { n: 3, total: 6, next: 3 };
+            tx.put(Space::Ftstat, FtStatKey::stat("t", "ft").encode(), stat.encode());
             tx.put(Space::Ftstat, FtStatKey::term("t", "ft", "ghost").encode(), Vec::new());
-            let record = postings::LenRecord { len: 1, block: 1, tokens: vec!["ghost".into()] };
+            let record = postings::LenRecord { len: 1, num: 1, tokens: vec!["ghost".into()] };
             tx.put(Space::Ftstat, FtStatKey::doc_len("t", "ft", "zz").encode(), record.encode());
         })
         .await;

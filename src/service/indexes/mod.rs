@@ -406,7 +406,7 @@ fn prepare_chunk(
             None => entries,
         };
         let terms = if def.kind == IndexKind::Fulltext {
-            Some(DocPostings::encode(&id, postings::analyze(&def, &maintain::analyzer(&def), &blob, &dict)?))
+            Some(DocPostings::encode(postings::analyze(&def, &maintain::analyzer(&def), &blob, &dict)?))
         } else {
             None
         };

@@ -1,9 +1,8 @@
 //! Top-k of a query of term clauses, document at a time, skipping what cannot enter the top k.
 //!
-//! Every term's blocks, read in key order, list its documents in one order shared by all terms:
-//! the number of the write that indexed the document, then its id (see `keys::ftidx`: a document's
-//! postings are all in blocks of its write, and a write's blocks split its ids in order). So the
-//! terms' postings merge like sorted lists: no map of every match is built. The cursors that
+//! Every term's blocks, read in key order, list its documents by their number in the index (see
+//! `keys::ftidx`), one order shared by all terms. So the terms' postings merge like sorted lists
+//! of integers: no map of every match is built. The cursors that
 //! propose candidates wait in a queue by their current document; a candidate costs work for the
 //! terms that hold it, not for every term.
 //!
@@ -18,72 +17,30 @@
 //!   score, no document before the first of those blocks' ends can either, and the proposing
 //!   terms jump there without decoding what they pass.
 //!
-//! A block's bound (`postings::BlockBound`) is `idf · Σw · max tf_part(tf, length)` over the
+//! A block's bound (`block::BlockBound`) is `idf · Σw · max tf_part(tf, length)` over the
 //! `(tf, length)` pairs of its head: at least the contribution of any of its postings (BM25's term
 //! part grows with the frequency and shrinks with the length; each field adds at most its weight
 //! times that). Bounds are compared with a
 //! relative margin ([`MARGIN`]), so float rounding never skips a document that ties, and ties
-//! still go to the smaller id. Scores are summed in the query's term order, as the exhaustive
+//! go to the smaller number (the document indexed first, as in Lucene and tantivy). Scores are summed in the query's term order, as the exhaustive
 //! search sums them, so both give the same bits.
 
-use super::postings::{self, Posting};
+use super::block::{self, Decoded};
 use super::ranked::{self, Ranked};
 use super::score::Bm25;
 use crate::keys::FtidxKey;
 use crate::service::stop::Stop;
 use crate::service::{Result, ServiceError};
 use crate::storage::Slice;
-use std::borrow::Cow;
 use std::collections::BinaryHeap;
 
 /// Relative slack on every bound comparison (float sums in another order may differ by ulps).
 const MARGIN: f64 = 1e-9;
 
-/// A document's place in every term's postings: its write's number, then its id. `head` is the
-/// id's first 8 bytes (big-endian, zero-padded), so most comparisons of ids are one integer
-/// comparison rather than a `memcmp` call (the merge's hottest path).
-#[derive(Debug, Clone, Copy)]
-struct Doc<'a> {
-    write: u64,
-    head: u64,
-    id: &'a [u8],
-}
-
-impl<'a> Doc<'a> {
-    fn new(write: u64, id: &'a [u8]) -> Self {
-        let mut b = [0u8; 8];
-        let n = id.len().min(8);
-        b[..n].copy_from_slice(&id[..n]);
-        Doc { write, head: u64::from_be_bytes(b), id }
-    }
-}
-
-impl Ord for Doc<'_> {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.write.cmp(&o.write).then(self.head.cmp(&o.head)).then_with(|| {
-            // ids of at most 8 bytes with the same padded head differ only in length
-            if self.id.len() <= 8 && o.id.len() <= 8 { self.id.len().cmp(&o.id.len()) } else { self.id.cmp(o.id) }
-        })
-    }
-}
-impl PartialOrd for Doc<'_> {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl PartialEq for Doc<'_> {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o).is_eq()
-    }
-}
-impl Eq for Doc<'_> {}
-
 /// One block of a term, as read from the snapshot.
 pub struct Block<'a> {
-    /// the number of the write that made it
-    pub write: u64,
-    /// its key's first id: at or below the id of each document it holds
-    pub first: Cow<'a, str>,
+    /// the number its key starts at: at or below that of each document it holds
+    pub first: u64,
     /// the block value
     pub bytes: &'a [u8],
 }
@@ -102,8 +59,8 @@ pub struct Term<'a> {
     pub blocks: Vec<Block<'a>>,
 }
 
-/// Says whether a document is one the search must pass over.
-pub type Gone<'g> = dyn Fn(&[u8]) -> bool + 'g;
+/// Says whether a document (by number) is one the search must pass over.
+pub type Gone<'g> = dyn Fn(u64) -> bool + 'g;
 
 /// A term with its blocks `range` of the store (keys beside), as read for a query.
 pub fn term<'a>(
@@ -119,18 +76,30 @@ pub fn term<'a>(
     for i in range {
         let k =
             FtidxKey::decode(&keys[i]).map_err(|e| ServiceError::Internal(format!("a damaged full-text key: {e}")))?;
-        blocks.push(Block { write: k.block, first: k.first, bytes: &store[i] });
+        blocks.push(Block { first: k.first, bytes: &store[i] });
     }
     Ok(Term { name, clause, idf: stats.idf(df), df, blocks })
 }
 
-/// The documents every one of `terms` holds, in order: for each, its posting of each term
-/// (`terms.len()` postings a document). The rarest term leads; the others seek (gallop) to its
-/// documents, decoding only the blocks that may hold them.
-pub fn common<'a>(terms: &[Term<'a>], stop: &Stop) -> Result<Vec<Posting<'a>>> {
+/// One term's posting of a document every term holds (see [`common`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Held<'d> {
+    /// the document's length
+    pub len: u64,
+    /// the term's fields in it
+    pub fields: &'d [u16],
+    /// the term's frequency in each
+    pub tfs: &'d [u32],
+    /// their positions (see `block::field_positions`)
+    pub positions: &'d [u8],
+}
+
+/// Calls `f` with each document every one of `terms` holds, in order, and each term's posting
+/// of it. The rarest term leads; the others seek (gallop) to its documents, decoding only the
+/// blocks that may hold them.
+pub fn common(terms: &[Term<'_>], stop: &Stop, mut f: impl FnMut(u64, &[Held<'_>]) -> Result<()>) -> Result<()> {
     let mut cur = terms.iter().map(|t| Cursor::new(t, 1.0, Bm25::new(0, 0))).collect::<Result<Vec<_>>>()?;
-    let Some(lead) = (0..terms.len()).min_by_key(|&i| terms[i].df) else { return Ok(Vec::new()) };
-    let mut out = Vec::new();
+    let Some(lead) = (0..terms.len()).min_by_key(|&i| terms[i].df) else { return Ok(()) };
     let mut steps = 0u32;
     'walk: while let Some(d) = cur[lead].doc() {
         steps = steps.wrapping_add(1);
@@ -147,10 +116,14 @@ pub fn common<'a>(terms: &[Term<'a>], stop: &Stop) -> Result<Vec<Posting<'a>>> {
                 Some(_) => {}
             }
         }
-        out.extend(cur.iter().map(|c| *c.posting()));
+        for c in &mut cur {
+            c.block.locate_positions()?;
+        }
+        let row: Vec<Held<'_>> = cur.iter().map(Cursor::held).collect();
+        f(d, &row)?;
         cur[lead].advance()?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What a search asks for.
@@ -173,9 +146,9 @@ pub struct Ask<'s> {
 }
 
 /// What a search found.
-pub struct Found<'a> {
+pub struct Found {
     /// the best `depth` hits, best first
-    pub hits: Vec<Ranked<'a>>,
+    pub hits: Vec<Ranked>,
     /// the matches counted
     pub total: u64,
     /// whether `total` is every match (else there are more)
@@ -186,53 +159,52 @@ pub struct Found<'a> {
 struct Cursor<'t, 'a> {
     term: &'t Term<'a>,
     /// each block's start
-    starts: Vec<Doc<'t>>,
-    /// each block's score bound (infinite for a block without a head)
+    starts: Vec<u64>,
+    /// each block's score bound
     bounds: Vec<f64>,
     /// the largest of them
     max: f64,
     /// the current block
     bi: usize,
     /// its postings, once decoded (`loaded` says which block they are)
-    postings: Vec<Posting<'a>>,
+    block: Decoded<'a>,
     loaded: Option<usize>,
     /// the current posting in them
     pi: usize,
     /// its document
-    here: Option<Doc<'a>>,
+    here: Option<u64>,
 }
 
 impl<'t, 'a> Cursor<'t, 'a> {
     fn new(term: &'t Term<'a>, weight_sum: f64, stats: Bm25) -> Result<Self> {
         let mut bounds = Vec::with_capacity(term.blocks.len());
         for b in &term.blocks {
-            bounds.push(match postings::block_head(b.bytes)?.0 {
-                Some(h) => term.idf * weight_sum * h.max_of(|tf, len| stats.tf_part(f64::from(tf), len)),
-                None => f64::INFINITY,
-            });
+            let h = block::head(b.bytes)?.0;
+            bounds.push(term.idf * weight_sum * h.max_of(|tf, len| stats.tf_part(f64::from(tf), len)));
         }
         let max = bounds.iter().copied().fold(0.0, f64::max);
-        let starts = term.blocks.iter().map(|b| Doc::new(b.write, b.first.as_bytes())).collect();
-        let mut c = Cursor { term, starts, bounds, max, bi: 0, postings: Vec::new(), loaded: None, pi: 0, here: None };
+        let starts = term.blocks.iter().map(|b| b.first).collect();
+        let mut c =
+            Cursor { term, starts, bounds, max, bi: 0, block: Decoded::default(), loaded: None, pi: 0, here: None };
         c.settle()?;
         Ok(c)
     }
 
-    fn start(&self, j: usize) -> Option<Doc<'t>> {
+    fn start(&self, j: usize) -> Option<u64> {
         self.starts.get(j).copied()
     }
 
     /// Moves past exhausted blocks to the current posting and caches its document in `here`
     /// (`None` at the end), decoding a block when it becomes the current one.
     fn settle(&mut self) -> Result<()> {
-        while let Some(block) = self.term.blocks.get(self.bi) {
+        while let Some(b) = self.term.blocks.get(self.bi) {
             if self.loaded != Some(self.bi) {
-                self.postings = postings::decode_block(block.bytes)?;
+                self.block.load(b.first, b.bytes)?;
                 self.loaded = Some(self.bi);
                 self.pi = 0;
             }
-            if let Some(p) = self.postings.get(self.pi) {
-                self.here = Some(Doc::new(block.write, p.id));
+            if let Some(&d) = self.block.docs.get(self.pi) {
+                self.here = Some(d);
                 return Ok(());
             }
             self.bi += 1;
@@ -242,13 +214,16 @@ impl<'t, 'a> Cursor<'t, 'a> {
     }
 
     /// The current document (`None` at the end).
-    fn doc(&self) -> Option<Doc<'a>> {
+    fn doc(&self) -> Option<u64> {
         self.here
     }
 
-    /// The current posting (while [`Cursor::doc`] is a document).
-    fn posting(&self) -> &Posting<'a> {
-        &self.postings[self.pi]
+    /// The current posting (while [`Cursor::doc`] is a document; its block's positions
+    /// located).
+    fn held(&self) -> Held<'_> {
+        let (i, b) = (self.pi, &self.block);
+        let r = b.at[i]..b.at[i + 1];
+        Held { len: b.lens[i], fields: &b.fields[r.clone()], tfs: &b.tfs[r], positions: b.positions_of(i) }
     }
 
     fn advance(&mut self) -> Result<()> {
@@ -259,7 +234,7 @@ impl<'t, 'a> Cursor<'t, 'a> {
     /// The block that would hold `target`, from the current one on: the last starting at or
     /// before it. Targets mostly fall in the current block (one comparison with the next
     /// block's start); else a gallop then a binary search over the blocks ahead.
-    fn block_of(&self, target: Doc<'_>) -> usize {
+    fn block_of(&self, target: u64) -> usize {
         let starts = &self.starts;
         let starts_by = |j: usize| starts.get(j).is_some_and(|s| *s <= target);
         if !starts_by(self.bi + 1) {
@@ -276,7 +251,7 @@ impl<'t, 'a> Cursor<'t, 'a> {
     }
 
     /// Moves to the first document at or after `target`, decoding only the block that can hold it.
-    fn seek(&mut self, target: Doc<'_>) -> Result<Option<Doc<'a>>> {
+    fn seek(&mut self, target: u64) -> Result<Option<u64>> {
         match self.here {
             None => return Ok(None),
             Some(h) if h >= target => return Ok(Some(h)),
@@ -284,28 +259,17 @@ impl<'t, 'a> Cursor<'t, 'a> {
         }
         self.bi = self.block_of(target);
         self.settle()?;
-        while let Some(d) = self.here {
-            if d >= target {
-                return Ok(Some(d));
-            }
-            // gallop from the current posting (the target is mostly a few ahead), then search
-            // the last step's range; rest[0] is before the target
-            let (write, rest) = (d.write, &self.postings[self.pi..]);
-            let before = |p: &Posting<'_>| Doc::new(write, p.id) < target;
-            let mut hi = 1;
-            while hi < rest.len() && before(&rest[hi]) {
-                hi *= 2;
-            }
-            let (lo, end) = (hi / 2, hi.min(rest.len()));
-            self.pi += lo + rest[lo..end].partition_point(before);
+        if self.here.is_some_and(|d| d < target) {
+            // within the block: its numbers ascend
+            self.pi += self.block.docs[self.pi..].partition_point(|&d| d < target);
             self.settle()?;
         }
-        Ok(None)
+        Ok(self.here)
     }
 
     /// The bound of the block that would hold `target`, and where that block ends (the next
     /// block's start; `None`: the term's last block). Nothing is decoded.
-    fn bound_at(&self, target: Doc<'_>) -> (f64, Option<Doc<'t>>) {
+    fn bound_at(&self, target: u64) -> (f64, Option<u64>) {
         if self.here.is_none() {
             return (0.0, None);
         }
@@ -314,19 +278,20 @@ impl<'t, 'a> Cursor<'t, 'a> {
     }
 
     /// The posting's contribution to a document's score.
-    fn contribution(&self, weights: &[f64], stats: Bm25) -> Result<f64> {
-        let p = self.posting();
+    fn contribution(&self, weights: &[f64], stats: Bm25) -> f64 {
+        let (i, b) = (self.pi, &self.block);
+        let len = b.lens[i];
         let mut c = 0.0;
-        p.fields(|f| {
-            let w = weights.get(usize::from(f.field)).copied().unwrap_or(1.0);
-            c += w * self.term.idf * stats.tf_part(f64::from(f.tf), p.len);
-        })?;
-        Ok(c)
+        for k in b.at[i]..b.at[i + 1] {
+            let w = weights.get(usize::from(b.fields[k])).copied().unwrap_or(1.0);
+            c += w * self.term.idf * stats.tf_part(f64::from(b.tfs[k]), len);
+        }
+        c
     }
 }
 
 /// The earlier of two ends (`None`: no end).
-fn earlier<'x>(a: Option<Doc<'x>>, b: Option<Doc<'x>>) -> Option<Doc<'x>> {
+fn earlier(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, None) | (None, x) => x,
@@ -334,12 +299,7 @@ fn earlier<'x>(a: Option<Doc<'x>>, b: Option<Doc<'x>>) -> Option<Doc<'x>> {
 }
 
 /// The search (see the module doc). `include` and `exclude` are in the query's term order.
-pub fn top_k<'t, 'a>(
-    include: &'t [Term<'a>],
-    exclude: &'t [Term<'a>],
-    ask: &Ask<'_>,
-    stop: &Stop,
-) -> Result<Found<'a>> {
+pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask<'_>, stop: &Stop) -> Result<Found> {
     let weight_sum: f64 = ask.weights.iter().sum::<f64>().max(1.0);
     let mut cur = include.iter().map(|t| Cursor::new(t, weight_sum, ask.stats)).collect::<Result<Vec<_>>>()?;
     let mut excl = exclude.iter().map(|t| Cursor::new(t, weight_sum, ask.stats)).collect::<Result<Vec<_>>>()?;
@@ -366,7 +326,7 @@ pub fn top_k<'t, 'a>(
         (counting, total, exact) = (false, ask.threshold, false);
     }
 
-    let mut heap: BinaryHeap<Ranked<'a>> = BinaryHeap::with_capacity(ask.depth + 1);
+    let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(ask.depth + 1);
     let mut theta = f64::NEG_INFINITY;
     // the cursors that propose candidates — in `all` mode the lead clause's, in `any` mode all
     // until MaxScore drops the weakest — in a queue by their current document; the rest are
@@ -389,7 +349,7 @@ pub fn top_k<'t, 'a>(
                 if c == lead {
                     continue;
                 }
-                let mut least: Option<Doc<'a>> = None;
+                let mut least: Option<u64> = None;
                 for &i in members {
                     least = earlier(least, cur[i].seek(d)?);
                 }
@@ -420,7 +380,7 @@ pub fn top_k<'t, 'a>(
         }
         queue.pop_at(d, &mut at);
         let mut regroup = false;
-        let mut matched = ask.gone.is_none_or(|gone| !gone(d.id));
+        let mut matched = ask.gone.is_none_or(|gone| !gone(d));
         for c in excl.iter_mut() {
             if matched && c.seek(d)? == Some(d) {
                 matched = false;
@@ -463,9 +423,9 @@ pub fn top_k<'t, 'a>(
                 holders.sort_unstable();
                 let mut score = 0.0;
                 for &i in &holders {
-                    score += cur[i].contribution(ask.weights, ask.stats)?;
+                    score += cur[i].contribution(ask.weights, ask.stats);
                 }
-                ranked::offer(&mut heap, ask.depth, Ranked { score, id: d.id });
+                ranked::offer(&mut heap, ask.depth, Ranked { score, num: d });
                 if heap.len() == ask.depth
                     && let Some(worst) = heap.peek()
                     && worst.score > theta
@@ -496,18 +456,18 @@ pub fn top_k<'t, 'a>(
 /// least is popped from its end (for the few terms a merge serves, cheaper than a binary heap,
 /// which took 15% of a 6-term merge's samples).
 #[derive(Default)]
-struct Queue<'a>(Vec<(Doc<'a>, usize)>);
+struct Queue(Vec<(u64, usize)>);
 
-impl<'a> Queue<'a> {
+impl Queue {
     /// The queue of these cursors (those not at their end).
-    fn fill(&mut self, cur: &[Cursor<'_, 'a>], proposers: &[usize]) {
+    fn fill(&mut self, cur: &[Cursor<'_, '_>], proposers: &[usize]) {
         self.0.clear();
         for &i in proposers {
             self.push(cur, i);
         }
     }
 
-    fn push(&mut self, cur: &[Cursor<'_, 'a>], i: usize) {
+    fn push(&mut self, cur: &[Cursor<'_, '_>], i: usize) {
         if let Some(d) = cur[i].doc() {
             let at = self.0.partition_point(|e| *e > (d, i));
             self.0.insert(at, (d, i));
@@ -515,12 +475,12 @@ impl<'a> Queue<'a> {
     }
 
     /// The least current document.
-    fn peek(&self) -> Option<Doc<'a>> {
+    fn peek(&self) -> Option<u64> {
         self.0.last().map(|e| e.0)
     }
 
     /// Takes the cursors at `d` out of the queue, into `at`.
-    fn pop_at(&mut self, d: Doc<'a>, at: &mut Vec<usize>) {
+    fn pop_at(&mut self, d: u64, at: &mut Vec<usize>) {
         at.clear();
         while self.peek() == Some(d) {
             if let Some(e) = self.0.pop() {
@@ -530,7 +490,7 @@ impl<'a> Queue<'a> {
     }
 
     /// Moves every queued cursor to `target` or past it.
-    fn seek_all(&mut self, cur: &mut [Cursor<'_, 'a>], target: Doc<'_>) -> Result<()> {
+    fn seek_all(&mut self, cur: &mut [Cursor<'_, '_>], target: u64) -> Result<()> {
         let queued: Vec<usize> = self.0.drain(..).map(|e| e.1).collect();
         for i in queued {
             cur[i].seek(target)?;
@@ -554,24 +514,4 @@ fn proposing(cur: &[Cursor<'_, '_>], by_max: &[usize], theta: f64) -> Vec<usize>
         }
     }
     by_max[weak..].to_vec()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Doc;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// The integer head never changes the order of (write, id) pairs, zero bytes and ids of
-        /// any length included.
-        #[test]
-        fn docs_order_as_write_then_id(
-            a in (0u64..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), any::<u8>()], 0..12)),
-            b in (0u64..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), any::<u8>()], 0..12)),
-        ) {
-            let (x, y) = (Doc::new(a.0, &a.1), Doc::new(b.0, &b.1));
-            prop_assert_eq!(x.cmp(&y), (a.0, &a.1).cmp(&(b.0, &b.1)));
-            prop_assert_eq!(x == y, a == b);
-        }
-    }
 }

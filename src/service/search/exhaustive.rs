@@ -3,12 +3,13 @@
 //! phrase needs every candidate's positions, a filter every match); term queries take the
 //! document-at-a-time top-k of `daat`, which gives the same scores.
 
+use super::block::{self, Decoded};
 use super::daat;
 use super::parse::Query;
-use super::postings;
 use super::score::{self, Bm25};
-use crate::service::Result;
+use crate::keys::FtidxKey;
 use crate::service::stop::Stop;
+use crate::service::{Result, ServiceError};
 use crate::storage::Slice;
 use foldhash::{HashMap, HashSet};
 
@@ -31,9 +32,9 @@ pub(super) struct Acc {
 }
 
 /// What one search found: every match with its score.
-pub(super) struct Scored<'b> {
-    /// every match, with its score
-    pub accs: HashMap<&'b [u8], Acc>,
+pub(super) struct Scored {
+    /// every match (by document number), with its score
+    pub accs: HashMap<u64, Acc>,
     /// the terms that matched, for highlights
     pub terms: HashSet<String>,
 }
@@ -47,7 +48,7 @@ pub(super) fn score_all<'b>(
     store: &'b [Slice],
     plan: &'b [ClausePlan],
     stop: &Stop,
-) -> Result<Scored<'b>> {
+) -> Result<Scored> {
     let weight = |field: u16| weights.get(usize::from(field)).copied().unwrap_or(1.0);
     // sized for the largest clause's matches up front: growing it rehashed every posting
     let largest = plan
@@ -59,15 +60,16 @@ pub(super) fn score_all<'b>(
         })
         .max()
         .unwrap_or(0);
-    let mut accs: HashMap<&'b [u8], Acc> =
+    let mut accs: HashMap<u64, Acc> =
         HashMap::with_capacity_and_hasher(usize::try_from(largest.min(1 << 20)).unwrap_or(0), Default::default());
-    let mut excluded: HashSet<&'b [u8]> = HashSet::default();
+    let mut excluded: HashSet<u64> = HashSet::default();
+    let mut d = Decoded::default();
     let mut terms = HashSet::default();
     for (i, cp) in plan.iter().enumerate() {
         stop.check()?;
         // included clauses score; excluded ones only name documents to drop
         let bit = if i < q.include.len() { 1u64 << i } else { 0 };
-        let mut hit = |id: &'b [u8], contribution: f64| {
+        let mut hit = |id: u64, contribution: f64| {
             if bit == 0 {
                 excluded.insert(id);
                 return;
@@ -80,13 +82,15 @@ pub(super) fn score_all<'b>(
             ClausePlan::Terms(list) => {
                 for (t, range) in list {
                     let idf = stats.idf(t.df);
-                    for value in &store[range.clone()] {
-                        for p in postings::decode_block(value)? {
-                            let mut contribution = 0.0;
-                            p.fields(|f| {
-                                contribution += weight(f.field) * idf * stats.tf_part(f64::from(f.tf), p.len)
-                            })?;
-                            hit(p.id, contribution);
+                    for i in range.clone() {
+                        d.load(first_of(&keys[i])?, &store[i])?;
+                        for j in 0..d.len() {
+                            let len = d.lens[j];
+                            let contribution: f64 = d
+                                .field_pairs(j)
+                                .map(|(f, tf)| weight(f) * idf * stats.tf_part(f64::from(tf), len))
+                                .sum();
+                            hit(d.docs[j], contribution);
                         }
                     }
                     if bit != 0 {
@@ -113,6 +117,11 @@ pub(super) fn score_all<'b>(
     Ok(Scored { accs, terms })
 }
 
+/// The first number of a block, from its key.
+fn first_of(key: &[u8]) -> Result<u64> {
+    Ok(FtidxKey::decode(key).map_err(|e| ServiceError::Internal(format!("a damaged full-text key: {e}")))?.first)
+}
+
 /// A clause with its terms and where their blocks are in the block store.
 pub(super) enum ClausePlan {
     /// terms (one, or a prefix's or typo's expansion): a document holding any matches
@@ -121,19 +130,19 @@ pub(super) enum ClausePlan {
     Phrase { terms: Vec<(DictTerm, std::ops::Range<usize>)>, offsets: Vec<u32> },
 }
 
-type PhraseMatch<'b> = (&'b [u8], u64, Vec<(u16, u32)>);
+type PhraseMatch = (u64, u64, Vec<(u16, u32)>);
 
-/// The documents where a phrase occurs: id, length, and per field how often. The documents
+/// The documents where a phrase occurs: number, length, and per field how often. The documents
 /// holding every term come from a merge of the terms' postings (`daat::common`: no map of the
 /// rarest term's documents, no probe for every posting of the others), and positions are
 /// decoded (into reused buffers) only for those.
-fn phrase_matches<'b>(
-    keys: &'b [Slice],
-    store: &'b [Slice],
-    terms: &'b [(DictTerm, std::ops::Range<usize>)],
+fn phrase_matches(
+    keys: &[Slice],
+    store: &[Slice],
+    terms: &[(DictTerm, std::ops::Range<usize>)],
     offsets: &[u32],
     stop: &Stop,
-) -> Result<Vec<PhraseMatch<'b>>> {
+) -> Result<Vec<PhraseMatch>> {
     let n = terms.len();
     if n == 0 {
         return Ok(Vec::new());
@@ -142,31 +151,30 @@ fn phrase_matches<'b>(
         .iter()
         .map(|(t, range)| daat::term(keys, store, &t.term, t.df, range.clone(), 0, Bm25::new(0, 0)))
         .collect::<Result<Vec<_>>>()?;
-    let rows = daat::common(&inputs, stop)?;
     let mut out = Vec::new();
+    // per term, the positions of each of its fields
+    let mut lists: Vec<Vec<Vec<u32>>> = vec![Vec::new(); n];
     let mut positions: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut fields: Vec<Vec<postings::FieldPosting<'b>>> = vec![Vec::new(); n];
-    for row in rows.chunks(n) {
-        for (k, p) in row.iter().enumerate() {
-            fields[k].clear();
-            p.fields(|f| fields[k].push(f))?;
+    daat::common(&inputs, stop, |num, row| {
+        for (k, held) in row.iter().enumerate() {
+            lists[k].resize_with(held.fields.len(), Vec::new);
+            block::field_positions(held.positions, held.tfs, &mut lists[k])?;
         }
         let mut per_field = Vec::new();
-        'field: for i in 0..fields[0].len() {
-            let field = fields[0][i].field;
+        'field: for (i, &field) in row[0].fields.iter().enumerate() {
             for k in 0..n {
-                let Some(fk) = fields[k].iter().find(|g| g.field == field) else { continue 'field };
-                fk.positions_into(&mut positions[k])?;
+                let Some(j) = row[k].fields.iter().position(|g| *g == field) else { continue 'field };
+                positions[k].clone_from(&lists[k][if k == 0 { i } else { j }]);
             }
             let freq = score::phrase_frequency(&positions, offsets);
             if freq > 0 {
                 per_field.push((field, freq));
             }
         }
-        if let (false, Some(first)) = (per_field.is_empty(), row.first()) {
-            out.push((first.id, first.len, per_field));
+        if !per_field.is_empty() {
+            out.push((num, row[0].len, per_field));
         }
-    }
-    out.sort_by(|a, b| a.0.cmp(b.0));
+        Ok(())
+    })?;
     Ok(out)
 }

@@ -5,29 +5,28 @@
 //! (`Write::fulltext`) as an [`FtOp`]: the postings to remove (read from the document's length
 //! record, so the old document is not analyzed again) and the new document's terms; at the end
 //! of the write, [`finish`] merges every logged change of the write:
-//! the new postings of all its documents become blocks (one per token and at most
-//! [`BLOCK_DOCS`] documents), the removed ones are cut out of their blocks, the term dictionary
-//! gains the new tokens and loses those left without postings, and `N` and the total length
-//! change by the write's net amounts — all in the same atomic batch as the documents. (A term's
-//! document frequency is the sum of its blocks' counts, read with its postings.) An import chunk of 2000 documents writes each token's
+//! its new documents get the index's next numbers (in id order) and their postings become
+//! blocks (one per token and at most [`BLOCK_DOCS`] documents), the removed ones are cut out of
+//! their blocks, the term dictionary gains the new tokens and loses those left without postings,
+//! and `N`, the total length and the next number change by the write's net amounts — all in the
+//! same atomic batch as the documents. (A term's document frequency is the sum of its blocks'
+//! counts, read with its postings.) An import chunk of 2000 documents writes each token's
 //! postings once, not once per document.
 
 use super::analyzer::Analyzer;
+use super::block::{self, BLOCK_DOCS, Decoded, PostingIn};
 use super::log::FtOp;
 use super::options::FulltextOptions;
-use super::postings::{self, DocPostings, LenRecord};
+use super::postings::{self, DocPostings, LenRecord, Stat};
 use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::FieldDict;
-use crate::keys::{FtStatKey, FtidxKey, MetaKey};
+use crate::keys::{FtStatKey, FtidxKey};
 use crate::service::write::{Change, Write};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space, WriteTx};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-/// Most documents in one posting block: removing a document rewrites one block per token, so
-/// small blocks keep that cheap; large ones make reading a common token cheaper.
-pub const BLOCK_DOCS: usize = 64;
 /// Most terms [`KnownTerms`] remembers per index.
 const MAX_KNOWN_TERMS: usize = 2_000_000;
 
@@ -49,9 +48,6 @@ impl KnownTerms {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
-
-/// The sequence numbering posting blocks (`meta:seq:ftblock`).
-const BLOCK_SEQ: &str = "ftblock";
 
 type Cache = Mutex<std::collections::HashMap<(String, String, i64), Arc<Analyzer>>>;
 
@@ -82,14 +78,14 @@ pub struct PreparedText {
 
 /// Analyzes a new document for every maintained fulltext index of `table` (outside the
 /// committer). `dict` must know every field name of the blob.
-pub fn prepare(catalog: &Catalog, table: &str, id: &str, blob: &[u8]) -> Result<Vec<PreparedText>> {
+pub fn prepare(catalog: &Catalog, table: &str, blob: &[u8]) -> Result<Vec<PreparedText>> {
     let defs = catalog.indexes(table);
     let mut out = Vec::new();
     let mut dict = None;
     for def in defs.iter().filter(|d| d.kind == IndexKind::Fulltext && d.is_maintained()) {
         let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| catalog.dict());
         let terms = postings::analyze(def, &analyzer(def), blob, dict)?;
-        let postings = DocPostings::encode(id, terms);
+        let postings = DocPostings::encode(terms);
         out.push(PreparedText { index: def.name.clone(), created_at: def.created_at, postings });
     }
     Ok(out)
@@ -141,7 +137,7 @@ fn stage_index(
         None => None,
         Some(blob) => Some(match prepared.iter().position(|p| p.index == def.name && p.created_at == def.created_at) {
             Some(i) => prepared.swap_remove(i).postings,
-            None => DocPostings::encode(id, postings::analyze(def, &analyzer(def), blob, dict)?),
+            None => DocPostings::encode(postings::analyze(def, &analyzer(def), blob, dict)?),
         }),
     };
     change(tx, def, id, added)
@@ -155,10 +151,10 @@ fn change(tx: &mut Write<'_, '_>, def: &IndexDef, id: &str, added: Option<DocPos
     if removed.is_none() && added.is_none() {
         return Ok(());
     }
-    // Marks the document as added by this write (block 0) until `apply` numbers its block, so a
-    // later change of it in the same write finds its postings among the write's own.
+    // Marks the document as added by this write (number 0) until `finish` numbers it, so a later
+    // change of it in the same write finds its postings among the write's own.
     match &added {
-        Some(t) => tx.put(Space::Ftstat, key, LenRecord { len: t.len, block: 0, tokens: Vec::new() }.encode()),
+        Some(t) => tx.put(Space::Ftstat, key, LenRecord { len: t.len, num: 0, tokens: Vec::new() }.encode()),
         None => tx.delete(Space::Ftstat, key),
     }
     tx.fulltext.push(FtOp {
@@ -185,8 +181,10 @@ pub(crate) fn backfill(tx: &mut Write<'_, '_>, def: &IndexDef, id: &str, terms: 
 struct Net {
     /// documents added by the write (what is left of them at its end)
     added: BTreeMap<String, DocPostings>,
-    /// postings to cut: `(token, block) → ids`
-    cut: BTreeMap<(String, u64), Vec<String>>,
+    /// postings to cut: token → document numbers
+    cut: BTreeMap<String, Vec<u64>>,
+    /// the numbers of the removed documents
+    removed_nums: Vec<u64>,
     /// removed stored documents and their total length
     removed_docs: u64,
     removed_len: u64,
@@ -206,14 +204,15 @@ pub(crate) fn finish(w: &mut Write<'_, '_>, known: &KnownTerms) -> Result<()> {
         let FtOp { table, index, created_at, id, removed, added } = op;
         let net = nets.entry((table, index, created_at)).or_default();
         match removed {
-            Some(r) if r.block == 0 => {
+            Some(r) if r.num == 0 => {
                 net.added.remove(&id);
             }
             Some(r) => {
                 net.removed_docs += 1;
                 net.removed_len += r.len;
+                net.removed_nums.push(r.num);
                 for token in r.tokens {
-                    net.cut.entry((token, r.block)).or_default().push(id.clone());
+                    net.cut.entry(token).or_default().push(r.num);
                 }
             }
             None => {}
@@ -243,12 +242,24 @@ pub(crate) fn finish(w: &mut Write<'_, '_>, known: &KnownTerms) -> Result<()> {
     Ok(())
 }
 
+/// Indexes `docs` into an index that holds nothing (the format upgrade's rebuild), as one
+/// write's additions: numbered in id order, in full blocks.
+pub(crate) fn rebuild(
+    tx: &mut WriteTx<'_>,
+    def: &IndexDef,
+    docs: Vec<(String, DocPostings)>,
+    known: &KnownTerms,
+) -> Result<()> {
+    let added = docs.into_iter().filter(|(_, d)| d.len > 0).collect();
+    let net = Net { added, ..Net::default() };
+    let key = (def.table.clone(), def.name.clone(), def.created_at);
+    apply_net(tx, &def.table, &def.name, net, known, &key)?;
+    Ok(())
+}
+
 fn corrupt(what: String) -> ServiceError {
     ServiceError::Internal(format!("damaged full-text entry: {what}"))
 }
-
-/// A posting a write adds: document id, encoded entry, and its `(tf, length)` pair.
-type NewPosting<'a> = (&'a str, &'a [u8], (u32, u64));
 
 /// Applies one index's net change; returns the dictionary entries it put.
 fn apply_net(
@@ -260,25 +271,32 @@ fn apply_net(
     key: &(String, String, i64),
 ) -> Result<Vec<String>> {
     let mut new_terms = Vec::new();
+    let stat_key = FtStatKey::stat(table, index).encode();
+    let mut stat = Stat::decode(tx.get(Space::Ftstat, &stat_key)?.as_deref())?;
     let emptied = cut_postings(tx, table, index, &net.cut)?;
+    for num in &net.removed_nums {
+        tx.delete(Space::Ftstat, FtStatKey::doc(table, index, *num).encode());
+    }
     let (mut n, mut total) = (0u64, 0u64);
     if !net.added.is_empty() {
-        let block = next_block(tx)?;
-        // token → its documents in id order (`added` is ordered by id); a hash map, as an
-        // import chunk has some 400 000 postings over 25 000 tokens
-        // (each posting with its `(tf, length)` pair for the block heads)
-        let mut by_token: foldhash::HashMap<&str, Vec<NewPosting<'_>>> = Default::default();
-        for (id, doc) in &net.added {
+        // the write's documents take the next numbers, in id order (`added` is ordered by id)
+        let base = stat.next.max(1);
+        stat.next = base + net.added.len() as u64;
+        // token → its postings in number order; a hash map, as an import chunk has some 400 000
+        // postings over 25 000 tokens
+        let mut by_token: foldhash::HashMap<&str, Vec<PostingIn<'_>>> = Default::default();
+        for (num, (id, doc)) in (base..).zip(&net.added) {
             n += 1;
             total += doc.len;
-            for (i, (token, entry)) in doc.entries.iter().enumerate() {
-                let tf = doc
-                    .tfs
-                    .get(i)
-                    .copied()
-                    .ok_or_else(|| corrupt(format!("{id:?}: a posting without its frequency")))?;
-                by_token.entry(token).or_default().push((id, entry, (tf, doc.len)));
+            for (i, token) in doc.tokens.iter().enumerate() {
+                by_token.entry(token).or_default().push(doc.posting(i, num));
             }
+            tx.put(Space::Ftstat, FtStatKey::doc(table, index, num).encode(), id.as_bytes().to_vec());
+            tx.put(
+                Space::Ftstat,
+                FtStatKey::doc_len(table, index, id).encode(),
+                LenRecord::encode_parts(doc.len, num, &doc.tokens),
+            );
         }
         {
             let map = known.lock();
@@ -290,34 +308,25 @@ fn apply_net(
                 }
             }
         }
-        for (token, docs) in &by_token {
-            for chunk in docs.chunks(BLOCK_DOCS) {
-                let first = chunk.first().map_or("", |(id, _, _)| id);
-                let key = FtidxKey::new(table, index, token, block, first).encode();
-                let pairs = chunk.iter().map(|(_, _, pair)| *pair).collect();
-                let value = postings::encode_block_with_pairs(chunk.iter().map(|(_, e, _)| *e), pairs);
-                // a new block number: no other key of this write is this one
-                tx.put_new(Space::Ftidx, key, value);
+        for (token, list) in &by_token {
+            for chunk in list.chunks(BLOCK_DOCS) {
+                let first = chunk.first().map_or(0, |p| p.num);
+                // new numbers: no other key of this write is this one
+                tx.put_new(
+                    Space::Ftidx,
+                    FtidxKey::new(table, index, token, first).encode(),
+                    block::encode(first, chunk),
+                );
             }
-        }
-        let mut tokens: Vec<&str> = Vec::new();
-        for (id, doc) in &net.added {
-            tokens.clear();
-            tokens.extend(doc.entries.iter().map(|(t, _)| t.as_str()));
-            let record = LenRecord::encode_parts(doc.len, block, &tokens);
-            tx.put(Space::Ftstat, FtStatKey::doc_len(table, index, id).encode(), record);
         }
         drop_dead_terms(tx, table, index, &emptied, |t| by_token.contains_key(t), known, key)?;
     } else {
         drop_dead_terms(tx, table, index, &emptied, |_| false, known, key)?;
     }
-    let key = FtStatKey::stat(table, index).encode();
-    let (old_n, old_total) = postings::decode_stat(tx.get(Space::Ftstat, &key)?.as_deref());
-    let next_n = (old_n + n).checked_sub(net.removed_docs);
-    let next_total = (old_total + total).checked_sub(net.removed_len);
-    match (next_n, next_total) {
-        (Some(0), Some(0)) => tx.delete(Space::Ftstat, key),
-        (Some(n), Some(t)) => tx.put(Space::Ftstat, key, postings::encode_stat(n, t)),
+    match ((stat.n + n).checked_sub(net.removed_docs), (stat.total + total).checked_sub(net.removed_len)) {
+        // no document left: the numbers may start again, as nothing names one
+        (Some(0), Some(0)) => tx.delete(Space::Ftstat, stat_key),
+        (Some(n), Some(t)) => tx.put(Space::Ftstat, stat_key, Stat { n, total: t, next: stat.next }.encode()),
         _ => return Err(corrupt(format!("ftstat:{table}:{index} would go below 0"))),
     }
     Ok(new_terms)
@@ -358,55 +367,46 @@ fn drop_dead_terms(
     Ok(())
 }
 
-/// Cuts documents out of their blocks: a block holding `id` of write `block` is the one with the
-/// greatest first id not above `id` (see `keys::ftidx`). Returns the blocks it emptied (and so
-/// deleted), by token.
+/// Cuts documents out of their blocks: a token's posting of document `num` is in the block with
+/// the greatest first number not above `num` (see `keys::ftidx`). Returns the blocks it emptied
+/// (and so deleted), by token.
 fn cut_postings(
     tx: &mut WriteTx<'_>,
     table: &str,
     index: &str,
-    cut: &BTreeMap<(String, u64), Vec<String>>,
+    cut: &BTreeMap<String, Vec<u64>>,
 ) -> Result<BTreeMap<String, Vec<Vec<u8>>>> {
     let mut emptied: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
-    let mut per_block: BTreeMap<Vec<u8>, Vec<&str>> = BTreeMap::new();
-    for ((token, block), ids) in cut {
-        let lower = FtidxKey::block_prefix(table, index, token, *block);
-        for id in ids {
-            let upper = FtidxKey::new(table, index, token, *block, id).encode();
+    let mut per_block: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
+    for (token, nums) in cut {
+        let lower = FtidxKey::token_prefix(table, index, token);
+        for &num in nums {
+            let upper = FtidxKey::new(table, index, token, num).encode();
             let Some((key, _)) = tx.last_in(Space::Ftidx, &lower, &upper)? else {
-                return Err(corrupt(format!("no block of {token:?} holds document {id:?}")));
+                return Err(corrupt(format!("no block of {token:?} holds document number {num}")));
             };
-            per_block.entry(key.to_vec()).or_default().push(id);
+            per_block.entry(key.to_vec()).or_default().push(num);
         }
     }
-    for (key, ids) in per_block {
+    for (key, nums) in per_block {
         let value = tx.get(Space::Ftidx, &key)?.ok_or_else(|| corrupt("a block vanished".into()))?;
-        let entries = postings::decode_block(&value)?;
-        let kept: Vec<&[u8]> =
-            entries.iter().filter(|p| !ids.iter().any(|id| id.as_bytes() == p.id)).map(|p| p.raw).collect();
-        if kept.len() + ids.len() != entries.len() {
+        let parsed = FtidxKey::decode(&key).map_err(|e| corrupt(e.to_string()))?;
+        let mut d = Decoded::default();
+        d.load(parsed.first, &value)?;
+        d.locate_positions()?;
+        let pairs: Vec<Vec<(u16, u32)>> = (0..d.len()).map(|i| d.field_pairs(i).collect()).collect();
+        let kept: Vec<PostingIn<'_>> =
+            (0..d.len()).filter(|&i| !nums.contains(&d.docs[i])).map(|i| d.posting_in(i, &pairs[i])).collect();
+        if kept.len() + nums.len() != d.len() {
             return Err(corrupt(format!("{} misses a document it should hold", crate::keys::display("ftidx", &key))));
         }
         if kept.is_empty() {
-            let token = FtidxKey::decode(&key).map_err(|e| corrupt(e.to_string()))?.token.into_owned();
-            emptied.entry(token).or_default().push(key.clone());
+            emptied.entry(parsed.token.into_owned()).or_default().push(key.clone());
             tx.delete(Space::Ftidx, key);
         } else {
-            tx.put(Space::Ftidx, key, postings::encode_block(kept.into_iter())?);
+            let block = block::encode(parsed.first, &kept);
+            tx.put(Space::Ftidx, key, block);
         }
     }
     Ok(emptied)
-}
-
-/// A big-endian u64 value, 0 when absent or malformed.
-pub fn decode_u64(v: Option<&[u8]>) -> u64 {
-    v.and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_be_bytes)
-}
-
-/// The next block number (from 1).
-fn next_block(tx: &mut WriteTx<'_>) -> Result<u64> {
-    let key = MetaKey::Seq(BLOCK_SEQ.into()).encode();
-    let next = decode_u64(tx.get(Space::Meta, &key)?.as_deref()) + 1;
-    tx.put(Space::Meta, key, next.to_be_bytes().to_vec());
-    Ok(next)
 }

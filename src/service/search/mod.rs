@@ -2,6 +2,8 @@
 //! `POST /v1/tables/{table}/search` (BM25 over whole-table statistics).
 
 pub mod analyzer;
+mod bitpack;
+pub mod block;
 mod daat;
 mod exhaustive;
 mod expand;
@@ -14,6 +16,7 @@ pub mod postings;
 mod ranked;
 mod run;
 mod score;
+pub(crate) mod upgrade;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -2,28 +2,28 @@
 
 use std::cmp::Ordering;
 
-/// A scored document id.
-#[derive(Debug)]
-pub struct Ranked<'a> {
+/// A scored document, by its number in the index.
+#[derive(Debug, Clone, Copy)]
+pub struct Ranked {
     /// its BM25 score
     pub score: f64,
-    /// the document id
-    pub id: &'a [u8],
+    /// the document's number
+    pub num: u64,
 }
 
-impl PartialEq for Ranked<'_> {
+impl PartialEq for Ranked {
     fn eq(&self, o: &Self) -> bool {
         self.cmp(o) == Ordering::Equal
     }
 }
-impl Eq for Ranked<'_> {}
-impl Ord for Ranked<'_> {
-    /// better = higher score, then smaller id; "greater" here means worse
+impl Eq for Ranked {}
+impl Ord for Ranked {
+    /// better = higher score, then smaller number (indexed earlier); "greater" here means worse
     fn cmp(&self, o: &Self) -> Ordering {
-        o.score.total_cmp(&self.score).then_with(|| self.id.cmp(o.id))
+        o.score.total_cmp(&self.score).then_with(|| self.num.cmp(&o.num))
     }
 }
-impl PartialOrd for Ranked<'_> {
+impl PartialOrd for Ranked {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
@@ -31,7 +31,7 @@ impl PartialOrd for Ranked<'_> {
 
 /// Offers `hit` to a heap of at most `depth` hits: a full heap takes only hits better than its
 /// worst.
-pub fn offer<'a>(heap: &mut std::collections::BinaryHeap<Ranked<'a>>, depth: usize, hit: Ranked<'a>) {
+pub fn offer(heap: &mut std::collections::BinaryHeap<Ranked>, depth: usize, hit: Ranked) {
     if heap.len() == depth && heap.peek().is_some_and(|worst| hit >= *worst) {
         return;
     }

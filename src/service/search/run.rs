@@ -8,11 +8,12 @@
 //! `total` is always exact. Documents are read only for the returned page (and for a filter no
 //! index narrows).
 
+use super::block;
 use super::daat::{self, Ask};
 use super::exhaustive::{self, ClausePlan, DictTerm};
 use super::expand;
 use super::parse::{self, Clause};
-use super::postings;
+use super::postings::{LenRecord, Stat};
 use super::ranked::{self, Ranked};
 use super::score::Bm25;
 use super::{AnalyzeRequest, AnalyzeResponse, AnalyzedToken, MAX_DEPTH, MAX_FRAGMENT_CHARS, MAX_LIMIT, Mode};
@@ -50,9 +51,13 @@ const MAX_ANALYZE_BYTES: usize = 64 * 1024;
 /// document (when an index narrows it to fewer).
 const FILTER_BY_INDEX_ABOVE: usize = 256;
 
-/// A posting's document id as text (ids are UTF-8 when written; a damaged one is an error).
-fn text_id(id: &[u8]) -> Result<&str> {
-    std::str::from_utf8(id).map_err(|_| ServiceError::Internal("a damaged document id in a posting".into()))
+/// The id of the document numbered `num` in an index (`ftdoc`), as of the snapshot.
+fn doc_id(view: &ReadView, def: &IndexDef, num: u64) -> Result<String> {
+    let key = FtStatKey::doc(&def.table, &def.name, num).encode();
+    let bytes = view.get(Space::Ftstat, &key)?.ok_or_else(|| {
+        ServiceError::Internal(format!("{} is missing for a posting", crate::keys::display("ftstat", &key)))
+    })?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| ServiceError::Internal("a damaged document id in ftdoc".into()))
 }
 
 /// The posting blocks of one term (keys and values), read from the snapshot.
@@ -178,9 +183,8 @@ impl Db {
                 reason: "the query needs a term that is neither excluded nor a stop word".into(),
             });
         }
-        let (n, total_len) =
-            postings::decode_stat(view.get(Space::Ftstat, &FtStatKey::stat(table, &def.name).encode())?.as_deref());
-        let stats = Bm25::new(n, total_len);
+        let stat = Stat::decode(view.get(Space::Ftstat, &FtStatKey::stat(table, &def.name).encode())?.as_deref())?;
+        let stats = Bm25::new(stat.n, stat.total);
         // every clause's terms, and all their blocks read once into one store (keys beside)
         let (mut keys, mut store): (Vec<Slice>, Vec<Slice>) = (Vec::new(), Vec::new());
         let mut read: HashMap<String, std::ops::Range<usize>> = HashMap::default();
@@ -203,7 +207,7 @@ impl Db {
                     start..store.len()
                 }
             };
-            let df = store[range.clone()].iter().map(|b| postings::block_len(b)).sum::<Result<u64>>()?;
+            let df = store[range.clone()].iter().map(|b| block::len(b)).sum::<Result<u64>>()?;
             Ok(Some((DictTerm { term, df }, range)))
         };
         let mut plan = Vec::new();
@@ -234,10 +238,15 @@ impl Db {
         // name them (one range scan, empty once the sweep has run).
         let rules = Expiry::of(&self.catalog, &dict, table);
         let now = now_ms();
-        let gone = match rules {
-            Some(_) => crate::service::ttl::expired_ids(&view, table, now, stop)?,
-            None => Default::default(),
-        };
+        let mut gone: HashSet<u64> = HashSet::default();
+        if rules.is_some() {
+            for id in crate::service::ttl::expired_ids(&view, table, now, stop)? {
+                let key = FtStatKey::doc_len(table, &def.name, &id).encode();
+                if let Some(record) = view.get(Space::Ftstat, &key)? {
+                    gone.insert(LenRecord::decode(&record)?.num);
+                }
+            }
+        }
         let depth = offset + limit;
         let phrase = plan.iter().any(|c| matches!(c, ClausePlan::Phrase { .. }));
         let (ranked, total, exact, terms) = if filter.is_none() && !phrase {
@@ -251,7 +260,7 @@ impl Db {
                 }
             }
             let terms: HashSet<String> = include.iter().map(|t| t.name.to_owned()).collect();
-            let is_gone = |id: &[u8]| std::str::from_utf8(id).is_ok_and(|id| gone.contains(id));
+            let is_gone = |num: u64| gone.contains(&num);
             let ask = Ask {
                 all: req.mode == Mode::All,
                 clauses: q.include.len(),
@@ -272,15 +281,15 @@ impl Db {
                 exhaustive::score_all(&weights, &q, stats, &keys, &store, &plan, stop)?;
             let all = if q.include.len() >= 64 { u64::MAX } else { (1u64 << q.include.len()) - 1 };
             accs.retain(|_, a| if req.mode == Mode::All { a.matched == all } else { a.matched != 0 });
-            if let Some(filter) = filter {
-                self.apply_filter(&view, table, filter, &mut accs, stop)?;
-            }
             if !gone.is_empty() {
-                accs.retain(|id, _| std::str::from_utf8(id).is_ok_and(|id| !gone.contains(id)));
+                accs.retain(|num, _| !gone.contains(num));
             }
-            let mut heap: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth + 1);
-            for (id, acc) in &accs {
-                ranked::offer(&mut heap, depth, Ranked { score: acc.score, id });
+            if let Some(filter) = filter {
+                self.apply_filter(&view, &def, filter, &mut accs, stop)?;
+            }
+            let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(depth + 1);
+            for (&num, acc) in &accs {
+                ranked::offer(&mut heap, depth, Ranked { score: acc.score, num });
             }
             (heap.into_sorted_vec(), accs.len() as u64, true, terms)
         };
@@ -295,7 +304,7 @@ impl Db {
             && req.highlight.is_none()
             && req.fields.as_deref().is_some_and(|f| f.iter().all(|f| f == ID_FIELD));
         for r in ranked.iter().skip(offset) {
-            let id = text_id(r.id)?;
+            let id = &doc_id(&view, &def, r.num)?;
             let blob = if ids_only {
                 None
             } else {
@@ -341,33 +350,36 @@ impl Db {
     fn apply_filter(
         &self,
         view: &ReadView,
-        table: &str,
+        def: &IndexDef,
         filter: &Filter,
-        accs: &mut HashMap<&[u8], exhaustive::Acc>,
+        accs: &mut HashMap<u64, exhaustive::Acc>,
         stop: &Stop,
     ) -> Result<()> {
+        let table = def.table.as_str();
         let by_index = if accs.len() > FILTER_BY_INDEX_ABOVE {
             query::indexed_matches(view, &self.catalog, table, filter, accs.len() as u64, stop)?
         } else {
             None
         };
-        match by_index {
-            Some(ids) => accs.retain(|id, _| std::str::from_utf8(id).is_ok_and(|id| ids.contains(id))),
-            None => {
-                let dict = self.catalog.dict();
-                let mut keep = HashSet::default();
-                for id in accs.keys() {
-                    stop.check()?;
-                    let text = text_id(id)?;
-                    if let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, text).encode())?
-                        && filter.matches(text, &blob, &dict)?
-                    {
-                        keep.insert(*id);
-                    }
-                }
-                accs.retain(|id, _| keep.contains(id));
+        let dict = self.catalog.dict();
+        let mut keep = HashSet::default();
+        for (steps, &num) in accs.keys().enumerate() {
+            if steps % 256 == 255 {
+                stop.check()?;
+            }
+            let id = doc_id(view, def, num)?;
+            let kept = match &by_index {
+                Some(ids) => ids.contains(&id),
+                None => match view.get(Space::Entity, &EntityKey::new(table, &id).encode())? {
+                    Some(blob) => filter.matches(&id, &blob, &dict)?,
+                    None => false,
+                },
+            };
+            if kept {
+                keep.insert(num);
             }
         }
+        accs.retain(|num, _| keep.contains(num));
         Ok(())
     }
 

@@ -109,7 +109,7 @@ pub(crate) fn from_blob(
     blob: Vec<u8>,
     edge: Option<EdgeEnds>,
 ) -> Result<Prepared> {
-    let text = maintain::prepare(catalog, &table.name, &id, &blob)?;
+    let text = maintain::prepare(catalog, &table.name, &blob)?;
     let entries = entries::prepare(catalog, &table.name, &id, &blob);
     Ok(Prepared { id, blob, derived: Derived { edge, text, vectors: Vec::new(), entries } })
 }
