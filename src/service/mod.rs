@@ -79,6 +79,8 @@ pub struct Db {
     purge_chunk: usize,
     /// fulltext terms known to be in the committed dictionary (see `search::maintain`)
     known_terms: search::maintain::KnownTerms,
+    /// the ids of numbered fulltext documents a search has named
+    doc_ids: search::ids::DocIds,
     /// the time-series model's in-memory state (metrics being deleted)
     timeseries: timeseries::State,
     /// what the periodic background tasks did (see `background`)
@@ -118,6 +120,7 @@ impl Db {
             jobs: Default::default(),
             purge_chunk: options.purge_chunk,
             known_terms: Default::default(),
+            doc_ids: Default::default(),
             timeseries: Default::default(),
             tasks: Default::default(),
             vectors: Default::default(),

@@ -180,13 +180,18 @@ pub struct Decoded<'a> {
     pub tfs: Vec<u32>,
     /// the positions section
     positions: &'a [u8],
+    /// the columns after the numbers, until [`Decoded::fill`] decodes them
+    rest: &'a [u8],
+    filled: bool,
     /// where each posting's positions start in it (filled by [`Decoded::locate_positions`])
     pos_at: Vec<usize>,
     scratch: Vec<u64>,
 }
 
 impl<'a> Decoded<'a> {
-    /// Decodes `bytes` (the block keyed by number `first`) into these buffers.
+    /// Decodes `bytes` (the block keyed by number `first`) into these buffers: the document
+    /// numbers now, the rest when [`Decoded::fill`] asks (a search passes over many blocks
+    /// reading only their numbers).
     pub fn load(&mut self, first: u64, bytes: &'a [u8]) -> Result<()> {
         let (_, n, rest) = head(bytes)?;
         let n = n as usize;
@@ -196,7 +201,21 @@ impl<'a> Decoded<'a> {
             last = last.checked_add(*d).ok_or_else(damaged)?;
             *d = last;
         }
-        let rest = bitpack::unpack(rest, n, &mut self.lens)?;
+        self.rest = rest;
+        self.filled = false;
+        self.pos_at.clear();
+        Ok(())
+    }
+
+    /// Decodes the lengths, fields and frequencies of the loaded block (once).
+    #[inline]
+    pub fn fill(&mut self) -> Result<()> {
+        if self.filled { Ok(()) } else { self.fill_now() }
+    }
+
+    fn fill_now(&mut self) -> Result<()> {
+        let n = self.docs.len();
+        let rest = bitpack::unpack(self.rest, n, &mut self.lens)?;
         let rest = bitpack::unpack(rest, n, &mut self.scratch)?;
         self.at.clear();
         self.at.reserve(n + 1);
@@ -220,7 +239,7 @@ impl<'a> Decoded<'a> {
             self.tfs.push(u32::try_from(t).ok().and_then(|t| t.checked_add(1)).ok_or_else(damaged)?);
         }
         self.positions = rest;
-        self.pos_at.clear();
+        self.filled = true;
         Ok(())
     }
 
@@ -235,8 +254,9 @@ impl<'a> Decoded<'a> {
     }
 
     /// Finds where each posting's positions start (once a block: only phrases and rewrites
-    /// need them).
+    /// need them); decodes the other columns first.
     pub fn locate_positions(&mut self) -> Result<()> {
+        self.fill()?;
         if !self.pos_at.is_empty() {
             return Ok(());
         }

@@ -278,7 +278,8 @@ impl<'t, 'a> Cursor<'t, 'a> {
     }
 
     /// The posting's contribution to a document's score.
-    fn contribution(&self, weights: &[f64], stats: Bm25) -> f64 {
+    fn contribution(&mut self, weights: &[f64], stats: Bm25) -> Result<f64> {
+        self.block.fill()?;
         let (i, b) = (self.pi, &self.block);
         let len = b.lens[i];
         let mut c = 0.0;
@@ -286,7 +287,7 @@ impl<'t, 'a> Cursor<'t, 'a> {
             let w = weights.get(usize::from(b.fields[k])).copied().unwrap_or(1.0);
             c += w * self.term.idf * stats.tf_part(f64::from(b.tfs[k]), len);
         }
-        c
+        Ok(c)
     }
 }
 
@@ -423,7 +424,7 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
                 holders.sort_unstable();
                 let mut score = 0.0;
                 for &i in &holders {
-                    score += cur[i].contribution(ask.weights, ask.stats);
+                    score += cur[i].contribution(ask.weights, ask.stats)?;
                 }
                 ranked::offer(&mut heap, ask.depth, Ranked { score, num: d });
                 if heap.len() == ask.depth

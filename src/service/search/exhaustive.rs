@@ -84,6 +84,7 @@ pub(super) fn score_all<'b>(
                     let idf = stats.idf(t.df);
                     for i in range.clone() {
                         d.load(first_of(&keys[i])?, &store[i])?;
+                        d.fill()?;
                         for j in 0..d.len() {
                             let len = d.lens[j];
                             let contribution: f64 = d

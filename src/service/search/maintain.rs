@@ -323,9 +323,8 @@ fn apply_net(
     } else {
         drop_dead_terms(tx, table, index, &emptied, |_| false, known, key)?;
     }
+    // kept even with no document left: a number is never given twice (see `search::ids`)
     match ((stat.n + n).checked_sub(net.removed_docs), (stat.total + total).checked_sub(net.removed_len)) {
-        // no document left: the numbers may start again, as nothing names one
-        (Some(0), Some(0)) => tx.delete(Space::Ftstat, stat_key),
         (Some(n), Some(t)) => tx.put(Space::Ftstat, stat_key, Stat { n, total: t, next: stat.next }.encode()),
         _ => return Err(corrupt(format!("ftstat:{table}:{index} would go below 0"))),
     }

@@ -8,6 +8,7 @@ mod daat;
 mod exhaustive;
 mod expand;
 mod highlight;
+pub mod ids;
 pub(crate) mod log;
 pub mod maintain;
 pub mod options;

@@ -303,8 +303,9 @@ impl Db {
         let ids_only = rules.is_none()
             && req.highlight.is_none()
             && req.fields.as_deref().is_some_and(|f| f.iter().all(|f| f == ID_FIELD));
+        let ids = self.doc_ids.of(&def);
         for r in ranked.iter().skip(offset) {
-            let id = &doc_id(&view, &def, r.num)?;
+            let id = &*super::ids::id_of(&ids, r.num, || doc_id(&view, &def, r.num))?;
             let blob = if ids_only {
                 None
             } else {
@@ -363,15 +364,17 @@ impl Db {
         };
         let dict = self.catalog.dict();
         let mut keep = HashSet::default();
+        let ids = self.doc_ids.of(def);
         for (steps, &num) in accs.keys().enumerate() {
             if steps % 256 == 255 {
                 stop.check()?;
             }
-            let id = doc_id(view, def, num)?;
+            let id = super::ids::id_of(&ids, num, || doc_id(view, def, num))?;
+            let id = &*id;
             let kept = match &by_index {
-                Some(ids) => ids.contains(&id),
-                None => match view.get(Space::Entity, &EntityKey::new(table, &id).encode())? {
-                    Some(blob) => filter.matches(&id, &blob, &dict)?,
+                Some(found) => found.contains(id),
+                None => match view.get(Space::Entity, &EntityKey::new(table, id).encode())? {
+                    Some(blob) => filter.matches(id, &blob, &dict)?,
                     None => false,
                 },
             };
