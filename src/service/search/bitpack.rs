@@ -48,6 +48,33 @@ pub fn unpack<'a>(bytes: &'a [u8], count: usize, out: &mut Vec<u64>) -> Result<&
     }
     out.reserve(count);
     let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+    if width <= 56 {
+        // each value from one unaligned little-endian word read at its first byte (a value of
+        // at most 56 bits shifted by at most 7 fits in it); the last few from a padded copy
+        let fast = if column.len() >= 8 { (column.len() - 8) * 8 / width as usize + 1 } else { 0 };
+        let fast = fast.min(count);
+        let (mut bit, w) = (0usize, width as usize);
+        for _ in 0..fast {
+            let at = bit / 8;
+            let word = u64::from_le_bytes(column[at..at + 8].try_into().map_err(|_| damaged())?);
+            out.push((word >> (bit % 8)) & mask);
+            bit += w;
+        }
+        if fast < count {
+            let mut tail = [0u8; 16];
+            let from = bit / 8;
+            let rest_bytes = &column[from..];
+            tail[..rest_bytes.len()].copy_from_slice(rest_bytes);
+            let mut local = bit % 8;
+            for _ in fast..count {
+                let at = local / 8;
+                let word = u64::from_le_bytes(tail[at..at + 8].try_into().map_err(|_| damaged())?);
+                out.push((word >> (local % 8)) & mask);
+                local += w;
+            }
+        }
+        return Ok(rest);
+    }
     let (mut acc, mut bits) = (0u128, 0u32);
     let mut next = column.iter();
     for _ in 0..count {

@@ -20,9 +20,12 @@
 //! A block's bound (`block::BlockBound`) is `idf · Σw · max tf_part(tf, length)` over the
 //! `(tf, length)` pairs of its head: at least the contribution of any of its postings (BM25's term
 //! part grows with the frequency and shrinks with the length; each field adds at most its weight
-//! times that). Bounds are compared with a
-//! relative margin ([`MARGIN`]), so float rounding never skips a document that ties, and ties
-//! go to the smaller number (the document indexed first, as in Lucene and tantivy). Scores are summed in the query's term order, as the exhaustive
+//! times that). Ties go to the smaller number (the document indexed first, as in Lucene and
+//! tantivy), and documents are visited in number order, so a document enters a full page only
+//! with a score above the page's last: a block whose bound is not above it is passed over, ties
+//! included (for a one-field index the bound of a block's best pair is that posting's score to
+//! the bit; scores summed in another order than their bounds may differ by an ulp or so, which
+//! counts as a tie). Scores are summed in the query's term order, as the exhaustive
 //! search sums them, so both give the same bits.
 
 use super::block::{self, Decoded};
@@ -33,9 +36,6 @@ use crate::service::stop::Stop;
 use crate::service::{Result, ServiceError};
 use crate::storage::Slice;
 use std::collections::BinaryHeap;
-
-/// Relative slack on every bound comparison (float sums in another order may differ by ulps).
-const MARGIN: f64 = 1e-9;
 
 /// One block of a term, as read from the snapshot.
 pub struct Block<'a> {
@@ -327,6 +327,13 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
         (counting, total, exact) = (false, ask.threshold, false);
     }
 
+    if plain
+        && union
+        && include.len() == 1
+        && let Some(c) = cur.first_mut()
+    {
+        return Ok(Found { hits: single(c, ask, stop)?, total, exact });
+    }
     let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(ask.depth + 1);
     let mut theta = f64::NEG_INFINITY;
     // the cursors that propose candidates — in `all` mode the lead clause's, in `any` mode all
@@ -373,7 +380,7 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
                 ub += b;
                 end = earlier(end, e);
             }
-            if ub * (1.0 + MARGIN) < theta {
+            if ub <= theta {
                 let Some(end) = end else { break };
                 queue.seek_all(&mut cur, end)?;
                 continue;
@@ -410,7 +417,7 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
                         None => 0.0,
                     };
                 }
-                ub * (1.0 + MARGIN) >= theta
+                ub > theta
             };
             if worth {
                 // summed in the query's term order, as the exhaustive search sums
@@ -451,6 +458,44 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
         }
     }
     Ok(Found { hits: heap.into_sorted_vec(), total, exact })
+}
+
+/// The top k of one term with nothing to pass over: its blocks in turn, each passed over without
+/// decoding once the page is full and the block's bound is not above the page's last score, the
+/// others scored posting by posting.
+fn single(c: &mut Cursor<'_, '_>, ask: &Ask<'_>, stop: &Stop) -> Result<Vec<Ranked>> {
+    let (idf, stats, depth) = (c.term.idf, ask.stats, ask.depth);
+    let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(depth + 1);
+    let mut theta = f64::NEG_INFINITY;
+    for (bi, b) in c.term.blocks.iter().enumerate() {
+        if bi % 64 == 63 {
+            stop.check()?;
+        }
+        if heap.len() == depth && c.bounds[bi] <= theta {
+            continue;
+        }
+        c.block.load(b.first, b.bytes)?;
+        c.block.fill()?;
+        let d = &c.block;
+        for i in 0..d.len() {
+            let len = d.lens[i];
+            // as `Cursor::contribution` sums, so both give the same bits
+            let mut score = 0.0;
+            for k in d.at[i]..d.at[i + 1] {
+                let w = ask.weights.get(usize::from(d.fields[k])).copied().unwrap_or(1.0);
+                score += w * idf * stats.tf_part(f64::from(d.tfs[k]), len);
+            }
+            if heap.len() < depth || score > theta {
+                ranked::offer(&mut heap, depth, Ranked { score, num: d.docs[i] });
+                if heap.len() == depth
+                    && let Some(worst) = heap.peek()
+                {
+                    theta = worst.score;
+                }
+            }
+        }
+    }
+    Ok(heap.into_sorted_vec())
 }
 
 /// The proposing cursors by their current document: a vector sorted greatest first, so the
@@ -507,7 +552,7 @@ fn proposing(cur: &[Cursor<'_, '_>], by_max: &[usize], theta: f64) -> Vec<usize>
     let mut sum = 0.0;
     let mut weak = 0;
     for &i in by_max {
-        if (sum + cur[i].max) * (1.0 + MARGIN) < theta {
+        if sum + cur[i].max <= theta {
             sum += cur[i].max;
             weak += 1;
         } else {

@@ -39,7 +39,11 @@ impl DocIds {
 }
 
 /// The id of `num`, remembered or read with `read` (and then remembered).
-pub fn id_of(ids: &Ids, num: u64, read: impl FnOnce() -> crate::service::Result<String>) -> crate::service::Result<Arc<str>> {
+pub fn id_of(
+    ids: &Ids,
+    num: u64,
+    read: impl FnOnce() -> crate::service::Result<String>,
+) -> crate::service::Result<Arc<str>> {
     if let Some(id) = ids.lock().unwrap_or_else(PoisonError::into_inner).get(&num) {
         return Ok(id.clone());
     }
