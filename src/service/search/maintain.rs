@@ -15,6 +15,8 @@
 
 use super::analyzer::Analyzer;
 use super::block::{self, BLOCK_DOCS, Decoded, PostingIn};
+pub use super::known::KnownTerms;
+use super::known::{Added, Tail};
 use super::log::FtOp;
 use super::options::FulltextOptions;
 use super::postings::{self, DocPostings, LenRecord, Stat};
@@ -26,28 +28,6 @@ use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space, WriteTx};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-
-/// Most terms [`KnownTerms`] remembers per index.
-const MAX_KNOWN_TERMS: usize = 2_000_000;
-
-/// The terms each fulltext index's committed dictionary is known to hold, so that a write adds
-/// the dictionary entry of a term only when it is new — a blind put of every term of every write
-/// left a version per write in the LSM tree, which each dictionary scan (prefixes, typo-tolerant
-/// terms) then walked. Only the committer reads and changes it: a term is added once the write
-/// that put it has committed, and removed when a write stages its removal, so it never claims a
-/// term the store lacks (at worst it lacks one, and a write puts that entry again). An index's
-/// terms are keyed by its creation time, so a dropped and re-created index starts afresh.
-#[derive(Default)]
-pub struct KnownTerms(Arc<Mutex<TermSets>>);
-
-/// Per index (table, name, created_at): its known terms.
-type TermSets = std::collections::HashMap<(String, String, i64), foldhash::HashSet<String>>;
-
-impl KnownTerms {
-    fn lock(&self) -> std::sync::MutexGuard<'_, TermSets> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 type Cache = Mutex<std::collections::HashMap<(String, String, i64), Arc<Analyzer>>>;
 
@@ -227,16 +207,10 @@ pub(crate) fn finish(w: &mut Write<'_, '_>, known: &KnownTerms) -> Result<()> {
             continue;
         }
         let key = (table, index, created_at);
-        let new_terms = apply_net(tx, &key.0, &key.1, net, known, &key)?;
-        if !new_terms.is_empty() {
-            let known = known.0.clone();
-            tx.on_commit(move || {
-                let mut map = known.lock().unwrap_or_else(PoisonError::into_inner);
-                let set = map.entry(key).or_default();
-                if set.len() + new_terms.len() <= MAX_KNOWN_TERMS {
-                    set.extend(new_terms);
-                }
-            });
+        let added = apply_net(tx, &key.0, &key.1, net, known, &key)?;
+        if !added.terms.is_empty() || !added.tails.is_empty() {
+            let known = known.clone();
+            tx.on_commit(move || known.record(key, added));
         }
     }
     Ok(())
@@ -261,7 +235,7 @@ fn corrupt(what: String) -> ServiceError {
     ServiceError::Internal(format!("damaged full-text entry: {what}"))
 }
 
-/// Applies one index's net change; returns the dictionary entries it put.
+/// Applies one index's net change; returns what the known state gains once it commits.
 fn apply_net(
     tx: &mut WriteTx<'_>,
     table: &str,
@@ -269,10 +243,16 @@ fn apply_net(
     net: Net,
     known: &KnownTerms,
     key: &(String, String, i64),
-) -> Result<Vec<String>> {
-    let mut new_terms = Vec::new();
+) -> Result<Added> {
+    let mut added = Added::default();
     let stat_key = FtStatKey::stat(table, index).encode();
     let mut stat = Stat::decode(tx.get(Space::Ftstat, &stat_key)?.as_deref())?;
+    if let Some(k) = known.lock().get_mut(key) {
+        // their blocks change: forgotten now, before the write commits
+        for token in net.cut.keys() {
+            k.forget_tail(token);
+        }
+    }
     let emptied = cut_postings(tx, table, index, &net.cut)?;
     for num in &net.removed_nums {
         tx.delete(Space::Ftstat, FtStatKey::doc(table, index, *num).encode());
@@ -298,26 +278,21 @@ fn apply_net(
                 LenRecord::encode_parts(doc.len, num, &doc.tokens),
             );
         }
+        let tails: Vec<Option<Tail>>;
         {
             let map = known.lock();
             let have = map.get(key);
             for token in by_token.keys() {
-                if have.is_none_or(|h| !h.contains(*token)) {
+                if have.is_none_or(|h| !h.has_term(token)) {
                     tx.put(Space::Ftstat, FtStatKey::term(table, index, token).encode(), Vec::new());
-                    new_terms.push((*token).to_owned());
+                    added.terms.push((*token).to_owned());
                 }
             }
+            tails = by_token.keys().map(|t| have.and_then(|h| h.tail(t))).collect();
         }
-        for (token, list) in &by_token {
-            for chunk in list.chunks(BLOCK_DOCS) {
-                let first = chunk.first().map_or(0, |p| p.num);
-                // new numbers: no other key of this write is this one
-                tx.put_new(
-                    Space::Ftidx,
-                    FtidxKey::new(table, index, token, first).encode(),
-                    block::encode(first, chunk),
-                );
-            }
+        for ((token, list), tail) in by_token.iter().zip(&tails) {
+            let last = write_postings(tx, table, index, token, list, tail.as_ref())?;
+            added.tails.push(((*token).to_owned(), last));
         }
         drop_dead_terms(tx, table, index, &emptied, |t| by_token.contains_key(t), known, key)?;
     } else {
@@ -328,7 +303,45 @@ fn apply_net(
         (Some(n), Some(t)) => tx.put(Space::Ftstat, stat_key, Stat { n, total: t, next: stat.next }.encode()),
         _ => return Err(corrupt(format!("ftstat:{table}:{index} would go below 0"))),
     }
-    Ok(new_terms)
+    Ok(added)
+}
+
+/// Writes a token's new postings (numbers above all it holds, in order): into its last block
+/// while that has room (`tail`, when known), then in new blocks of [`BLOCK_DOCS`]. Returns its
+/// last block now, if not full.
+fn write_postings(
+    tx: &mut WriteTx<'_>,
+    table: &str,
+    index: &str,
+    token: &str,
+    list: &[PostingIn<'_>],
+    tail: Option<&Tail>,
+) -> Result<Option<Tail>> {
+    let mut rest = list;
+    let mut last = None;
+    if let Some((first, bytes)) = tail {
+        let mut d = Decoded::default();
+        d.load(*first, bytes)?;
+        d.locate_positions()?;
+        let take = BLOCK_DOCS.saturating_sub(d.len()).min(rest.len());
+        if take > 0 {
+            let pairs: Vec<Vec<(u16, u32)>> = (0..d.len()).map(|i| d.field_pairs(i).collect()).collect();
+            let mut all: Vec<PostingIn<'_>> = (0..d.len()).map(|i| d.posting_in(i, &pairs[i])).collect();
+            all.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            let value: Arc<[u8]> = block::encode(*first, &all).into();
+            tx.put(Space::Ftidx, FtidxKey::new(table, index, token, *first).encode(), value.to_vec());
+            last = (all.len() < BLOCK_DOCS).then_some((*first, value));
+        }
+    }
+    for chunk in rest.chunks(BLOCK_DOCS) {
+        let first = chunk.first().map_or(0, |p| p.num);
+        let value = block::encode(first, chunk);
+        last = (chunk.len() < BLOCK_DOCS).then(|| (first, Arc::from(value.as_slice())));
+        // new numbers: no other key of this write is this one
+        tx.put_new(Space::Ftidx, FtidxKey::new(table, index, token, first).encode(), value);
+    }
+    Ok(last)
 }
 
 /// Removes the dictionary entries of tokens left without postings: those whose blocks this write
@@ -357,8 +370,8 @@ fn drop_dead_terms(
         }
         if !alive {
             // forgotten now, before the write commits: the cache may lack a term, never claim one
-            if let Some(set) = known.lock().get_mut(key) {
-                set.remove(token);
+            if let Some(k) = known.lock().get_mut(key) {
+                k.forget_term(token);
             }
             tx.delete(Space::Ftstat, FtStatKey::term(table, index, token).encode());
         }
@@ -408,4 +421,51 @@ fn cut_postings(
         }
     }
     Ok(emptied)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::keys::FtidxKey;
+    use crate::service::search::block;
+    use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions};
+    use crate::storage::{KeyRange, Space, StorageConfig};
+    use serde_json::json;
+
+    /// Postings written one document a write fill the token's last block rather than starting
+    /// one each; a removal rewrites the block it cuts, and the writes after it start afresh.
+    #[tokio::test]
+    async fn single_document_writes_fill_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(StorageConfig::new(dir.path()), DbOptions { background_jobs: false, ..DbOptions::default() })
+            .unwrap();
+        db.create_table(serde_json::from_value::<CreateTable>(json!({"name": "t"})).unwrap()).await.unwrap();
+        let req: CreateIndex = serde_json::from_value(
+            json!({"name": "ft", "kind": "fulltext", "fields": ["body"], "options": {"language": "none"}}),
+        )
+        .unwrap();
+        db.create_index("t".into(), req).await.unwrap();
+        let put = |i: usize| {
+            let doc = json!({"body": format!("common word{}", i % 3)}).as_object().unwrap().clone();
+            db.put_document("t".into(), format!("d{i:04}"), doc, Preconditions::default())
+        };
+        let sizes = |token: &str| -> Vec<u64> {
+            let view = db.store().snapshot();
+            view.scan(Space::Ftidx, KeyRange::Prefix(FtidxKey::token_prefix("t", "ft", token)), false)
+                .map(|i| block::len(&i.unwrap().1).unwrap())
+                .collect()
+        };
+        for i in 0..300 {
+            put(i).await.unwrap();
+        }
+        assert_eq!(sizes("common"), [128, 128, 44]);
+        assert_eq!(sizes("word1"), [100]);
+        db.delete_document("t".into(), "d0299".into(), Preconditions::default()).await.unwrap();
+        for i in 300..310 {
+            put(i).await.unwrap();
+        }
+        // the cut forgot the last block: the next write started one, later writes fill it
+        assert_eq!(sizes("common"), [128, 128, 43, 10]);
+        let report = db.check().await.unwrap();
+        assert!(report.ok, "{report:?}");
+    }
 }

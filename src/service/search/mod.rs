@@ -9,6 +9,7 @@ mod exhaustive;
 mod expand;
 mod highlight;
 pub mod ids;
+mod known;
 pub(crate) mod log;
 pub mod maintain;
 pub mod options;
