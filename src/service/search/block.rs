@@ -311,7 +311,7 @@ pub fn field_positions(mut bytes: &[u8], tfs: &[u32], out: &mut [Vec<u32>]) -> R
         list.clear();
         let mut last = 0u64;
         for _ in 0..tf {
-            last += num(&mut bytes)?;
+            last = last.checked_add(num(&mut bytes)?).ok_or_else(damaged)?;
             list.push(u32::try_from(last).map_err(|_| damaged())?);
         }
     }
@@ -407,8 +407,13 @@ mod tests {
         #[test]
         fn damaged_blocks_are_errors_not_panics(first in any::<u64>(), bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let mut d = Decoded::default();
-            if d.load(first, &bytes).is_ok() {
-                let _ = d.locate_positions();
+            if d.load(first, &bytes).is_ok() && d.locate_positions().is_ok() {
+                let mut lists = vec![Vec::new(); 4];
+                for i in 0..d.len() {
+                    let tfs: Vec<u32> = d.field_pairs(i).map(|p| p.1).collect();
+                    lists.resize_with(tfs.len(), Vec::new);
+                    let _ = field_positions(d.positions_of(i), &tfs, &mut lists);
+                }
             }
         }
     }

@@ -23,9 +23,10 @@
 //! times that). Ties go to the smaller number (the document indexed first, as in Lucene and
 //! tantivy), and documents are visited in number order, so a document enters a full page only
 //! with a score above the page's last: a block whose bound is not above it is passed over, ties
-//! included (for a one-field index the bound of a block's best pair is that posting's score to
-//! the bit; scores summed in another order than their bounds may differ by an ulp or so, which
-//! counts as a tie). Scores are summed in the query's term order, as the exhaustive
+//! included. That holds to the bit for one term of a one-field index (the bound of a block's best
+//! pair is that posting's score, computed the same way); elsewhere bounds are sums or products
+//! in another order than the scores, which may round an ulp or so apart, so they are raised by a
+//! relative [`SLACK`] first — far above rounding, far below any real difference of scores. Scores are summed in the query's term order, as the exhaustive
 //! search sums them, so both give the same bits.
 
 use super::block::{self, Decoded};
@@ -36,6 +37,9 @@ use crate::service::stop::Stop;
 use crate::service::{Result, ServiceError};
 use crate::storage::Slice;
 use std::collections::BinaryHeap;
+
+/// Relative raise of bounds that may round below a score they bound (see the module doc).
+const SLACK: f64 = 1e-12;
 
 /// One block of a term, as read from the snapshot.
 pub struct Block<'a> {
@@ -302,6 +306,8 @@ fn earlier(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// The search (see the module doc). `include` and `exclude` are in the query's term order.
 pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask<'_>, stop: &Stop) -> Result<Found> {
     let weight_sum: f64 = ask.weights.iter().sum::<f64>().max(1.0);
+    // exact bounds only for one term of a one-field index
+    let slack = if include.len() == 1 && ask.weights.len() <= 1 { 1.0 } else { 1.0 + SLACK };
     let mut cur = include.iter().map(|t| Cursor::new(t, weight_sum, ask.stats)).collect::<Result<Vec<_>>>()?;
     let mut excl = exclude.iter().map(|t| Cursor::new(t, weight_sum, ask.stats)).collect::<Result<Vec<_>>>()?;
     // the clauses' cursors, and in `all` mode the lead: the clause of fewest postings
@@ -332,7 +338,7 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
         && include.len() == 1
         && let Some(c) = cur.first_mut()
     {
-        return Ok(Found { hits: single(c, ask, stop)?, total, exact });
+        return Ok(Found { hits: single(c, ask, slack, stop)?, total, exact });
     }
     let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(ask.depth + 1);
     let mut theta = f64::NEG_INFINITY;
@@ -380,7 +386,7 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
                 ub += b;
                 end = earlier(end, e);
             }
-            if ub <= theta {
+            if ub * slack <= theta {
                 let Some(end) = end else { break };
                 queue.seek_all(&mut cur, end)?;
                 continue;
@@ -417,7 +423,7 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
                         None => 0.0,
                     };
                 }
-                ub > theta
+                ub * slack > theta
             };
             if worth {
                 // summed in the query's term order, as the exhaustive search sums
@@ -448,7 +454,7 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
         }
         if regroup && heap.len() == ask.depth {
             // MaxScore: the weakest terms stop proposing
-            let proposers = proposing(&cur, &by_max, theta);
+            let proposers = proposing(&cur, &by_max, theta, slack);
             others = (0..cur.len()).filter(|i| !proposers.contains(i)).collect();
             queue.fill(&cur, &proposers);
         } else {
@@ -463,7 +469,7 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
 /// The top k of one term with nothing to pass over: its blocks in turn, each passed over without
 /// decoding once the page is full and the block's bound is not above the page's last score, the
 /// others scored posting by posting.
-fn single(c: &mut Cursor<'_, '_>, ask: &Ask<'_>, stop: &Stop) -> Result<Vec<Ranked>> {
+fn single(c: &mut Cursor<'_, '_>, ask: &Ask<'_>, slack: f64, stop: &Stop) -> Result<Vec<Ranked>> {
     let (idf, stats, depth) = (c.term.idf, ask.stats, ask.depth);
     let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(depth + 1);
     let mut theta = f64::NEG_INFINITY;
@@ -471,7 +477,7 @@ fn single(c: &mut Cursor<'_, '_>, ask: &Ask<'_>, stop: &Stop) -> Result<Vec<Rank
         if bi % 64 == 63 {
             stop.check()?;
         }
-        if heap.len() == depth && c.bounds[bi] <= theta {
+        if heap.len() == depth && c.bounds[bi] * slack <= theta {
             continue;
         }
         c.block.load(b.first, b.bytes)?;
@@ -548,11 +554,11 @@ impl Queue {
 
 /// MaxScore: the cursors that must propose candidates — all but the weakest ones whose best bounds
 /// together stay below the k-th score (a document only they hold cannot enter).
-fn proposing(cur: &[Cursor<'_, '_>], by_max: &[usize], theta: f64) -> Vec<usize> {
+fn proposing(cur: &[Cursor<'_, '_>], by_max: &[usize], theta: f64, slack: f64) -> Vec<usize> {
     let mut sum = 0.0;
     let mut weak = 0;
     for &i in by_max {
-        if sum + cur[i].max <= theta {
+        if (sum + cur[i].max) * slack <= theta {
             sum += cur[i].max;
             weak += 1;
         } else {

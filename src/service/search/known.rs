@@ -12,15 +12,21 @@
 //! committed (an `on_commit` hook), and what it removes or rewrites is forgotten when the write
 //! stages it — so it may lack something (a term is then put again; a token's postings start a new
 //! block), but never claims what the store does not hold. An index's entries are keyed by its
-//! creation time, so a dropped and re-created index starts afresh.
+//! creation time, so a dropped and re-created index starts afresh; what is remembered is bounded
+//! (terms and bytes per index, bytes over all, the number of indexes), and forgetting is always
+//! safe.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Most terms remembered per index.
 const MAX_TERMS: usize = 2_000_000;
-/// Most bytes of last blocks remembered per index (past it they are all forgotten).
+/// Most bytes of last blocks remembered per index (past it its last blocks are all forgotten).
 const MAX_TAIL_BYTES: usize = 32 << 20;
+/// Most bytes of last blocks remembered over all indexes (past it all are forgotten).
+const MAX_ALL_TAIL_BYTES: usize = 128 << 20;
+/// Most indexes remembered (past it all are forgotten: dropped indexes' entries go with them).
+const MAX_INDEXES: usize = 256;
 
 /// A token's last block: its first number and value.
 pub type Tail = (u64, Arc<[u8]>);
@@ -94,6 +100,15 @@ impl KnownTerms {
     /// Records what a committed write added to index `key`.
     pub fn record(&self, key: (String, String, i64), added: Added) {
         let mut map = self.lock();
+        if map.len() >= MAX_INDEXES && !map.contains_key(&key) {
+            map.clear();
+        }
+        if map.values().map(|k| k.tail_bytes).sum::<usize>() > MAX_ALL_TAIL_BYTES {
+            for k in map.values_mut() {
+                k.tails.clear();
+                k.tail_bytes = 0;
+            }
+        }
         let known = map.entry(key).or_default();
         if known.terms.len() + added.terms.len() <= MAX_TERMS {
             known.terms.extend(added.terms);

@@ -2,7 +2,7 @@
 //! by `maintain::finish`: a leaf, so the write module holds the log without importing the
 //! family that fills and reads it.
 
-use super::postings::{DocPostings, LenRecord};
+use super::postings::DocPostings;
 
 /// One document's change of one fulltext index, logged in the write.
 pub(crate) struct FtOp {
@@ -10,8 +10,15 @@ pub(crate) struct FtOp {
     pub index: String,
     pub created_at: i64,
     pub id: String,
-    /// the postings the document had: `Some(record)` (block 0: added earlier in this write)
-    pub removed: Option<LenRecord>,
+    /// the postings the document had (number 0: added earlier in this write)
+    pub removed: Option<Removed>,
     /// its new terms
     pub added: Option<DocPostings>,
+}
+
+/// The postings a change removes: the document's length, number and tokens.
+pub(crate) struct Removed {
+    pub len: u64,
+    pub num: u64,
+    pub tokens: Vec<String>,
 }

@@ -18,6 +18,8 @@ pub mod postings;
 mod ranked;
 mod run;
 mod score;
+#[cfg(test)]
+mod tests;
 pub(crate) mod upgrade;
 
 use serde::{Deserialize, Serialize};

@@ -2,9 +2,9 @@
 //! (whose form is `block.rs`'s): a document's postings before they are numbered
 //! ([`DocPostings`]), its length record (`ftdlen` values) and an index's statistics (`ftstat`).
 //!
-//! A length record is `doc_len num token_count (token_len token)…`: the document's length, its
-//! number in the index (0 while the write that indexes it is still running), and its distinct
-//! tokens, so removing it needs no new analysis of the old document.
+//! A length record is `doc_len num`: the document's length and its number in the index (0 while
+//! the write that indexes it is still running). Removing a document analyzes its stored version
+//! again for its tokens (format 4 kept them in the record, where they took 60% of the index's bytes).
 
 use super::analyzer::Analyzer;
 use super::block::{self, PostingIn};
@@ -116,42 +116,25 @@ pub struct LenRecord {
     pub len: u64,
     /// its number in the index; 0 while the write that indexes it runs
     pub num: u64,
-    /// its distinct tokens, sorted
-    pub tokens: Vec<String>,
 }
 
 impl LenRecord {
     /// The stored form.
     pub fn encode(&self) -> Vec<u8> {
-        Self::encode_parts(self.len, self.num, &self.tokens)
-    }
-
-    /// The stored form of a record with these parts (no record built).
-    pub fn encode_parts<T: AsRef<str>>(len: u64, num: u64, tokens: &[T]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(16 + tokens.iter().map(|t| t.as_ref().len() + 1).sum::<usize>());
-        varint::write(&mut out, len);
-        varint::write(&mut out, num);
-        varint::write(&mut out, tokens.len() as u64);
-        for t in tokens {
-            varint::write(&mut out, t.as_ref().len() as u64);
-            out.extend_from_slice(t.as_ref().as_bytes());
-        }
+        let mut out = Vec::with_capacity(8);
+        varint::write(&mut out, self.len);
+        varint::write(&mut out, self.num);
         out
     }
 
     /// Parses the stored form.
     pub fn decode(bytes: &[u8]) -> Result<LenRecord> {
         let mut c = Cursor(bytes);
-        let (len, num, n) = (c.num()?, c.num()?, c.num()?);
-        let mut tokens = Vec::with_capacity(usize::try_from(n.min(4096)).unwrap_or(0));
-        for _ in 0..n {
-            let l = c.num()?;
-            tokens.push(String::from_utf8(c.bytes(l)?.to_vec()).map_err(|_| damaged("length record"))?);
-        }
+        let (len, num) = (c.num()?, c.num()?);
         if !c.0.is_empty() {
             return Err(damaged("length record"));
         }
-        Ok(LenRecord { len, num, tokens })
+        Ok(LenRecord { len, num })
     }
 }
 
@@ -196,13 +179,6 @@ impl<'a> Cursor<'a> {
         self.0 = self.0.get(n..).ok_or_else(|| damaged("length record"))?;
         Ok(v)
     }
-
-    fn bytes(&mut self, len: u64) -> Result<&'a [u8]> {
-        let len = usize::try_from(len).map_err(|_| damaged("length record"))?;
-        let (head, rest) = self.0.split_at_checked(len).ok_or_else(|| damaged("length record"))?;
-        self.0 = rest;
-        Ok(head)
-    }
 }
 
 #[cfg(test)]
@@ -236,7 +212,7 @@ mod tests {
 
     #[test]
     fn length_records_and_statistics_round_trip() {
-        let r = LenRecord { len: 42, num: 7, tokens: vec!["a".into(), "graph".into()] };
+        let r = LenRecord { len: 42, num: 7 };
         assert_eq!(LenRecord::decode(&r.encode()).unwrap(), r);
         let s = Stat { n: 3, total: 99, next: 12 };
         assert_eq!(Stat::decode(Some(&s.encode())).unwrap(), s);
