@@ -106,10 +106,9 @@ pub(super) fn check_document(
                 && d.locate_positions().is_ok()
                 && let Some(i) = d.docs.iter().position(|&n| n == record.num)
             {
-                let pairs: Vec<(u16, u32)> = d.field_pairs(i).collect();
-                let tfs: Vec<u32> = pairs.iter().map(|p| p.1).collect();
-                lists.resize_with(tfs.len(), Vec::new);
-                let got = match block::field_positions(d.positions_of(i), &tfs, &mut lists) {
+                let pairs = d.pairs_of(i);
+                lists.resize_with(pairs.len(), Vec::new);
+                let got = match block::field_positions(d.positions_of(i), pairs, &mut lists) {
                     Ok(()) => pairs.iter().zip(&lists).map(|(p, l)| (p.0, l.clone())).collect::<Vec<_>>(),
                     Err(_) => Vec::new(),
                 };
@@ -195,7 +194,7 @@ pub(super) fn check_index(
             );
         }
         let (head, _, _) = block::head(&value)?;
-        let pairs = (0..d.len()).map(|i| (d.field_pairs(i).map(|p| p.1).max().unwrap_or(0), d.lens[i])).collect();
+        let pairs = (0..d.len()).map(|i| (d.pairs_of(i).iter().map(|p| p.1).max().unwrap_or(0), d.lens[i])).collect();
         if BlockBound::of(pairs) != head {
             report.problem(
                 "stale_entry",
@@ -372,10 +371,9 @@ mod tests {
         let mut dec = Decoded::default();
         dec.load(first, &value).unwrap();
         dec.locate_positions().unwrap();
-        let pairs: Vec<Vec<(u16, u32)>> = (0..dec.len()).map(|i| dec.field_pairs(i).collect()).collect();
         let mut moved = Vec::new();
         block::encode_positions(&mut moved, &[0, 5]);
-        let mut ins: Vec<PostingIn<'_>> = (0..dec.len()).map(|i| dec.posting_in(i, &pairs[i])).collect();
+        let mut ins: Vec<PostingIn<'_>> = (0..dec.len()).map(|i| dec.posting_in(i)).collect();
         for p in &mut ins {
             if p.num == b {
                 p.positions = &moved;

@@ -172,12 +172,10 @@ pub struct Decoded<'a> {
     pub docs: Vec<u64>,
     /// each posting's document length
     pub lens: Vec<u64>,
-    /// posting `i`'s fields are `fields[at[i]..at[i + 1]]` (and their frequencies in `tfs`)
-    pub at: Vec<usize>,
-    /// field numbers
-    pub fields: Vec<u16>,
-    /// term frequencies
-    pub tfs: Vec<u32>,
+    /// posting `i`'s `(field, tf)` pairs are `pairs[at[i]..at[i + 1]]`
+    at: Vec<usize>,
+    /// every posting's `(field number, term frequency)` pairs
+    pairs: Vec<(u16, u32)>,
     /// the positions section
     positions: &'a [u8],
     /// the columns after the numbers, until [`Decoded::fill`] decodes them
@@ -229,14 +227,13 @@ impl<'a> Decoded<'a> {
             self.at.push(sum);
         }
         let rest = bitpack::unpack(rest, sum, &mut self.scratch)?;
-        self.fields.clear();
+        self.pairs.clear();
         for &f in &self.scratch {
-            self.fields.push(u16::try_from(f).map_err(|_| damaged())?);
+            self.pairs.push((u16::try_from(f).map_err(|_| damaged())?, 0));
         }
         let rest = bitpack::unpack(rest, sum, &mut self.scratch)?;
-        self.tfs.clear();
-        for &t in &self.scratch {
-            self.tfs.push(u32::try_from(t).ok().and_then(|t| t.checked_add(1)).ok_or_else(damaged)?);
+        for (pair, &t) in self.pairs.iter_mut().zip(&self.scratch) {
+            pair.1 = u32::try_from(t).ok().and_then(|t| t.checked_add(1)).ok_or_else(damaged)?;
         }
         self.positions = rest;
         self.filled = true;
@@ -265,7 +262,7 @@ impl<'a> Decoded<'a> {
         self.pos_at.reserve(self.docs.len() + 1);
         for i in 0..self.docs.len() {
             self.pos_at.push(total - c.len());
-            let count: u64 = self.tfs[self.at[i]..self.at[i + 1]].iter().map(|&t| u64::from(t)).sum();
+            let count: u64 = self.pairs_of(i).iter().map(|&(_, tf)| u64::from(tf)).sum();
             for _ in 0..count {
                 // a varint ends at its first byte below 0x80
                 let end = c.iter().position(|b| *b < 0x80).ok_or_else(damaged)?;
@@ -288,25 +285,22 @@ impl<'a> Decoded<'a> {
         }
     }
 
-    /// Posting `i`'s `(field, tf)` pairs.
-    pub fn field_pairs(&self, i: usize) -> impl Iterator<Item = (u16, u32)> + '_ {
-        let r = self.at[i]..self.at[i + 1];
-        self.fields[r.clone()].iter().copied().zip(self.tfs[r].iter().copied())
+    /// Posting `i`'s `(field, tf)` pairs (after [`Decoded::fill`]).
+    #[inline]
+    pub fn pairs_of(&self, i: usize) -> &[(u16, u32)] {
+        &self.pairs[self.at[i]..self.at[i + 1]]
     }
 
-    /// Posting `i` as it would be written again (after [`Decoded::locate_positions`]), its
-    /// pairs in `pairs`.
-    pub fn posting_in<'p>(&self, i: usize, pairs: &'p [(u16, u32)]) -> PostingIn<'p>
-    where
-        'a: 'p,
-    {
-        PostingIn { num: self.docs[i], len: self.lens[i], fields: pairs, positions: self.positions_of(i) }
+    /// Posting `i` as it would be written again (after [`Decoded::locate_positions`]).
+    pub fn posting_in(&self, i: usize) -> PostingIn<'_> {
+        PostingIn { num: self.docs[i], len: self.lens[i], fields: self.pairs_of(i), positions: self.positions_of(i) }
     }
 }
 
-/// The positions of each field of one posting, from its positions bytes and its frequencies.
-pub fn field_positions(mut bytes: &[u8], tfs: &[u32], out: &mut [Vec<u32>]) -> Result<()> {
-    for (k, &tf) in tfs.iter().enumerate() {
+/// The positions of each field of one posting, from its positions bytes and its `(field, tf)`
+/// pairs, into `out` (one list a pair).
+pub fn field_positions(mut bytes: &[u8], pairs: &[(u16, u32)], out: &mut [Vec<u32>]) -> Result<()> {
+    for (k, &(_, tf)) in pairs.iter().enumerate() {
         let list = &mut out[k];
         list.clear();
         let mut last = 0u64;
@@ -388,19 +382,17 @@ mod tests {
             for (i, (num, len, hits)) in docs.iter().enumerate() {
                 prop_assert_eq!(d.docs[i], *num);
                 prop_assert_eq!(d.lens[i], *len);
-                let pairs: Vec<(u16, u32)> = d.field_pairs(i).collect();
+                let pairs = d.pairs_of(i);
                 prop_assert_eq!(pairs.len(), hits.len());
-                let tfs: Vec<u32> = pairs.iter().map(|p| p.1).collect();
-                let mut lists = vec![Vec::new(); tfs.len()];
-                field_positions(d.positions_of(i), &tfs, &mut lists).unwrap();
+                let mut lists = vec![Vec::new(); pairs.len()];
+                field_positions(d.positions_of(i), pairs, &mut lists).unwrap();
                 for ((pair, list), (f, positions)) in pairs.iter().zip(&lists).zip(hits) {
                     prop_assert_eq!(pair.0, *f);
                     prop_assert_eq!(list, positions);
                 }
             }
             // postings re-written from a decoded block give the same block
-            let pairs: Vec<Vec<(u16, u32)>> = (0..d.len()).map(|i| d.field_pairs(i).collect()).collect();
-            let again: Vec<PostingIn<'_>> = (0..d.len()).map(|i| d.posting_in(i, &pairs[i])).collect();
+            let again: Vec<PostingIn<'_>> = (0..d.len()).map(|i| d.posting_in(i)).collect();
             prop_assert_eq!(encode(first, &again), bytes);
         }
 
@@ -410,9 +402,8 @@ mod tests {
             if d.load(first, &bytes).is_ok() && d.locate_positions().is_ok() {
                 let mut lists = vec![Vec::new(); 4];
                 for i in 0..d.len() {
-                    let tfs: Vec<u32> = d.field_pairs(i).map(|p| p.1).collect();
-                    lists.resize_with(tfs.len(), Vec::new);
-                    let _ = field_positions(d.positions_of(i), &tfs, &mut lists);
+                    lists.resize_with(d.pairs_of(i).len(), Vec::new);
+                    let _ = field_positions(d.positions_of(i), d.pairs_of(i), &mut lists);
                 }
             }
         }

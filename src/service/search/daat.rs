@@ -90,10 +90,8 @@ pub fn term<'a>(
 pub struct Held<'d> {
     /// the document's length
     pub len: u64,
-    /// the term's fields in it
-    pub fields: &'d [u16],
-    /// the term's frequency in each
-    pub tfs: &'d [u32],
+    /// the term's `(field, frequency)` pairs in it
+    pub pairs: &'d [(u16, u32)],
     /// their positions (see `block::field_positions`)
     pub positions: &'d [u8],
 }
@@ -226,8 +224,7 @@ impl<'t, 'a> Cursor<'t, 'a> {
     /// located).
     fn held(&self) -> Held<'_> {
         let (i, b) = (self.pi, &self.block);
-        let r = b.at[i]..b.at[i + 1];
-        Held { len: b.lens[i], fields: &b.fields[r.clone()], tfs: &b.tfs[r], positions: b.positions_of(i) }
+        Held { len: b.lens[i], pairs: b.pairs_of(i), positions: b.positions_of(i) }
     }
 
     fn advance(&mut self) -> Result<()> {
@@ -287,9 +284,9 @@ impl<'t, 'a> Cursor<'t, 'a> {
         let (i, b) = (self.pi, &self.block);
         let len = b.lens[i];
         let mut c = 0.0;
-        for k in b.at[i]..b.at[i + 1] {
-            let w = weights.get(usize::from(b.fields[k])).copied().unwrap_or(1.0);
-            c += w * self.term.idf * stats.tf_part(f64::from(b.tfs[k]), len);
+        for &(field, tf) in b.pairs_of(i) {
+            let w = weights.get(usize::from(field)).copied().unwrap_or(1.0);
+            c += w * self.term.idf * stats.tf_part(f64::from(tf), len);
         }
         Ok(c)
     }
@@ -487,9 +484,9 @@ fn single(c: &mut Cursor<'_, '_>, ask: &Ask<'_>, slack: f64, stop: &Stop) -> Res
             let len = d.lens[i];
             // as `Cursor::contribution` sums, so both give the same bits
             let mut score = 0.0;
-            for k in d.at[i]..d.at[i + 1] {
-                let w = ask.weights.get(usize::from(d.fields[k])).copied().unwrap_or(1.0);
-                score += w * idf * stats.tf_part(f64::from(d.tfs[k]), len);
+            for &(field, tf) in d.pairs_of(i) {
+                let w = ask.weights.get(usize::from(field)).copied().unwrap_or(1.0);
+                score += w * idf * stats.tf_part(f64::from(tf), len);
             }
             if heap.len() < depth || score > theta {
                 ranked::offer(&mut heap, depth, Ranked { score, num: d.docs[i] });

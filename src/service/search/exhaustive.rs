@@ -88,8 +88,9 @@ pub(super) fn score_all<'b>(
                         for j in 0..d.len() {
                             let len = d.lens[j];
                             let contribution: f64 = d
-                                .field_pairs(j)
-                                .map(|(f, tf)| weight(f) * idf * stats.tf_part(f64::from(tf), len))
+                                .pairs_of(j)
+                                .iter()
+                                .map(|&(f, tf)| weight(f) * idf * stats.tf_part(f64::from(tf), len))
                                 .sum();
                             hit(d.docs[j], contribution);
                         }
@@ -158,13 +159,13 @@ fn phrase_matches(
     let mut positions: Vec<Vec<u32>> = vec![Vec::new(); n];
     daat::common(&inputs, stop, |num, row| {
         for (k, held) in row.iter().enumerate() {
-            lists[k].resize_with(held.fields.len(), Vec::new);
-            block::field_positions(held.positions, held.tfs, &mut lists[k])?;
+            lists[k].resize_with(held.pairs.len(), Vec::new);
+            block::field_positions(held.positions, held.pairs, &mut lists[k])?;
         }
         let mut per_field = Vec::new();
-        'field: for (i, &field) in row[0].fields.iter().enumerate() {
+        'field: for (i, &(field, _)) in row[0].pairs.iter().enumerate() {
             for k in 0..n {
-                let Some(j) = row[k].fields.iter().position(|g| *g == field) else { continue 'field };
+                let Some(j) = row[k].pairs.iter().position(|g| g.0 == field) else { continue 'field };
                 positions[k].clone_from(&lists[k][if k == 0 { i } else { j }]);
             }
             let freq = score::phrase_frequency(&positions, offsets);

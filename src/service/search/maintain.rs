@@ -344,8 +344,7 @@ fn write_postings(
         d.locate_positions()?;
         let take = BLOCK_DOCS.saturating_sub(d.len()).min(rest.len());
         if take > 0 {
-            let pairs: Vec<Vec<(u16, u32)>> = (0..d.len()).map(|i| d.field_pairs(i).collect()).collect();
-            let mut all: Vec<PostingIn<'_>> = (0..d.len()).map(|i| d.posting_in(i, &pairs[i])).collect();
+            let mut all: Vec<PostingIn<'_>> = (0..d.len()).map(|i| d.posting_in(i)).collect();
             all.extend_from_slice(&rest[..take]);
             rest = &rest[take..];
             let value: Arc<[u8]> = block::encode(*first, &all).into();
@@ -425,9 +424,8 @@ fn cut_postings(
         let mut d = Decoded::default();
         d.load(parsed.first, &value)?;
         d.locate_positions()?;
-        let pairs: Vec<Vec<(u16, u32)>> = (0..d.len()).map(|i| d.field_pairs(i).collect()).collect();
         let kept: Vec<PostingIn<'_>> =
-            (0..d.len()).filter(|&i| !nums.contains(&d.docs[i])).map(|i| d.posting_in(i, &pairs[i])).collect();
+            (0..d.len()).filter(|&i| !nums.contains(&d.docs[i])).map(|i| d.posting_in(i)).collect();
         if kept.len() + nums.len() != d.len() {
             return Err(corrupt(format!("{} misses a document it should hold", crate::keys::display("ftidx", &key))));
         }
