@@ -60,6 +60,13 @@ fn doc_id(view: &ReadView, def: &IndexDef, num: u64) -> Result<String> {
     String::from_utf8(bytes.to_vec()).map_err(|_| ServiceError::Internal("a damaged document id in ftdoc".into()))
 }
 
+/// The number of document `id` in an index (from its length record), as of the snapshot; `None`
+/// when the index does not hold it.
+fn doc_num(view: &ReadView, def: &IndexDef, id: &str) -> Result<Option<u64>> {
+    let key = FtStatKey::doc_len(&def.table, &def.name, id).encode();
+    view.get(Space::Ftstat, &key)?.map(|record| Ok(LenRecord::decode(&record)?.num)).transpose()
+}
+
 /// The posting blocks of one term (keys and values), read from the snapshot.
 fn blocks(
     view: &ReadView,
@@ -241,10 +248,7 @@ impl Db {
         let mut gone: HashSet<u64> = HashSet::default();
         if rules.is_some() {
             for id in crate::service::ttl::expired_ids(&view, table, now, stop)? {
-                let key = FtStatKey::doc_len(table, &def.name, &id).encode();
-                if let Some(record) = view.get(Space::Ftstat, &key)? {
-                    gone.insert(LenRecord::decode(&record)?.num);
-                }
+                gone.extend(doc_num(&view, &def, &id)?);
             }
         }
         let depth = offset + limit;
@@ -362,24 +366,31 @@ impl Db {
         } else {
             None
         };
-        let dict = self.catalog.dict();
         let mut keep = HashSet::default();
-        let ids = self.doc_ids.of(def);
-        for (steps, &num) in accs.keys().enumerate() {
-            if steps % 256 == 255 {
-                stop.check()?;
+        match by_index {
+            // the index's matches are the fewer: their numbers, not every match's id
+            Some(found) => {
+                for (steps, id) in found.iter().enumerate() {
+                    if steps % 256 == 255 {
+                        stop.check()?;
+                    }
+                    keep.extend(doc_num(view, def, id)?);
+                }
             }
-            let id = super::ids::id_of(&ids, num, || doc_id(view, def, num))?;
-            let id = &*id;
-            let kept = match &by_index {
-                Some(found) => found.contains(id),
-                None => match view.get(Space::Entity, &EntityKey::new(table, id).encode())? {
-                    Some(blob) => filter.matches(id, &blob, &dict)?,
-                    None => false,
-                },
-            };
-            if kept {
-                keep.insert(num);
+            None => {
+                let dict = self.catalog.dict();
+                let ids = self.doc_ids.of(def);
+                for (steps, &num) in accs.keys().enumerate() {
+                    if steps % 256 == 255 {
+                        stop.check()?;
+                    }
+                    let id = super::ids::id_of(&ids, num, || doc_id(view, def, num))?;
+                    if let Some(blob) = view.get(Space::Entity, &EntityKey::new(table, &id).encode())?
+                        && filter.matches(&id, &blob, &dict)?
+                    {
+                        keep.insert(num);
+                    }
+                }
             }
         }
         accs.retain(|num, _| keep.contains(num));
