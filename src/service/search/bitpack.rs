@@ -53,13 +53,15 @@ pub fn unpack<'a>(bytes: &'a [u8], count: usize, out: &mut Vec<u64>) -> Result<&
         // at most 56 bits shifted by at most 7 fits in it); the last few from a padded copy
         let fast = if column.len() >= 8 { (column.len() - 8) * 8 / width as usize + 1 } else { 0 };
         let fast = fast.min(count);
-        let (mut bit, w) = (0usize, width as usize);
-        for _ in 0..fast {
-            let at = bit / 8;
-            let word = u64::from_le_bytes(column[at..at + 8].try_into().map_err(|_| damaged())?);
-            out.push((word >> (bit % 8)) & mask);
-            bit += w;
-        }
+        let w = width as usize;
+        // (an exact-size extend: no capacity check a value; every read is in the column, as
+        // `fast` is computed)
+        out.extend((0..fast).map(|k| {
+            let bit = k * w;
+            let word = column.get(bit / 8..bit / 8 + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+            (word >> (bit % 8)) & mask
+        }));
+        let bit = fast * w;
         if fast < count {
             let mut tail = [0u8; 16];
             let from = bit / 8;

@@ -228,9 +228,10 @@ impl<'a> Decoded<'a> {
         }
         let rest = bitpack::unpack(rest, sum, &mut self.scratch)?;
         self.pairs.clear();
-        for &f in &self.scratch {
-            self.pairs.push((u16::try_from(f).map_err(|_| damaged())?, 0));
+        if self.scratch.iter().any(|&f| f > u64::from(u16::MAX)) {
+            return Err(damaged());
         }
+        self.pairs.extend(self.scratch.iter().map(|&f| (f as u16, 0)));
         let rest = bitpack::unpack(rest, sum, &mut self.scratch)?;
         for (pair, &t) in self.pairs.iter_mut().zip(&self.scratch) {
             pair.1 = u32::try_from(t).ok().and_then(|t| t.checked_add(1)).ok_or_else(damaged)?;

@@ -29,72 +29,18 @@
 //! relative [`SLACK`] first — far above rounding, far below any real difference of scores. Scores are summed in the query's term order, as the exhaustive
 //! search sums them, so both give the same bits.
 
-use super::block::{self, Decoded};
+use super::cursor::{Cursor, Held, Term, earlier};
 use super::ranked::{self, Ranked};
 use super::score::Bm25;
-use crate::keys::FtidxKey;
+use crate::service::Result;
 use crate::service::stop::Stop;
-use crate::service::{Result, ServiceError};
-use crate::storage::Slice;
 use std::collections::BinaryHeap;
 
 /// Relative raise of bounds that may round below a score they bound (see the module doc).
 const SLACK: f64 = 1e-12;
 
-/// One block of a term, as read from the snapshot.
-pub struct Block<'a> {
-    /// the number its key starts at: at or below that of each document it holds
-    pub first: u64,
-    /// the block value
-    pub bytes: &'a [u8],
-}
-
-/// One term of a clause, with its blocks in key order.
-pub struct Term<'a> {
-    /// the term
-    pub name: &'a str,
-    /// the included clause it belongs to (its bit in `all` mode); unused for excluded terms
-    pub clause: usize,
-    /// its idf
-    pub idf: f64,
-    /// its document frequency
-    pub df: u64,
-    /// its blocks, in key order
-    pub blocks: Vec<Block<'a>>,
-}
-
 /// Says whether a document (by number) is one the search must pass over.
 pub type Gone<'g> = dyn Fn(u64) -> bool + 'g;
-
-/// A term with its blocks `range` of the store (keys beside), as read for a query.
-pub fn term<'a>(
-    keys: &'a [Slice],
-    store: &'a [Slice],
-    name: &'a str,
-    df: u64,
-    range: std::ops::Range<usize>,
-    clause: usize,
-    stats: Bm25,
-) -> Result<Term<'a>> {
-    let mut blocks = Vec::with_capacity(range.len());
-    for i in range {
-        let k =
-            FtidxKey::decode(&keys[i]).map_err(|e| ServiceError::Internal(format!("a damaged full-text key: {e}")))?;
-        blocks.push(Block { first: k.first, bytes: &store[i] });
-    }
-    Ok(Term { name, clause, idf: stats.idf(df), df, blocks })
-}
-
-/// One term's posting of a document every term holds (see [`common`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Held<'d> {
-    /// the document's length
-    pub len: u64,
-    /// the term's `(field, frequency)` pairs in it
-    pub pairs: &'d [(u16, u32)],
-    /// their positions (see `block::field_positions`)
-    pub positions: &'d [u8],
-}
 
 /// Calls `f` with each document every one of `terms` holds, in order, and each term's posting
 /// of it. The rarest term leads; the others seek (gallop) to its documents, decoding only the
@@ -157,149 +103,6 @@ pub struct Found {
     pub exact: bool,
 }
 
-/// A walk over one term's postings.
-struct Cursor<'t, 'a> {
-    term: &'t Term<'a>,
-    /// each block's start
-    starts: Vec<u64>,
-    /// each block's score bound
-    bounds: Vec<f64>,
-    /// the largest of them
-    max: f64,
-    /// the current block
-    bi: usize,
-    /// its postings, once decoded (`loaded` says which block they are)
-    block: Decoded<'a>,
-    loaded: Option<usize>,
-    /// the current posting in them
-    pi: usize,
-    /// its document
-    here: Option<u64>,
-}
-
-impl<'t, 'a> Cursor<'t, 'a> {
-    fn new(term: &'t Term<'a>, weight_sum: f64, stats: Bm25) -> Result<Self> {
-        let mut bounds = Vec::with_capacity(term.blocks.len());
-        for b in &term.blocks {
-            let h = block::head(b.bytes)?.0;
-            bounds.push(term.idf * weight_sum * h.max_of(|tf, len| stats.tf_part(f64::from(tf), len)));
-        }
-        let max = bounds.iter().copied().fold(0.0, f64::max);
-        let starts = term.blocks.iter().map(|b| b.first).collect();
-        let mut c =
-            Cursor { term, starts, bounds, max, bi: 0, block: Decoded::default(), loaded: None, pi: 0, here: None };
-        c.settle()?;
-        Ok(c)
-    }
-
-    fn start(&self, j: usize) -> Option<u64> {
-        self.starts.get(j).copied()
-    }
-
-    /// Moves past exhausted blocks to the current posting and caches its document in `here`
-    /// (`None` at the end), decoding a block when it becomes the current one.
-    fn settle(&mut self) -> Result<()> {
-        while let Some(b) = self.term.blocks.get(self.bi) {
-            if self.loaded != Some(self.bi) {
-                self.block.load(b.first, b.bytes)?;
-                self.loaded = Some(self.bi);
-                self.pi = 0;
-            }
-            if let Some(&d) = self.block.docs.get(self.pi) {
-                self.here = Some(d);
-                return Ok(());
-            }
-            self.bi += 1;
-        }
-        self.here = None;
-        Ok(())
-    }
-
-    /// The current document (`None` at the end).
-    fn doc(&self) -> Option<u64> {
-        self.here
-    }
-
-    /// The current posting (while [`Cursor::doc`] is a document; its block's positions
-    /// located).
-    fn held(&self) -> Held<'_> {
-        let (i, b) = (self.pi, &self.block);
-        Held { len: b.lens[i], pairs: b.pairs_of(i), positions: b.positions_of(i) }
-    }
-
-    fn advance(&mut self) -> Result<()> {
-        self.pi += 1;
-        self.settle()
-    }
-
-    /// The block that would hold `target`, from the current one on: the last starting at or
-    /// before it. Targets mostly fall in the current block (one comparison with the next
-    /// block's start); else a gallop then a binary search over the blocks ahead.
-    fn block_of(&self, target: u64) -> usize {
-        let starts = &self.starts;
-        let starts_by = |j: usize| starts.get(j).is_some_and(|s| *s <= target);
-        if !starts_by(self.bi + 1) {
-            return self.bi;
-        }
-        // blocks[bi + 1] starts by the target: gallop to a block that does not
-        let (mut lo, mut step) = (self.bi + 1, 1);
-        while starts_by(lo + step) {
-            lo += step;
-            step *= 2;
-        }
-        let hi = (lo + step).min(starts.len());
-        lo + starts[lo + 1..hi].partition_point(|s| *s <= target)
-    }
-
-    /// Moves to the first document at or after `target`, decoding only the block that can hold it.
-    fn seek(&mut self, target: u64) -> Result<Option<u64>> {
-        match self.here {
-            None => return Ok(None),
-            Some(h) if h >= target => return Ok(Some(h)),
-            Some(_) => {}
-        }
-        self.bi = self.block_of(target);
-        self.settle()?;
-        if self.here.is_some_and(|d| d < target) {
-            // within the block: its numbers ascend
-            self.pi += self.block.docs[self.pi..].partition_point(|&d| d < target);
-            self.settle()?;
-        }
-        Ok(self.here)
-    }
-
-    /// The bound of the block that would hold `target`, and where that block ends (the next
-    /// block's start; `None`: the term's last block). Nothing is decoded.
-    fn bound_at(&self, target: u64) -> (f64, Option<u64>) {
-        if self.here.is_none() {
-            return (0.0, None);
-        }
-        let j = self.block_of(target);
-        (self.bounds[j], self.start(j + 1))
-    }
-
-    /// The posting's contribution to a document's score.
-    fn contribution(&mut self, weights: &[f64], stats: Bm25) -> Result<f64> {
-        self.block.fill()?;
-        let (i, b) = (self.pi, &self.block);
-        let len = b.lens[i];
-        let mut c = 0.0;
-        for &(field, tf) in b.pairs_of(i) {
-            let w = weights.get(usize::from(field)).copied().unwrap_or(1.0);
-            c += w * self.term.idf * stats.tf_part(f64::from(tf), len);
-        }
-        Ok(c)
-    }
-}
-
-/// The earlier of two ends (`None`: no end).
-fn earlier(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) | (None, x) => x,
-    }
-}
-
 /// The search (see the module doc). `include` and `exclude` are in the query's term order.
 pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask<'_>, stop: &Stop) -> Result<Found> {
     let weight_sum: f64 = ask.weights.iter().sum::<f64>().max(1.0);
@@ -336,6 +139,9 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
         && let Some(c) = cur.first_mut()
     {
         return Ok(Found { hits: single(c, ask, slack, stop)?, total, exact });
+    }
+    if ask.all && exclude.is_empty() && cur.len() > 1 && by_clause.iter().all(|c| c.len() == 1) {
+        return conjunction(&mut cur, by_clause[lead][0], ask, slack, stop);
     }
     let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(ask.depth + 1);
     let mut theta = f64::NEG_INFINITY;
@@ -463,6 +269,73 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
     Ok(Found { hits: heap.into_sorted_vec(), total, exact })
 }
 
+/// `all` mode where every clause is one term and nothing is excluded: the walk of [`top_k`]
+/// without its queue. The lead (the rarest term) proposes; the others, rarest first, seek to
+/// its document, and the first to land past it sends the lead there. The count, the block-max
+/// skip and the scoring are [`top_k`]'s (every cursor is at the document it scores).
+fn conjunction(cur: &mut [Cursor<'_, '_>], lead: usize, ask: &Ask<'_>, slack: f64, stop: &Stop) -> Result<Found> {
+    let mut others: Vec<usize> = (0..cur.len()).filter(|&i| i != lead).collect();
+    others.sort_by_key(|&i| cur[i].term.df);
+    let (mut counting, mut total, mut exact) = (true, 0u64, true);
+    let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(ask.depth + 1);
+    let mut theta = f64::NEG_INFINITY;
+    let mut steps = 0u32;
+    'walk: loop {
+        steps = steps.wrapping_add(1);
+        if steps.is_multiple_of(512) {
+            stop.check()?;
+        }
+        let Some(d) = cur[lead].doc() else { break };
+        for &i in &others {
+            match cur[i].seek(d)? {
+                None => break 'walk,
+                Some(m) if m > d => {
+                    cur[lead].seek(m)?;
+                    continue 'walk;
+                }
+                Some(_) => {}
+            }
+        }
+        if !counting && heap.len() == ask.depth {
+            // block-max: the blocks holding `d` bound every document up to the first of their ends
+            let (mut ub, mut end) = (0.0, None);
+            for c in cur.iter() {
+                ub += c.bounds[c.bi];
+                end = earlier(end, c.start(c.bi + 1));
+            }
+            if ub * slack <= theta {
+                let Some(end) = end else { break };
+                cur[lead].seek(end)?;
+                continue;
+            }
+        }
+        if ask.gone.is_none_or(|gone| !gone(d)) {
+            if counting {
+                total += 1;
+                if total > ask.threshold {
+                    (counting, total, exact) = (false, ask.threshold, false);
+                }
+            }
+            let worth = heap.len() < ask.depth || cur.iter().map(|c| c.bounds[c.bi]).sum::<f64>() * slack > theta;
+            if worth {
+                // summed in the query's term order, as the exhaustive search sums
+                let mut score = 0.0;
+                for c in cur.iter_mut() {
+                    score += c.contribution(ask.weights, ask.stats)?;
+                }
+                ranked::offer(&mut heap, ask.depth, Ranked { score, num: d });
+                if heap.len() == ask.depth
+                    && let Some(worst) = heap.peek()
+                {
+                    theta = theta.max(worst.score);
+                }
+            }
+        }
+        cur[lead].advance()?;
+    }
+    Ok(Found { hits: heap.into_sorted_vec(), total, exact })
+}
+
 /// The top k of one term with nothing to pass over: its blocks in turn, each passed over without
 /// decoding once the page is full and the block's bound is not above the page's last score, the
 /// others scored posting by posting.
@@ -505,7 +378,7 @@ fn single(c: &mut Cursor<'_, '_>, ask: &Ask<'_>, slack: f64, stop: &Stop) -> Res
 /// least is popped from its end (for the few terms a merge serves, cheaper than a binary heap,
 /// which took 15% of a 6-term merge's samples).
 #[derive(Default)]
-struct Queue(Vec<(u64, usize)>);
+struct Queue(Vec<(u64, usize)>, Vec<usize>);
 
 impl Queue {
     /// The queue of these cursors (those not at their end).
@@ -540,11 +413,15 @@ impl Queue {
 
     /// Moves every queued cursor to `target` or past it.
     fn seek_all(&mut self, cur: &mut [Cursor<'_, '_>], target: u64) -> Result<()> {
-        let queued: Vec<usize> = self.0.drain(..).map(|e| e.1).collect();
-        for i in queued {
+        // (the second vector is this one's scratch: no allocation a seek)
+        let mut queued = std::mem::take(&mut self.1);
+        queued.clear();
+        queued.extend(self.0.drain(..).map(|e| e.1));
+        for &i in &queued {
             cur[i].seek(target)?;
             self.push(cur, i);
         }
+        self.1 = queued;
         Ok(())
     }
 }

@@ -4,9 +4,9 @@
 //! document-at-a-time top-k of `daat`, which gives the same scores.
 
 use super::block::{self, Decoded};
-use super::daat;
 use super::parse::Query;
 use super::score::{self, Bm25};
+use super::{cursor, daat};
 use crate::keys::FtidxKey;
 use crate::service::stop::Stop;
 use crate::service::{Result, ServiceError};
@@ -151,7 +151,7 @@ fn phrase_matches(
     }
     let inputs = terms
         .iter()
-        .map(|(t, range)| daat::term(keys, store, &t.term, t.df, range.clone(), 0, Bm25::new(0, 0)))
+        .map(|(t, range)| cursor::term(keys, store, &t.term, t.df, range.clone(), 0, Bm25::new(0, 0)))
         .collect::<Result<Vec<_>>>()?;
     let mut out = Vec::new();
     // per term, the positions of each of its fields

@@ -9,6 +9,7 @@
 //! index narrows).
 
 use super::block;
+use super::cursor;
 use super::daat::{self, Ask};
 use super::exhaustive::{self, ClausePlan, DictTerm};
 use super::expand;
@@ -260,7 +261,7 @@ impl Db {
                 let ClausePlan::Terms(list) = cp else { continue };
                 let into = if i < q.include.len() { &mut include } else { &mut exclude };
                 for (t, range) in list {
-                    into.push(daat::term(&keys, &store, &t.term, t.df, range.clone(), i, stats)?);
+                    into.push(cursor::term(&keys, &store, &t.term, t.df, range.clone(), i, stats)?);
                 }
             }
             let terms: HashSet<String> = include.iter().map(|t| t.name.to_owned()).collect();
