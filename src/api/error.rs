@@ -132,6 +132,8 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::ChangefeedAhead { .. } => StatusCode::CONFLICT,
         ServiceError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
         ServiceError::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        ServiceError::TooLarge(_) if e.code() == "key_too_large" => StatusCode::UNPROCESSABLE_ENTITY,
+        ServiceError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         ServiceError::ImportStalled { .. } => StatusCode::REQUEST_TIMEOUT,
         ServiceError::BatchFailed { source, .. } => status_of(source),
         ServiceError::Unavailable(_) if e.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,

@@ -316,6 +316,11 @@ pub enum ServiceError {
     /// (`data_corrupted`), which is never served.
     #[error("{0}")]
     Unavailable(StorageError),
+    /// A write passed a limit of the storage backend: a key too long (`key_too_large`: a value a
+    /// key is made of, such as an indexed field), a value or a write too large
+    /// (`value_too_large`, `commit_too_large`). Nothing of it was written.
+    #[error("{0}")]
+    TooLarge(crate::storage::TooLarge),
     /// Anything else: a bug or a damaged data directory. Logged; details stay out of responses.
     #[error("internal error: {0}")]
     Internal(String),
@@ -382,6 +387,11 @@ impl ServiceError {
             ServiceError::NoPath { .. } => "no_path",
             ServiceError::MaxVisited(_) => "max_visited_exceeded",
             ServiceError::InvalidWeight(_) => "invalid_weight",
+            ServiceError::TooLarge(t) => match t.what {
+                crate::storage::Limit::Key => "key_too_large",
+                crate::storage::Limit::Value => "value_too_large",
+                crate::storage::Limit::Commit => "commit_too_large",
+            },
             ServiceError::Unavailable(StorageError::DiskFull { .. }) => "insufficient_storage",
             ServiceError::Unavailable(StorageError::Poisoned) => "store_failed",
             ServiceError::Unavailable(StorageError::Corrupt(_)) => "data_corrupted",
@@ -431,6 +441,7 @@ impl From<StorageError> for ServiceError {
             | StorageError::DiskFull { .. }
             | StorageError::Corrupt(_)
             | StorageError::Io { .. } => ServiceError::Unavailable(e),
+            StorageError::TooLarge(t) => ServiceError::TooLarge(t),
             other => ServiceError::Internal(other.to_string()),
         }
     }

@@ -217,6 +217,7 @@ fn fails_the_line_only(e: &ServiceError) -> bool {
             | ServiceError::InvalidExpiry(_)
             | ServiceError::SchemaViolation { .. }
             | ServiceError::InvalidVector { .. }
+            | ServiceError::TooLarge(_)
     )
 }
 

@@ -44,6 +44,10 @@ pub enum StorageError {
     /// A restore goes only into an empty or absent directory.
     #[error("{0:?} is not empty: a restore goes only into an empty or absent directory")]
     NotEmpty(std::path::PathBuf),
+    /// A write passed one of the backend's limits (see `limits.rs`): refused before anything of
+    /// it was written; the store is unharmed.
+    #[error("{0}")]
+    TooLarge(super::limits::TooLarge),
     /// A file system error outside the engine (creating or clearing a directory).
     #[error("{context}: {source}")]
     Io {

@@ -9,6 +9,7 @@ mod config;
 mod dirs;
 mod error;
 mod health;
+mod limits;
 mod load;
 mod read;
 mod rows;
@@ -22,6 +23,7 @@ mod write;
 pub use config::{Durability, StorageConfig};
 pub use error::{Result, StorageError};
 pub use health::Health;
+pub use limits::{Limit, Limits, TooLarge};
 pub use load::BulkLoad;
 pub use read::{Derived, DerivedSource, KeyRange, ReadView, Scan, Slice};
 pub use space::Space;
@@ -29,5 +31,7 @@ pub use stats::{FamilyStats, StoreStats};
 pub use store::{RESTORE_MARKER, Store};
 pub use write::WriteTx;
 
+#[cfg(test)]
+mod contract_tests;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! Reads: point gets and forward/reverse scans over one consistent snapshot.
 
+use super::limits::Limits;
 use super::{Result, Space, StorageError};
 use fjall::Readable;
 use std::any::Any;
@@ -70,6 +71,8 @@ impl Published {
 pub struct ReadView {
     pub(super) published: Arc<Published>,
     pub(super) spaces: Arc<[fjall::Keyspace]>,
+    /// the backend's: a key longer than it takes is in no keyspace
+    pub(super) limits: Limits,
 }
 
 impl ReadView {
@@ -85,29 +88,34 @@ impl ReadView {
 
     /// The value under `key`, if any.
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        if !self.limits.readable(key) {
+            return Ok(None);
+        }
         Ok(self.published.snapshot.get(self.ks(space), key)?.map(Slice))
     }
 
     /// Key-value pairs in `range`, in key order (or reversed).
     pub fn scan(&self, space: Space, range: KeyRange, reverse: bool) -> Scan {
-        let iter = match range {
+        let iter = self.limits.clamp(range).map(|range| match range {
             KeyRange::Prefix(p) => self.published.snapshot.prefix(self.ks(space), p),
             KeyRange::Between(lo, hi) => self.published.snapshot.range(self.ks(space), (lo, hi)),
-        };
+        });
         Scan { iter, reverse }
     }
 }
 
 /// An iterator over key-value pairs; stop early whenever you like.
 pub struct Scan {
-    iter: fjall::Iter,
+    /// `None`: a range no stored key can be in
+    iter: Option<fjall::Iter>,
     reverse: bool,
 }
 
 impl Iterator for Scan {
     type Item = Result<(Slice, Slice)>;
     fn next(&mut self) -> Option<Self::Item> {
-        let guard = if self.reverse { self.iter.next_back()? } else { self.iter.next()? };
+        let iter = self.iter.as_mut()?;
+        let guard = if self.reverse { iter.next_back()? } else { iter.next()? };
         Some(guard.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
     }
 }

@@ -39,6 +39,13 @@ impl Staged {
         previous
     }
 
+    /// The bytes of every staged key and value.
+    pub(super) fn bytes(&self) -> usize {
+        let ordered = self.ordered.iter().map(|((_, k), v)| k.len() + v.as_ref().map_or(0, Vec::len));
+        let hashed = self.hashed.iter().flatten().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len));
+        ordered.sum::<usize>() + hashed.sum::<usize>()
+    }
+
     /// Unstages `key`.
     pub(super) fn remove(&mut self, space: Space, key: &[u8]) {
         if ordered(space) {

@@ -4,6 +4,7 @@
 use super::config::{Durability, StorageConfig};
 use super::error::{Result, StorageError};
 use super::health::{self, Health};
+use super::limits::Limits;
 use super::read::{DerivedSource, Published};
 use super::read::{ReadView, Slice};
 use super::space::Space;
@@ -160,6 +161,7 @@ impl Store {
             reserve: reserve.clone(),
             full: Default::default(),
             max_group: config.max_group.max(1),
+            limits: Limits::FJALL,
             next_seq,
             present: Default::default(),
             values: Default::default(),
@@ -214,6 +216,11 @@ impl Store {
         &self.inner.config
     }
 
+    /// The largest key, value and commit the backend takes (see `limits.rs`).
+    pub fn limits(&self) -> Limits {
+        Limits::FJALL
+    }
+
     /// True after a failed write to disk: writes are refused until restart.
     pub fn is_poisoned(&self) -> bool {
         self.inner.poisoned.is_set()
@@ -257,6 +264,9 @@ impl Store {
     }
 
     fn read_get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        if !Limits::FJALL.readable(key) {
+            return Ok(None);
+        }
         let ks = &self.inner.spaces[space as usize];
         Ok(if self.inner.durable_reads {
             fjall::Readable::get(&self.inner.views.load().snapshot, ks, key)?
@@ -269,6 +279,9 @@ impl Store {
     /// The latest committed value of one key, durable or not: for work whose outcome the
     /// committer checks again (a patch prepared outside it), never for an answer.
     pub fn get_committed(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        if !Limits::FJALL.readable(key) {
+            return Ok(None);
+        }
         Ok(self.inner.spaces[space as usize].get(key)?.map(Slice))
     }
 
@@ -280,7 +293,7 @@ impl Store {
     /// the last group committed (published before any of its writes is answered). The view
     /// carries the derived state as of its keys (see [`Store::set_derived_source`]).
     pub fn snapshot(&self) -> ReadView {
-        ReadView { published: self.inner.views.load_full(), spaces: self.inner.spaces.clone() }
+        ReadView { published: self.inner.views.load_full(), spaces: self.inner.spaces.clone(), limits: Limits::FJALL }
     }
 
     /// Sets where the committer takes the derived state it publishes with every view from (once;
@@ -298,7 +311,11 @@ impl Store {
     /// structures kept in step with the committer (loaded here, then changed by each commit) and
     /// for work the committer checks again. Never for an answer: use [`Store::snapshot`].
     pub fn committed(&self) -> ReadView {
-        ReadView { published: Published::new(self.inner.db.snapshot(), None), spaces: self.inner.spaces.clone() }
+        ReadView {
+            published: Published::new(self.inner.db.snapshot(), None),
+            spaces: self.inner.spaces.clone(),
+            limits: Limits::FJALL,
+        }
     }
 
     /// The last sequence number that is committed and durable (fsynced in sync mode, committed in

@@ -9,6 +9,7 @@
 //! with the next group while the journal is fsynced: one `fdatasync` covers every group committed
 //! before it began, and no write is acknowledged before it.
 
+use super::limits::{Limit, Limits, TooLarge};
 use super::staged::Staged;
 use super::sync::{Completion, Ticket};
 use super::{KeyRange, Result, Slice, Space, StorageError};
@@ -31,6 +32,9 @@ pub struct WriteTx<'c> {
     events: Vec<Vec<u8>>,
     /// While [`WriteTx::attempt`] runs: each staged key's previous staged state, to undo.
     undo: Option<Vec<Undo>>,
+    /// The first key or value staged past the backend's limits (it is not staged): the write
+    /// (or the [`WriteTx::attempt`] that staged it) fails with it, nothing of it written.
+    over: Option<TooLarge>,
 }
 
 /// A staged key and what it was staged as before (None: not staged).
@@ -46,6 +50,7 @@ impl<'c> WriteTx<'c> {
             fresh: Vec::new(),
             events: Vec::new(),
             undo: None,
+            over: None,
         }
     }
 
@@ -59,7 +64,28 @@ impl<'c> WriteTx<'c> {
     /// tens of thousands of keys one bulk write may make, as it is not kept in the write's
     /// ordered map. [`WriteTx::get`] does not see it.
     pub fn put_new(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
-        self.fresh.push((space, key, value));
+        if self.within_limits(space, &key, Some(&value)) {
+            self.fresh.push((space, key, value));
+        }
+    }
+
+    /// True when the backend takes `key` (and `value`); else the write is marked to fail (see
+    /// [`WriteTx::over`]).
+    #[inline]
+    fn within_limits(&mut self, space: Space, key: &[u8], value: Option<&[u8]>) -> bool {
+        match self.committer.limits.check(space, key, value) {
+            None => true,
+            Some(too) => {
+                self.over.get_or_insert(too);
+                false
+            }
+        }
+    }
+
+    /// The limits of the backend this write goes to: a write may check a key it builds before
+    /// staging it, to say more precisely what is too long.
+    pub fn limits(&self) -> Limits {
+        self.committer.limits
     }
 
     /// Appends a change event to the write: `body` is the members of a JSON object (no braces).
@@ -78,6 +104,9 @@ impl<'c> WriteTx<'c> {
     }
 
     fn stage(&mut self, space: Space, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if !self.within_limits(space, &key, value.as_deref()) {
+            return;
+        }
         match &mut self.undo {
             None => {
                 self.staged.insert(space, key, value);
@@ -91,15 +120,20 @@ impl<'c> WriteTx<'c> {
 
     /// Runs `f`; if it fails, everything it staged (keys, sequence numbers, commit hooks) is
     /// undone and the rest of the write stands. Lets one write apply many independent items
-    /// (import lines) where a failing item must not take the others down.
-    pub fn attempt<T, E>(
+    /// (import lines) where a failing item must not take the others down. A key or value `f`
+    /// stages past the backend's limits fails it too (with [`StorageError::TooLarge`]).
+    pub fn attempt<T, E: From<StorageError>>(
         &mut self,
         f: impl FnOnce(&mut Self) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         let outer = self.undo.take();
+        let outer_over = self.over.take();
         self.undo = Some(Vec::new());
         let (seqs, hooks, fresh, events) = (self.seqs_taken, self.on_commit.len(), self.fresh.len(), self.events.len());
-        let result = f(self);
+        let result = match (f(self), std::mem::replace(&mut self.over, outer_over)) {
+            (Ok(_), Some(too)) => Err(StorageError::TooLarge(too).into()),
+            (result, _) => result,
+        };
         let undo = std::mem::replace(&mut self.undo, outer).unwrap_or_default();
         if result.is_err() {
             for ((space, key), previous) in undo.into_iter().rev() {
@@ -126,6 +160,9 @@ impl<'c> WriteTx<'c> {
         if let Some(staged) = self.staged.get(space, key) {
             return Ok(staged.clone());
         }
+        if !self.committer.limits.readable(key) {
+            return Ok(None);
+        }
         Ok(self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec()))
     }
 
@@ -136,6 +173,9 @@ impl<'c> WriteTx<'c> {
     pub fn get_cached(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(staged) = self.staged.get(space, key) {
             return Ok(staged.clone());
+        }
+        if !self.committer.limits.readable(key) {
+            return Ok(None);
         }
         let k = (space, key.to_vec());
         if let Some(known) = self.committer.values.borrow().map.get(&k) {
@@ -151,6 +191,9 @@ impl<'c> WriteTx<'c> {
     pub fn contains(&self, space: Space, key: &[u8]) -> Result<bool> {
         if let Some(staged) = self.staged.get(space, key) {
             return Ok(staged.is_some());
+        }
+        if !self.committer.limits.readable(key) {
+            return Ok(false);
         }
         let k = (space, key.to_vec());
         if let Some(&known) = self.committer.present.borrow().get(&k) {
@@ -172,17 +215,22 @@ impl<'c> WriteTx<'c> {
         if let Some(staged) = self.staged.get(space, key) {
             return Ok(staged.is_some());
         }
+        if !self.committer.limits.readable(key) {
+            return Ok(false);
+        }
         Ok(self.committer.spaces[space as usize].contains_key(key)?)
     }
 
     /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
     pub fn scan(&self, space: Space, range: KeyRange) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
         let ks = &self.committer.spaces[space as usize];
-        match range {
+        let iter = self.committer.limits.clamp(range).map(|range| match range {
             KeyRange::Prefix(p) => ks.prefix(p),
             KeyRange::Between(lo, hi) => ks.range((lo, hi)),
-        }
-        .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
+        });
+        iter.into_iter()
+            .flatten()
+            .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
     }
 
     /// The key-value pairs under `prefix` as this write sees them: the committed ones with this
@@ -252,7 +300,10 @@ impl<'c> WriteTx<'c> {
     /// write's staged keys).
     pub fn last_in(&self, space: Space, lower: &[u8], upper: &[u8]) -> Result<Option<(Slice, Slice)>> {
         let ks = &self.committer.spaces[space as usize];
-        match ks.range(lower.to_vec()..=upper.to_vec()).next_back() {
+        let range =
+            KeyRange::Between(std::ops::Bound::Included(lower.to_vec()), std::ops::Bound::Included(upper.to_vec()));
+        let Some(KeyRange::Between(lo, hi)) = self.committer.limits.clamp(range) else { return Ok(None) };
+        match ks.range((lo, hi)).next_back() {
             Some(g) => Ok(Some(g.into_inner().map(|(k, v)| (Slice(k), Slice(v)))?)),
             None => Ok(None),
         }
@@ -264,6 +315,7 @@ impl<'c> WriteTx<'c> {
     }
 
     pub(super) fn discard(&mut self) {
+        self.over = None;
         self.staged.clear();
         self.seqs_taken = 0;
         self.on_commit.clear();
@@ -283,8 +335,21 @@ impl<'c> WriteTx<'c> {
         for (i, body) in events.into_iter().enumerate() {
             let seq = txn + i as u64;
             let key = crate::keys::ChangeKey::new(seq).encode();
-            self.fresh.push((Space::Changefeed, key, crate::keys::changefeed::event_value(seq, txn, count, &body)));
+            self.put_new(Space::Changefeed, key, crate::keys::changefeed::event_value(seq, txn, count, &body));
         }
+    }
+
+    /// Why the write cannot commit as staged, if it cannot: a key or value past the backend's
+    /// limits, or more bytes than it commits at once.
+    fn refused_for_size(&mut self) -> Option<TooLarge> {
+        if let Some(too) = self.over.take() {
+            return Some(too);
+        }
+        let max = self.committer.limits.max_commit?;
+        let fresh = self.fresh.iter().map(|(_, k, v)| k.len() + v.len());
+        let len = self.staged.bytes() + fresh.sum::<usize>();
+        let space = self.fresh.first().map_or(Space::Entity, |f| f.0);
+        (len > max).then_some(TooLarge { what: Limit::Commit, space, len, max })
     }
 }
 
@@ -306,6 +371,8 @@ pub(super) struct Committer {
     /// whether the disk was nearly full as the group began (its writes are refused)
     pub(super) full: std::cell::Cell<bool>,
     pub(super) max_group: usize,
+    /// what the backend takes (checked as keys are staged)
+    pub(super) limits: Limits,
     pub(super) next_seq: u64,
     /// Whether keys [`WriteTx::contains`] looked up exist, as committed: only this thread writes,
     /// and each commit updates the keys it changes here, so the answers stay exact across writes
@@ -425,6 +492,12 @@ impl Committer {
                 continue;
             };
             tx.stage_events();
+            if let Some(too) = tx.refused_for_size() {
+                // nothing of it is written; the store is unharmed
+                tx.discard();
+                done.push((completion, Err(StorageError::TooLarge(too))));
+                continue;
+            }
             let (staged, seqs, hooks) =
                 (std::mem::take(&mut tx.staged), tx.seqs_taken, std::mem::take(&mut tx.on_commit));
             let fresh = std::mem::take(&mut tx.fresh);

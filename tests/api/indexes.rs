@@ -445,3 +445,87 @@ async fn create_drop_create_keeps_the_new_indexs_entries() {
     let (_, report) = s.post("/v1/admin/check", json!({})).await;
     assert_eq!(report["checked"]["index_entries"], 0, "{report}");
 }
+
+/// A value that makes a key longer than the storage backend takes (an indexed string of 70 KB,
+/// past the embedded store's 65,535-byte keys) is refused with 422 `key_too_large` before
+/// anything of the write is written: the store stays healthy and takes the next write, an
+/// import refuses that line only, a batch nothing, and a query for the value answers.
+#[tokio::test]
+async fn a_key_past_the_backends_limit_is_refused_and_the_store_goes_on() {
+    let s = TestServer::start().await;
+    s.create_table("kl").await;
+    for (name, kind) in [("by_r", "range"), ("by_h", "hash")] {
+        let r = s
+            .send(
+                Method::POST,
+                "/v1/tables/kl/indexes",
+                Some(&json!({"name": name, "kind": kind, "fields": [name]})),
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let long = "x".repeat(70_000);
+    for field in ["by_r", "by_h"] {
+        let r = s.send(Method::PUT, "/v1/tables/kl/documents/big", Some(&json!({ field: long })), &[]).await;
+        assert!(r.is_problem(422, "key_too_large"), "{field}: {}", r.body);
+        assert!(r.body["detail"].as_str().unwrap().contains("65535"), "{}", r.body);
+        assert_eq!(s.get("/v1/tables/kl/documents/big").await.0, 404, "nothing of the refused write is written");
+    }
+    // the store takes the next write, and says it is ready
+    let (status, _) = s.put("/v1/tables/kl/documents/small", json!({"by_r": "a", "by_h": "b"})).await;
+    assert_eq!(status, 201);
+    assert_eq!(s.get("/ready").await.0, 200);
+    // an unindexed long value is no key: it is stored
+    let (status, _) = s.put("/v1/tables/kl/documents/long", json!({ "other": long })).await;
+    assert_eq!(status, 201);
+
+    // an import refuses the line alone
+    let body = format!(
+        "{}\n{}\n{}\n",
+        json!({"_id": "i1", "by_r": "c"}),
+        json!({"_id": "i2", "by_h": long}),
+        json!({"_id": "i3", "by_r": "d"})
+    );
+    let r = s.raw(Method::POST, "/v1/tables/kl/import", "application/x-ndjson", body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!((r.body["inserted"].as_u64(), r.body["failed"].as_u64()), (Some(2), Some(1)), "{}", r.body);
+    assert_eq!(r.body["failures"][0]["line"], 2);
+    assert_eq!(r.body["failures"][0]["code"], "key_too_large");
+    assert_eq!(s.get("/v1/tables/kl/documents/i2").await.0, 404);
+
+    // a batch is all or nothing
+    let ops = json!({"operations": [
+        {"op": "put", "table": "kl", "id": "b1", "document": {"by_r": "e"}},
+        {"op": "put", "table": "kl", "id": "b2", "document": {"by_r": long}},
+    ]});
+    let r = s.send(Method::POST, "/v1/batch", Some(&ops), &[]).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(s.get("/v1/tables/kl/documents/b1").await.0, 404);
+
+    // a query for the long value answers (no document can hold it indexed)
+    for field in ["by_r", "by_h"] {
+        let r = s.send(Method::POST, "/v1/tables/kl/query", Some(&json!({"filter": { field: long }})), &[]).await;
+        assert_eq!(r.status, 200, "{field}: {}", r.body);
+        assert_eq!(r.body["documents"], json!([]), "{field}");
+    }
+    let (_, t) = s.get("/v1/tables/kl").await;
+    assert_eq!(t["documents"], 4, "small, long, i1 and i3");
+    s.check_ok().await;
+
+    // an index whose backfill meets the long value fails, saying why; the store goes on
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tables/kl/indexes",
+            Some(&json!({"name": "by_o", "kind": "hash", "fields": ["other"]})),
+            &[],
+        )
+        .await;
+    assert!(r.status == 201 || r.status == 202, "{}", r.body);
+    let state = s.index_settled("kl", "by_o").await;
+    assert_eq!(state["state"], "failed", "{state}");
+    assert!(state["error"].as_str().unwrap().contains("65535"), "{state}");
+    let (status, _) = s.put("/v1/tables/kl/documents/after", json!({"by_r": "z"})).await;
+    assert_eq!(status, 201);
+}

@@ -77,7 +77,7 @@ impl<'t, 'c> Write<'t, 'c> {
 
     /// Runs `f`; if it fails, everything it staged (keys, sequence numbers, events, commit hooks:
     /// [`WriteTx::attempt`]) and everything it logged is undone, and the rest of the write stands.
-    pub fn attempt<T, E>(
+    pub fn attempt<T, E: From<crate::storage::StorageError>>(
         &mut self,
         f: impl FnOnce(&mut Write<'_, 'c>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
