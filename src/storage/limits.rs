@@ -3,7 +3,8 @@
 //! layers above answer it as a clear problem (`key_too_large`, `value_too_large`,
 //! `commit_too_large`), never as a failure of the store.
 
-use super::{KeyRange, Space};
+use super::Space;
+use super::range::KeyRange;
 
 /// The sizes a backend takes, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

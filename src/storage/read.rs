@@ -1,10 +1,10 @@
 //! Reads: point gets and forward/reverse scans over one consistent snapshot.
 
 use super::limits::Limits;
+use super::range::KeyRange;
 use super::{Result, Space, StorageError};
 use fjall::Readable;
 use std::any::Any;
-use std::ops::Bound;
 use std::sync::Arc;
 
 /// Bytes read from the store (a cheap, reference-counted slice).
@@ -34,15 +34,6 @@ impl std::fmt::Debug for Slice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:?}", &*self.0)
     }
-}
-
-/// Which keys a scan visits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyRange {
-    /// every key that starts with these bytes
-    Prefix(Vec<u8>),
-    /// every key within the bounds
-    Between(Bound<Vec<u8>>, Bound<Vec<u8>>),
 }
 
 /// In-memory state that the layers above derive from the keys (the graph's adjacency), published
