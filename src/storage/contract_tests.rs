@@ -132,6 +132,16 @@ fn limits_refuse_before_writing(store: &Store) {
     assert_eq!(found, (true, true, true, true, true));
     put_all(store, vec![(Space::Entity, b"after".to_vec(), vec![1])]).unwrap();
     assert!(store.get(Space::Entity, b"after").unwrap().is_some());
+    // a delete of a key no store holds is no refusal: the rest of its write commits
+    let l5 = long.clone();
+    store
+        .write_blocking(move |tx| {
+            tx.delete(Space::Idx, l5);
+            tx.put(Space::Entity, b"with-delete".to_vec(), vec![1]);
+            tx.check_limits()
+        })
+        .unwrap();
+    assert!(store.get(Space::Entity, b"with-delete").unwrap().is_some());
 }
 
 #[test]

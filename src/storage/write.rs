@@ -82,6 +82,16 @@ impl<'c> WriteTx<'c> {
         }
     }
 
+    /// Fails if the write has staged a key or value past the backend's limits (it will be refused
+    /// when it returns): for a step that must not run for a refused write, such as one that
+    /// changes in-memory state before the commit.
+    pub fn check_limits(&self) -> Result<()> {
+        match self.over {
+            Some(too) => Err(StorageError::TooLarge(too)),
+            None => Ok(()),
+        }
+    }
+
     /// The limits of the backend this write goes to: a write may check a key it builds before
     /// staging it, to say more precisely what is too long.
     pub fn limits(&self) -> Limits {
@@ -104,6 +114,11 @@ impl<'c> WriteTx<'c> {
     }
 
     fn stage(&mut self, space: Space, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if value.is_none() && !self.committer.limits.readable(&key) {
+            // no stored key is that long: nothing to delete (keys computed from an old version
+            // stored before an index existed may be; refusing would make the document undeletable)
+            return;
+        }
         if !self.within_limits(space, &key, value.as_deref()) {
             return;
         }

@@ -651,3 +651,36 @@ async fn a_vector_index_read_ready_is_searchable_at_once_in_sync_mode() {
         refused.len()
     );
 }
+
+/// A write refused for a key past the storage backend's limit (a 70 KB value under a hash index)
+/// leaves the vector graph as it was: the refused document is never a hit, and later writes and
+/// searches link and find only what was written.
+#[tokio::test]
+async fn a_write_refused_for_its_size_never_reaches_the_vector_graph() {
+    let s = TestServer::start().await;
+    s.create_table("vl").await;
+    index(&s, "vl", "l2").await;
+    let (status, body) =
+        s.post("/v1/tables/vl/indexes", json!({"name": "by_tag", "kind": "hash", "fields": ["tag"]})).await;
+    assert!(status.is_success(), "{status} {body}");
+    let v = |x: f32| -> Vec<f32> { (0..DIM).map(|i| x + i as f32 * 0.01).collect() };
+    let (status, _) = s.put("/v1/tables/vl/documents/a", json!({"embedding": v(0.0), "tag": "a"})).await;
+    assert_eq!(status, 201);
+    let long = "t".repeat(70_000);
+    let r = s
+        .send(
+            reqwest::Method::PUT,
+            "/v1/tables/vl/documents/big",
+            Some(&json!({"embedding": v(5.0), "tag": long})),
+            &[],
+        )
+        .await;
+    assert!(r.is_problem(422, "key_too_large"), "{}", r.body);
+    for (id, x) in [("b", 4.9), ("c", 1.0)] {
+        let (status, _) = s.put(&format!("/v1/tables/vl/documents/{id}"), json!({"embedding": v(x), "tag": id})).await;
+        assert_eq!(status, 201);
+    }
+    let hits = ids(&search(&s, "vl", json!({"field": "embedding", "vector": v(5.0), "k": 10})).await);
+    assert_eq!(hits, ["b", "c", "a"]);
+    s.check_ok().await;
+}

@@ -22,6 +22,9 @@ impl Db {
                 let out = f(&mut w, &db)?;
                 // the write's fulltext changes, merged (see `search::maintain`)
                 search::maintain::finish(&mut w, &db.known_terms)?;
+                // a key past the backend's limits refuses the write as it returns: before the
+                // graphs below change for it
+                w.check_limits()?;
                 // the write's vector changes, applied to the cached graphs and staged (see
                 // `vectors`): last, after everything that can refuse the write
                 vectors::finish(&mut w, &db, &t)?;
