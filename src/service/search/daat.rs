@@ -143,12 +143,22 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
     if ask.all && exclude.is_empty() && cur.len() > 1 && by_clause.iter().all(|c| c.len() == 1) {
         return conjunction(&mut cur, by_clause[lead][0], ask, slack, stop);
     }
-    let mut heap: BinaryHeap<Ranked> = BinaryHeap::with_capacity(ask.depth + 1);
-    let mut theta = f64::NEG_INFINITY;
+    let mut tally =
+        Tally { heap: BinaryHeap::with_capacity(ask.depth + 1), theta: f64::NEG_INFINITY, total, counting, exact };
+    if union && exclude.is_empty() && counting && cur.len() <= MERGED_UNION {
+        counted_union(&mut cur, ask, slack, stop, &mut tally)?;
+    }
+    let Tally { mut heap, mut theta, mut total, mut counting, mut exact } = tally;
     // the cursors that propose candidates — in `all` mode the lead clause's, in `any` mode all
-    // until MaxScore drops the weakest — in a queue by their current document; the rest are
-    // looked up for the documents proposed
-    let proposers: Vec<usize> = if ask.all { by_clause.get(lead).cloned().unwrap_or_default() } else { by_max.clone() };
+    // until MaxScore drops the weakest (at once if the count passed the threshold above) — in a
+    // queue by their current document; the rest are looked up for the documents proposed
+    let proposers: Vec<usize> = if ask.all {
+        by_clause.get(lead).cloned().unwrap_or_default()
+    } else if !counting && heap.len() == ask.depth {
+        proposing(&cur, &by_max, theta, slack)
+    } else {
+        by_max.clone()
+    };
     let mut others: Vec<usize> = (0..cur.len()).filter(|i| !proposers.contains(i)).collect();
     let mut queue = Queue::default();
     queue.fill(&cur, &proposers);
@@ -267,6 +277,74 @@ pub fn top_k<'t, 'a>(include: &'t [Term<'a>], exclude: &'t [Term<'a>], ask: &Ask
         }
     }
     Ok(Found { hits: heap.into_sorted_vec(), total, exact })
+}
+
+/// Most terms a union merges by scanning their current documents (see [`counted_union`]).
+const MERGED_UNION: usize = 4;
+
+/// Where a walk stands: the page so far, its last score once full, and the count.
+struct Tally {
+    heap: BinaryHeap<Ranked>,
+    theta: f64,
+    total: u64,
+    counting: bool,
+    exact: bool,
+}
+
+/// The counting part of a union of a few terms with nothing excluded: until the count passes
+/// the threshold every match is visited anyway, so the terms merge directly — the least of their
+/// current documents found by a scan, no queue — and a match is scored when the bounds of the
+/// blocks of the terms holding it could put it in the page (no other term holds it: every other
+/// one is past it). Returns at the end of the postings, or right after the match that passed the
+/// threshold, where [`top_k`]'s walk goes on with the cursors as they stand.
+fn counted_union(cur: &mut [Cursor<'_, '_>], ask: &Ask<'_>, slack: f64, stop: &Stop, t: &mut Tally) -> Result<()> {
+    let mut steps = 0u32;
+    while t.counting {
+        steps = steps.wrapping_add(1);
+        if steps.is_multiple_of(512) {
+            stop.check()?;
+        }
+        // the least current document, and which terms are at it (a bit each)
+        let (mut d, mut at) = (u64::MAX, 0u32);
+        for (i, c) in cur.iter().enumerate() {
+            match c.doc() {
+                Some(x) if x < d => (d, at) = (x, 1 << i),
+                Some(x) if x == d => at |= 1 << i,
+                _ => {}
+            }
+        }
+        if at == 0 {
+            break;
+        }
+        let holds = |i: usize| at & (1 << i) != 0;
+        if ask.gone.is_none_or(|gone| !gone(d)) {
+            t.total += 1;
+            if t.total > ask.threshold {
+                (t.counting, t.total, t.exact) = (false, ask.threshold, false);
+            }
+            let worth = t.heap.len() < ask.depth || {
+                let ub: f64 = cur.iter().enumerate().filter(|&(i, _)| holds(i)).map(|(_, c)| c.bounds[c.bi]).sum();
+                ub * slack > t.theta
+            };
+            if worth {
+                // summed in the query's term order, as the exhaustive search sums
+                let mut score = 0.0;
+                for (_, c) in cur.iter_mut().enumerate().filter(|&(i, _)| holds(i)) {
+                    score += c.contribution(ask.weights, ask.stats)?;
+                }
+                ranked::offer(&mut t.heap, ask.depth, Ranked { score, num: d });
+                if t.heap.len() == ask.depth
+                    && let Some(worst) = t.heap.peek()
+                {
+                    t.theta = t.theta.max(worst.score);
+                }
+            }
+        }
+        for (_, c) in cur.iter_mut().enumerate().filter(|&(i, _)| holds(i)) {
+            c.advance()?;
+        }
+    }
+    Ok(())
 }
 
 /// `all` mode where every clause is one term and nothing is excluded: the walk of [`top_k`]
