@@ -58,35 +58,5 @@ pub enum StorageError {
     },
 }
 
-impl From<fjall::Error> for StorageError {
-    fn from(e: fjall::Error) -> Self {
-        use fjall::LsmError as Tree;
-        match e {
-            fjall::Error::Poisoned => StorageError::Poisoned,
-            fjall::Error::Io(source) | fjall::Error::Storage(Tree::Io(source)) => {
-                StorageError::Io { context: "the storage engine's disk access".into(), source }
-            }
-            fjall::Error::Storage(
-                e @ (Tree::ChecksumMismatch { .. }
-                | Tree::Decompress(_)
-                | Tree::InvalidTrailer
-                | Tree::InvalidHeader(_)
-                | Tree::InvalidTag(_)
-                | Tree::Utf8(_)),
-            ) => {
-                tracing::error!(error = ?e, "damaged data in a table file");
-                StorageError::Corrupt(format!("{e:?}"))
-            }
-            fjall::Error::JournalRecovery(e) => {
-                tracing::error!(error = ?e, "the journal is damaged");
-                StorageError::Corrupt(format!(
-                    "the journal is damaged ({e:?}): opening past the damage would drop acknowledged writes"
-                ))
-            }
-            other => StorageError::Engine(other.to_string()),
-        }
-    }
-}
-
 /// Storage result.
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

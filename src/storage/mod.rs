@@ -2,11 +2,15 @@
 //! atomic multi-keyspace writes through one committer, snapshot reads and scans.
 //!
 //! What it offers — named ordered keyspaces, atomic multi-key writes, snapshot reads, forward and
-//! reverse range scans — is what a distributed ordered KV store offers too, so another backend can
-//! be added here without touching the layers above.
+//! reverse range scans, limits (`limits.rs`) — is what a distributed ordered KV store offers too,
+//! so another backend can be added here without touching the layers above. The committer, the
+//! views, the document cache and the limits are the store's own; what they ask of the backend
+//! goes through `embedded.rs` (fjall), the one file that calls it (`slice.rs` wraps its byte
+//! view, which every backend can make from bytes).
 
 mod config;
 mod dirs;
+mod embedded;
 mod error;
 mod health;
 mod limits;
@@ -14,6 +18,7 @@ mod load;
 mod range;
 mod read;
 mod rows;
+mod slice;
 mod space;
 mod staged;
 mod stats;
@@ -27,7 +32,8 @@ pub use health::Health;
 pub use limits::{Limit, Limits, TooLarge};
 pub use load::BulkLoad;
 pub use range::KeyRange;
-pub use read::{Derived, DerivedSource, ReadView, Scan, Slice};
+pub use read::{Derived, DerivedSource, ReadView, Scan};
+pub use slice::Slice;
 pub use space::Space;
 pub use stats::{FamilyStats, StoreStats};
 pub use store::{RESTORE_MARKER, Store};

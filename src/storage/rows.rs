@@ -121,7 +121,7 @@ impl Rows {
                 s.bytes -= cost(&k, &v);
             }
         }
-        s.map.insert(ticket.hash, (key.into(), Slice(fjall::Slice::from(&value[..]))));
+        s.map.insert(ticket.hash, (key.into(), Slice::from(&value[..])));
         s.bytes += added;
     }
 
@@ -152,7 +152,7 @@ mod tests {
     use super::*;
 
     fn slice(b: &[u8]) -> Slice {
-        Slice(fjall::Slice::from(b))
+        Slice::from(b)
     }
 
     #[test]

@@ -1,7 +1,5 @@
 //! The keyspaces, one per key family (see `keys`), and how each is created.
 
-use fjall::KeyspaceCreateOptions;
-
 /// The keyspaces, one per key family (see `keys`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Space {
@@ -34,24 +32,6 @@ pub enum Space {
 }
 
 impl Space {
-    /// How a keyspace is created (fjall keeps these with it: a data directory keeps the options
-    /// it was created with).
-    pub(super) fn options(self, memtable_bytes: u64) -> KeyspaceCreateOptions {
-        let options = KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes);
-        match self {
-            // Documents are read by key far more than scanned (GET, PUT's old version, a query's
-            // entities): a hash index in each data block finds a key without the block's binary
-            // search.
-            Space::Entity => options.data_block_hash_ratio_policy(fjall::config::HashRatioPolicy::all(0.75)),
-            // Posting blocks repeat their ids' shapes and field numbers block after block: lz4 on
-            // every level, not only the deepest (fjall's default leaves levels 0-1 plain, where an
-            // index of some 100k documents lives).
-            Space::Ftidx | Space::Ftstat => options
-                .data_block_compression_policy(fjall::config::CompressionPolicy::all(fjall::CompressionType::Lz4)),
-            _ => options,
-        }
-    }
-
     /// Every keyspace, in `Space as usize` order.
     pub const ALL: [Space; 13] = [
         Space::Entity,

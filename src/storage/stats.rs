@@ -2,7 +2,6 @@
 //! relaxed atomic additions per group) and fjall's own figures (read when asked, never on the
 //! write path).
 
-use super::Space;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -45,7 +44,7 @@ pub struct StoreStats {
     pub fsyncs: u64,
     /// time spent in those fsyncs
     pub fsync_time: Duration,
-    /// one entry per key family, in [`Space::ALL`] order
+    /// one entry per key family, in [`super::Space::ALL`] order
     pub families: Vec<FamilyStats>,
     /// journal files on disk
     pub journal_files: u64,
@@ -83,44 +82,14 @@ pub struct FamilyStats {
 }
 
 impl StoreStats {
-    /// The figures of the store whose database, keyspaces and committer counters these are.
-    pub(super) fn read(db: &fjall::Database, spaces: &[fjall::Keyspace], c: &CommitCounters) -> StoreStats {
-        let fsyncs = c.fsyncs.load(Ordering::Acquire);
-        let families = Space::ALL
-            .iter()
-            .map(|&space| {
-                let ks = &spaces[space as usize];
-                FamilyStats {
-                    family: space.name(),
-                    disk_bytes: ks.disk_space(),
-                    approximate_keys: ks.approximate_len() as u64,
-                    table_files: ks.table_count() as u64,
-                    sealed_memtables: ks.sealed_memtable_count() as u64,
-                }
-            })
-            .collect();
-        let journal_bytes = match db.journal_disk_space() {
-            Ok(bytes) => Some(bytes),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the journal's size");
-                None
-            }
-        };
+    /// The committer's figures (the backend fills in its own).
+    pub(super) fn counted(c: &CommitCounters) -> StoreStats {
         StoreStats {
             write_groups: c.groups.load(Ordering::Relaxed),
             writes: c.writes.load(Ordering::Relaxed),
-            fsyncs,
+            fsyncs: c.fsyncs.load(Ordering::Acquire),
             fsync_time: Duration::from_nanos(c.fsync_nanos.load(Ordering::Relaxed)),
-            families,
-            journal_files: db.journal_count() as u64,
-            journal_bytes,
-            cache_capacity_bytes: db.cache_capacity(),
-            cache_bytes: db.cache_size(),
-            write_buffer_bytes: db.write_buffer_size(),
-            flushes_queued: db.outstanding_flushes() as u64,
-            compactions_running: db.active_compactions() as u64,
-            compactions_completed: db.compactions_completed() as u64,
-            compaction_time: db.time_compacting(),
+            ..StoreStats::default()
         }
     }
 }

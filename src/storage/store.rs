@@ -2,18 +2,19 @@
 //! sync mode, the fsync thread), its reads and writes, and its close.
 
 use super::config::{Durability, StorageConfig};
+use super::embedded::Embedded;
 use super::error::{Result, StorageError};
 use super::health::{self, Health};
 use super::limits::Limits;
+use super::read::ReadView;
 use super::read::{DerivedSource, Published};
-use super::read::{ReadView, Slice};
+use super::slice::Slice;
 use super::space::Space;
 use super::stats::{self, StoreStats};
 use super::sync::{self, Completion, Views};
 use super::write::{Committer, Job, WriteTx};
 use super::{dirs, rows};
 use crate::keys::ChangeKey;
-use fjall::Database;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -26,8 +27,8 @@ pub struct Store {
 }
 
 struct Inner {
-    db: Database,
-    spaces: Arc<[fjall::Keyspace]>,
+    /// the backend
+    engine: Embedded,
     /// documents for point reads (the committer evicts what it commits)
     rows: Arc<rows::Rows>,
     config: StorageConfig,
@@ -84,25 +85,14 @@ impl Store {
     /// [`Store::open`] without the restore marker check (the bulk load's own open).
     pub(super) fn open_dir(config: StorageConfig) -> Result<Store> {
         let created = dirs::missing(&config.path);
-        let db = Database::builder(&config.path)
-            .cache_size(config.cache_bytes)
-            .worker_threads(config.worker_threads.max(2))
-            .max_journaling_size(config.max_journal_bytes)
-            .open()?;
-        let memtable = config.memtable_bytes;
-        let spaces: Arc<[fjall::Keyspace]> = Space::ALL
-            .iter()
-            .map(|s| db.keyspace(s.name(), || s.options(memtable)))
-            .collect::<Result<Vec<_>, fjall::Error>>()?
-            .into();
+        let engine = Embedded::open(&config)?;
         dirs::sync_after_open(&config.path, &created).map_err(|source| StorageError::Io {
             context: format!("fsync of the data directory {:?}", config.path),
             source,
         })?;
         // The next sequence number follows the last change event on disk.
-        let next_seq = match spaces[Space::Changefeed as usize].last_key_value() {
-            Some(g) => {
-                let key = g.key()?;
+        let next_seq = match engine.last(Space::Changefeed)? {
+            Some((key, _)) => {
                 ChangeKey::decode(&key).map_err(|e| StorageError::Engine(format!("bad changefeed key: {e}")))?.seq + 1
             }
             None => 1,
@@ -120,9 +110,9 @@ impl Store {
         if config.durability == Durability::Sync {
             // What the open recovered from the journal reached the OS before a crash, but
             // maybe not the disk: it is fsynced before anything reads it.
-            db.persist(fjall::PersistMode::SyncAll)?;
+            engine.persist(true)?;
         }
-        let views: Views = Arc::new(arc_swap::ArcSwap::new(Published::new(db.snapshot(), None)));
+        let views: Views = Arc::new(arc_swap::ArcSwap::new(Published::new(engine.snapshot(), None)));
         let derived_source = Arc::new(std::sync::OnceLock::new());
         let republish = Arc::new(AtomicBool::new(false));
         let durable_reads = config.durability == Durability::Sync;
@@ -153,15 +143,14 @@ impl Store {
         };
         let fsync_thread = syncer.as_ref().map(|(_, thread)| thread.thread().id());
         let committer = Committer {
-            db: db.clone(),
-            spaces: spaces.clone(),
+            engine: engine.clone(),
             rows: rows.clone(),
             syncer,
             poisoned: poisoned.clone(),
             reserve: reserve.clone(),
             full: Default::default(),
             max_group: config.max_group.max(1),
-            limits: Limits::FJALL,
+            limits: Embedded::LIMITS,
             next_seq,
             present: Default::default(),
             values: Default::default(),
@@ -185,8 +174,7 @@ impl Store {
             .map_err(|e| StorageError::Engine(format!("cannot start the committer: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
-                db,
-                spaces,
+                engine,
                 rows,
                 config,
                 poisoned,
@@ -218,7 +206,7 @@ impl Store {
 
     /// The largest key, value and commit the backend takes (see `limits.rs`).
     pub fn limits(&self) -> Limits {
-        Limits::FJALL
+        Embedded::LIMITS
     }
 
     /// True after a failed write to disk: writes are refused until restart.
@@ -264,25 +252,23 @@ impl Store {
     }
 
     fn read_get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        if !Limits::FJALL.readable(key) {
+        if !Embedded::LIMITS.readable(key) {
             return Ok(None);
         }
-        let ks = &self.inner.spaces[space as usize];
-        Ok(if self.inner.durable_reads {
-            fjall::Readable::get(&self.inner.views.load().snapshot, ks, key)?
+        if self.inner.durable_reads {
+            self.inner.views.load().snapshot.get(space, key)
         } else {
-            ks.get(key)?
+            self.inner.engine.get(space, key)
         }
-        .map(Slice))
     }
 
     /// The latest committed value of one key, durable or not: for work whose outcome the
     /// committer checks again (a patch prepared outside it), never for an answer.
     pub fn get_committed(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        if !Limits::FJALL.readable(key) {
+        if !Embedded::LIMITS.readable(key) {
             return Ok(None);
         }
-        Ok(self.inner.spaces[space as usize].get(key)?.map(Slice))
+        self.inner.engine.get(space, key)
     }
 
     /// A consistent view of every keyspace, as reads may show it. In sync mode that is the state
@@ -293,7 +279,7 @@ impl Store {
     /// the last group committed (published before any of its writes is answered). The view
     /// carries the derived state as of its keys (see [`Store::set_derived_source`]).
     pub fn snapshot(&self) -> ReadView {
-        ReadView { published: self.inner.views.load_full(), spaces: self.inner.spaces.clone(), limits: Limits::FJALL }
+        ReadView { published: self.inner.views.load_full(), limits: Embedded::LIMITS }
     }
 
     /// Sets where the committer takes the derived state it publishes with every view from (once;
@@ -311,11 +297,7 @@ impl Store {
     /// structures kept in step with the committer (loaded here, then changed by each commit) and
     /// for work the committer checks again. Never for an answer: use [`Store::snapshot`].
     pub fn committed(&self) -> ReadView {
-        ReadView {
-            published: Published::new(self.inner.db.snapshot(), None),
-            spaces: self.inner.spaces.clone(),
-            limits: Limits::FJALL,
-        }
+        ReadView { published: Published::new(self.inner.engine.snapshot(), None), limits: Embedded::LIMITS }
     }
 
     /// The last sequence number that is committed and durable (fsynced in sync mode, committed in
@@ -328,7 +310,7 @@ impl Store {
     /// The disk space a keyspace takes, in bytes (its table files; the journal and memtable not
     /// counted).
     pub fn disk_space(&self, space: Space) -> u64 {
-        self.inner.spaces[space as usize].disk_space()
+        self.inner.engine.disk_space(space)
     }
 
     /// Rewrites a keyspace into fresh table files without the versions and tombstones nothing
@@ -337,13 +319,8 @@ impl Store {
     /// a view of the result. Blocks until the compaction is done: call it from a blocking
     /// context. Writes go on meanwhile (a compaction never holds the
     /// committer).
-    ///
-    /// fjall 3.1.13 keeps `Keyspace::major_compact` (and the memtable rotation) out of its docs
-    /// (`#[doc(hidden)]`); the version is pinned, and this is the one place that calls it.
     pub fn compact(&self, space: Space) -> Result<()> {
-        let keyspace = &self.inner.spaces[space as usize];
-        flush_memtables(&self.inner.db, std::slice::from_ref(keyspace))?;
-        keyspace.major_compact()?;
+        self.inner.engine.compact(space)?;
         // The view reads see was taken before and keeps reading what the compaction replaced
         // (memtables, tables of garbage) until a write publishes another: publish one now.
         self.inner.republish.store(true, Ordering::Release);
@@ -354,12 +331,12 @@ impl Store {
     /// Flushes a keyspace's memtable into a table file (tests: a version per table).
     #[cfg(test)]
     pub(crate) fn flush_for_test(&self, space: Space) {
-        flush_memtables(&self.inner.db, std::slice::from_ref(&self.inner.spaces[space as usize])).unwrap();
+        self.inner.engine.flush_memtables(&[space]).unwrap();
     }
 
     /// A cheap estimate of the number of keys in a keyspace.
     pub fn approximate_len(&self, space: Space) -> usize {
-        self.inner.spaces[space as usize].approximate_len()
+        self.inner.engine.approximate_len(space)
     }
 
     /// The store's figures now: the committer's counters, and per key family its disk space,
@@ -368,7 +345,7 @@ impl Store {
     /// batch commits, and during fjall's own fsync when it flushes a memtable): call it from a
     /// blocking context.
     pub fn stats(&self) -> StoreStats {
-        StoreStats::read(&self.inner.db, &self.inner.spaces, &self.inner.counters)
+        self.inner.engine.stats(StoreStats::counted(&self.inner.counters))
     }
 
     /// Runs `f` on the committer and resolves once its staged keys are committed (and, in sync
@@ -488,17 +465,17 @@ impl Store {
         if self.is_poisoned() {
             return Err(StorageError::Poisoned);
         }
-        self.inner.db.persist(fjall::PersistMode::SyncAll)?;
+        self.inner.engine.persist(true)?;
         // Everything is durable now; the flush only saves the next open its replay. Sealing a
         // keyspace's active memtable queues its flush, and journal files every keyspace has
         // flushed past are deleted. (Those calls are fjall's own, outside its documented surface,
         // hence the exact version pin.) A flush that cannot finish (a failing disk) must not hang
         // the shutdown: it gets [`CLOSE_FLUSH_WAIT`], and a flush that failed none (see
         // [`flush_memtables`]).
-        let (db, spaces) = (self.inner.db.clone(), self.inner.spaces.clone());
+        let engine = self.inner.engine.clone();
         let (done, flushed) = mpsc::channel();
         let flusher = std::thread::Builder::new().name("mosaic-close-flush".into()).spawn(move || {
-            let _ = done.send(flush_memtables(&db, &spaces));
+            let _ = done.send(engine.flush_memtables(&Space::ALL));
         });
         let outcome = flusher.map(|thread| {
             let outcome = flushed.recv_timeout(CLOSE_FLUSH_WAIT);
@@ -552,31 +529,6 @@ impl Store {
             std::thread::yield_now();
         }
     }
-}
-
-/// Seals every keyspace's active memtable and waits until fjall's workers have written them all
-/// to table files (or one of them failed).
-///
-/// Not fjall's `Keyspace::rotate_memtable_and_wait` (fjall 3.1.13 src/keyspace/mod.rs): after the
-/// rotation it polls `sealed_memtable_count() > 0` with no other way out. A flush or compaction
-/// that fails (an I/O error: a failing disk, a data directory removed under the store) ends the
-/// fjall worker that ran it and poisons the database (src/worker_pool.rs, `worker_tick`'s error
-/// arm, "Worker #{i} crashed"); the sealed memtable stays, no worker flushes it, and that loop
-/// spun until [`CLOSE_FLUSH_WAIT`] gave up on it (issue 26, point 4: 30 s per test server). This
-/// loop also checks for the poison, through `Database::persist` (the one public call that
-/// reports it; in `Buffer` mode it only flushes the journal's buffer, which the fsync before this
-/// emptied). It seals every keyspace first and then waits once, so the flushes run on all the
-/// workers together. When fjall's own wait gives up on a poisoned database, this can go back to
-/// calling it.
-fn flush_memtables(db: &Database, spaces: &[fjall::Keyspace]) -> std::result::Result<(), fjall::Error> {
-    for space in spaces {
-        space.rotate_memtable()?;
-    }
-    while spaces.iter().any(|s| s.sealed_memtable_count() > 0) {
-        db.persist(fjall::PersistMode::Buffer)?;
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    Ok(())
 }
 
 /// Clears the running flag when the committer thread ends, however it ends.

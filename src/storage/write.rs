@@ -9,6 +9,7 @@
 //! with the next group while the journal is fsynced: one `fdatasync` covers every group committed
 //! before it began, and no write is acknowledged before it.
 
+use super::embedded::Embedded;
 use super::limits::{Limit, Limits, TooLarge};
 use super::staged::Staged;
 use super::sync::{Completion, Ticket};
@@ -178,7 +179,7 @@ impl<'c> WriteTx<'c> {
         if !self.committer.limits.readable(key) {
             return Ok(None);
         }
-        Ok(self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec()))
+        Ok(self.committer.engine.get(space, key)?.map(|v| v.to_vec()))
     }
 
     /// Like [`WriteTx::get`], remembering the committed value on the committer
@@ -196,7 +197,7 @@ impl<'c> WriteTx<'c> {
         if let Some(known) = self.committer.values.borrow().map.get(&k) {
             return Ok(known.clone());
         }
-        let found = self.committer.spaces[space as usize].get(key)?.map(|v| v.to_vec());
+        let found = self.committer.engine.get(space, key)?.map(|v| v.to_vec());
         self.committer.values.borrow_mut().insert(k, found.clone());
         Ok(found)
     }
@@ -214,7 +215,7 @@ impl<'c> WriteTx<'c> {
         if let Some(&known) = self.committer.present.borrow().get(&k) {
             return Ok(known);
         }
-        let found = self.committer.spaces[space as usize].contains_key(key)?;
+        let found = self.committer.engine.contains(space, key)?;
         let mut present = self.committer.present.borrow_mut();
         if present.len() >= MAX_PRESENT {
             present.clear();
@@ -233,19 +234,12 @@ impl<'c> WriteTx<'c> {
         if !self.committer.limits.readable(key) {
             return Ok(false);
         }
-        Ok(self.committer.spaces[space as usize].contains_key(key)?)
+        Ok(self.committer.engine.contains(space, key)?)
     }
 
     /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
     pub fn scan(&self, space: Space, range: KeyRange) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
-        let ks = &self.committer.spaces[space as usize];
-        let iter = self.committer.limits.clamp(range).map(|range| match range {
-            KeyRange::Prefix(p) => ks.prefix(p),
-            KeyRange::Between(lo, hi) => ks.range((lo, hi)),
-        });
-        iter.into_iter()
-            .flatten()
-            .map(|g| g.into_inner().map(|(k, v)| (Slice(k), Slice(v))).map_err(StorageError::from))
+        self.committer.limits.clamp(range).map(|range| self.committer.engine.scan(space, range)).into_iter().flatten()
     }
 
     /// The key-value pairs under `prefix` as this write sees them: the committed ones with this
@@ -314,14 +308,10 @@ impl<'c> WriteTx<'c> {
     /// The committed key-value pair with the greatest key in `lower..=upper`, if any (not this
     /// write's staged keys).
     pub fn last_in(&self, space: Space, lower: &[u8], upper: &[u8]) -> Result<Option<(Slice, Slice)>> {
-        let ks = &self.committer.spaces[space as usize];
         let range =
             KeyRange::Between(std::ops::Bound::Included(lower.to_vec()), std::ops::Bound::Included(upper.to_vec()));
-        let Some(KeyRange::Between(lo, hi)) = self.committer.limits.clamp(range) else { return Ok(None) };
-        match ks.range((lo, hi)).next_back() {
-            Some(g) => Ok(Some(g.into_inner().map(|(k, v)| (Slice(k), Slice(v)))?)),
-            None => Ok(None),
-        }
+        let Some(range) = self.committer.limits.clamp(range) else { return Ok(None) };
+        self.committer.engine.scan(space, range).next_back().transpose()
     }
 
     /// How many keys are staged.
@@ -373,8 +363,8 @@ pub(super) type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
 
 /// The committer's state; lives on its own thread.
 pub(super) struct Committer {
-    pub(super) db: fjall::Database,
-    pub(super) spaces: Arc<[fjall::Keyspace]>,
+    /// the backend
+    pub(super) engine: Embedded,
     /// the document cache of point reads: every entity key committed is evicted from it
     pub(super) rows: Arc<super::rows::Rows>,
     /// sync durability: where each group's answers wait for the fsync that makes it durable,
@@ -521,8 +511,8 @@ impl Committer {
             let mut result = self.commit_one(staged, fresh, &mut documents);
             if result.is_ok() && self.syncer.is_some() && hooks.iter().any(|(durable, _)| *durable) {
                 // the fsync the hooks wait for (see `WriteTx::on_durable`)
-                result = self.db.persist(fjall::PersistMode::SyncData).map_err(|e| {
-                    self.poison(e.into());
+                result = self.engine.persist(false).map_err(|e| {
+                    self.poison(e);
                     StorageError::Poisoned
                 });
             }
@@ -549,7 +539,7 @@ impl Committer {
         self.derived.clone_from(&derived);
         let republish = self.republish.swap(false, Ordering::AcqRel);
         let view =
-            (committed_any || moved || republish).then(|| super::read::Published::new(self.db.snapshot(), derived));
+            (committed_any || moved || republish).then(|| super::read::Published::new(self.engine.snapshot(), derived));
         if let Some((tickets, _)) = &self.syncer {
             // Answered in order by the fsync thread, even a group that wrote nothing: its answers
             // may rest on an earlier group's writes, which are not durable yet.
@@ -582,8 +572,8 @@ impl Committer {
         if staged.is_empty() && fresh.is_empty() {
             return Ok(());
         }
-        // Handed to the OS as it commits (fjall's default, said here): the fsync thread relies on it.
-        let mut batch = self.db.batch().durability(Some(fjall::PersistMode::Buffer));
+        // Handed to the OS as it commits: the fsync thread relies on it.
+        let mut batch = self.engine.batch();
         let mut present = self.present.borrow_mut();
         let mut values = self.values.borrow_mut();
         let tracking = !present.is_empty();
@@ -603,10 +593,10 @@ impl Committer {
                 if caching {
                     values.committed(&k, Some(&value));
                 }
-                batch.insert(&self.spaces[space as usize], k.1, value);
+                batch.insert(space, k.1, value);
                 continue;
             }
-            batch.insert(&self.spaces[space as usize], key, value);
+            batch.insert(space, key, value);
         }
         for (k, value) in staged.into_keys() {
             if tracking && let Some(known) = present.get_mut(&k) {
@@ -619,10 +609,9 @@ impl Committer {
             if cached && space == Space::Entity {
                 documents.push(self.rows.hash(&key));
             }
-            let ks = &self.spaces[space as usize];
             match value {
-                Some(v) => batch.insert(ks, key, v),
-                None => batch.remove(ks, key),
+                Some(v) => batch.insert(space, key, v),
+                None => batch.remove(space, key),
             }
         }
         let now = self.syncer.is_none();
@@ -640,7 +629,7 @@ impl Committer {
             values.clear();
             // The write's outcome is unknown (part of it may have reached the journal, and
             // fjall's buffer may still write it out): it is answered as the store's failure.
-            self.poison(e.into());
+            self.poison(e);
             StorageError::Poisoned
         })
     }
