@@ -234,7 +234,7 @@ impl<'c> WriteTx<'c> {
         if !self.committer.limits.readable(key) {
             return Ok(false);
         }
-        Ok(self.committer.engine.contains(space, key)?)
+        self.committer.engine.contains(space, key)
     }
 
     /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
