@@ -22,7 +22,7 @@ impl CommitCounters {
     }
 
     /// An fsync of the journal that took `took`, for the groups counted before it. The fsync is
-    /// counted last (release), and [`StoreStats::read`] reads it first (acquire), so a reader never
+    /// counted last (release), and [`StoreStats::counted`] reads it first (acquire), so a reader never
     /// sees more fsyncs than groups or writes.
     pub(super) fn synced(&self, took: Duration) {
         let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
@@ -84,10 +84,12 @@ pub struct FamilyStats {
 impl StoreStats {
     /// The committer's figures (the backend fills in its own).
     pub(super) fn counted(c: &CommitCounters) -> StoreStats {
+        // the fsyncs first (see `CommitCounters::synced`)
+        let fsyncs = c.fsyncs.load(Ordering::Acquire);
         StoreStats {
             write_groups: c.groups.load(Ordering::Relaxed),
             writes: c.writes.load(Ordering::Relaxed),
-            fsyncs: c.fsyncs.load(Ordering::Acquire),
+            fsyncs,
             fsync_time: Duration::from_nanos(c.fsync_nanos.load(Ordering::Relaxed)),
             ..StoreStats::default()
         }

@@ -471,7 +471,7 @@ impl Store {
         // flushed past are deleted. (Those calls are fjall's own, outside its documented surface,
         // hence the exact version pin.) A flush that cannot finish (a failing disk) must not hang
         // the shutdown: it gets [`CLOSE_FLUSH_WAIT`], and a flush that failed none (see
-        // [`flush_memtables`]).
+        // `Embedded::flush_memtables`).
         let engine = self.inner.engine.clone();
         let (done, flushed) = mpsc::channel();
         let flusher = std::thread::Builder::new().name("mosaic-close-flush".into()).spawn(move || {
