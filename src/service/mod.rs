@@ -81,6 +81,8 @@ pub struct Db {
     known_terms: search::maintain::KnownTerms,
     /// the ids of numbered fulltext documents a search has named
     doc_ids: search::ids::DocIds,
+    /// the posting blocks of the terms searched in the latest state
+    term_blocks: search::cache::TermBlocks,
     /// the time-series model's in-memory state (metrics being deleted)
     timeseries: timeseries::State,
     /// what the periodic background tasks did (see `background`)
@@ -121,6 +123,7 @@ impl Db {
             purge_chunk: options.purge_chunk,
             known_terms: Default::default(),
             doc_ids: Default::default(),
+            term_blocks: Default::default(),
             timeseries: Default::default(),
             tasks: Default::default(),
             vectors: Default::default(),

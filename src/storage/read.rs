@@ -21,11 +21,17 @@ pub type DerivedSource = Arc<dyn Fn() -> Option<Derived> + Send + Sync>;
 pub(super) struct Published {
     pub(super) snapshot: EmbeddedView,
     pub(super) derived: Option<Derived>,
+    /// see [`ReadView::state`]
+    state: u64,
 }
+
+/// The last [`Published::state`] given out.
+static LAST_STATE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Published {
     pub(super) fn new(snapshot: EmbeddedView, derived: Option<Derived>) -> Arc<Published> {
-        Arc::new(Published { snapshot, derived })
+        let state = LAST_STATE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        Arc::new(Published { snapshot, derived, state })
     }
 }
 
@@ -42,6 +48,14 @@ impl ReadView {
     /// [`super::Store::committed`], or before the owner set its source).
     pub fn derived<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.published.derived.as_deref().and_then(|d| d.downcast_ref::<T>())
+    }
+
+    /// The state this view shows, by a number no other state has: two views with the same
+    /// number read the same keys and values (and the same derived state), so what was read from
+    /// one may be remembered for the other. The views [`super::Store::snapshot`] gives out show
+    /// their states in increasing numbers.
+    pub fn state(&self) -> u64 {
+        self.published.state
     }
 
     /// The value under `key`, if any.

@@ -4,6 +4,7 @@
 pub mod analyzer;
 mod bitpack;
 pub mod block;
+pub mod cache;
 mod cursor;
 mod daat;
 mod exhaustive;

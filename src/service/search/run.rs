@@ -90,6 +90,32 @@ fn blocks(
     Ok(Some(out))
 }
 
+impl Db {
+    /// The posting blocks of one term, as remembered for the view's state (see `cache.rs`) or
+    /// read from it; `None` (inline only) once the postings read pass the budget.
+    fn term_blocks(
+        &self,
+        view: &ReadView,
+        def: &IndexDef,
+        term: &str,
+        stop: &Stop,
+        budget: &mut usize,
+    ) -> Result<Option<super::cache::Blocks>> {
+        let (state, cache) = (view.state(), &self.term_blocks);
+        if let Some(found) = cache.get(state, &def.table, &def.name, def.created_at, term) {
+            let bytes: usize = found.iter().map(|(k, v)| k.len() + v.len()).sum();
+            return Ok(budget.checked_sub(bytes).map(|left| {
+                *budget = left;
+                found
+            }));
+        }
+        let Some(found) = blocks(view, def, term, stop, budget)? else { return Ok(None) };
+        let found: super::cache::Blocks = found.into();
+        cache.put(state, &def.table, &def.name, def.created_at, term, found.clone());
+        Ok(Some(found))
+    }
+}
+
 /// The fulltext index a search uses, as of the snapshot.
 fn search_index(view: &ReadView, db: &Db, table: &str, name: Option<&str>) -> Result<IndexDef> {
     let defs = query::ready_indexes(view, db.catalog(), table)?;
@@ -206,10 +232,10 @@ impl Db {
                 Some(r) => r.clone(),
                 None => {
                     let start = store.len();
-                    let Some(found) = blocks(&view, &def, &term, stop, &mut budget)? else { return Ok(None) };
-                    for (k, v) in found {
-                        keys.push(k);
-                        store.push(v);
+                    let Some(found) = self.term_blocks(&view, &def, &term, stop, &mut budget)? else { return Ok(None) };
+                    for (k, v) in found.iter() {
+                        keys.push(k.clone());
+                        store.push(v.clone());
                     }
                     read.insert(term.clone(), start..store.len());
                     start..store.len()
