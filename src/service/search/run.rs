@@ -102,17 +102,14 @@ impl Db {
         budget: &mut usize,
     ) -> Result<Option<super::cache::Blocks>> {
         let (state, cache) = (view.state(), &self.term_blocks);
-        if let Some(found) = cache.get(state, &def.table, &def.name, def.created_at, term) {
-            let bytes: usize = found.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if let Some((found, bytes)) = cache.get(state, &def.table, &def.name, def.created_at, term) {
             return Ok(budget.checked_sub(bytes).map(|left| {
                 *budget = left;
                 found
             }));
         }
         let Some(found) = blocks(view, def, term, stop, budget)? else { return Ok(None) };
-        let found: super::cache::Blocks = found.into();
-        cache.put(state, &def.table, &def.name, def.created_at, term, found.clone());
-        Ok(Some(found))
+        Ok(Some(cache.put(state, &def.table, &def.name, def.created_at, term, found.into())))
     }
 }
 
