@@ -58,8 +58,11 @@ fn pair(g: fjall::Guard) -> Result<(Slice, Slice)> {
 }
 
 impl Embedded {
-    /// The limits of fjall 3 (see [`Limits::FJALL`]).
-    pub(super) const LIMITS: Limits = Limits::FJALL;
+    /// fjall 3: a key's length is a `u16` in its journal and tables (a longer key makes
+    /// `Batch::insert` panic, reads too, so it must never get there); a value's a `u32`, and a
+    /// table block holding one (with its key and header) must fit a `u32` too: 1 GiB keeps far
+    /// below that (and is PostgreSQL's largest `bytea`).
+    pub(super) const LIMITS: Limits = Limits { max_key: u16::MAX as usize, max_value: 1 << 30, max_commit: None };
 
     /// Opens (or creates) the database in `config.path` with every keyspace.
     pub(super) fn open(config: &StorageConfig) -> Result<Embedded> {

@@ -19,12 +19,6 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// fjall 3: a key's length is a `u16` in its journal and tables (a longer key makes
-    /// `Batch::insert` panic, reads too, so it must never get there); a value's a `u32`, and a
-    /// table block holding one (with its key and header) must fit a `u32` too: 1 GiB keeps far
-    /// below that (and is PostgreSQL's largest `bytea`).
-    pub const FJALL: Limits = Limits { max_key: u16::MAX as usize, max_value: 1 << 30, max_commit: None };
-
     /// Why a key (and its value, for a put) cannot be written, if it cannot.
     pub fn check(&self, space: Space, key: &[u8], value: Option<&[u8]>) -> Option<TooLarge> {
         if key.len() > self.max_key {
