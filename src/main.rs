@@ -8,7 +8,7 @@ use mosaicdb::background::TaskConfig;
 use mosaicdb::server::{self, ServerConfig};
 use mosaicdb::service::DbOptions;
 use mosaicdb::service::changefeed::Retention;
-use mosaicdb::storage::{Durability, StorageConfig};
+use mosaicdb::storage::{Backend, Durability, StorageConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -62,8 +62,11 @@ enum Command {
     Restore {
         /// the archive (`-`: standard input)
         file: PathBuf,
-        /// the data directory to create (must be empty or absent)
+        /// the data directory to create (must be empty or absent; with `--backend postgres`,
+        /// the database must be empty instead)
         data_dir: PathBuf,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Print the OpenAPI document.
     Openapi,
@@ -71,6 +74,8 @@ enum Command {
     Check {
         /// the data directory
         data_dir: PathBuf,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Print the keys of a data directory (display form) with their decoded values.
     Inspect {
@@ -79,7 +84,35 @@ enum Command {
         /// only keys whose display form starts with this, e.g. `entity:users`
         #[arg(default_value = "")]
         prefix: String,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
+}
+
+/// Where the keys are kept.
+#[derive(Args, Clone)]
+struct BackendArgs {
+    /// where the keys are kept: `embedded` (fjall, in the data directory) or `postgres` (one
+    /// table per key family in the database --postgres-url names)
+    #[arg(long, env = "MOSAIC_BACKEND", default_value = "embedded", value_parser = ["embedded", "postgres"])]
+    backend: String,
+    /// the PostgreSQL database of `--backend postgres`: a URL
+    /// (`postgres://user:password@host:5432/database`) or a `key=value` connection string
+    #[arg(long, env = "MOSAIC_POSTGRES_URL", hide_env_values = true)]
+    postgres_url: Option<String>,
+}
+
+impl BackendArgs {
+    /// The storage settings for `data_dir` on this backend.
+    fn storage(&self, data_dir: &std::path::Path) -> Result<StorageConfig, String> {
+        let mut storage = StorageConfig::new(data_dir);
+        storage.backend = match (self.backend.as_str(), &self.postgres_url) {
+            ("postgres", Some(url)) => Backend::Postgres { url: url.clone() },
+            ("postgres", None) => return Err("--backend postgres needs --postgres-url (or MOSAIC_POSTGRES_URL)".into()),
+            _ => Backend::Embedded,
+        };
+        Ok(storage)
+    }
 }
 
 #[derive(Args, Clone)]
@@ -90,6 +123,8 @@ struct ServeArgs {
     /// data directory (created if missing)
     #[arg(long, env = "MOSAIC_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// sync: acknowledge after fsync (group commit); buffered: after handing the journal to the OS
     #[arg(long, env = "MOSAIC_DURABILITY", default_value = "sync")]
     durability: Durability,
@@ -167,7 +202,7 @@ impl ServeArgs {
             Err(std::env::VarError::NotUnicode(_)) => return Err(format!("{ENV_KEYS} is not valid UTF-8")),
         };
         let keys = KeySet::load(self.api_keys_file.as_deref(), env_keys.as_deref()).map_err(|e| e.to_string())?;
-        let mut storage = StorageConfig::new(&self.data_dir);
+        let mut storage = self.backend.storage(&self.data_dir)?;
         storage.durability = self.durability;
         storage.cache_bytes = self.cache_mb << 20;
         storage.row_cache_bytes = self.row_cache_mb << 20;
@@ -223,19 +258,29 @@ fn main() -> ExitCode {
             }
             Err(e) => fail(e),
         },
-        Some(Command::Inspect { data_dir, prefix }) => {
+        Some(Command::Inspect { data_dir, prefix, backend }) => {
+            let storage = match backend.storage(&data_dir) {
+                Ok(storage) => storage,
+                Err(e) => return fail(e),
+            };
             let mut out = std::io::stdout().lock();
-            match mosaicdb::tools::inspect(&data_dir, &prefix, &mut out) {
+            match mosaicdb::tools::inspect(storage, &prefix, &mut out) {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }
         }
-        Some(Command::Check { data_dir }) => check(data_dir),
+        Some(Command::Check { data_dir, backend }) => match backend.storage(&data_dir) {
+            Ok(storage) => check(storage),
+            Err(e) => fail(e),
+        },
         Some(Command::Health { addr, timeout_secs }) => health(addr, Duration::from_secs(timeout_secs.max(1))),
         Some(Command::Backup { url, key, timeout_secs }) => {
             backup(&url, key.as_deref(), Duration::from_secs(timeout_secs.max(1)))
         }
-        Some(Command::Restore { file, data_dir }) => restore(file, data_dir),
+        Some(Command::Restore { file, data_dir, backend }) => match backend.storage(&data_dir) {
+            Ok(storage) => restore(file, storage),
+            Err(e) => fail(e),
+        },
         Some(Command::Serve(args)) => serve(&args),
         None => serve(&cli.serve),
     }
@@ -260,14 +305,14 @@ fn serve(args: &ServeArgs) -> ExitCode {
     }
 }
 
-fn check(data_dir: PathBuf) -> ExitCode {
+fn check(storage: StorageConfig) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
     let result = runtime.block_on(async {
         let options = DbOptions { background_jobs: false, ..DbOptions::default() };
-        let db = mosaicdb::service::Db::open(StorageConfig::new(data_dir), options)?;
+        let db = mosaicdb::service::Db::open(storage, options)?;
         let report = db.check().await?;
         db.close()?;
         Ok::<_, mosaicdb::service::ServiceError>(report)
@@ -329,7 +374,11 @@ fn backup(url: &str, key: Option<&str>, timeout: Duration) -> ExitCode {
     }
 }
 
-fn restore(file: PathBuf, data_dir: PathBuf) -> ExitCode {
+fn restore(file: PathBuf, storage: StorageConfig) -> ExitCode {
+    let target = match &storage.backend {
+        Backend::Embedded => storage.path.display().to_string(),
+        Backend::Postgres { .. } => "the PostgreSQL database".to_owned(),
+    };
     let source: Box<dyn std::io::Read + Send> = if file.as_os_str() == "-" {
         Box::new(std::io::stdin())
     } else {
@@ -342,14 +391,11 @@ fn restore(file: PathBuf, data_dir: PathBuf) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
-    match runtime.block_on(mosaicdb::service::backup::restore(source, data_dir.clone())) {
+    match runtime.block_on(mosaicdb::service::backup::restore(source, storage)) {
         Ok(restored) => {
             eprintln!(
                 "mosaicdb: restored {} records as of {} (written by mosaicdb {}) into {}",
-                restored.summary.records,
-                restored.header.created_at,
-                restored.header.server_version,
-                data_dir.display()
+                restored.summary.records, restored.header.created_at, restored.header.server_version, target
             );
             println!("{}", serde_json::to_string_pretty(&restored.check).unwrap_or_default());
             if restored.check.ok { ExitCode::SUCCESS } else { fail("the check of the restored data found problems") }

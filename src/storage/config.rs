@@ -33,11 +33,27 @@ impl std::fmt::Display for Durability {
     }
 }
 
+/// Where the keys are kept.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// fjall, in the data directory (the default)
+    #[default]
+    Embedded,
+    /// PostgreSQL: one table per key family in the database `url` names (see
+    /// `storage/postgres/`)
+    Postgres {
+        /// a `postgres://` URL or a `key=value` connection string
+        url: String,
+    },
+}
+
 /// How the store is opened.
 #[derive(Debug, Clone)]
 pub struct StorageConfig {
-    /// the data directory (created if missing)
+    /// the data directory (created if missing; the embedded backend keeps its keys there)
     pub path: PathBuf,
+    /// where the keys are kept
+    pub backend: Backend,
     /// when writes are acknowledged
     pub durability: Durability,
     /// block cache shared by all keyspaces, in bytes
@@ -63,6 +79,7 @@ impl StorageConfig {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         StorageConfig {
             path: path.into(),
+            backend: Backend::Embedded,
             durability: Durability::Sync,
             cache_bytes: 256 << 20,
             row_cache_bytes: 64 << 20,

@@ -1,8 +1,50 @@
 //! The storage contract, as tests every backend runs: each test takes a fresh store from the
-//! backend's opener. Today the embedded backend (fjall) is the one that runs them.
+//! backend's opener — fjall in a temporary directory, and PostgreSQL in a fresh database of the
+//! cluster `MOSAIC_TEST_POSTGRES` names (skipped, and said, where it is not set).
 
 use super::*;
 use std::ops::Bound;
+
+#[path = "../../tests/common/postgres.rs"]
+mod test_postgres;
+
+/// A fresh store on a fresh PostgreSQL database, if a test cluster is given.
+fn postgres(test: &str) -> Option<(tempfile::TempDir, Store)> {
+    let url = test_postgres::fresh_database(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StorageConfig::new(dir.path());
+    cfg.backend = Backend::Postgres { url };
+    let store = Store::open(cfg).unwrap();
+    Some((dir, store))
+}
+
+/// Each contract test, on each backend.
+macro_rules! contract {
+    ($($name:ident),* $(,)?) => {
+        mod embedded_backend {
+            $(#[test] fn $name() { super::$name(&super::embedded().1); })*
+        }
+        mod postgres_backend {
+            $(#[test] fn $name() {
+                if let Some((_dir, store)) = super::postgres(stringify!($name)) {
+                    super::$name(&store);
+                    store.close().unwrap();
+                }
+            })*
+        }
+    };
+}
+
+contract!(
+    keys_order_bytewise,
+    a_view_is_isolated_from_later_commits,
+    limits_refuse_before_writing,
+    a_failed_write_leaves_nothing,
+    scans_page_and_resume_from_both_ends,
+    arbitrary_keys_order_as_a_sorted_map,
+    writes_of_one_group_see_each_other,
+    a_delete_and_a_put_of_one_key_in_one_write,
+);
 
 /// A fresh store of the embedded backend, with the directory it lives in.
 fn embedded() -> (tempfile::TempDir, Store) {
@@ -106,6 +148,26 @@ fn limits_refuse_before_writing(store: &Store) {
         let r = put_all(store, vec![(Space::Entity, b"v".to_vec(), vec![0; len])]);
         assert!(matches!(r, Err(StorageError::TooLarge(t)) if t.what == Limit::Value), "{r:?}");
     }
+    // a key of `max` bytes that do not compress is taken (PostgreSQL would compress a repetitive
+    // one into its index entry)
+    let mut noise = 0x2545_f491_4f6c_dd1du64;
+    let random: Vec<u8> = (0..max)
+        .map(|_| {
+            noise ^= noise << 13;
+            noise ^= noise >> 7;
+            noise ^= noise << 17;
+            noise as u8
+        })
+        .collect();
+    put_all(store, vec![(Space::Idx, random.clone(), vec![1])]).unwrap();
+    assert_eq!(store.snapshot().get(Space::Idx, &random).unwrap().as_deref(), Some(&[1u8][..]));
+    let r2 = random.clone();
+    store
+        .write_blocking(move |tx| {
+            tx.delete(Space::Idx, r2);
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
     // reads of long keys
     let mut at_max = vec![7u8; max];
     put_all(store, vec![(Space::Idx, at_max.clone(), vec![]), (Space::Idx, vec![8], vec![])]).unwrap();
@@ -144,17 +206,130 @@ fn limits_refuse_before_writing(store: &Store) {
     assert!(store.get(Space::Entity, b"with-delete").unwrap().is_some());
 }
 
-#[test]
-fn embedded_keys_order_bytewise() {
-    keys_order_bytewise(&embedded().1);
+/// A write function that fails leaves nothing of what it staged, in any keyspace; the next one
+/// commits.
+fn a_failed_write_leaves_nothing(store: &Store) {
+    let r = store.write_blocking(|tx| {
+        tx.put(Space::Entity, b"x".to_vec(), vec![1]);
+        tx.put_new(Space::Ts, b"y".to_vec(), vec![2]);
+        tx.delete(Space::Idx, b"z".to_vec());
+        Err::<(), _>(StorageError::Engine("refused by the test".into()))
+    });
+    assert!(r.is_err());
+    let view = store.snapshot();
+    assert!(view.get(Space::Entity, b"x").unwrap().is_none());
+    assert!(view.get(Space::Ts, b"y").unwrap().is_none());
+    put_all(store, vec![(Space::Entity, b"x".to_vec(), vec![3])]).unwrap();
+    assert_eq!(store.get(Space::Entity, b"x").unwrap().as_deref(), Some(&[3u8][..]));
 }
 
-#[test]
-fn embedded_a_view_is_isolated_from_later_commits() {
-    a_view_is_isolated_from_later_commits(&embedded().1);
+/// A scan over many keys returns each once, in order, from either end, and from both ends in
+/// turn; stopping early and scanning again from where it stopped resumes exactly.
+fn scans_page_and_resume_from_both_ends(store: &Store) {
+    let n = 5000u32;
+    let all: Vec<Vec<u8>> = (0..n).map(|i| i.to_be_bytes().to_vec()).collect();
+    put_all(store, all.iter().map(|k| (Space::Graph, k.clone(), k.clone())).collect()).unwrap();
+    let view = store.snapshot();
+    let every = || KeyRange::Between(Bound::Unbounded, Bound::Unbounded);
+    assert_eq!(keys(view.scan(Space::Graph, every(), false)), all);
+    let mut reversed = all.clone();
+    reversed.reverse();
+    assert_eq!(keys(view.scan(Space::Graph, every(), true)), reversed);
+    // values come with their keys
+    assert!(view.scan(Space::Graph, every(), false).all(|r| r.map(|(k, v)| k == v).unwrap()));
+    // both ends in turn meet once, in the middle
+    let mut both = view.scan(Space::Graph, every(), false);
+    let mut iter = both.iter.take().unwrap();
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    loop {
+        let f = iter.next().map(|r| r.unwrap().0.to_vec());
+        let b = if front.len() % 3 == 0 { iter.next_back().map(|r| r.unwrap().0.to_vec()) } else { None };
+        if f.is_none() && b.is_none() && iter.next_back().is_none() {
+            break;
+        }
+        front.extend(f);
+        back.extend(b);
+    }
+    back.reverse();
+    front.extend(back);
+    assert_eq!(front, all, "both ends together return every key once");
+    // resume after a stop
+    let first: Vec<Vec<u8>> = keys(view.scan(Space::Graph, every(), false).take(1234));
+    let rest = KeyRange::Between(Bound::Excluded(first.last().unwrap().clone()), Bound::Unbounded);
+    let mut resumed = first;
+    resumed.extend(keys(view.scan(Space::Graph, rest, false)));
+    assert_eq!(resumed, all);
 }
 
-#[test]
-fn embedded_limits_refuse_before_writing() {
-    limits_refuse_before_writing(&embedded().1);
+/// Random keys of random bytes (zero and 0xff bytes, prefixes of each other) scan in the order
+/// of a sorted map, by prefix and by bounds, in a view and in a write.
+fn arbitrary_keys_order_as_a_sorted_map(store: &Store) {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut model = std::collections::BTreeMap::new();
+    for _ in 0..600 {
+        let len = (next() % 5) as usize;
+        let key: Vec<u8> = (0..len).map(|_| [0u8, 1, 0x7f, 0x80, 0xfe, 0xff][(next() % 6) as usize]).collect();
+        model.insert(key, vec![(next() % 251) as u8]);
+    }
+    model.remove(&Vec::new());
+    put_all(store, model.iter().map(|(k, v)| (Space::Sidx, k.clone(), v.clone())).collect()).unwrap();
+    let view = store.snapshot();
+    for _ in 0..40 {
+        let prefix: Vec<u8> = (0..next() % 3).map(|_| [0u8, 0x7f, 0xff][(next() % 3) as usize]).collect();
+        let want: Vec<Vec<u8>> = model.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
+        assert_eq!(keys(view.scan(Space::Sidx, KeyRange::Prefix(prefix.clone()), false)), want, "prefix {prefix:?}");
+        let lo: Vec<u8> = (0..next() % 3).map(|_| (next() % 256) as u8).collect();
+        let hi: Vec<u8> = (0..1 + next() % 3).map(|_| (next() % 256) as u8).collect();
+        if lo <= hi {
+            let want: Vec<Vec<u8>> = model.range(lo.clone()..=hi.clone()).map(|(k, _)| k.clone()).rev().collect();
+            let range = KeyRange::Between(Bound::Included(lo.clone()), Bound::Included(hi.clone()));
+            assert_eq!(keys(view.scan(Space::Sidx, range, true)), want, "{lo:?}..={hi:?} reversed");
+        }
+    }
+    let in_write: Vec<Vec<u8>> =
+        store.write_blocking(|tx| Ok::<_, StorageError>(keys(tx.scan(Space::Sidx, KeyRange::Prefix(vec![]))))).unwrap();
+    assert_eq!(in_write, model.keys().cloned().collect::<Vec<_>>());
+}
+
+/// Writes queued together (one group) each read what the earlier ones wrote.
+fn writes_of_one_group_see_each_other(store: &Store) {
+    let rxs: Vec<_> = (0..50u8)
+        .map(|i| {
+            store
+                .submit(move |tx| {
+                    let before = tx.get(Space::View, b"counter")?.map_or(0, |v| v[0]);
+                    tx.put(Space::View, b"counter".to_vec(), vec![before + 1]);
+                    tx.put(Space::View, vec![b'k', i], vec![before]);
+                    Ok::<_, StorageError>(before)
+                })
+                .unwrap()
+        })
+        .collect();
+    let mut seen: Vec<u8> = rxs.into_iter().map(|rx| rx.blocking_recv().unwrap().unwrap()).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..50).collect::<Vec<u8>>(), "each write read the one before it");
+    assert_eq!(store.snapshot().get(Space::View, b"counter").unwrap().as_deref(), Some(&[50u8][..]));
+}
+
+/// Within one write the last put or delete of a key wins.
+fn a_delete_and_a_put_of_one_key_in_one_write(store: &Store) {
+    put_all(store, vec![(Space::Ttlidx, b"a".to_vec(), vec![1]), (Space::Ttlidx, b"b".to_vec(), vec![1])]).unwrap();
+    store
+        .write_blocking(|tx| {
+            tx.delete(Space::Ttlidx, b"a".to_vec());
+            tx.put(Space::Ttlidx, b"a".to_vec(), vec![2]);
+            tx.put(Space::Ttlidx, b"b".to_vec(), vec![2]);
+            tx.delete(Space::Ttlidx, b"b".to_vec());
+            Ok::<_, StorageError>(())
+        })
+        .unwrap();
+    let view = store.snapshot();
+    assert_eq!(view.get(Space::Ttlidx, b"a").unwrap().as_deref(), Some(&[2u8][..]));
+    assert!(view.get(Space::Ttlidx, b"b").unwrap().is_none());
 }

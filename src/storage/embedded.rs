@@ -102,11 +102,6 @@ impl Embedded {
         })
     }
 
-    /// The committed pair with the greatest key, if any.
-    pub(super) fn last(&self, space: Space) -> Result<Option<(Slice, Slice)>> {
-        self.ks(space).last_key_value().map(pair).transpose()
-    }
-
     /// A view of every keyspace as committed now.
     pub(super) fn snapshot(&self) -> EmbeddedView {
         EmbeddedView { snapshot: self.db.snapshot(), spaces: self.spaces.clone() }

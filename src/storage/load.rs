@@ -29,7 +29,26 @@ impl BulkLoad {
     /// Starts a load into `config.path`, which must be absent (it is created) or an empty
     /// directory; anything else is refused before a byte is written. Writes are buffered
     /// (acknowledged once they reach the OS) and fsynced once, by [`BulkLoad::finish`].
+    ///
+    /// PostgreSQL: every table must be empty; the marker is a flag of the store's row, and a
+    /// failed load empties the tables again.
     pub fn create(mut config: StorageConfig) -> Result<BulkLoad> {
+        if config.backend != super::Backend::Embedded {
+            config.durability = Durability::Buffered;
+            let store = Store::open_dir(config.clone())?;
+            if let Err(e) = store.engine().mark_restoring(true) {
+                let _ = store.close();
+                return Err(e);
+            }
+            return Ok(BulkLoad {
+                store,
+                path: config.path,
+                created: false,
+                batch: Vec::new(),
+                batch_bytes: 0,
+                loaded: 0,
+            });
+        }
         let path = config.path.clone();
         let io = |context: &str| {
             let context = format!("{context} {path:?}");
@@ -110,6 +129,10 @@ impl BulkLoad {
         let done = (|| {
             self.flush()?;
             self.store.close()?;
+            if !self.store.engine().is_embedded() {
+                // durable (its commit after the load's, in PostgreSQL's log)
+                return self.store.engine().mark_restoring(false);
+            }
             std::fs::remove_file(self.path.join(RESTORE_MARKER))
                 .and_then(|()| sync_dir(&self.path))
                 .map_err(|source| StorageError::Io { context: format!("cannot unmark {:?}", self.path), source })
@@ -128,6 +151,12 @@ impl BulkLoad {
     pub fn abandon(self) {
         let BulkLoad { store, path, created, .. } = self;
         let _ = store.close();
+        if !store.engine().is_embedded() {
+            if let Err(e) = store.engine().empty_all() {
+                tracing::warn!(error = %e, "removing what a failed restore wrote into PostgreSQL failed");
+            }
+            return;
+        }
         drop(store);
         remove_written(&path, created);
     }

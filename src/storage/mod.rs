@@ -11,10 +11,12 @@
 mod config;
 mod dirs;
 mod embedded;
+mod engine;
 mod error;
 mod health;
 mod limits;
 mod load;
+mod postgres;
 mod range;
 mod read;
 mod rows;
@@ -26,7 +28,7 @@ mod store;
 mod sync;
 mod write;
 
-pub use config::{Durability, StorageConfig};
+pub use config::{Backend, Durability, StorageConfig};
 pub use error::{Result, StorageError};
 pub use health::Health;
 pub use limits::{Limit, Limits, TooLarge};

@@ -1,6 +1,6 @@
 //! Reads: point gets and forward/reverse scans over one consistent snapshot.
 
-use super::embedded::{EmbeddedIter, EmbeddedView};
+use super::engine::{Iter, View};
 use super::limits::Limits;
 use super::range::KeyRange;
 use super::slice::Slice;
@@ -19,7 +19,9 @@ pub type DerivedSource = Arc<dyn Fn() -> Option<Derived> + Send + Sync>;
 
 /// A state reads may show: a snapshot of every keyspace and the derived state as of it.
 pub(super) struct Published {
-    pub(super) snapshot: EmbeddedView,
+    /// the backend's snapshot every reader of the state shares (fjall's); `None` where each
+    /// [`ReadView`] begins its own ([`ReadView::own`])
+    pub(super) snapshot: Option<View>,
     pub(super) derived: Option<Derived>,
     /// see [`ReadView::state`]
     state: u64,
@@ -29,16 +31,27 @@ pub(super) struct Published {
 static LAST_STATE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Published {
-    pub(super) fn new(snapshot: EmbeddedView, derived: Option<Derived>) -> Arc<Published> {
-        let state = LAST_STATE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        Arc::new(Published { snapshot, derived, state })
+    pub(super) fn new(snapshot: Option<View>, derived: Option<Derived>) -> Arc<Published> {
+        Arc::new(Published { snapshot, derived, state: next_state() })
     }
+
+    /// This state's number (see [`ReadView::state`]).
+    pub(super) fn state(&self) -> u64 {
+        self.state
+    }
+}
+
+/// A state number no state has had.
+pub(super) fn next_state() -> u64 {
+    LAST_STATE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }
 
 /// One consistent view of every keyspace: a request that reads several keys reads them here, so
 /// its answer never mixes two states. Keep it short-lived: it pins old versions.
 pub struct ReadView {
     pub(super) published: Arc<Published>,
+    /// the view's own snapshot, where it has one (PostgreSQL's transaction): else the shared one
+    pub(super) own: Option<View>,
     /// the backend's: a key longer than it takes is in no keyspace
     pub(super) limits: Limits,
 }
@@ -63,12 +76,17 @@ impl ReadView {
         if !self.limits.readable(key) {
             return Ok(None);
         }
-        self.published.snapshot.get(space, key)
+        self.view().get(space, key)
+    }
+
+    fn view(&self) -> &View {
+        const NONE: &View = &View::Broken(String::new());
+        self.own.as_ref().or(self.published.snapshot.as_ref()).unwrap_or(NONE)
     }
 
     /// Key-value pairs in `range`, in key order (or reversed).
     pub fn scan(&self, space: Space, range: KeyRange, reverse: bool) -> Scan {
-        let iter = self.limits.clamp(range).map(|range| self.published.snapshot.scan(space, range));
+        let iter = self.limits.clamp(range).map(|range| self.view().scan(space, range));
         Scan { iter, reverse }
     }
 }
@@ -76,7 +94,7 @@ impl ReadView {
 /// An iterator over key-value pairs; stop early whenever you like.
 pub struct Scan {
     /// `None`: a range no stored key can be in
-    iter: Option<EmbeddedIter>,
+    pub(super) iter: Option<Iter>,
     reverse: bool,
 }
 

@@ -2,10 +2,11 @@
 //! sync mode, the fsync thread), its reads and writes, and its close.
 
 use super::config::{Durability, StorageConfig};
-use super::embedded::Embedded;
+use super::engine::{Engine, View};
 use super::error::{Result, StorageError};
 use super::health::{self, Health};
 use super::limits::Limits;
+use super::range::KeyRange;
 use super::read::ReadView;
 use super::read::{DerivedSource, Published};
 use super::slice::Slice;
@@ -28,7 +29,7 @@ pub struct Store {
 
 struct Inner {
     /// the backend
-    engine: Embedded,
+    engine: Engine,
     /// documents for point reads (the committer evicts what it commits)
     rows: Arc<rows::Rows>,
     config: StorageConfig,
@@ -69,6 +70,9 @@ pub const RESTORE_MARKER: &str = "RESTORE_INCOMPLETE";
 /// Most committed groups waiting for their fsync (sync mode); past it the committer waits.
 const MAX_GROUPS_UNSYNCED: usize = 64;
 
+/// How long a PostgreSQL read view waits for the state its snapshot shows to be published.
+const VIEW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How long a shutdown waits for the memtable flush (see [`Store::close`]).
 const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -79,26 +83,44 @@ impl Store {
         if config.path.join(RESTORE_MARKER).exists() {
             return Err(StorageError::UnfinishedRestore(config.path));
         }
-        Store::open_dir(config)
+        let store = Store::open_dir(config)?;
+        if store.engine().restoring()? {
+            let _ = store.close();
+            return Err(StorageError::Engine(
+                "the PostgreSQL database holds an unfinished restore: empty it and restore again".into(),
+            ));
+        }
+        Ok(store)
+    }
+
+    /// The backend.
+    pub(super) fn engine(&self) -> &Engine {
+        &self.inner.engine
     }
 
     /// [`Store::open`] without the restore marker check (the bulk load's own open).
     pub(super) fn open_dir(config: StorageConfig) -> Result<Store> {
-        let created = dirs::missing(&config.path);
-        let engine = Embedded::open(&config)?;
-        dirs::sync_after_open(&config.path, &created).map_err(|source| StorageError::Io {
-            context: format!("fsync of the data directory {:?}", config.path),
-            source,
-        })?;
+        let embedded = config.backend == super::Backend::Embedded;
+        let created = if embedded { dirs::missing(&config.path) } else { Vec::new() };
+        let engine = Engine::open(&config)?;
+        if embedded {
+            dirs::sync_after_open(&config.path, &created).map_err(|source| StorageError::Io {
+                context: format!("fsync of the data directory {:?}", config.path),
+                source,
+            })?;
+        }
         // The next sequence number follows the last change event on disk.
-        let next_seq = match engine.last(Space::Changefeed)? {
+        let all = KeyRange::Between(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded);
+        let next_seq = match engine.writer_view().scan(Space::Changefeed, all).next_back().transpose()? {
             Some((key, _)) => {
                 ChangeKey::decode(&key).map_err(|e| StorageError::Engine(format!("bad changefeed key: {e}")))?.seq + 1
             }
             None => 1,
         };
         let poisoned = Arc::new(health::Poison::default());
-        let reserve = Arc::new(health::DiskReserve::new(config.path.clone(), config.min_free_bytes));
+        // the free space of a PostgreSQL server's disk is its operator's to watch
+        let min_free = if embedded { config.min_free_bytes } else { 0 };
+        let reserve = Arc::new(health::DiskReserve::new(config.path.clone(), min_free));
         let fail_next_sync = Arc::new(AtomicBool::new(false));
         #[cfg(test)]
         let hold_sync = Arc::new(Mutex::new(()));
@@ -107,17 +129,21 @@ impl Store {
         #[cfg(test)]
         let mut synced_journal = Arc::default();
         let rows = Arc::new(rows::Rows::new(usize::try_from(config.row_cache_bytes).unwrap_or(usize::MAX)));
-        if config.durability == Durability::Sync {
+        if config.durability == Durability::Sync && embedded {
             // What the open recovered from the journal reached the OS before a crash, but
             // maybe not the disk: it is fsynced before anything reads it.
             engine.persist(true)?;
         }
-        let views: Views = Arc::new(arc_swap::ArcSwap::new(Published::new(engine.snapshot(), None)));
+        let first = Published::new(engine.shared_snapshot(), None);
+        // PostgreSQL's state row names it (see `Store::snapshot`)
+        engine.end_group(Some(first.state()))?;
+        let views: Views = Arc::new(arc_swap::ArcSwap::new(first));
         let derived_source = Arc::new(std::sync::OnceLock::new());
         let republish = Arc::new(AtomicBool::new(false));
-        let durable_reads = config.durability == Durability::Sync;
+        // PostgreSQL: each group's commit is durable, and reads see it once committed
+        let durable_reads = config.durability == Durability::Sync && embedded;
         let syncer = match config.durability {
-            Durability::Sync => {
+            Durability::Sync if embedded => {
                 let journal = sync::Journal::open(&config.path).map_err(|source| StorageError::Io {
                     context: "opening the journal for its fsync".into(),
                     source,
@@ -139,10 +165,11 @@ impl Store {
                 };
                 Some(syncer.spawn(MAX_GROUPS_UNSYNCED)?)
             }
-            Durability::Buffered => None,
+            Durability::Sync | Durability::Buffered => None,
         };
         let fsync_thread = syncer.as_ref().map(|(_, thread)| thread.thread().id());
         let committer = Committer {
+            reads: engine.writer_view(),
             engine: engine.clone(),
             rows: rows.clone(),
             syncer,
@@ -150,7 +177,7 @@ impl Store {
             reserve: reserve.clone(),
             full: Default::default(),
             max_group: config.max_group.max(1),
-            limits: Embedded::LIMITS,
+            limits: engine.limits(),
             next_seq,
             present: Default::default(),
             values: Default::default(),
@@ -172,6 +199,7 @@ impl Store {
                 committer.run(rx)
             })
             .map_err(|e| StorageError::Engine(format!("cannot start the committer: {e}")))?;
+        engine.set_committer(handle.thread().id());
         Ok(Store {
             inner: Arc::new(Inner {
                 engine,
@@ -206,7 +234,7 @@ impl Store {
 
     /// The largest key, value and commit the backend takes (see `limits.rs`).
     pub fn limits(&self) -> Limits {
-        Embedded::LIMITS
+        self.inner.engine.limits()
     }
 
     /// True after a failed write to disk: writes are refused until restart.
@@ -252,11 +280,13 @@ impl Store {
     }
 
     fn read_get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        if !Embedded::LIMITS.readable(key) {
+        if !self.limits().readable(key) {
             return Ok(None);
         }
-        if self.inner.durable_reads {
-            self.inner.views.load().snapshot.get(space, key)
+        if self.inner.durable_reads
+            && let Some(snapshot) = &self.inner.views.load().snapshot
+        {
+            snapshot.get(space, key)
         } else {
             self.inner.engine.get(space, key)
         }
@@ -265,7 +295,7 @@ impl Store {
     /// The latest committed value of one key, durable or not: for work whose outcome the
     /// committer checks again (a patch prepared outside it), never for an answer.
     pub fn get_committed(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        if !Embedded::LIMITS.readable(key) {
+        if !self.limits().readable(key) {
             return Ok(None);
         }
         self.inner.engine.get(space, key)
@@ -278,8 +308,39 @@ impl Store {
     /// milliseconds), reads still see the state before it. In buffered mode, the state as of
     /// the last group committed (published before any of its writes is answered). The view
     /// carries the derived state as of its keys (see [`Store::set_derived_source`]).
+    ///
+    /// PostgreSQL: the view is a `REPEATABLE READ` transaction of its own (one round trip to
+    /// begin, one to end), whose first statement reads the number of the state its snapshot is
+    /// (each group's transaction sets it); the view carries that state's derived state. A group
+    /// that committed but has not published yet is waited for; one published since the snapshot
+    /// was taken makes the view begin again.
     pub fn snapshot(&self) -> ReadView {
-        ReadView { published: self.inner.views.load_full(), limits: Embedded::LIMITS }
+        let limits = self.limits();
+        let Some(pg) = self.inner.engine.postgres() else {
+            return ReadView { published: self.inner.views.load_full(), own: None, limits };
+        };
+        let deadline = std::time::Instant::now() + VIEW_WAIT;
+        let broken =
+            |why: String| ReadView { published: self.inner.views.load_full(), own: Some(View::Broken(why)), limits };
+        loop {
+            let (lease, state) = match pg.begin_view() {
+                Ok(begun) => begun,
+                Err(e) => return broken(e.to_string()),
+            };
+            loop {
+                let published = self.inner.views.load_full();
+                if published.state() == state {
+                    return ReadView { published, own: Some(View::Postgres(lease)), limits };
+                }
+                if published.state() > state {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    return broken(format!("the state PostgreSQL shows was not published within {VIEW_WAIT:?}"));
+                }
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// Sets where the committer takes the derived state it publishes with every view from (once;
@@ -297,7 +358,12 @@ impl Store {
     /// structures kept in step with the committer (loaded here, then changed by each commit) and
     /// for work the committer checks again. Never for an answer: use [`Store::snapshot`].
     pub fn committed(&self) -> ReadView {
-        ReadView { published: Published::new(self.inner.engine.snapshot(), None), limits: Embedded::LIMITS }
+        let engine = &self.inner.engine;
+        let (shared, own) = match engine.postgres() {
+            None => (engine.shared_snapshot(), None),
+            Some(_) => (None, Some(engine.committed_view())),
+        };
+        ReadView { published: Published::new(shared, None), own, limits: self.limits() }
     }
 
     /// The last sequence number that is committed and durable (fsynced in sync mode, committed in

@@ -9,7 +9,7 @@
 //! with the next group while the journal is fsynced: one `fdatasync` covers every group committed
 //! before it began, and no write is acknowledged before it.
 
-use super::embedded::Embedded;
+use super::engine::{Engine, View};
 use super::limits::{Limit, Limits, TooLarge};
 use super::staged::Staged;
 use super::sync::{Completion, Ticket};
@@ -179,7 +179,7 @@ impl<'c> WriteTx<'c> {
         if !self.committer.limits.readable(key) {
             return Ok(None);
         }
-        Ok(self.committer.engine.get(space, key)?.map(|v| v.to_vec()))
+        Ok(self.committer.reads.get(space, key)?.map(|v| v.to_vec()))
     }
 
     /// Like [`WriteTx::get`], remembering the committed value on the committer
@@ -197,7 +197,7 @@ impl<'c> WriteTx<'c> {
         if let Some(known) = self.committer.values.borrow().map.get(&k) {
             return Ok(known.clone());
         }
-        let found = self.committer.engine.get(space, key)?.map(|v| v.to_vec());
+        let found = self.committer.reads.get(space, key)?.map(|v| v.to_vec());
         self.committer.values.borrow_mut().insert(k, found.clone());
         Ok(found)
     }
@@ -215,7 +215,7 @@ impl<'c> WriteTx<'c> {
         if let Some(&known) = self.committer.present.borrow().get(&k) {
             return Ok(known);
         }
-        let found = self.committer.engine.contains(space, key)?;
+        let found = self.committer.reads.contains(space, key)?;
         let mut present = self.committer.present.borrow_mut();
         if present.len() >= MAX_PRESENT {
             present.clear();
@@ -234,12 +234,12 @@ impl<'c> WriteTx<'c> {
         if !self.committer.limits.readable(key) {
             return Ok(false);
         }
-        self.committer.engine.contains(space, key)
+        self.committer.reads.contains(space, key)
     }
 
     /// Committed key-value pairs in `range`, in key order (not this write's staged keys).
     pub fn scan(&self, space: Space, range: KeyRange) -> impl Iterator<Item = Result<(Slice, Slice)>> + use<> {
-        self.committer.limits.clamp(range).map(|range| self.committer.engine.scan(space, range)).into_iter().flatten()
+        self.committer.limits.clamp(range).map(|range| self.committer.reads.scan(space, range)).into_iter().flatten()
     }
 
     /// The key-value pairs under `prefix` as this write sees them: the committed ones with this
@@ -311,7 +311,7 @@ impl<'c> WriteTx<'c> {
         let range =
             KeyRange::Between(std::ops::Bound::Included(lower.to_vec()), std::ops::Bound::Included(upper.to_vec()));
         let Some(range) = self.committer.limits.clamp(range) else { return Ok(None) };
-        self.committer.engine.scan(space, range).next_back().transpose()
+        self.committer.reads.scan(space, range).next_back().transpose()
     }
 
     /// How many keys are staged.
@@ -364,7 +364,9 @@ pub(super) type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
 /// The committer's state; lives on its own thread.
 pub(super) struct Committer {
     /// the backend
-    pub(super) engine: Embedded,
+    pub(super) engine: Engine,
+    /// what write functions read through (see [`Engine::writer_view`])
+    pub(super) reads: View,
     /// the document cache of point reads: every entity key committed is evicted from it
     pub(super) rows: Arc<super::rows::Rows>,
     /// sync durability: where each group's answers wait for the fsync that makes it durable,
@@ -509,9 +511,17 @@ impl Committer {
             // a write that staged nothing needs no fsync
             let wrote = !staged.is_empty() || !fresh.is_empty();
             let mut result = self.commit_one(staged, fresh, &mut documents);
-            if result.is_ok() && self.syncer.is_some() && hooks.iter().any(|(durable, _)| *durable) {
-                // the fsync the hooks wait for (see `WriteTx::on_durable`)
-                result = self.engine.persist(false).map_err(|e| {
+            let by_group = self.engine.commits_by_group();
+            if result.is_ok() && (self.syncer.is_some() || by_group) && hooks.iter().any(|(durable, _)| *durable) {
+                // the fsync the hooks wait for (see `WriteTx::on_durable`); PostgreSQL: the
+                // group so far is committed, under a state number no view is published with
+                // (a view that sees it waits for the group's end)
+                let persisted = if by_group {
+                    self.engine.end_group(Some(super::read::next_state())).map(drop)
+                } else {
+                    self.engine.persist(false)
+                };
+                result = persisted.map_err(|e| {
                     self.poison(e);
                     StorageError::Poisoned
                 });
@@ -538,8 +548,11 @@ impl Committer {
         };
         self.derived.clone_from(&derived);
         let republish = self.republish.swap(false, Ordering::AcqRel);
-        let view =
-            (committed_any || moved || republish).then(|| super::read::Published::new(self.engine.snapshot(), derived));
+        let view = (committed_any || moved || republish)
+            .then(|| super::read::Published::new(self.engine.shared_snapshot(), derived));
+        if self.engine.commits_by_group() {
+            self.end_group(view.as_ref().map(|v| v.state()), &documents, &mut done);
+        }
         if let Some((tickets, _)) = &self.syncer {
             // Answered in order by the fsync thread, even a group that wrote nothing: its answers
             // may rest on an earlier group's writes, which are not durable yet.
@@ -614,7 +627,8 @@ impl Committer {
                 None => batch.remove(space, key),
             }
         }
-        let now = self.syncer.is_none();
+        // PostgreSQL: evicted around the group's commit instead (see `Committer::end_group`)
+        let now = self.syncer.is_none() && !self.engine.commits_by_group();
         if now {
             documents.iter().for_each(|&hash| self.rows.committing(hash));
         }
@@ -632,6 +646,40 @@ impl Committer {
             self.poison(e);
             StorageError::Poisoned
         })
+    }
+
+    /// Ends a group on a backend that commits by group (PostgreSQL): the group's documents are
+    /// evicted from the document cache around the commit (as around a fjall batch's, `rows.rs`).
+    /// A group that failed — a statement failed, or the commit did — commits nothing: every
+    /// write of it is answered with the store's failure (its outcome is unknown when the
+    /// connection was lost at the commit), and the store is poisoned.
+    fn end_group(&self, state: Option<u64>, documents: &[u64], done: &mut [(Completion, Result<()>)]) {
+        documents.iter().for_each(|&hash| self.rows.committing(hash));
+        let started = std::time::Instant::now();
+        let ended = self.engine.end_group(state);
+        documents.iter().for_each(|&hash| self.rows.committed(hash));
+        let failed = match ended {
+            Err(e) => {
+                self.poison(e);
+                true
+            }
+            Ok(committed) => {
+                if committed {
+                    // the commit is the group's flush to disk (PostgreSQL's WAL)
+                    self.counters.synced(started.elapsed());
+                }
+                self.poisoned.is_set()
+            }
+        };
+        if failed {
+            self.present.borrow_mut().clear();
+            self.values.borrow_mut().clear();
+            for (_, result) in done.iter_mut() {
+                if result.is_ok() {
+                    *result = Err(StorageError::Poisoned);
+                }
+            }
+        }
     }
 
     fn poison(&self, e: StorageError) -> StorageError {

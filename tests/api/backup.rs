@@ -6,7 +6,7 @@
 
 use crate::common::{Rng, TestServer};
 use mosaicdb::service::backup::{ArchiveError, BackupError, restore};
-use mosaicdb::storage::StorageError;
+use mosaicdb::storage::{StorageConfig, StorageError};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -288,7 +288,7 @@ async fn a_backup_under_write_load_restores_exactly_the_writes_before_its_snapsh
     s.check_ok().await;
 
     let target = tempfile::tempdir().unwrap();
-    let restored = restore(std::io::Cursor::new(archive.clone()), target.path().to_owned()).await.unwrap();
+    let restored = restore(std::io::Cursor::new(archive.clone()), StorageConfig::new(target.path())).await.unwrap();
     assert!(restored.check.ok, "{:?}", restored.check);
     assert_eq!(restored.header.created_at, snapshot_at);
     assert_eq!(restored.summary.bytes, archive.len() as u64);
@@ -444,7 +444,7 @@ async fn a_restore_refuses_a_non_empty_directory_and_a_damaged_archive_and_leave
     let dir = tempfile::tempdir().unwrap();
 
     std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
-    let err = restore(std::io::Cursor::new(archive.clone()), dir.path().to_owned()).await.unwrap_err();
+    let err = restore(std::io::Cursor::new(archive.clone()), StorageConfig::new(dir.path())).await.unwrap_err();
     assert!(matches!(err, BackupError::Storage(StorageError::NotEmpty(_))), "{err}");
     assert_eq!(entries(dir.path()), ["notes.txt"], "a refused restore touches nothing");
     std::fs::remove_file(dir.path().join("notes.txt")).unwrap();
@@ -455,16 +455,16 @@ async fn a_restore_refuses_a_non_empty_directory_and_a_damaged_archive_and_leave
     flipped[archive.len() / 2] ^= 0x20;
     let cut = archive[..archive.len() - 1].to_vec();
     for (damaged, truncated) in [(flipped, false), (cut, true)] {
-        let err = restore(std::io::Cursor::new(damaged.clone()), dir.path().to_owned()).await.unwrap_err();
+        let err = restore(std::io::Cursor::new(damaged.clone()), StorageConfig::new(dir.path())).await.unwrap_err();
         assert!(matches!(err, BackupError::Archive(_)), "{err}");
         assert_eq!(truncated, matches!(err, BackupError::Archive(ArchiveError::Truncated)), "{err}");
         assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
         let absent = dir.path().join("new");
-        restore(std::io::Cursor::new(damaged), absent.clone()).await.unwrap_err();
+        restore(std::io::Cursor::new(damaged), StorageConfig::new(&absent)).await.unwrap_err();
         assert!(!absent.exists());
     }
 
-    let restored = restore(std::io::Cursor::new(archive), dir.path().join("new")).await.unwrap();
+    let restored = restore(std::io::Cursor::new(archive), StorageConfig::new(dir.path().join("new"))).await.unwrap();
     assert!(restored.check.ok);
     assert_eq!(restored.check.checked.documents, 50);
     // a directory with an unfinished restore's marker does not open

@@ -209,7 +209,7 @@ async fn edge_tables_need_endpoints() {
     // the adjacency entries are written with the edge, and go with it
     let data = s.stop().await;
     let mut out = Vec::new();
-    mosaicdb::tools::inspect(data.path(), "graph:", &mut out).unwrap();
+    mosaicdb::tools::inspect(crate::common::storage_config(data.path()), "graph:", &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("graph:out:knows:\"users/a\":e1  users/b"), "{text}");
     assert!(text.contains("graph:in:knows:\"users/b\":e1  users/a"), "{text}");
@@ -219,7 +219,7 @@ async fn edge_tables_need_endpoints() {
     assert_eq!(s.delete("/v1/tables/knows/documents/e1").await.0, 204);
     let data = s.stop().await;
     let mut out = Vec::new();
-    mosaicdb::tools::inspect(data.path(), "graph:", &mut out).unwrap();
+    mosaicdb::tools::inspect(crate::common::storage_config(data.path()), "graph:", &mut out).unwrap();
     assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
 }
 

@@ -80,7 +80,7 @@ async fn a_started_server_runs_its_periodic_tasks_by_itself() {
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     // the index entries went with the document: nothing of s1 is left in any family
     let mut out = Vec::new();
-    mosaicdb::tools::inspect(dir.path(), "", &mut out).unwrap();
+    mosaicdb::tools::inspect(crate::common::storage_config(dir.path()), "", &mut out).unwrap();
     let keys = String::from_utf8(out).unwrap();
     assert!(!keys.lines().any(|l| l.contains(":s1")), "{keys}");
     assert!(keys.lines().any(|l| l.contains(":s2")), "{keys}");

@@ -4,7 +4,7 @@
 
 use crate::common::TestServer;
 use mosaicdb::service::{Db, DbOptions};
-use mosaicdb::storage::{Durability, StorageConfig};
+use mosaicdb::storage::Durability;
 use serde_json::{Value, json};
 
 fn now_ms() -> i64 {
@@ -32,7 +32,7 @@ fn hit_ids(v: &Value, list: &str, field: &str) -> Vec<String> {
 /// Sweeps in-process on the stopped server's directory, and starts the server again.
 async fn sweep_offline(s: TestServer) -> (TestServer, mosaicdb::service::SweepOutcome) {
     let dir = s.stop().await;
-    let mut cfg = StorageConfig::new(dir.path());
+    let mut cfg = crate::common::storage_config(dir.path());
     cfg.durability = Durability::Buffered;
     let db = Db::open(cfg, DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
     let outcome = db.sweep_expired(now_ms(), 10_000).await.unwrap();

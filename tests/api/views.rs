@@ -361,7 +361,7 @@ async fn views_survive_restart_and_drop_and_recreate_leaves_no_stale_keys() {
 #[tokio::test]
 async fn ttl_expiry_and_import_update_views() {
     use mosaicdb::service::{Db, DbOptions};
-    use mosaicdb::storage::{Durability, StorageConfig};
+    use mosaicdb::storage::Durability;
     let s = TestServer::start().await;
     s.create_table("s").await;
     let spec = group_spec("by_city", None);
@@ -381,7 +381,7 @@ async fn ttl_expiry_and_import_update_views() {
     assert_eq!(info["count"], 2);
     s.check_ok().await;
     let dir = s.stop().await;
-    let mut cfg = StorageConfig::new(dir.path());
+    let mut cfg = crate::common::storage_config(dir.path());
     cfg.durability = Durability::Buffered;
     let db = Db::open(cfg, DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
     let outcome = db.sweep_expired(i64::MAX / 2, 10_000).await.unwrap();

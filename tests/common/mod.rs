@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod model;
+pub mod postgres;
 
 use mosaicdb::server::{Server, ServerConfig};
 use mosaicdb::storage::Durability;
@@ -108,6 +109,40 @@ impl Reply {
     }
 }
 
+/// Set to `postgres` (with [`postgres::ENV`]), test servers keep their keys in PostgreSQL.
+pub const BACKEND_ENV: &str = "MOSAIC_TEST_BACKEND";
+
+/// Whether test servers run on PostgreSQL (see [`BACKEND_ENV`]).
+pub fn on_postgres() -> bool {
+    std::env::var(BACKEND_ENV).is_ok_and(|b| b == "postgres")
+}
+
+/// The PostgreSQL database of the test server in `dir`, when test servers run on PostgreSQL: a
+/// fresh one, remembered in the directory so that a server restarted on it finds its keys.
+fn test_backend_url(dir: &std::path::Path) -> Option<String> {
+    if !on_postgres() {
+        return None;
+    }
+    let remembered = dir.join("postgres-url");
+    if let Ok(url) = std::fs::read_to_string(&remembered) {
+        return Some(url);
+    }
+    let url = postgres::fresh_database("test server")
+        .unwrap_or_else(|| panic!("{BACKEND_ENV}=postgres needs {}", postgres::ENV));
+    std::fs::write(&remembered, &url).unwrap();
+    Some(url)
+}
+
+/// The storage settings of the test server's directory `dir`, for opening its store offline
+/// (with the server stopped): its PostgreSQL database when test servers run there.
+pub fn storage_config(dir: &std::path::Path) -> mosaicdb::storage::StorageConfig {
+    let mut config = mosaicdb::storage::StorageConfig::new(dir);
+    if let Some(url) = test_backend_url(dir) {
+        config.backend = mosaicdb::storage::Backend::Postgres { url };
+    }
+    config
+}
+
 impl TestServer {
     pub async fn start() -> TestServer {
         Self::start_with(|_| {}).await
@@ -123,6 +158,9 @@ impl TestServer {
         config.addr = "127.0.0.1:0".parse().unwrap();
         config.storage.durability = Durability::Buffered;
         config.storage.cache_bytes = 16 << 20;
+        if let Some(url) = test_backend_url(dir.path()) {
+            config.storage.backend = mosaicdb::storage::Backend::Postgres { url };
+        }
         configure(&mut config);
         let keyed = config.access.keys.verify(ADMIN_KEY.as_bytes()).is_some();
         let server = Running::start(config).await;

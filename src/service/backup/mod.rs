@@ -20,7 +20,6 @@ use super::{CheckReport, Db, DbOptions, ServiceError};
 use crate::storage::{BulkLoad, KeyRange, ReadView, Space, StorageConfig, StorageError};
 use archive::ArchiveWriter;
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -130,18 +129,18 @@ pub struct Restored {
     pub check: CheckReport,
 }
 
-/// Restores the archive read from `source` into `dir`, which must be empty or absent (it is
-/// created): each record is loaded as it is read and verified; if the archive turns out
+/// Restores the archive read from `source` into `config`'s store: a data directory that must be
+/// empty or absent (it is created), or an empty PostgreSQL database: each record is loaded as it is read and verified; if the archive turns out
 /// truncated or corrupt, what was loaded is removed (and the directory too, if the restore made
 /// it). A whole archive is then fsynced, opened and checked (`check`'s report is returned, its
 /// problems are not an error). Call from within a tokio runtime.
-pub async fn restore(source: impl Read + Send + 'static, dir: PathBuf) -> Result<Restored, BackupError> {
-    let config = StorageConfig::new(&dir);
-    let (header, summary) = tokio::task::spawn_blocking(move || load(source, config))
+pub async fn restore(source: impl Read + Send + 'static, config: StorageConfig) -> Result<Restored, BackupError> {
+    let loading = config.clone();
+    let (header, summary) = tokio::task::spawn_blocking(move || load(source, loading))
         .await
         .map_err(|e| ServiceError::Internal(format!("the restore task failed: {e}")))??;
     let options = DbOptions { background_jobs: false, ..DbOptions::default() };
-    let db = Db::open(StorageConfig::new(&dir), options)?;
+    let db = Db::open(config, options)?;
     let check = db.check().await;
     db.close()?;
     Ok(Restored { header, summary, check: check? })

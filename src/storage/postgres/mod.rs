@@ -1,0 +1,362 @@
+//! The PostgreSQL backend: one table per keyspace (`k bytea PRIMARY KEY, v bytea`; bytea
+//! compares as unsigned bytes, shorter first, which is the store's key order), in the database
+//! the URL names.
+//!
+//! - **Writes.** The committer has a connection of its own. A group's writes run in one
+//!   transaction on it, so each write reads what the earlier ones of its group wrote, and the
+//!   group's `COMMIT` (with `synchronous_commit = on`: after PostgreSQL's WAL flush) is what makes
+//!   it durable; only then is any of it answered. The same transaction sets the row of
+//!   `mosaic_store` to the number of the state the group publishes (see [`Postgres::end_group`]).
+//! - **Read views.** Each view is a `REPEATABLE READ READ ONLY` transaction on a pooled
+//!   connection; its first statement reads that row back, which names the published state (and
+//!   so the derived state) its snapshot is exactly (see `Store::snapshot`).
+//! - **Point reads** outside a view are single statements on a pooled connection: the latest
+//!   committed value, which is durable.
+//! - **Scans** page by key (`scan.rs`).
+//!
+//! Limits: a B-tree index entry holds at most 2704 bytes (a third of an 8 KiB page, less its
+//! headers), so keys are kept to 2560; a value is a `bytea`, at most 1 GiB, and one protocol
+//! message must hold it: values to 512 MiB.
+
+mod conn;
+mod scan;
+
+pub(super) use conn::Lease;
+pub(crate) use conn::blocking;
+pub(super) use scan::PgIter;
+
+use super::config::Durability;
+use super::error::{Result, StorageError};
+use super::limits::Limits;
+use super::range::KeyRange;
+use super::slice::Slice;
+use super::space::Space;
+use super::stats::{FamilyStats, StoreStats};
+use conn::{Conn, Pool, Query, table};
+use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
+
+/// The row that names the state the committed keys are (id 1), and whether a restore into the
+/// database is unfinished.
+const STORE_TABLE: &str = "mosaic_store";
+
+/// Most pooled connections for reads.
+const MAX_READERS: usize = 64;
+
+/// Tables with fewer rows than this (by PostgreSQL's estimate) are counted for their statistics.
+const EXACT_COUNT: u64 = 100_000;
+
+/// Most key and value bytes one statement of a batch carries (a larger value goes alone).
+const STATEMENT_BYTES: usize = 32 << 20;
+
+/// An open PostgreSQL backend (cheap to clone).
+#[derive(Clone)]
+pub(super) struct Postgres {
+    pool: Arc<Pool>,
+    /// the committer's connection
+    writer: Arc<Lease>,
+    /// the committer's thread (a view taken on it reads through the committer's connection)
+    committer: Arc<OnceLock<std::thread::ThreadId>>,
+}
+
+/// One write's keys, deduplicated per keyspace (the last put or delete of a key wins).
+pub(super) struct PgBatch {
+    writer: Arc<Lease>,
+    ops: Vec<foldhash::HashMap<Vec<u8>, Option<Vec<u8>>>>,
+}
+
+impl Postgres {
+    pub(super) const LIMITS: Limits = Limits { max_key: 2560, max_value: 512 << 20, max_commit: None };
+
+    /// Connects to `url`, creating the tables that are missing. `Buffered` durability commits
+    /// with `synchronous_commit = off` (acknowledged before PostgreSQL's WAL flush: a crash of
+    /// PostgreSQL may take back the last moments of writes, never leave them half done).
+    pub(super) fn open(url: &str, durability: Durability) -> Result<Postgres> {
+        let mut config = postgres::Config::from_str(url)
+            .map_err(|e| StorageError::Engine(format!("the PostgreSQL URL is not valid: {e}")))?;
+        config.application_name("mosaicdb");
+        let mut writer = Conn::connect(&config)?;
+        let synchronous = match durability {
+            Durability::Sync => "on",
+            Durability::Buffered => "off",
+        };
+        let mut ddl = format!("SET synchronous_commit = {synchronous};");
+        for space in Space::ALL {
+            ddl.push_str(&format!(
+                "CREATE TABLE IF NOT EXISTS {} (k bytea PRIMARY KEY, v bytea NOT NULL);",
+                table(space)
+            ));
+        }
+        ddl.push_str(&format!(
+            "CREATE TABLE IF NOT EXISTS {STORE_TABLE} (id int PRIMARY KEY, state bigint NOT NULL, restoring boolean NOT NULL);\
+             INSERT INTO {STORE_TABLE} VALUES (1, 0, false) ON CONFLICT (id) DO NOTHING;"
+        ));
+        blocking(|| writer.client().batch_execute(&ddl))?;
+        Ok(Postgres {
+            pool: Arc::new(Pool::new(config, MAX_READERS)),
+            writer: Arc::new(Lease::own(writer)),
+            committer: Arc::default(),
+        })
+    }
+
+    /// Says which thread is the committer's.
+    pub(super) fn set_committer(&self, thread: std::thread::ThreadId) {
+        let _ = self.committer.set(thread);
+    }
+
+    /// True on the committer's thread.
+    pub(super) fn on_committer(&self) -> bool {
+        self.committer.get() == Some(&std::thread::current().id())
+    }
+
+    /// The committer's connection, for its reads (they see the group's earlier writes).
+    pub(super) fn writer(&self) -> Arc<Lease> {
+        self.writer.clone()
+    }
+
+    /// The latest committed value of `key` (durable).
+    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+        get(&self.pool.take()?, space, key)
+    }
+
+    /// A read view: a `REPEATABLE READ` transaction on a pooled connection, and the number of
+    /// the state its snapshot shows (see the module's comment).
+    pub(super) fn begin_view(&self) -> Result<(Arc<Lease>, u64)> {
+        let lease = self.pool.take()?;
+        let state = lease.with(|conn| {
+            conn.in_view = true;
+            let sql = format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT state FROM {STORE_TABLE} WHERE id = 1"
+            );
+            let messages = blocking(|| conn.client().simple_query(&sql))?;
+            messages
+                .iter()
+                .find_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(|s| s.parse::<u64>().ok()),
+                    _ => None,
+                })
+                .ok_or_else(|| StorageError::Engine(format!("{STORE_TABLE} has no state row")))
+        })?;
+        Ok((Arc::new(lease), state))
+    }
+
+    /// An empty batch on the committer's connection.
+    pub(super) fn batch(&self) -> PgBatch {
+        PgBatch { writer: self.writer.clone(), ops: Space::ALL.iter().map(|_| Default::default()).collect() }
+    }
+
+    /// Ends the committer's group: sets the state row to `state` (the number of the state it
+    /// publishes, if it publishes one) and commits — durable once this returns. With no
+    /// transaction open, a `state` is set on its own. A group in which a statement failed is
+    /// rolled back and fails. Says whether a write was committed.
+    pub(super) fn end_group(&self, state: Option<u64>) -> Result<bool> {
+        self.writer.with(|conn| {
+            let set = state.map(|s| format!("UPDATE {STORE_TABLE} SET state = {s} WHERE id = 1;"));
+            if conn.in_group {
+                conn.in_group = false;
+                if std::mem::take(&mut conn.failed) {
+                    blocking(|| conn.client().batch_execute("ROLLBACK"))?;
+                    return Err(StorageError::Engine("a statement of the group failed: it was rolled back".into()));
+                }
+                let sql = format!("{}COMMIT", set.unwrap_or_default());
+                blocking(|| conn.client().batch_execute(&sql))?;
+                return Ok(true);
+            }
+            match set {
+                // no write of the group's: nothing to count as its flush
+                Some(sql) => blocking(|| conn.client().batch_execute(&sql)).map(|()| false).map_err(StorageError::from),
+                None => Ok(false),
+            }
+        })
+    }
+
+    /// Whether a restore into the database has not finished.
+    pub(super) fn restoring(&self) -> Result<bool> {
+        let sql = format!("SELECT restoring FROM {STORE_TABLE} WHERE id = 1");
+        self.writer.with(|conn| Ok(blocking(|| conn.client().query_one(&sql, &[]))?.try_get(0)?))
+    }
+
+    /// Marks a restore as under way (`true`, refused unless every table is empty) or finished.
+    pub(super) fn mark_restoring(&self, on: bool) -> Result<()> {
+        if on {
+            for space in Space::ALL {
+                let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", table(space));
+                let any: bool =
+                    self.writer.with(|conn| Ok(blocking(|| conn.client().query_one(&sql, &[]))?.try_get(0)?))?;
+                if any {
+                    return Err(StorageError::Engine(format!(
+                        "the PostgreSQL database is not empty ({} has rows): a restore goes only into an empty one",
+                        table(space)
+                    )));
+                }
+            }
+        }
+        // durable whatever the session's setting: the mark's end says the load is whole
+        let sql = format!("SET synchronous_commit = on; UPDATE {STORE_TABLE} SET restoring = {on} WHERE id = 1");
+        self.writer.with(|conn| Ok(blocking(|| conn.client().batch_execute(&sql))?))
+    }
+
+    /// Empties every table and clears the restore mark.
+    pub(super) fn empty_all(&self) -> Result<()> {
+        let tables: Vec<String> = Space::ALL.iter().map(|&s| table(s)).collect();
+        let sql = format!(
+            "SET synchronous_commit = on; TRUNCATE {}; UPDATE {STORE_TABLE} SET restoring = false WHERE id = 1",
+            tables.join(", ")
+        );
+        self.writer.with(|conn| Ok(blocking(|| conn.client().batch_execute(&sql))?))
+    }
+
+    /// The bytes a keyspace's table takes (its rows, in the heap and TOAST; not its index).
+    pub(super) fn disk_space(&self, space: Space) -> u64 {
+        self.families().ok().and_then(|f| f.into_iter().find(|f| f.family == space.name())).map_or(0, |f| f.disk_bytes)
+    }
+
+    /// PostgreSQL's estimate of a keyspace's rows (as of its last analyze).
+    pub(super) fn approximate_len(&self, space: Space) -> usize {
+        self.families()
+            .ok()
+            .and_then(|f| f.into_iter().find(|f| f.family == space.name()))
+            .map_or(0, |f| f.approximate_keys as usize)
+    }
+
+    /// Vacuums a keyspace's table (its dead row versions become free space) and refreshes its
+    /// statistics.
+    pub(super) fn compact(&self, space: Space) -> Result<()> {
+        let lease = self.pool.take()?;
+        let sql = format!("VACUUM (ANALYZE) {}", table(space));
+        lease.with(|conn| Ok(blocking(|| conn.client().batch_execute(&sql))?))
+    }
+
+    fn families(&self) -> Result<Vec<FamilyStats>> {
+        let lease = self.pool.take()?;
+        let names: Vec<String> = Space::ALL.iter().map(|&s| table(s)).collect();
+        let rows = lease.with(|conn| {
+            let sql = "SELECT relname::text, pg_relation_size(oid) + COALESCE(pg_relation_size(NULLIF(reltoastrelid, 0)), 0), reltuples::float8 FROM pg_class \
+                       WHERE relname = ANY($1) AND relkind = 'r' AND pg_table_is_visible(oid)";
+            Ok(blocking(|| conn.client().query(sql, &[&names]))?)
+        })?;
+        let mut found = foldhash::HashMap::default();
+        for row in rows {
+            let (name, bytes, tuples): (String, i64, f64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            let mut tuples = tuples.max(0.0) as u64;
+            if tuples < EXACT_COUNT {
+                // PostgreSQL's estimate is as of the last analyze (none yet for a new table):
+                // a small table is counted
+                let sql = format!("SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT {EXACT_COUNT}) AS t");
+                let counted: i64 =
+                    lease.with(|conn| Ok(blocking(|| conn.client().query_one(&sql, &[]))?.try_get(0)?))?;
+                tuples = tuples.max(counted.max(0) as u64);
+            }
+            found.insert(name, (bytes.max(0) as u64, tuples));
+        }
+        Ok(Space::ALL
+            .iter()
+            .map(|&space| {
+                let (disk_bytes, approximate_keys) = found.get(&table(space)).copied().unwrap_or_default();
+                FamilyStats { family: space.name(), disk_bytes, approximate_keys, table_files: 0, sealed_memtables: 0 }
+            })
+            .collect())
+    }
+
+    /// The store's figures that PostgreSQL keeps: per keyspace, its table's size and row estimate.
+    pub(super) fn stats(&self, mut stats: StoreStats) -> StoreStats {
+        match self.families() {
+            Ok(families) => stats.families = families,
+            Err(e) => tracing::warn!(error = %e, "cannot read the tables' sizes from PostgreSQL"),
+        }
+        stats
+    }
+}
+
+/// The value of `key`, read on `lease`'s connection.
+pub(super) fn get(lease: &Lease, space: Space, key: &[u8]) -> Result<Option<Slice>> {
+    lease.with(|conn| {
+        let statement = conn.statement(space, Query::Get)?;
+        let row = blocking(|| conn.client().query_opt(&statement, &[&key]));
+        let row = guard(conn, row)?;
+        Ok(match row {
+            Some(row) => Some(Slice::from(row.try_get::<_, Vec<u8>>(0)?)),
+            None => None,
+        })
+    })
+}
+
+/// Whether `key` exists, read on `lease`'s connection.
+pub(super) fn contains(lease: &Lease, space: Space, key: &[u8]) -> Result<bool> {
+    lease.with(|conn| {
+        let statement = conn.statement(space, Query::Contains)?;
+        let row = blocking(|| conn.client().query_opt(&statement, &[&key]));
+        Ok(guard(conn, row)?.is_some())
+    })
+}
+
+/// The pairs in `range`, read on `lease`'s connection.
+pub(super) fn scan(lease: &Arc<Lease>, space: Space, range: KeyRange) -> PgIter {
+    PgIter::new(lease.clone(), space, range)
+}
+
+/// Marks the committer's group failed when a statement in it failed.
+fn guard<T>(conn: &mut Conn, outcome: Result<T, postgres::Error>) -> Result<T> {
+    if outcome.is_err() && conn.in_group {
+        conn.failed = true;
+    }
+    Ok(outcome?)
+}
+
+impl PgBatch {
+    /// Adds `key = value`.
+    pub(super) fn insert(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
+        self.ops[space as usize].insert(key, Some(value));
+    }
+
+    /// Adds the removal of `key`.
+    pub(super) fn remove(&mut self, space: Space, key: Vec<u8>) {
+        self.ops[space as usize].insert(key, None);
+    }
+
+    /// Runs the batch's statements in the committer's group transaction (begun by the first
+    /// batch of the group): committed with the group, by [`Postgres::end_group`].
+    pub(super) fn commit(self) -> Result<()> {
+        let PgBatch { writer, ops } = self;
+        writer.with(|conn| {
+            if !conn.in_group {
+                blocking(|| conn.client().batch_execute("BEGIN"))?;
+                conn.in_group = true;
+            }
+            for (space, ops) in Space::ALL.into_iter().zip(ops) {
+                if ops.is_empty() {
+                    continue;
+                }
+                let mut deletes: Vec<Vec<u8>> = Vec::new();
+                let mut puts: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+                for (key, value) in ops {
+                    match value {
+                        Some(v) => puts.push((key, v)),
+                        None => deletes.push(key),
+                    }
+                }
+                if !deletes.is_empty() {
+                    let statement = conn.statement(space, Query::Delete)?;
+                    let done = blocking(|| conn.client().execute(&statement, &[&deletes]));
+                    guard(conn, done)?;
+                }
+                let statement = conn.statement(space, Query::Upsert)?;
+                let mut rest = &puts[..];
+                while !rest.is_empty() {
+                    let (mut n, mut bytes) = (0, 0);
+                    while n < rest.len() && (n == 0 || bytes + rest[n].0.len() + rest[n].1.len() <= STATEMENT_BYTES) {
+                        bytes += rest[n].0.len() + rest[n].1.len();
+                        n += 1;
+                    }
+                    let (chunk, after) = rest.split_at(n);
+                    let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
+                    let values: Vec<&[u8]> = chunk.iter().map(|(_, v)| v.as_slice()).collect();
+                    let done = blocking(|| conn.client().execute(&statement, &[&keys, &values]));
+                    guard(conn, done)?;
+                    rest = after;
+                }
+            }
+            Ok(())
+        })
+    }
+}
