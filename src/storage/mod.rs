@@ -8,6 +8,7 @@
 //! goes through `embedded.rs` (fjall), the one file that calls it (`slice.rs` wraps its byte
 //! view, which every backend can make from bytes).
 
+mod commit;
 mod config;
 mod dirs;
 mod embedded;
@@ -21,11 +22,13 @@ mod range;
 mod read;
 mod rows;
 mod slice;
+mod snapshot;
 mod space;
 mod staged;
 mod stats;
 mod store;
 mod sync;
+mod values;
 mod write;
 
 pub use config::{Backend, Durability, StorageConfig};

@@ -2,12 +2,11 @@
 //! sync mode, the fsync thread), its reads and writes, and its close.
 
 use super::config::{Durability, StorageConfig};
-use super::engine::{Engine, View};
+use super::engine::Engine;
 use super::error::{Result, StorageError};
 use super::health::{self, Health};
 use super::limits::Limits;
 use super::range::KeyRange;
-use super::read::ReadView;
 use super::read::{DerivedSource, Published};
 use super::slice::Slice;
 use super::space::Space;
@@ -24,12 +23,12 @@ use std::thread::JoinHandle;
 /// has answered every queued write.
 #[derive(Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     /// the backend
-    engine: Engine,
+    pub(super) engine: Engine,
     /// documents for point reads (the committer evicts what it commits)
     rows: Arc<rows::Rows>,
     config: StorageConfig,
@@ -55,7 +54,7 @@ struct Inner {
     durable: Arc<tokio::sync::watch::Sender<u64>>,
     /// The state every read sees (see [`Store::snapshot`]): as of the last group the fsync
     /// thread made durable (sync mode), or the last group committed (buffered mode).
-    views: Views,
+    pub(super) views: Views,
     /// whether point reads go through `views` (sync mode) or read the latest commit (buffered)
     durable_reads: bool,
     /// see [`Store::set_derived_source`]
@@ -69,9 +68,6 @@ pub const RESTORE_MARKER: &str = "RESTORE_INCOMPLETE";
 
 /// Most committed groups waiting for their fsync (sync mode); past it the committer waits.
 const MAX_GROUPS_UNSYNCED: usize = 64;
-
-/// How long a PostgreSQL read view waits for the state its snapshot shows to be published.
-const VIEW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long a shutdown waits for the memtable flush (see [`Store::close`]).
 const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -301,48 +297,6 @@ impl Store {
         self.inner.engine.get(space, key)
     }
 
-    /// A consistent view of every keyspace, as reads may show it. In sync mode that is the state
-    /// as of the last fsync: a write is seen only once it is durable (and acknowledged), so no
-    /// answer ever shows what a power cut could take back — as PostgreSQL shows a commit only
-    /// after its WAL flush. Between the commit and its fsync (well under a millisecond to a few
-    /// milliseconds), reads still see the state before it. In buffered mode, the state as of
-    /// the last group committed (published before any of its writes is answered). The view
-    /// carries the derived state as of its keys (see [`Store::set_derived_source`]).
-    ///
-    /// PostgreSQL: the view is a `REPEATABLE READ` transaction of its own (one round trip to
-    /// begin, one to end), whose first statement reads the number of the state its snapshot is
-    /// (each group's transaction sets it); the view carries that state's derived state. A group
-    /// that committed but has not published yet is waited for; one published since the snapshot
-    /// was taken makes the view begin again.
-    pub fn snapshot(&self) -> ReadView {
-        let limits = self.limits();
-        let Some(pg) = self.inner.engine.postgres() else {
-            return ReadView { published: self.inner.views.load_full(), own: None, limits };
-        };
-        let deadline = std::time::Instant::now() + VIEW_WAIT;
-        let broken =
-            |why: String| ReadView { published: self.inner.views.load_full(), own: Some(View::Broken(why)), limits };
-        loop {
-            let (lease, state) = match pg.begin_view() {
-                Ok(begun) => begun,
-                Err(e) => return broken(e.to_string()),
-            };
-            loop {
-                let published = self.inner.views.load_full();
-                if published.state() == state {
-                    return ReadView { published, own: Some(View::Postgres(lease)), limits };
-                }
-                if published.state() > state {
-                    break;
-                }
-                if std::time::Instant::now() > deadline {
-                    return broken(format!("the state PostgreSQL shows was not published within {VIEW_WAIT:?}"));
-                }
-                std::thread::yield_now();
-            }
-        }
-    }
-
     /// Sets where the committer takes the derived state it publishes with every view from (once;
     /// later calls are ignored). `source` runs on the committer at the end of each group; a
     /// group whose derived state is another `Arc` than the last one published publishes a view
@@ -352,18 +306,6 @@ impl Store {
         let _ = self.inner.derived_source.set(source);
         // a group that publishes it (not awaited: reads see none until then, as before)
         let _ = self.submit(|_| Ok::<(), StorageError>(()));
-    }
-
-    /// A consistent view of every keyspace as committed now, durable or not: for in-memory
-    /// structures kept in step with the committer (loaded here, then changed by each commit) and
-    /// for work the committer checks again. Never for an answer: use [`Store::snapshot`].
-    pub fn committed(&self) -> ReadView {
-        let engine = &self.inner.engine;
-        let (shared, own) = match engine.postgres() {
-            None => (engine.shared_snapshot(), None),
-            Some(_) => (None, Some(engine.committed_view())),
-        };
-        ReadView { published: Published::new(shared, None), own, limits: self.limits() }
     }
 
     /// The last sequence number that is committed and durable (fsynced in sync mode, committed in

@@ -194,7 +194,7 @@ impl<'c> WriteTx<'c> {
             return Ok(None);
         }
         let k = (space, key.to_vec());
-        if let Some(known) = self.committer.values.borrow().map.get(&k) {
+        if let Some(known) = self.committer.values.borrow().get(&k) {
             return Ok(known.clone());
         }
         let found = self.committer.reads.get(space, key)?.map(|v| v.to_vec());
@@ -387,9 +387,9 @@ pub(super) struct Committer {
     /// [`MAX_PRESENT`] keys and after a failed commit.
     pub(super) present: std::cell::RefCell<foldhash::HashMap<(Space, Vec<u8>), bool>>,
     /// The committed values of keys [`WriteTx::get_cached`] read: as exact as `present` (each
-    /// commit updates the keys it changes here), cleared past [`MAX_VALUE_BYTES`] and after a
+    /// commit updates the keys it changes here), cleared past its bound (`values.rs`) and after a
     /// failed commit.
-    pub(super) values: std::cell::RefCell<ValueCache>,
+    pub(super) values: std::cell::RefCell<super::values::ValueCache>,
     /// groups and writes, for [`super::Store::stats`]
     pub(super) counters: Arc<super::stats::CommitCounters>,
     /// the last sequence number that is committed and as durable as the store promises:
@@ -409,50 +409,6 @@ pub(super) struct Committer {
 
 /// Most keys [`Committer::present`] remembers.
 const MAX_PRESENT: usize = 1 << 20;
-
-/// Most bytes (keys, values and a per-entry overhead) [`Committer::values`] holds.
-const MAX_VALUE_BYTES: usize = 32 << 20;
-
-/// What a [`ValueCache`] entry costs beside its key and value bytes (about: the map's slot and
-/// the two allocations' headers).
-const ENTRY_OVERHEAD: usize = 64;
-
-/// Committed values by key, with the bytes they take.
-#[derive(Default)]
-pub(super) struct ValueCache {
-    map: foldhash::HashMap<(Space, Vec<u8>), Option<Vec<u8>>>,
-    bytes: usize,
-}
-
-fn entry_bytes(key: &[u8], value: Option<&Vec<u8>>) -> usize {
-    key.len() + value.map_or(0, Vec::len) + ENTRY_OVERHEAD
-}
-
-impl ValueCache {
-    fn insert(&mut self, key: (Space, Vec<u8>), value: Option<Vec<u8>>) {
-        let added = entry_bytes(&key.1, value.as_ref());
-        if self.bytes + added > MAX_VALUE_BYTES {
-            self.clear();
-        }
-        let old = self.map.get(&key).map(|v| entry_bytes(&key.1, v.as_ref()));
-        self.map.insert(key, value);
-        self.bytes = (self.bytes + added).saturating_sub(old.unwrap_or(0));
-    }
-
-    /// Sets a committed key's new value, if the cache holds the key.
-    fn committed(&mut self, key: &(Space, Vec<u8>), value: Option<&Vec<u8>>) {
-        if let Some(slot) = self.map.get_mut(key) {
-            let (before, after) = (slot.as_ref().map_or(0, Vec::len), value.map_or(0, Vec::len));
-            *slot = value.cloned();
-            self.bytes = (self.bytes + after).saturating_sub(before);
-        }
-    }
-
-    fn clear(&mut self) {
-        self.map.clear();
-        self.bytes = 0;
-    }
-}
 
 impl Committer {
     pub(super) fn run(mut self, queue: mpsc::Receiver<Job>) {
@@ -578,111 +534,7 @@ impl Committer {
         }
     }
 
-    /// Commits one write's keys as one batch. The hashes of its entity keys are evicted from the
-    /// document cache around the commit in buffered mode (reads see the commit at once); in sync
-    /// mode they are added to `deferred`, for the fsync thread to evict when reads see them.
-    fn commit_one(&self, staged: Staged, fresh: Vec<(Space, Vec<u8>, Vec<u8>)>, deferred: &mut Vec<u64>) -> Result<()> {
-        if staged.is_empty() && fresh.is_empty() {
-            return Ok(());
-        }
-        // Handed to the OS as it commits: the fsync thread relies on it.
-        let mut batch = self.engine.batch();
-        let mut present = self.present.borrow_mut();
-        let mut values = self.values.borrow_mut();
-        let tracking = !present.is_empty();
-        let caching = !values.map.is_empty();
-        // the hashes of the entity keys, evicted from the document cache around the commit
-        let mut documents = Vec::new();
-        let cached = !self.rows.is_off();
-        for (space, key, value) in fresh {
-            if cached && space == Space::Entity {
-                documents.push(self.rows.hash(&key));
-            }
-            if tracking || caching {
-                let k = (space, key);
-                if tracking && let Some(known) = present.get_mut(&k) {
-                    *known = true;
-                }
-                if caching {
-                    values.committed(&k, Some(&value));
-                }
-                batch.insert(space, k.1, value);
-                continue;
-            }
-            batch.insert(space, key, value);
-        }
-        for (k, value) in staged.into_keys() {
-            if tracking && let Some(known) = present.get_mut(&k) {
-                *known = value.is_some();
-            }
-            if caching {
-                values.committed(&k, value.as_ref());
-            }
-            let (space, key) = k;
-            if cached && space == Space::Entity {
-                documents.push(self.rows.hash(&key));
-            }
-            match value {
-                Some(v) => batch.insert(space, key, v),
-                None => batch.remove(space, key),
-            }
-        }
-        // PostgreSQL: evicted around the group's commit instead (see `Committer::end_group`)
-        let now = self.syncer.is_none() && !self.engine.commits_by_group();
-        if now {
-            documents.iter().for_each(|&hash| self.rows.committing(hash));
-        }
-        let committed = batch.commit();
-        if now {
-            documents.iter().for_each(|&hash| self.rows.committed(hash));
-        } else if committed.is_ok() {
-            deferred.extend(documents);
-        }
-        committed.map_err(|e| {
-            present.clear();
-            values.clear();
-            // The write's outcome is unknown (part of it may have reached the journal, and
-            // fjall's buffer may still write it out): it is answered as the store's failure.
-            self.poison(e);
-            StorageError::Poisoned
-        })
-    }
-
-    /// Ends a group on a backend that commits by group (PostgreSQL): the group's documents are
-    /// evicted from the document cache around the commit (as around a fjall batch's, `rows.rs`).
-    /// A group that failed — a statement failed, or the commit did — commits nothing: every
-    /// write of it is answered with the store's failure (its outcome is unknown when the
-    /// connection was lost at the commit), and the store is poisoned.
-    fn end_group(&self, state: Option<u64>, documents: &[u64], done: &mut [(Completion, Result<()>)]) {
-        documents.iter().for_each(|&hash| self.rows.committing(hash));
-        let started = std::time::Instant::now();
-        let ended = self.engine.end_group(state);
-        documents.iter().for_each(|&hash| self.rows.committed(hash));
-        let failed = match ended {
-            Err(e) => {
-                self.poison(e);
-                true
-            }
-            Ok(committed) => {
-                if committed {
-                    // the commit is the group's flush to disk (PostgreSQL's WAL)
-                    self.counters.synced(started.elapsed());
-                }
-                self.poisoned.is_set()
-            }
-        };
-        if failed {
-            self.present.borrow_mut().clear();
-            self.values.borrow_mut().clear();
-            for (_, result) in done.iter_mut() {
-                if result.is_ok() {
-                    *result = Err(StorageError::Poisoned);
-                }
-            }
-        }
-    }
-
-    fn poison(&self, e: StorageError) -> StorageError {
+    pub(super) fn poison(&self, e: StorageError) -> StorageError {
         tracing::error!(error = %e, "write to disk failed: the store refuses writes from now on");
         self.poisoned.set(&e);
         e
