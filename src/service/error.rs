@@ -396,6 +396,7 @@ impl ServiceError {
             ServiceError::Unavailable(StorageError::Poisoned) => "store_failed",
             ServiceError::Unavailable(StorageError::Corrupt(_)) => "data_corrupted",
             ServiceError::Unavailable(StorageError::Io { .. }) => "io_error",
+            ServiceError::Unavailable(StorageError::Backend(_)) => "backend_unavailable",
             ServiceError::Unavailable(_) => "unavailable",
             ServiceError::Internal(_) => "internal",
         }
@@ -440,6 +441,7 @@ impl From<StorageError> for ServiceError {
             | StorageError::CommitterDown
             | StorageError::DiskFull { .. }
             | StorageError::Corrupt(_)
+            | StorageError::Backend(_)
             | StorageError::Io { .. } => ServiceError::Unavailable(e),
             StorageError::TooLarge(t) => ServiceError::TooLarge(t),
             other => ServiceError::Internal(other.to_string()),

@@ -227,7 +227,7 @@ impl View {
             View::Latest(e) => e.get(space, key),
             View::Snapshot(s) => s.get(space, key),
             View::Postgres(lease) => postgres::get(lease, space, key),
-            View::Broken(why) => Err(StorageError::Engine(why.clone())),
+            View::Broken(why) => Err(StorageError::Backend(why.clone())),
         }
     }
 
@@ -237,7 +237,7 @@ impl View {
             View::Latest(e) => e.contains(space, key),
             View::Snapshot(s) => Ok(s.get(space, key)?.is_some()),
             View::Postgres(lease) => postgres::contains(lease, space, key),
-            View::Broken(why) => Err(StorageError::Engine(why.clone())),
+            View::Broken(why) => Err(StorageError::Backend(why.clone())),
         }
     }
 
@@ -258,7 +258,7 @@ impl Iterator for Iter {
         match self {
             Iter::Embedded(i) => i.next(),
             Iter::Postgres(i) => i.next(),
-            Iter::Failed(why) => why.take().map(|w| Err(StorageError::Engine(w))),
+            Iter::Failed(why) => why.take().map(|w| Err(StorageError::Backend(w))),
         }
     }
 }
@@ -268,7 +268,7 @@ impl DoubleEndedIterator for Iter {
         match self {
             Iter::Embedded(i) => i.next_back(),
             Iter::Postgres(i) => i.next_back(),
-            Iter::Failed(why) => why.take().map(|w| Err(StorageError::Engine(w))),
+            Iter::Failed(why) => why.take().map(|w| Err(StorageError::Backend(w))),
         }
     }
 }

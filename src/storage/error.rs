@@ -30,6 +30,12 @@ pub enum StorageError {
     /// An I/O or engine error: report it; the store may have been poisoned by it.
     #[error("storage engine error: {0}")]
     Engine(String),
+    /// The storage backend could not be reached, or failed (PostgreSQL down, the connection lost,
+    /// no connection free): the request did not complete; retry once the backend is back. A
+    /// write whose group failed so was not acknowledged, and the store refuses writes until a
+    /// restart (see `Poisoned`).
+    #[error("the storage backend is unavailable: {0}")]
+    Backend(String),
     /// A write function panicked; nothing it staged was written.
     #[error("a write was aborted by an internal error")]
     Aborted,

@@ -208,7 +208,7 @@ impl Pool {
             let (next, timeout) = self.freed.wait_timeout(state, CHECKOUT_WAIT).unwrap_or_else(PoisonError::into_inner);
             state = next;
             if timeout.timed_out() && state.idle.is_empty() {
-                return Err(StorageError::Engine(format!(
+                return Err(StorageError::Backend(format!(
                     "no PostgreSQL connection came free within {CHECKOUT_WAIT:?} ({} in use)",
                     self.max
                 )));
@@ -271,13 +271,25 @@ impl Drop for Lease {
 }
 
 impl From<postgres::Error> for StorageError {
+    /// The server's refusals of a statement are the engine's errors (a bug here); everything
+    /// that says the server cannot serve — no connection, a lost one, a shutdown, no resources —
+    /// is the backend's unavailability (503).
     fn from(e: postgres::Error) -> Self {
         if e.is_closed() {
-            return StorageError::Engine(format!("the connection to PostgreSQL is closed: {e}"));
+            return StorageError::Backend(format!("the connection to PostgreSQL is closed: {e}"));
         }
         match e.as_db_error() {
-            Some(db) => StorageError::Engine(format!("PostgreSQL: {} ({})", db.message(), db.code().code())),
-            None => StorageError::Engine(format!("PostgreSQL: {e}")),
+            Some(db) => {
+                let text = format!("PostgreSQL: {} ({})", db.message(), db.code().code());
+                // classes 08 connection exception, 53 insufficient resources, 57 operator
+                // intervention (a shutdown), 58 system error
+                match &db.code().code()[..2] {
+                    "08" | "53" | "57" | "58" => StorageError::Backend(text),
+                    _ => StorageError::Engine(text),
+                }
+            }
+            // I/O, a timeout, a protocol break: no answer from the server
+            None => StorageError::Backend(format!("PostgreSQL: {e}")),
         }
     }
 }
