@@ -333,3 +333,28 @@ fn a_delete_and_a_put_of_one_key_in_one_write(store: &Store) {
     assert_eq!(view.get(Space::Ttlidx, b"a").unwrap().as_deref(), Some(&[2u8][..]));
     assert!(view.get(Space::Ttlidx, b"b").unwrap().is_none());
 }
+
+/// PostgreSQL: one store at a time on a database, as fjall locks its directory (the committer's
+/// caches are exact only for the one writer); the lock goes with the store.
+#[test]
+fn postgres_one_store_at_a_time_on_a_database() {
+    let Some(url) = test_postgres::fresh_database("postgres_one_store_at_a_time_on_a_database") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        let mut cfg = StorageConfig::new(dir.path());
+        cfg.backend = Backend::Postgres { url: url.clone() };
+        cfg
+    };
+    let first = Store::open(config()).unwrap();
+    match Store::open(config()) {
+        Err(StorageError::Engine(why)) => assert!(why.contains("another mosaicdb"), "{why}"),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a second store opened a database in use"),
+    }
+    put_all(&first, vec![(Space::Entity, b"k".to_vec(), vec![1])]).unwrap();
+    first.close().unwrap();
+    drop(first);
+    let second = Store::open(config()).unwrap();
+    assert_eq!(second.get(Space::Entity, b"k").unwrap().as_deref(), Some(&[1u8][..]));
+    second.close().unwrap();
+}

@@ -70,6 +70,13 @@ impl Engine {
         matches!(self, Engine::Postgres(_))
     }
 
+    /// Before a group (PostgreSQL: reconnects a committer connection the server closed).
+    pub(super) fn start_group(&self) {
+        if let Engine::Postgres(pg) = self {
+            pg.heal();
+        }
+    }
+
     /// Says which thread is the committer's.
     pub(super) fn set_committer(&self, thread: std::thread::ThreadId) {
         if let Engine::Postgres(pg) = self {

@@ -437,6 +437,7 @@ impl Committer {
         let mut committed_any = false;
         let mut writes = 0;
         self.full.set(self.reserve.is_full());
+        self.engine.start_group();
         for job in group {
             let refused = WriteTx::new(self).refusal();
             if let Some(refusal) = refused {
@@ -467,17 +468,26 @@ impl Committer {
             // a write that staged nothing needs no fsync
             let wrote = !staged.is_empty() || !fresh.is_empty();
             let mut result = self.commit_one(staged, fresh, &mut documents);
-            let by_group = self.engine.commits_by_group();
-            if result.is_ok() && (self.syncer.is_some() || by_group) && hooks.iter().any(|(durable, _)| *durable) {
-                // the fsync the hooks wait for (see `WriteTx::on_durable`); PostgreSQL: the
-                // group so far is committed, under a state number no view is published with
-                // (a view that sees it waits for the group's end)
-                let persisted = if by_group {
-                    self.engine.end_group(Some(super::read::next_state())).map(drop)
+            let durable_hooks = hooks.iter().any(|(durable, _)| *durable);
+            if result.is_ok() && durable_hooks && self.engine.commits_by_group() {
+                // PostgreSQL: the hooks wait for the commit (see `WriteTx::on_durable`): the
+                // group so far ends here — committed, published and answered as a group of its
+                // own, this write's keys with it — and the rest goes on as the next group
+                self.next_seq += seqs;
+                let prefix = (std::mem::take(&mut done), std::mem::take(&mut documents));
+                let ended = self.finish_group(prefix.0, prefix.1, true, writes + u64::from(wrote));
+                (committed_any, writes) = (false, 0);
+                if ended {
+                    hooks.into_iter().for_each(|(_, hook)| hook());
+                    done.push((completion, Ok(())));
                 } else {
-                    self.engine.persist(false)
-                };
-                result = persisted.map_err(|e| {
+                    done.push((completion, Err(StorageError::Poisoned)));
+                }
+                continue;
+            }
+            if result.is_ok() && self.syncer.is_some() && durable_hooks {
+                // the fsync the hooks wait for (see `WriteTx::on_durable`)
+                result = self.engine.persist(false).map_err(|e| {
                     self.poison(e);
                     StorageError::Poisoned
                 });
@@ -492,6 +502,20 @@ impl Committer {
             }
             done.push((completion, result));
         }
+        self.finish_group(done, documents, committed_any, writes);
+    }
+
+    /// Ends a group: counts it, publishes the state as of it (keys and derived state), and
+    /// answers its writes — in sync mode by way of the fsync thread, on PostgreSQL after the
+    /// group's commit (see `commit.rs`). Says whether the group ended well (in sync mode: was
+    /// handed to the fsync thread).
+    fn finish_group(
+        &mut self,
+        mut done: Vec<(Completion, Result<()>)>,
+        documents: Vec<u64>,
+        committed_any: bool,
+        writes: u64,
+    ) -> bool {
         // counted before any write of the group is answered
         self.counters.group(writes);
         let last_seq = self.next_seq - 1;
@@ -504,7 +528,10 @@ impl Committer {
         };
         self.derived.clone_from(&derived);
         let republish = self.republish.swap(false, Ordering::AcqRel);
-        let view = (committed_any || moved || republish)
+        // a poisoned store publishes nothing more (a PostgreSQL view waits for what it sees to be
+        // published: the state row is left as it is)
+        let halted = self.engine.commits_by_group() && self.poisoned.is_set();
+        let view = ((committed_any || moved || republish) && !halted)
             .then(|| super::read::Published::new(self.engine.shared_snapshot(), derived));
         if self.engine.commits_by_group() {
             self.end_group(view.as_ref().map(|v| v.state()), &documents, &mut done);
@@ -518,8 +545,9 @@ impl Committer {
                 for (completion, _) in ticket.done {
                     completion(Err(StorageError::Poisoned));
                 }
+                return false;
             }
-            return;
+            return true;
         }
         // Buffered: each batch reached the OS as it committed. A failed commit poisons the store:
         // from then on nothing is published, not even by a later group that wrote nothing.
@@ -529,9 +557,11 @@ impl Committer {
             }
             self.durable.send_if_modified(|d| std::mem::replace(d, last_seq) != last_seq);
         }
+        let ended = !self.poisoned.is_set();
         for (completion, result) in done {
             completion(result);
         }
+        ended
     }
 
     pub(super) fn poison(&self, e: StorageError) -> StorageError {

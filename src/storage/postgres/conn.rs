@@ -30,6 +30,17 @@ pub(crate) fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     }
 }
 
+/// Runs `f`, a wait that needs no runtime of its own, off a multi-threaded runtime's async
+/// worker (see [`blocking`]); elsewhere in place.
+fn off_worker<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// Which statement of a keyspace (each prepared once per connection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Query {
@@ -205,7 +216,9 @@ impl Pool {
                     }
                 };
             }
-            let (next, timeout) = self.freed.wait_timeout(state, CHECKOUT_WAIT).unwrap_or_else(PoisonError::into_inner);
+            // a wait on a request's async worker hands the worker's tasks over first
+            let (next, timeout) =
+                off_worker(|| self.freed.wait_timeout(state, CHECKOUT_WAIT).unwrap_or_else(PoisonError::into_inner));
             state = next;
             if timeout.timed_out() && state.idle.is_empty() {
                 return Err(StorageError::Backend(format!(

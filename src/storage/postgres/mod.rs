@@ -57,6 +57,36 @@ pub(super) struct Postgres {
     writer: Arc<Lease>,
     /// the committer's thread (a view taken on it reads through the committer's connection)
     committer: Arc<OnceLock<std::thread::ThreadId>>,
+    /// how to connect, and the committer's session settings (for a reconnection)
+    reconnect: Arc<(postgres::Config, String)>,
+}
+
+/// The key of the session lock a server holds on its database (`pg_try_advisory_lock`): "mosa".
+const LOCK_KEY: i64 = 0x6d6f_7361;
+
+/// How long an open waits for the database's lock (a server just stopped may still be closing
+/// its connections).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The committer's connection: its session settings, and the database's lock, which it holds
+/// for as long as it lives — so that one server (or tool) at a time opens a database, as fjall
+/// locks its directory: the committer's caches are exact only for the one writer.
+fn writer_session(config: &postgres::Config, session: &str) -> Result<Conn> {
+    let mut conn = Conn::connect(config)?;
+    blocking(|| conn.client().batch_execute(session))?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        let row = blocking(|| conn.client().query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY]))?;
+        if row.try_get::<_, bool>(0)? {
+            return Ok(conn);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(StorageError::Engine(
+                "another mosaicdb server (or tool) has this PostgreSQL database open: one at a time".into(),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// One write's keys, deduplicated per keyspace (the last put or delete of a key wins).
@@ -68,19 +98,25 @@ pub(super) struct PgBatch {
 impl Postgres {
     pub(super) const LIMITS: Limits = Limits { max_key: 2560, max_value: 512 << 20, max_commit: None };
 
-    /// Connects to `url`, creating the tables that are missing. `Buffered` durability commits
-    /// with `synchronous_commit = off` (acknowledged before PostgreSQL's WAL flush: a crash of
-    /// PostgreSQL may take back the last moments of writes, never leave them half done).
+    /// Connects to `url`, creating the tables that are missing, and takes the database's lock
+    /// (see [`writer_session`]). `Buffered` durability commits with `synchronous_commit = off`
+    /// (acknowledged before PostgreSQL's WAL flush: a crash of PostgreSQL may take back the last
+    /// moments of writes, never leave them half done).
     pub(super) fn open(url: &str, durability: Durability) -> Result<Postgres> {
         let mut config = postgres::Config::from_str(url)
             .map_err(|e| StorageError::Engine(format!("the PostgreSQL URL is not valid: {e}")))?;
         config.application_name("mosaicdb");
-        let mut writer = Conn::connect(&config)?;
+        // an unreachable server is an error within seconds, not when TCP gives up
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
         let synchronous = match durability {
             Durability::Sync => "on",
             Durability::Buffered => "off",
         };
-        let mut ddl = format!("SET synchronous_commit = {synchronous};");
+        let session = format!("SET synchronous_commit = {synchronous}");
+        let mut writer = writer_session(&config, &session)?;
+        let mut ddl = String::new();
         for space in Space::ALL {
             ddl.push_str(&format!(
                 "CREATE TABLE IF NOT EXISTS {} (k bytea PRIMARY KEY, v bytea NOT NULL);",
@@ -93,10 +129,28 @@ impl Postgres {
         ));
         blocking(|| writer.client().batch_execute(&ddl))?;
         Ok(Postgres {
-            pool: Arc::new(Pool::new(config, MAX_READERS)),
+            pool: Arc::new(Pool::new(config.clone(), MAX_READERS)),
             writer: Arc::new(Lease::own(writer)),
             committer: Arc::default(),
+            reconnect: Arc::new((config, session)),
         })
+    }
+
+    /// Before a group: a committer connection that PostgreSQL closed (a restart of the server, a
+    /// lost network) while no group was open is opened again, its lock taken again; a failure is
+    /// the group's writes' to meet.
+    pub(super) fn heal(&self) {
+        let healed = self.writer.with(|conn| {
+            if conn.is_closed() && !conn.in_group {
+                let (config, session) = &*self.reconnect;
+                *conn = writer_session(config, session)?;
+                tracing::info!("reconnected the committer to PostgreSQL");
+            }
+            Ok(())
+        });
+        if let Err(e) = healed {
+            tracing::warn!(error = %e, "cannot reconnect the committer to PostgreSQL");
+        }
     }
 
     /// Says which thread is the committer's.
@@ -159,7 +213,11 @@ impl Postgres {
                     return Err(StorageError::Engine("a statement of the group failed: it was rolled back".into()));
                 }
                 let sql = format!("{}COMMIT", set.unwrap_or_default());
-                blocking(|| conn.client().batch_execute(&sql))?;
+                if let Err(e) = blocking(|| conn.client().batch_execute(&sql)) {
+                    // the transaction may be left open (aborted): end it
+                    let _ = blocking(|| conn.client().batch_execute("ROLLBACK"));
+                    return Err(e.into());
+                }
                 return Ok(true);
             }
             match set {
@@ -192,7 +250,9 @@ impl Postgres {
             }
         }
         // durable whatever the session's setting: the mark's end says the load is whole
-        let sql = format!("SET synchronous_commit = on; UPDATE {STORE_TABLE} SET restoring = {on} WHERE id = 1");
+        let sql = format!(
+            "BEGIN; SET LOCAL synchronous_commit = on; UPDATE {STORE_TABLE} SET restoring = {on} WHERE id = 1; COMMIT"
+        );
         self.writer.with(|conn| Ok(blocking(|| conn.client().batch_execute(&sql))?))
     }
 
@@ -200,7 +260,7 @@ impl Postgres {
     pub(super) fn empty_all(&self) -> Result<()> {
         let tables: Vec<String> = Space::ALL.iter().map(|&s| table(s)).collect();
         let sql = format!(
-            "SET synchronous_commit = on; TRUNCATE {}; UPDATE {STORE_TABLE} SET restoring = false WHERE id = 1",
+            "BEGIN; SET LOCAL synchronous_commit = on; TRUNCATE {}; UPDATE {STORE_TABLE} SET restoring = false WHERE id = 1; COMMIT",
             tables.join(", ")
         );
         self.writer.with(|conn| Ok(blocking(|| conn.client().batch_execute(&sql))?))
@@ -208,15 +268,12 @@ impl Postgres {
 
     /// The bytes a keyspace's table takes (its rows, in the heap and TOAST; not its index).
     pub(super) fn disk_space(&self, space: Space) -> u64 {
-        self.families().ok().and_then(|f| f.into_iter().find(|f| f.family == space.name())).map_or(0, |f| f.disk_bytes)
+        self.families(&[space]).ok().and_then(|f| f.first().map(|f| f.disk_bytes)).unwrap_or(0)
     }
 
     /// PostgreSQL's estimate of a keyspace's rows (as of its last analyze).
     pub(super) fn approximate_len(&self, space: Space) -> usize {
-        self.families()
-            .ok()
-            .and_then(|f| f.into_iter().find(|f| f.family == space.name()))
-            .map_or(0, |f| f.approximate_keys as usize)
+        self.families(&[space]).ok().and_then(|f| f.first().map(|f| f.approximate_keys as usize)).unwrap_or(0)
     }
 
     /// Vacuums a keyspace's table (its dead row versions become free space) and refreshes its
@@ -227,9 +284,10 @@ impl Postgres {
         lease.with(|conn| Ok(blocking(|| conn.client().batch_execute(&sql))?))
     }
 
-    fn families(&self) -> Result<Vec<FamilyStats>> {
+    /// The figures of `spaces`' tables, in that order.
+    fn families(&self, spaces: &[Space]) -> Result<Vec<FamilyStats>> {
         let lease = self.pool.take()?;
-        let names: Vec<String> = Space::ALL.iter().map(|&s| table(s)).collect();
+        let names: Vec<String> = spaces.iter().map(|&s| table(s)).collect();
         let rows = lease.with(|conn| {
             let sql = "SELECT relname::text, pg_relation_size(oid) + COALESCE(pg_relation_size(NULLIF(reltoastrelid, 0)), 0), reltuples::float8 FROM pg_class \
                        WHERE relname = ANY($1) AND relkind = 'r' AND pg_table_is_visible(oid)";
@@ -249,7 +307,7 @@ impl Postgres {
             }
             found.insert(name, (bytes.max(0) as u64, tuples));
         }
-        Ok(Space::ALL
+        Ok(spaces
             .iter()
             .map(|&space| {
                 let (disk_bytes, approximate_keys) = found.get(&table(space)).copied().unwrap_or_default();
@@ -260,7 +318,7 @@ impl Postgres {
 
     /// The store's figures that PostgreSQL keeps: per keyspace, its table's size and row estimate.
     pub(super) fn stats(&self, mut stats: StoreStats) -> StoreStats {
-        match self.families() {
+        match self.families(&Space::ALL) {
             Ok(families) => stats.families = families,
             Err(e) => tracing::warn!(error = %e, "cannot read the tables' sizes from PostgreSQL"),
         }

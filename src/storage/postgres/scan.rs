@@ -1,7 +1,8 @@
 //! Scans over a PostgreSQL table, paged by key: each page is one query for the next keys past
 //! the last one returned (`WHERE k > $last ORDER BY k LIMIT n`), so a scan holds no cursor and
 //! any number of them may take turns on one connection (a search's cursors do). Pages start
-//! small (most scans stop after a few keys: a last key, an existence check) and grow.
+//! small (most scans stop after a few keys: a last key, an existence check) and grow, unless
+//! their values are large.
 
 use super::super::error::Result;
 use super::super::range::KeyRange;
@@ -15,6 +16,8 @@ use std::sync::Arc;
 /// The first page's length, and the most a page grows to.
 const FIRST_PAGE: i64 = 16;
 const MAX_PAGE: i64 = 4096;
+/// A page of more bytes than this makes the next one a quarter as long.
+const PAGE_BYTES: usize = 4 << 20;
 
 /// A scan's pairs, in key order from either end (each end pages on its own, and neither passes
 /// what the other returned).
@@ -84,14 +87,18 @@ impl PgIter {
         let space = self.space;
         let rows = self.lease.with(|conn| {
             let statement = conn.statement(space, query)?;
-            Ok(blocking(|| conn.client().query(&statement, &[&lo, &hi, &limit]))?)
+            let rows = blocking(|| conn.client().query(&statement, &[&lo, &hi, &limit]));
+            super::guard(conn, rows)
         })?;
         end.exhausted = (rows.len() as i64) < limit;
-        end.page = (limit * 4).min(MAX_PAGE);
+        let mut bytes = 0;
         for row in rows {
-            let (k, v): (Vec<u8>, Vec<u8>) = (row.try_get(0)?, row.try_get(1)?);
+            let (k, v): (&[u8], &[u8]) = (row.try_get(0)?, row.try_get(1)?);
+            bytes += k.len() + v.len();
             end.pairs.push_back((Slice::from(k), Slice::from(v)));
         }
+        // longer pages while they are small; shorter again when their values are large
+        end.page = if bytes > PAGE_BYTES { (limit / 4).max(1) } else { (limit * 4).min(MAX_PAGE) };
         Ok(())
     }
 
