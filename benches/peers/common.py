@@ -1,8 +1,11 @@
-"""What run.py and models.py share: settings from the environment, processes, HTTP, wrk, PostgreSQL."""
+"""What run.py, models.py and backend.py share: settings from the environment, processes, HTTP, wrk,
+PostgreSQL, and the core group's documents (how they are made and loaded, and PostgreSQL's GET and
+PUT)."""
 
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -26,7 +29,7 @@ DEFAULTS = {
     "PEERS_RUNS": "3",
     "PEERS_DOCS": "100000",
     "PEERS_BIG": "1000000",
-    "PEERS_ONLY": "core,search,vectors,graph,timeseries,big",
+    "PEERS_ONLY": "core,search,vectors,graph,timeseries,backend,big",
     "PEERS_FT_DOCS": "50000",
     "PEERS_VECTORS": "100000",
     "PEERS_DIM": "64",
@@ -34,14 +37,19 @@ DEFAULTS = {
     "PEERS_SERIES": "1000",
     "PEERS_STEPS": "1000",
     "PEERS_TS_SENDERS": "4",
+    "PEERS_BACKEND_DOCS": "50000",
+    "PEERS_BACKEND_NODES": "20000",
+    "PEERS_BACKEND_FT_DOCS": "10000",
 }
 GROUPS = DEFAULTS["PEERS_ONLY"].split(",")
 
 # One row of the table. targets: [(reference system, the ratio mosaicdb/reference it should reach,
 # or None: the ratio is reported, no target)]; fmt formats the figures; ratio: show the ratios;
 # lower: the figures are costs (latencies), lower is better, so the ratio is reference/mosaicdb
-# (above 1 still means mosaicdb does better).
-Workload = namedtuple("Workload", "name unit targets fmt ratio lower", defaults=("{:,.0f}", True, False))
+# (above 1 still means mosaicdb does better); subject: the system whose figure is over the
+# references' (mosaicdb; the backend group's rows: mosaicdb on its PostgreSQL backend).
+Workload = namedtuple("Workload", "name unit targets fmt ratio lower subject",
+                      defaults=("{:,.0f}", True, False, "mosaicdb"))
 
 
 def setting(name):
@@ -131,9 +139,10 @@ def import_ndjson(addr, table, ndjson, n):
     return took
 
 
-def start_mosaic(addr, data_dir):
+def start_mosaic(addr, data_dir, *flags):
+    """mosaicdb on `data_dir`, listening on `addr`: its default flags, and `flags`."""
     proc = subprocess.Popen([str(mosaic_binary()), "--data-dir", str(data_dir),
-                             "--addr", f"{addr[0]}:{addr[1]}", "--log", "warn"])
+                             "--addr", f"{addr[0]}:{addr[1]}", "--log", "warn", *flags])
     wait_port(addr, proc, "mosaicdb")
     return proc
 
@@ -165,8 +174,13 @@ class Postgres:
     def args(self):
         return ["-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres"]
 
-    def sql(self, text):
-        r = subprocess.run(["psql", *self.args(), "-v", "ON_ERROR_STOP=1", "-qAtc", text], capture_output=True, text=True)
+    def url(self, database):
+        """The URL of `database` (mosaicdb's --postgres-url)."""
+        return f"postgres://postgres@127.0.0.1:{PG_PORT}/{database}"
+
+    def sql(self, text, database="postgres"):
+        r = subprocess.run(["psql", *self.args(), "-d", database, "-v", "ON_ERROR_STOP=1", "-qAtc", text],
+                           capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"psql: {text[:300]}\n{r.stderr}")
         return r.stdout
@@ -247,3 +261,61 @@ def venv_python(*packages):
         if subprocess.run([str(py), "-c", f"import {p}"], capture_output=True).returncode != 0:
             run([str(py), "-m", "pip", "install", "--quiet", p])
     return py
+
+
+# The core group's documents, also the backend group's.
+CITIES = ["Oslo", "Bergen", "Lyon", "Porto"]
+TAGS = ["a", "b", "c", "d", "e"]
+
+
+def document(i, rng):
+    return {"_id": f"d{i}", "name": f"user{i}", "age": rng.randrange(100), "city": rng.choice(CITIES),
+            "tags": rng.sample(TAGS, 2), "pad": "x" * 100}
+
+
+def write_data(n, name):
+    """The documents as NDJSON (mosaicdb) and as COPY text, id TAB json (PostgreSQL)."""
+    ndjson, tsv = OUT / f"{name}.ndjson", OUT / f"{name}.tsv"
+    if not ndjson.exists() or not tsv.exists():
+        rng = random.Random(42)
+        with open(ndjson, "w") as nd, open(tsv, "w") as ts:
+            for i in range(n):
+                d = document(i, rng)
+                line = json.dumps(d, separators=(",", ":"))
+                nd.write(line + "\n")
+                body = {k: v for k, v in d.items() if k != "_id"}
+                ts.write(f"{d['_id']}\t{json.dumps(body, separators=(',', ':'))}\n")
+    return ndjson, tsv
+
+
+def mosaic_table(addr, name):
+    call(addr, "POST", "/v1/tables", {"name": name})
+    call(addr, "POST", f"/v1/tables/{name}/indexes", {"name": "by_age", "kind": "range", "fields": ["age"]})
+    call(addr, "POST", f"/v1/tables/{name}/indexes", {"name": "by_city", "kind": "hash", "fields": ["city"]})
+
+
+def pg_table(pg, name):
+    pg.sql(f"create table {name} (id text primary key, doc jsonb not null);"
+           f"create index {name}_age on {name} (((doc->>'age')::int));"
+           f"create index {name}_city on {name} using hash ((doc->>'city'));")
+
+
+def pg_import(pg, table, tsv, n):
+    took = pg.copy_in(table, [tsv])
+    got = int(pg.sql(f"select count(*) from {table}"))
+    if got != n:
+        raise SystemExit(f"postgres import: {got} rows of {n}")
+    return n / took
+
+
+def pg_get(table, n):
+    """PostgreSQL's point GET (pgbench): a random one of the `n` documents of `table` by id."""
+    return f"\\set n random(0, {n - 1})\nselect doc from {table} where id = 'd' || :n;\n"
+
+
+def pg_put(table, k):
+    """PostgreSQL's durable PUT of a new id (pgbench): an upsert into `table` (id, doc) in run `k`."""
+    return ("\\set n random(1, 2000000000)\n"
+            f"insert into {table} values ('r{k}c' || :client_id || '-' || :n, "
+            "'{\"name\":\"user\",\"age\":42,\"city\":\"Oslo\",\"tags\":[\"a\",\"c\"],\"pad\":\"" + "x" * 100 + "\"}') "
+            "on conflict (id) do update set doc = excluded.doc;\n")

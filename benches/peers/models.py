@@ -121,9 +121,11 @@ class Search:
     COUNTED = 20  # queries of each kind whose match counts mosaicdb and tantivy must agree on
     DISK = ("127.0.0.1", 18084)  # the server that measures the disk of one table (run 1)
 
-    def __init__(self, addr, secs):
+    def __init__(self, addr, secs, n=None):
         self.addr, self.secs = addr, secs
-        self.n = int_setting("PEERS_FT_DOCS")
+        self.n = n or int_setting("PEERS_FT_DOCS")
+        # PostgreSQL's table of the queries (qid, q), which `check` reads
+        self.queries_table = "ft_queries"
         size = f"{self.n // 1000}k texts"
         self.load = f"full-text: import {size} + index"
         self.query = "full-text: top-10 of 1-2 terms, c32"
@@ -202,8 +204,8 @@ class Search:
 
     def setup(self, pg):
         self.pg = pg
-        pg.sql("create table ft_queries (qid serial primary key, q text not null)")
-        pg.copy_in("ft_queries (q)", [self.queries])
+        pg.sql(f"create table {self.queries_table} (qid serial primary key, q text not null)")
+        pg.copy_in(f"{self.queries_table} (q)", [self.queries])
 
     def create(self, addr, table):
         call(addr, "POST", "/v1/tables", {"name": table})
@@ -213,42 +215,56 @@ class Search:
 
     def run(self, k, add):
         a, pg, table = self.addr, self.pg, f"ft{k}"
-        t0 = time.perf_counter()
-        self.create(a, table)
-        import_ndjson(a, table, self.ndjson, self.n)
-        add(self.load, "mosaicdb", self.n / (time.perf_counter() - t0))
+        add(self.load, "mosaicdb", self.load_mosaic(a, table))
+        add(self.load, "postgres", self.load_pg(table))
+        self.check(k, table)
 
+        env = {"PEERS_TABLE": table, "PEERS_QUERIES": str(self.queries)}
+        add(self.query, "mosaicdb", wrk(a, "/", "search.lua", 32, 2, self.secs, env))
+        add(self.query, "postgres", pg.bench(self.pg_search(table, self.queries_table, 1000), 32, self.secs))
+        self.against_tantivy(k, table, add)
+
+    def load_mosaic(self, addr, table):
+        """The texts into a new table of the server at `addr`, its fulltext index created first: texts/s."""
+        t0 = time.perf_counter()
+        self.create(addr, table)
+        import_ndjson(addr, table, self.ndjson, self.n)
+        return self.n / (time.perf_counter() - t0)
+
+    def load_pg(self, table):
+        """The texts into a new PostgreSQL table, then its GIN index: texts/s (analyzed after)."""
+        pg = self.pg
         t0 = time.perf_counter()
         pg.sql(f"create table {table} (id text primary key, body text not null, "
                "tsv tsvector generated always as (to_tsvector('english', body)) stored)")
         pg.copy_in(f"{table} (id, body)", [self.tsv])
         pg.sql(f"create index {table}_tsv on {table} using gin (tsv)")
-        add(self.load, "postgres", self.n / (time.perf_counter() - t0))
+        rate = self.n / (time.perf_counter() - t0)
         pg.sql(f"vacuum analyze {table}")
-        self.check(k, table)
+        return rate
 
-        env = {"PEERS_TABLE": table, "PEERS_QUERIES": str(self.queries)}
-        add(self.query, "mosaicdb", wrk(a, "/", "search.lua", 32, 2, self.secs, env))
-        add(self.query, "postgres", pg.bench(
-            "\\set n random(1, 1000)\n"
-            f"select d.id from {table} d, (select plainto_tsquery('english', q) tq from ft_queries where qid = :n) x "
-            "where d.tsv @@ x.tq order by ts_rank(d.tsv, x.tq) desc limit 10;\n", 32, self.secs))
-        self.against_tantivy(k, table, add)
+    @staticmethod
+    def pg_search(table, queries, count):
+        """PostgreSQL's top-10 search (pgbench) of a random one of the `count` queries of the table
+        `queries` (qid, q), every term required, ranked by ts_rank."""
+        return (f"\\set n random(1, {count})\n"
+                f"select d.id from {table} d, (select plainto_tsquery('english', q) tq from {queries} where qid = :n) x "
+                "where d.tsv @@ x.tq order by ts_rank(d.tsv, x.tq) desc limit 10;\n")
 
-    def check(self, k, table):
-        """Both systems count the same matches for the first 20 queries (the rankings differ: BM25
-        and ts_rank)."""
+    def check(self, k, table, addr=None, system="mosaicdb"):
+        """The server at `addr` (mosaicdb's) and PostgreSQL count the same matches for the first 20
+        queries (the rankings differ: BM25 and ts_rank)."""
         queries = self.queries.read_text().splitlines()[:20]
         for qid, q in enumerate(queries, 1):
-            got = call(self.addr, "POST", f"/v1/tables/{table}/search",
+            got = call(addr or self.addr, "POST", f"/v1/tables/{table}/search",
                        {"query": q, "mode": "all", "limit": 10, "fields": ["_id"], "total": "exact"})["total"]
             got = got["value"] if isinstance(got, dict) else got
-            want = int(self.pg.sql(f"select count(*) from {table} d, ft_queries x "
+            want = int(self.pg.sql(f"select count(*) from {table} d, {self.queries_table} x "
                                    f"where x.qid = {qid} and d.tsv @@ plainto_tsquery('english', x.q)"))
             if got != want:
-                raise SystemExit(f"full-text: {q!r} matches {got} texts in mosaicdb, {want} in PostgreSQL")
+                raise SystemExit(f"full-text: {q!r} matches {got} texts in {system}, {want} in PostgreSQL")
         if k == 1:
-            log(f"full-text: mosaicdb and PostgreSQL count the same matches for {len(queries)} queries")
+            log(f"full-text: {system} and PostgreSQL count the same matches for {len(queries)} queries")
 
     def body(self, kind, q):
         _, _, mode, form = next(x for x in self.KINDS if x[0] == kind)
@@ -656,9 +672,9 @@ class Graph:
     WALKS = {"out": ("e.dst", "e.src = r.node"),
              "any": ("case when e.src = r.node then e.dst else e.src end", "e.src = r.node or e.dst = r.node")}
 
-    def __init__(self, addr, secs):
+    def __init__(self, addr, secs, n=None):
         self.addr, self.secs = addr, secs
-        self.n = int_setting("PEERS_NODES")
+        self.n = n or int_setting("PEERS_NODES")
         size = f"{self.n // 1000}k nodes, {self.n * self.OUT_DEGREE // 1000}k edges"
         self.load = f"graph: import {size}"
         # out keeps the rows' earlier names (docs/performance.md quotes them)
@@ -687,14 +703,14 @@ class Graph:
                         j = rng.randrange(self.n - 1)
                         et.write(f"{e}\t{i}\t{j + (j >= i)}\t{weights.randint(1, 100)}\n")
 
-    def edges_ndjson(self, k):
-        """The edges as mosaicdb documents: their vertices name the run's vertex table."""
-        path = Path(f"{self.base}.wedges{k}.ndjson")
+    def edges_ndjson(self, nodes):
+        """The edges as mosaicdb documents: their vertices name the vertex table `nodes`."""
+        path = Path(f"{self.base}.wedges.{nodes}.ndjson")
         if not path.exists():
             with open(self.edges_tsv) as src, open(path, "w") as out:
                 for line in src:
                     e, s, d, w = line.split()
-                    out.write(f'{{"_id":"e{e}","_from":"nodes{k}/n{s}","_to":"nodes{k}/n{d}","w":{w}}}\n')
+                    out.write(f'{{"_id":"e{e}","_from":"{nodes}/n{s}","_to":"{nodes}/n{d}","w":{w}}}\n')
         return path
 
     def setup(self, pg):
@@ -702,53 +718,78 @@ class Graph:
         pg.sql("create extension pgrouting cascade")  # with PostGIS, which it requires
 
     def run(self, k, add):
-        a, pg, nodes, edges = self.addr, self.pg, f"nodes{k}", f"links{k}"
-        m = self.n * self.OUT_DEGREE
-        edges_nd = self.edges_ndjson(k)
-        t0 = time.perf_counter()
-        call(a, "POST", "/v1/tables", {"name": nodes})
-        call(a, "POST", "/v1/tables", {"name": edges, "kind": "edge", "weight_field": "w"})
-        import_ndjson(a, nodes, self.nodes_nd, self.n)
-        import_ndjson(a, edges, edges_nd, m)
-        add(self.load, "mosaicdb", m / (time.perf_counter() - t0))
+        nodes, edges = f"nodes{k}", f"links{k}"
+        add(self.load, "mosaicdb", self.load_mosaic(self.addr, nodes, edges))
+        add(self.load, "postgres", self.load_pg(nodes, edges))
+        for direction in self.WALKS:
+            self.traverse(k, direction, nodes, edges, add)
+        self.shortest(k, nodes, edges, add)
 
+    def load_mosaic(self, addr, nodes, edges):
+        """The vertices and the edges into new tables `nodes` and `edges` of the server at `addr`:
+        edges/s."""
+        m = self.n * self.OUT_DEGREE
+        edges_nd = self.edges_ndjson(nodes)
+        t0 = time.perf_counter()
+        call(addr, "POST", "/v1/tables", {"name": nodes})
+        call(addr, "POST", "/v1/tables", {"name": edges, "kind": "edge", "weight_field": "w"})
+        import_ndjson(addr, nodes, self.nodes_nd, self.n)
+        import_ndjson(addr, edges, edges_nd, m)
+        return m / (time.perf_counter() - t0)
+
+    def load_pg(self, nodes, edges):
+        """The vertices and the edges into new PostgreSQL tables, then the indexes on src and dst:
+        edges/s (analyzed after)."""
+        pg, m = self.pg, self.n * self.OUT_DEGREE
         t0 = time.perf_counter()
         pg.sql(f"create table {nodes} (id int primary key); "
                f"create table {edges} (id int not null, src int not null, dst int not null, cost int not null)")
         pg.copy_in(nodes, [self.nodes_tsv])
         pg.copy_in(edges, [self.edges_tsv])
         pg.sql(f"create index {edges}_src on {edges} (src); create index {edges}_dst on {edges} (dst)")
-        add(self.load, "postgres", m / (time.perf_counter() - t0))
+        rate = m / (time.perf_counter() - t0)
         pg.sql(f"vacuum analyze {nodes}, {edges}")
+        return rate
 
-        for direction in self.WALKS:
-            self.traverse(k, direction, nodes, edges, add)
-        self.shortest(k, nodes, edges, add)
+    def walk_sql(self, direction, edges):
+        """PostgreSQL's walk from the vertex `:s`: a recursive CTE, each vertex reached once."""
+        step, on = self.WALKS[direction]
+        return (f"with recursive r(node, depth) as (select :s::int, 0 union "
+                f"select {step}, r.depth + 1 from r join {edges} e on {on} where r.depth < {self.DEPTH}) "
+                "select distinct node from r;\n")
+
+    def walk_env(self, direction, nodes, edges):
+        """traverse.lua's settings."""
+        return {"PEERS_NODES": str(self.n), "PEERS_VERTICES": nodes, "PEERS_EDGES": edges,
+                "PEERS_DEPTH": str(self.DEPTH), "PEERS_DIRECTION": direction}
+
+    def walk_script(self, direction, edges):
+        """PostgreSQL's walk from a random start (pgbench)."""
+        return f"\\set s random(0, {self.n - 1})\n" + self.walk_sql(direction, edges)
+
+    def check_walks(self, k, direction, nodes, edges, addr=None, system="mosaicdb"):
+        """The server at `addr` (mosaicdb's) and PostgreSQL reach the same vertices from a few starts."""
+        walk = self.walk_sql(direction, edges)
+        rng = random.Random(k)
+        for s in (rng.randrange(self.n) for _ in range(self.STARTS)):
+            got = call(addr or self.addr, "POST", "/v1/graph/traverse",
+                       {"start": f"{nodes}/n{s}", "edges": [edges], "direction": direction, "min_depth": 0,
+                        "max_depth": self.DEPTH, "limit": 10000})["vertices"]
+            got = {int(v["_id"].split("/n", 1)[1]) for v in got}
+            want = {int(x) for x in self.pg.sql(walk.replace(":s", str(s))).split()}
+            if got != want:
+                raise SystemExit(f"traversal ({direction}) from {s}: {system} reaches {len(got)} vertices, "
+                                 f"PostgreSQL {len(want)}")
+        if k == 1:
+            log(f"traversal ({direction}): {system} and PostgreSQL reach the same {len(want)} vertices (and so on "
+                f"for {self.STARTS} starts)")
 
     def traverse(self, k, direction, nodes, edges, add):
         """Both reach the same vertices from a few starts; then the walks per second, 1 client and c32."""
         a, pg = self.addr, self.pg
-        step, on = self.WALKS[direction]
-        walk = (f"with recursive r(node, depth) as (select :s::int, 0 union "
-                f"select {step}, r.depth + 1 from r join {edges} e on {on} where r.depth < {self.DEPTH}) "
-                "select distinct node from r;\n")
-        rng = random.Random(k)
-        for s in (rng.randrange(self.n) for _ in range(self.STARTS)):
-            got = call(a, "POST", "/v1/graph/traverse", {"start": f"{nodes}/n{s}", "edges": [edges],
-                                                          "direction": direction, "min_depth": 0,
-                                                          "max_depth": self.DEPTH, "limit": 10000})["vertices"]
-            got = {int(v["_id"].split("/n", 1)[1]) for v in got}
-            want = {int(x) for x in pg.sql(walk.replace(":s", str(s))).split()}
-            if got != want:
-                raise SystemExit(f"traversal ({direction}) from {s}: mosaicdb reaches {len(got)} vertices, "
-                                 f"PostgreSQL {len(want)}")
-        if k == 1:
-            log(f"traversal ({direction}): mosaicdb and PostgreSQL reach the same {len(want)} vertices (and so on "
-                f"for {self.STARTS} starts)")
-
-        env = {"PEERS_NODES": str(self.n), "PEERS_VERTICES": nodes, "PEERS_EDGES": edges,
-               "PEERS_DEPTH": str(self.DEPTH), "PEERS_DIRECTION": direction}
-        script = f"\\set s random(0, {self.n - 1})\n" + walk
+        self.check_walks(k, direction, nodes, edges)
+        env = self.walk_env(direction, nodes, edges)
+        script = self.walk_script(direction, edges)
         one, c32 = self.walks[direction]
         add(one, "mosaicdb", wrk(a, "/", "traverse.lua", 1, 1, self.secs, env))
         add(one, "postgres", pg.bench(script, 1, self.secs))

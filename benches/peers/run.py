@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """mosaicdb side by side with PostgreSQL 15 and a trivial axum handler, in one run (and, group by
-group, with a specialist: tantivy for full-text, hnswlib for kNN, VictoriaMetrics for time series).
+group, with a specialist: tantivy for full-text, hnswlib for kNN, VictoriaMetrics for time series;
+and mosaicdb on its PostgreSQL backend beside mosaicdb on fjall and PostgreSQL itself).
 
-    python3 benches/peers/run.py            # everything: about 20 minutes
+    python3 benches/peers/run.py            # everything: about 35 minutes (backend: about 15)
     PEERS_SECS=3 PEERS_RUNS=1 python3 benches/peers/run.py   # a quick look
     PEERS_BINARY=target/release/mosaicdb PEERS_ONLY=graph python3 benches/peers/run.py
+    PEERS_ONLY=backend PEERS_RUNS=1 PEERS_SECS=5 python3 benches/peers/run.py   # about 5 minutes
 
 What it does, in order:
 1. builds the release server (`cargo build --release`; skipped when PEERS_BINARY names a mosaicdb
@@ -36,6 +38,20 @@ What it does, in order:
      top-10 alone), the c32 queries (tantivy on 2 threads), and the disk of postings and
      dictionary and of everything with the texts (run 1; mosaicdb on a server of its own, port
      18084); the match counts of 20 queries of each kind are compared (a warning where they differ);
+   - backend (benches/peers/backend.py, its docstring has the details): mosaicdb on its PostgreSQL
+     backend — a second mosaicdb server (port 18085, a data directory of its own) started with
+     `--backend postgres --postgres-url` on a fresh database of the same PostgreSQL cluster —
+     beside the shared mosaicdb on fjall and beside PostgreSQL used directly: the core documents'
+     import, point GET by id and durable PUT of new ids at c32 (the core group's methods,
+     PEERS_BACKEND_DOCS documents), the graph group's depth-3 traversal along out-edges on 1 client
+     and c32 (PEERS_BACKEND_NODES vertices) and the search group's top-10 of 1 term on 1 client
+     (PEERS_BACKEND_FT_DOCS texts), each checked to answer as PostgreSQL does; last, that server
+     restarted with `--row-cache-mb 0` for point GETs that all reach PostgreSQL. The rows' ratios
+     are mosaicdb on PostgreSQL's figure over mosaicdb on fjall's and over PostgreSQL's (no target);
+     PostgreSQL's count of the transactions of that database per request is logged around each
+     measurement (`pg_stat_database`, 11 s after it: about 2 minutes of each run), and the PUTs
+     per flush to disk of each mosaicdb (its /metrics: an fsync, or on PostgreSQL a group's
+     COMMIT) are a row;
 5. then (group big) an import of 1M documents into a fresh mosaicdb server, with its peak memory;
 6. prints one table (each system's range over the runs, a specialist's in its own column, and the
    ratios per run: mosaicdb's rate over the peer's, or for a latency or a size the peer's figure
@@ -46,13 +62,14 @@ What it does, in order:
 The load generator runs on the same machine as the servers, as a new user would run it. Never
 part of CI. Environment:
 - PEERS_BINARY: a mosaicdb binary to measure; mosaicdb is then not built;
-- PEERS_ONLY: a comma list of the groups to run, of core, search, vectors, graph, timeseries, big
-  (default all);
+- PEERS_ONLY: a comma list of the groups to run, of core, search, vectors, graph, timeseries,
+  backend, big (default all);
 - PEERS_SECS (10 per measurement), PEERS_RUNS (3), PEERS_DOCS (100000, core), PEERS_BIG (1000000;
   0 skips the 1M import);
 - the model groups' sizes: PEERS_FT_DOCS (50000 texts), PEERS_VECTORS (100000) and PEERS_DIM (64,
   at most 100: cube's limit), PEERS_NODES (100000, 5 out-edges each), PEERS_SERIES (1000) x
-  PEERS_STEPS (1000) points sent by PEERS_TS_SENDERS (4) concurrent senders;
+  PEERS_STEPS (1000) points sent by PEERS_TS_SENDERS (4) concurrent senders; the backend group's
+  PEERS_BACKEND_DOCS (50000), PEERS_BACKEND_NODES (20000) and PEERS_BACKEND_FT_DOCS (10000);
 - PEERS_DOCS_OUT: where peers.md and peers.png go.
 """
 
@@ -72,7 +89,9 @@ from pathlib import Path
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (HERE, OUT, PG_BIN, ROOT, Postgres, Workload, call, docs_out, import_ndjson, int_setting,  # noqa: E402
-                    log, only, run, start_mosaic, stop, venv_python, wait_port, wrk)
+                    log, mosaic_table, only, pg_get, pg_import, pg_put, pg_table, run, start_mosaic, stop, venv_python,
+                    wait_port, write_data, wrk)
+import backend  # noqa: E402
 import models  # noqa: E402
 
 SECS = int_setting("PEERS_SECS")
@@ -82,8 +101,9 @@ BIG = int_setting("PEERS_BIG")
 MOSAIC = ("127.0.0.1", 18080)
 CEILING = ("127.0.0.1", 18081)
 MOSAIC_BIG = ("127.0.0.1", 18082)
-CITIES = ["Oslo", "Bergen", "Lyon", "Porto"]
-TAGS = ["a", "b", "c", "d", "e"]
+# the groups run against the shared servers after the core group, by name
+GROUPS = {**models.GROUPS, "backend": backend.Backend}
+NOTES = {**models.NOTES, "backend": backend.NOTES}
 
 
 def as_root(cmd):
@@ -120,46 +140,6 @@ def build(groups):
     if "search" in groups:
         run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(HERE / "tantivy" / "Cargo.toml"),
              "--target-dir", str(OUT / "tantivy-target")], cwd=ROOT)
-
-
-def document(i, rng):
-    return {"_id": f"d{i}", "name": f"user{i}", "age": rng.randrange(100), "city": rng.choice(CITIES),
-            "tags": rng.sample(TAGS, 2), "pad": "x" * 100}
-
-
-def write_data(n, name):
-    """The documents as NDJSON (mosaicdb) and as COPY text, id TAB json (PostgreSQL)."""
-    ndjson, tsv = OUT / f"{name}.ndjson", OUT / f"{name}.tsv"
-    if not ndjson.exists() or not tsv.exists():
-        rng = random.Random(42)
-        with open(ndjson, "w") as nd, open(tsv, "w") as ts:
-            for i in range(n):
-                d = document(i, rng)
-                line = json.dumps(d, separators=(",", ":"))
-                nd.write(line + "\n")
-                body = {k: v for k, v in d.items() if k != "_id"}
-                ts.write(f"{d['_id']}\t{json.dumps(body, separators=(',', ':'))}\n")
-    return ndjson, tsv
-
-
-def mosaic_table(addr, name):
-    call(addr, "POST", "/v1/tables", {"name": name})
-    call(addr, "POST", f"/v1/tables/{name}/indexes", {"name": "by_age", "kind": "range", "fields": ["age"]})
-    call(addr, "POST", f"/v1/tables/{name}/indexes", {"name": "by_city", "kind": "hash", "fields": ["city"]})
-
-
-def pg_table(pg, name):
-    pg.sql(f"create table {name} (id text primary key, doc jsonb not null);"
-           f"create index {name}_age on {name} (((doc->>'age')::int));"
-           f"create index {name}_city on {name} using hash ((doc->>'city'));")
-
-
-def pg_import(pg, table, tsv, n):
-    took = pg.copy_in(table, [tsv])
-    got = int(pg.sql(f"select count(*) from {table}"))
-    if got != n:
-        raise SystemExit(f"postgres import: {got} rows of {n}")
-    return n / took
 
 
 def mosaic_range_pages(addr, table, secs):
@@ -227,15 +207,10 @@ def run_core(k, pg, ndjson, tsv, add):
     env = {"PEERS_TABLE": table, "PEERS_DOCS": str(NDOCS), "PEERS_RUN": str(k)}
     add("point GET by id, c32", "mosaicdb", wrk(MOSAIC, "/", "get.lua", 32, 2, SECS, env))
     add("point GET by id, c32", "ceiling", wrk(CEILING, "/", None, 32, 2, SECS))
-    add("point GET by id, c32", "postgres", pg.bench(
-        f"\\set n random(0, {NDOCS - 1})\nselect doc from {table} where id = 'd' || :n;\n", 32, SECS))
+    add("point GET by id, c32", "postgres", pg.bench(pg_get(table, NDOCS), 32, SECS))
 
     add("durable PUT of new ids, c32", "mosaicdb", wrk(MOSAIC, "/", "put.lua", 32, 2, SECS, env))
-    add("durable PUT of new ids, c32", "postgres", pg.bench(
-        "\\set n random(1, 2000000000)\n"
-        f"insert into puts values ('r{k}c' || :client_id || '-' || :n, "
-        "'{\"name\":\"user\",\"age\":42,\"city\":\"Oslo\",\"tags\":[\"a\",\"c\"],\"pad\":\"" + "x" * 100 + "\"}') "
-        "on conflict (id) do update set doc = excluded.doc;\n", 32, SECS))
+    add("durable PUT of new ids, c32", "postgres", pg.bench(pg_put("puts", k), 32, SECS))
 
     add("age range ~3k ids, 1 client, stream", "mosaicdb", wrk(MOSAIC, "/", "range.lua", 1, 1, SECS, env))
     add("age range ~3k ids, 1 client, pages of 1000", "mosaicdb", mosaic_range_pages(MOSAIC, table, SECS))
@@ -303,7 +278,7 @@ def measure(groups):
         log(f"{w} / {system}: {value:,.3f}")
 
     core = "core" in groups
-    model_groups = [models.GROUPS[g](MOSAIC, SECS) for g in groups if g in models.GROUPS]
+    model_groups = [GROUPS[g](MOSAIC, SECS) for g in groups if g in GROUPS]
     if core or model_groups:
         measure_shared(core, model_groups, add)
     big = measure_big() if BIG and "big" in groups else None
@@ -326,16 +301,19 @@ def report(workloads, results, big, notes):
     unmet = []
     for w in workloads:
         r = results[w.name]
-        m = r.get("mosaicdb", [])
+        m = r.get(w.subject, [])
         ratios, met, wanted = [], True, False
         for ref, want in w.targets:
-            # mosaicdb over the reference; for a latency (lower is better) the reference over mosaicdb
+            # the subject (mosaicdb) over the reference; for a latency (lower is better) the reference
+            # over the subject
             per_run = [b / a if w.lower else a / b for a, b in zip(m, r.get(ref, [])) if (a if w.lower else b)]
             if per_run and w.ratio:
                 ratios.append(f"{span(per_run, '{:.2f}')}× {ref}")
             if want is not None:
                 wanted = True
                 met &= bool(per_run) and min(per_run) >= want
+        if ratios and w.subject != "mosaicdb":
+            ratios[0] = f"{w.subject}: {ratios[0]}"
         if wanted and not met:
             unmet.append(w.name)
         target = ", ".join(f"≥ {want}× {ref}" for ref, want in w.targets if want is not None) or "— (reported)"
@@ -394,7 +372,7 @@ def main():
     ensure_tools(groups)
     build(groups)
     workloads, results, big = measure(groups)
-    notes = [CORE_NOTE] * ("core" in groups) + [n for g in groups if g in models.GROUPS for n in models.NOTES[g]]
+    notes = [CORE_NOTE] * ("core" in groups) + [n for g in groups if g in GROUPS for n in NOTES[g]]
     table = report(workloads, results, big, notes)
     print(table)
     out = docs_out()

@@ -19,7 +19,7 @@ use crate::common::postgres::ENV;
 use crate::process::{ServerProc, kill, start_with, stop};
 use crate::workload::{
     self, KEYS_PER_WRITER, Outcome, Rng, State, TABLE, WRITERS, acknowledged, create_table, document, empty_state,
-    in_flight, join_writers, key, read_back, seed, verify,
+    in_flight, join_writers, key, keys_of, read_back, seed, verify,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -118,12 +118,7 @@ fn spawn_writers(
 ) -> Vec<JoinHandle<Outcome>> {
     (0..WRITERS)
         .map(|w| {
-            let mine: State = state
-                .iter()
-                .filter(|(id, _)| id.starts_with(&format!("w{w}/")))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            let seed = Rng(rng.next() | 1);
+            let (mine, seed) = (keys_of(state, w), Rng(rng.next() | 1));
             tokio::spawn(writer(client.clone(), base.to_owned(), w, round, mine, seed, shared.clone()))
         })
         .collect()

@@ -150,6 +150,11 @@ pub async fn wait_index_ready(client: &reqwest::Client, base: &str, name: &str, 
     }
 }
 
+/// Writer `w`'s keys of `state` (ids `w{w}/…`).
+pub fn keys_of(state: &State, w: usize) -> State {
+    state.iter().filter(|(id, _)| id.starts_with(&format!("w{w}/"))).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
 /// Starts the writers, each on its own keys of `state`, with seeds drawn from `rng`.
 pub fn spawn_writers(
     client: &reqwest::Client,
@@ -160,12 +165,7 @@ pub fn spawn_writers(
 ) -> Vec<JoinHandle<Outcome>> {
     (0..WRITERS)
         .map(|w| {
-            let mine: State = state
-                .iter()
-                .filter(|(id, _)| id.starts_with(&format!("w{w}/")))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            let seed = Rng(rng.next() | 1);
+            let (mine, seed) = (keys_of(state, w), Rng(rng.next() | 1));
             tokio::spawn(writer(client.clone(), base.to_owned(), w, round, mine, seed))
         })
         .collect()
