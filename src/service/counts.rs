@@ -16,9 +16,11 @@ pub(crate) fn key(table: &str) -> Vec<u8> {
     MetaKey::Count(table.into()).encode()
 }
 
-/// The table's document count as the write sees it.
+/// The table's document count as the write sees it. Read through the committer's cache of hot
+/// keys (`WriteTx::get_cached`): every write to a table reads and rewrites its count, and the
+/// cache answers without the store (a memtable walk on fjall, a round trip on PostgreSQL).
 pub(crate) fn count_in(tx: &WriteTx<'_>, table: &str) -> Result<u64> {
-    Ok(decode(tx.get(Space::Meta, &key(table))?.as_deref()))
+    Ok(decode(tx.get_cached(Space::Meta, &key(table))?.as_deref()))
 }
 
 /// Adds `delta` to the table's document count, in the write.
