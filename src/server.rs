@@ -167,30 +167,41 @@ async fn accept_until(
 
 /// Serves until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn run(config: ServerConfig) -> Result<(), ServerError> {
+    // caught from before the first request is served: a SIGTERM right after the start (a
+    // container stopped at once) shuts down gracefully too, rather than killing the process
+    let signal = shutdown_signal();
     let server = Server::start(config).await?;
     tracing::info!(addr = %server.addr(), "mosaicdb listening; Swagger UI at /docs");
-    shutdown_signal().await;
+    signal.await;
     tracing::info!("shutting down: finishing in-flight requests");
     server.shutdown().await
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
+/// Resolves at SIGTERM or SIGINT; the handlers are in place once this returns.
+#[cfg(unix)]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    let (term, int) = (signal(SignalKind::terminate()).ok(), signal(SignalKind::interrupt()).ok());
+    async fn received(signal: Option<Signal>) {
+        match signal {
+            Some(mut s) => {
                 s.recv().await;
             }
-            Err(_) => std::future::pending::<()>().await,
+            None => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+    }
+    async move {
+        tokio::select! {
+            () = received(term) => {},
+            () = received(int) => {},
+        }
+    }
+}
+
+/// Resolves at Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
