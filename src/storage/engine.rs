@@ -188,36 +188,6 @@ impl Engine {
         }
     }
 
-    /// Whether this is fjall, in the data directory.
-    pub(super) fn is_embedded(&self) -> bool {
-        matches!(self, Engine::Embedded(_))
-    }
-
-    /// PostgreSQL: marks a restore as under way (refused unless the tables are empty) or done
-    /// (fjall marks its data directory with a file: `load.rs`).
-    pub(super) fn mark_restoring(&self, on: bool) -> Result<()> {
-        match self {
-            Engine::Embedded(_) => Ok(()),
-            Engine::Postgres(pg) => pg.mark_restoring(on),
-        }
-    }
-
-    /// PostgreSQL: whether a restore into the database has not finished.
-    pub(super) fn restoring(&self) -> Result<bool> {
-        match self {
-            Engine::Embedded(_) => Ok(false),
-            Engine::Postgres(pg) => pg.restoring(),
-        }
-    }
-
-    /// PostgreSQL: empties every table (what a failed restore wrote) and clears the restore mark.
-    pub(super) fn empty_all(&self) -> Result<()> {
-        match self {
-            Engine::Embedded(_) => Ok(()),
-            Engine::Postgres(pg) => pg.empty_all(),
-        }
-    }
-
     /// The PostgreSQL backend, if this is it.
     pub(super) fn postgres(&self) -> Option<&Postgres> {
         match self {

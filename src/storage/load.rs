@@ -36,7 +36,8 @@ impl BulkLoad {
         if config.backend != super::Backend::Embedded {
             config.durability = Durability::Buffered;
             let store = Store::open_dir(config.clone())?;
-            if let Err(e) = store.engine().mark_restoring(true) {
+            let marked = store.engine().postgres().map_or(Ok(()), |pg| pg.mark_restoring(true));
+            if let Err(e) = marked {
                 let _ = store.close();
                 return Err(e);
             }
@@ -129,9 +130,9 @@ impl BulkLoad {
         let done = (|| {
             self.flush()?;
             self.store.close()?;
-            if !self.store.engine().is_embedded() {
+            if let Some(pg) = self.store.engine().postgres() {
                 // durable (its commit after the load's, in PostgreSQL's log)
-                return self.store.engine().mark_restoring(false);
+                return pg.mark_restoring(false);
             }
             std::fs::remove_file(self.path.join(RESTORE_MARKER))
                 .and_then(|()| sync_dir(&self.path))
@@ -151,8 +152,8 @@ impl BulkLoad {
     pub fn abandon(self) {
         let BulkLoad { store, path, created, .. } = self;
         let _ = store.close();
-        if !store.engine().is_embedded() {
-            if let Err(e) = store.engine().empty_all() {
+        if let Some(pg) = store.engine().postgres() {
+            if let Err(e) = pg.empty_all() {
                 tracing::warn!(error = %e, "removing what a failed restore wrote into PostgreSQL failed");
             }
             return;

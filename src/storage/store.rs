@@ -80,7 +80,9 @@ impl Store {
             return Err(StorageError::UnfinishedRestore(config.path));
         }
         let store = Store::open_dir(config)?;
-        if store.engine().restoring()? {
+        if let Some(pg) = store.engine().postgres()
+            && pg.restoring()?
+        {
             let _ = store.close();
             return Err(StorageError::Engine(
                 "the PostgreSQL database holds an unfinished restore: empty it and restore again".into(),

@@ -19,14 +19,13 @@ use std::time::Duration;
 /// of its own; elsewhere (the committer, the blocking pool) it just runs.
 pub(crate) fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
+            std::thread::scope(|scope| match scope.spawn(f).join() {
+                Ok(value) => value,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
         }
-        Ok(_) => std::thread::scope(|scope| match scope.spawn(f).join() {
-            Ok(value) => value,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }),
-        Err(_) => f(),
+        _ => off_worker(f),
     }
 }
 
