@@ -71,6 +71,11 @@ pub struct StorageConfig {
     /// bytes kept free on the data directory's disk: writes are refused (and resume on their
     /// own) while less is free (0: no check); see `health.rs`
     pub min_free_bytes: u64,
+    /// Cluster mode (PostgreSQL only): the URL at which other servers and clients reach this
+    /// one. Any number of servers may then open one database: the one that takes its lock leads
+    /// (writes), the others follow (read, and send writes to the leader). `None`: the only
+    /// server on its backend (a second one is refused).
+    pub advertise: Option<String>,
 }
 
 impl StorageConfig {
@@ -88,6 +93,7 @@ impl StorageConfig {
             worker_threads: 2,
             max_group: 1024,
             min_free_bytes: 64 << 20,
+            advertise: None,
         }
     }
 }

@@ -6,7 +6,7 @@ use super::*;
 use std::ops::Bound;
 
 #[path = "../../tests/common/postgres.rs"]
-mod test_postgres;
+pub(super) mod test_postgres;
 
 /// A fresh store on a fresh PostgreSQL database, if a test cluster is given.
 fn postgres(test: &str) -> Option<(tempfile::TempDir, Store)> {

@@ -52,7 +52,9 @@ impl Engine {
     pub(super) fn open(config: &StorageConfig) -> Result<Engine> {
         Ok(match &config.backend {
             Backend::Embedded => Engine::Embedded(Embedded::open(config)?),
-            Backend::Postgres { url } => Engine::Postgres(Postgres::open(url, config.durability)?),
+            Backend::Postgres { url } => {
+                Engine::Postgres(Postgres::open(url, config.durability, config.advertise.as_deref())?)
+            }
         })
     }
 
@@ -116,7 +118,7 @@ impl Engine {
             Engine::Embedded(e) => View::Snapshot(e.snapshot()),
             Engine::Postgres(pg) if pg.on_committer() => View::Postgres(pg.writer()),
             Engine::Postgres(pg) => match pg.begin_view() {
-                Ok((lease, _)) => View::Postgres(lease),
+                Ok((lease, _, _)) => View::Postgres(lease),
                 Err(e) => View::Broken(e.to_string()),
             },
         }

@@ -36,6 +36,13 @@ pub enum StorageError {
     /// restart (see `Poisoned`).
     #[error("the storage backend is unavailable: {0}")]
     Backend(String),
+    /// Cluster mode: this server follows; writes go to the leader (the write did not run).
+    #[error("this server is a follower: writes go to the cluster's leader")]
+    NotLeader,
+    /// Cluster mode: another server took the lead of the backend (the epoch moved on): this one
+    /// commits nothing more (the group was rolled back).
+    #[error("another server took the lead of the PostgreSQL database: this one commits nothing more")]
+    Deposed,
     /// A write function panicked; nothing it staged was written.
     #[error("a write was aborted by an internal error")]
     Aborted,

@@ -8,6 +8,7 @@
 //! goes through `embedded.rs` (fjall), the one file that calls it (`slice.rs` wraps its byte
 //! view, which every backend can make from bytes).
 
+mod cluster;
 mod commit;
 mod config;
 mod dirs;
@@ -31,6 +32,7 @@ mod sync;
 mod values;
 mod write;
 
+pub use cluster::{Leadership, Role};
 pub use config::{Backend, Durability, StorageConfig};
 pub use error::{Result, StorageError};
 pub use health::Health;
@@ -44,6 +46,8 @@ pub use stats::{FamilyStats, StoreStats};
 pub use store::{RESTORE_MARKER, Store};
 pub use write::WriteTx;
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod contract_tests;
 #[cfg(test)]

@@ -35,10 +35,23 @@ impl Published {
         Arc::new(Published { snapshot, derived, state: next_state() })
     }
 
+    /// A state another server published, under the number it gave it (a follower's view of the
+    /// backend; see `Store::snapshot`): numbers given out here from now on are above it.
+    pub(super) fn of_leader(state: u64, snapshot: Option<View>) -> Arc<Published> {
+        raise_states(state);
+        Arc::new(Published { snapshot, derived: None, state })
+    }
+
     /// This state's number (see [`ReadView::state`]).
     pub(super) fn state(&self) -> u64 {
         self.state
     }
+}
+
+/// Numbers given out from now on are above `state` (a state a leader before this one, in this
+/// process or another, published on the same backend).
+pub(super) fn raise_states(state: u64) {
+    LAST_STATE.fetch_max(state, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A state number no state has had.

@@ -31,10 +31,23 @@ impl Store {
         let broken =
             |why: String| ReadView { published: self.inner.views.load_full(), own: Some(View::Broken(why)), limits };
         loop {
-            let (lease, state) = match pg.begin_view() {
+            let (lease, state, own_epoch) = match pg.begin_view() {
                 Ok(begun) => begun,
                 Err(e) => return broken(e.to_string()),
             };
+            if pg.role() == super::Role::Follower || !own_epoch {
+                if !own_epoch {
+                    // another server leads: nothing this one remembers is of that state
+                    self.deposed();
+                }
+                // the leader's state, under its number, with no derived state (this server
+                // derives nothing from the leader's writes)
+                return ReadView {
+                    published: Published::of_leader(state, None),
+                    own: Some(View::Postgres(lease)),
+                    limits,
+                };
+            }
             loop {
                 let published = self.inner.views.load_full();
                 if published.state() == state {

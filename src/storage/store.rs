@@ -126,15 +126,21 @@ impl Store {
         let durable = Arc::new(tokio::sync::watch::Sender::new(next_seq - 1));
         #[cfg(test)]
         let mut synced_journal = Arc::default();
-        let rows = Arc::new(rows::Rows::new(usize::try_from(config.row_cache_bytes).unwrap_or(usize::MAX)));
+        let follower = engine.postgres().is_some_and(|pg| pg.role() == super::Role::Follower);
+        // a follower's documents change under it (the leader writes them): it caches none
+        let row_cache = if follower { 0 } else { config.row_cache_bytes };
+        let rows = Arc::new(rows::Rows::new(usize::try_from(row_cache).unwrap_or(usize::MAX)));
         if config.durability == Durability::Sync && embedded {
             // What the open recovered from the journal reached the OS before a crash, but
             // maybe not the disk: it is fsynced before anything reads it.
             engine.persist(true)?;
         }
         let first = Published::new(engine.shared_snapshot(), None);
-        // PostgreSQL's state row names it (see `Store::snapshot`)
-        engine.end_group(Some(first.state()))?;
+        // PostgreSQL's state row names it (see `Store::snapshot`); a follower's views show the
+        // leader's states
+        if !follower {
+            engine.end_group(Some(first.state()))?;
+        }
         let views: Views = Arc::new(arc_swap::ArcSwap::new(first));
         let derived_source = Arc::new(std::sync::OnceLock::new());
         let republish = Arc::new(AtomicBool::new(false));
@@ -185,6 +191,7 @@ impl Store {
             derived_source: derived_source.clone(),
             derived: None,
             republish: republish.clone(),
+            follower,
         };
         let (tx, rx) = mpsc::channel();
         let running = Arc::new(AtomicBool::new(true));
@@ -238,6 +245,38 @@ impl Store {
     /// True after a failed write to disk: writes are refused until restart.
     pub fn is_poisoned(&self) -> bool {
         self.inner.poisoned.is_set()
+    }
+
+    /// What this server is among those sharing the backend (see `cluster.rs`): always
+    /// [`Role::Sole`] on fjall and outside cluster mode.
+    pub fn role(&self) -> super::Role {
+        self.inner.engine.postgres().map_or(super::Role::Sole, |pg| pg.role())
+    }
+
+    /// The epoch this server took as it took the lead of its PostgreSQL database (0: it
+    /// follows, or the backend is fjall).
+    pub fn epoch(&self) -> u64 {
+        self.inner.engine.postgres().map_or(0, |pg| pg.epoch())
+    }
+
+    /// The backend's leadership row, read now (`None` on fjall).
+    pub fn leadership(&self) -> Result<Option<super::Leadership>> {
+        self.inner.engine.postgres().map(|pg| pg.leadership()).transpose()
+    }
+
+    /// The number of the state reads see now (on a leader: at least that of every write
+    /// acknowledged so far; see [`ReadView::state`](super::ReadView::state)).
+    pub fn published_state(&self) -> u64 {
+        self.inner.views.load().state()
+    }
+
+    /// Stops taking writes for good: another server leads the backend now (seen by a read of
+    /// its epoch). A group under way fails at its fence anyway; this stops the next ones.
+    pub fn deposed(&self) {
+        if !self.is_poisoned() {
+            tracing::warn!("another server took the lead of the PostgreSQL database: this one takes no more writes");
+            self.inner.poisoned.set(&StorageError::Deposed);
+        }
     }
 
     /// Whether the store takes writes now, and why not (see [`Health`]). Reads no disk: the

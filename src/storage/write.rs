@@ -296,7 +296,9 @@ impl<'c> WriteTx<'c> {
     /// Why the store refuses this write before it runs, if it does: poisoned (nothing it staged
     /// would be committed), or its disk nearly full.
     pub(super) fn refusal(&self) -> Option<StorageError> {
-        if self.committer.poisoned.is_set() {
+        if self.committer.follower {
+            Some(StorageError::NotLeader)
+        } else if self.committer.poisoned.is_set() {
             Some(StorageError::Poisoned)
         } else if self.committer.full.get() {
             Some(self.committer.reserve.refusal())
@@ -373,6 +375,8 @@ pub(super) struct Committer {
     /// and the thread that does it (joined when the committer ends); buffered: none
     pub(super) syncer: Option<(mpsc::SyncSender<Ticket>, std::thread::JoinHandle<()>)>,
     pub(super) poisoned: Arc<super::health::Poison>,
+    /// cluster mode, a follower: every write is refused ([`StorageError::NotLeader`])
+    pub(super) follower: bool,
     /// the free disk space kept: while under it, writes are refused before they run
     pub(super) reserve: Arc<super::health::DiskReserve>,
     /// whether the disk was nearly full as the group began (its writes are refused)

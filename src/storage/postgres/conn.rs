@@ -118,12 +118,21 @@ pub(super) struct Conn {
     pub(super) in_group: bool,
     /// a statement of the open group failed: the group can only be rolled back
     pub(super) failed: bool,
+    /// the keyspaces the open group wrote, a bit per `Space as usize`
+    pub(super) touched: u32,
 }
 
 impl Conn {
     pub(super) fn connect(config: &postgres::Config) -> Result<Conn> {
         let client = blocking(|| config.connect(NoTls))?;
-        Ok(Conn { client: Some(client), statements: HashMap::new(), in_view: false, in_group: false, failed: false })
+        Ok(Conn {
+            client: Some(client),
+            statements: HashMap::new(),
+            in_view: false,
+            in_group: false,
+            failed: false,
+            touched: 0,
+        })
     }
 
     /// The client.

@@ -19,12 +19,14 @@
 //! message must hold it: values to 512 MiB.
 
 mod conn;
+mod lead;
 mod scan;
 
 pub(super) use conn::Lease;
 pub(crate) use conn::blocking;
 pub(super) use scan::PgIter;
 
+use super::cluster::{Leadership, Role};
 use super::config::Durability;
 use super::error::{Result, StorageError};
 use super::limits::Limits;
@@ -59,30 +61,37 @@ pub(super) struct Postgres {
     committer: Arc<OnceLock<std::thread::ThreadId>>,
     /// how to connect, and the committer's session settings (for a reconnection)
     reconnect: Arc<(postgres::Config, String)>,
+    /// what this server is on the database
+    role: Role,
+    /// the epoch this server took as it took the lead (0 for a follower)
+    epoch: u64,
 }
 
-/// The key of the session lock a server holds on its database (`pg_try_advisory_lock`): "mosa".
-const LOCK_KEY: i64 = 0x6d6f_7361;
-
-/// How long an open waits for the database's lock (a server just stopped may still be closing
-/// its connections).
+/// How long an open waits for the database's lock outside cluster mode (a server just stopped
+/// may still be closing its connections).
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The committer's connection: its session settings, and the database's lock, which it holds
-/// for as long as it lives — so that one server (or tool) at a time opens a database, as fjall
-/// locks its directory: the committer's caches are exact only for the one writer.
-fn writer_session(config: &postgres::Config, session: &str) -> Result<Conn> {
+/// The committer's connection: its session settings, and, if it got it, the database's lock,
+/// which it holds for as long as it lives — so that one server (or tool) at a time writes the
+/// database, as fjall locks its directory: the committer's caches are exact only for the one
+/// writer. Outside cluster mode the lock is waited for ([`LOCK_WAIT`]) and required; in cluster
+/// mode it is tried once, and a server without it follows.
+fn writer_session(config: &postgres::Config, session: &str, cluster: bool) -> Result<(Conn, bool)> {
     let mut conn = Conn::connect(config)?;
     blocking(|| conn.client().batch_execute(session))?;
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
-        let row = blocking(|| conn.client().query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY]))?;
-        if row.try_get::<_, bool>(0)? {
-            return Ok(conn);
+        if lead::try_lock(&mut conn)? {
+            return Ok((conn, true));
+        }
+        if cluster {
+            return Ok((conn, false));
         }
         if std::time::Instant::now() > deadline {
             return Err(StorageError::Engine(
-                "another mosaicdb server (or tool) has this PostgreSQL database open: one at a time".into(),
+                "another mosaicdb server (or tool) has this PostgreSQL database open: one at a time \
+                 (or run every server in cluster mode, --advertise-url)"
+                    .into(),
             ));
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -92,6 +101,7 @@ fn writer_session(config: &postgres::Config, session: &str) -> Result<Conn> {
 /// One write's keys, deduplicated per keyspace (the last put or delete of a key wins).
 pub(super) struct PgBatch {
     writer: Arc<Lease>,
+    epoch: u64,
     ops: Vec<foldhash::HashMap<Vec<u8>, Option<Vec<u8>>>>,
 }
 
@@ -102,7 +112,11 @@ impl Postgres {
     /// (see [`writer_session`]). `Buffered` durability commits with `synchronous_commit = off`
     /// (acknowledged before PostgreSQL's WAL flush: a crash of PostgreSQL may take back the last
     /// moments of writes, never leave them half done).
-    pub(super) fn open(url: &str, durability: Durability) -> Result<Postgres> {
+    ///
+    /// In cluster mode (`advertise`: this server's URL) the lock is tried once: with it, the
+    /// server leads; without, it follows (reads, and writes nothing). Either way the epoch moves
+    /// on when a server takes the lead (see `storage/cluster.rs`).
+    pub(super) fn open(url: &str, durability: Durability, advertise: Option<&str>) -> Result<Postgres> {
         let mut config = postgres::Config::from_str(url)
             .map_err(|e| StorageError::Engine(format!("the PostgreSQL URL is not valid: {e}")))?;
         config.application_name("mosaicdb");
@@ -115,35 +129,67 @@ impl Postgres {
             Durability::Buffered => "off",
         };
         let session = format!("SET synchronous_commit = {synchronous}");
-        let mut writer = writer_session(&config, &session)?;
-        let mut ddl = String::new();
-        for space in Space::ALL {
-            ddl.push_str(&format!(
-                "CREATE TABLE IF NOT EXISTS {} (k bytea PRIMARY KEY, v bytea NOT NULL);",
-                table(space)
-            ));
-        }
-        ddl.push_str(&format!(
-            "CREATE TABLE IF NOT EXISTS {STORE_TABLE} (id int PRIMARY KEY, state bigint NOT NULL, restoring boolean NOT NULL);\
-             INSERT INTO {STORE_TABLE} VALUES (1, 0, false) ON CONFLICT (id) DO NOTHING;"
-        ));
-        blocking(|| writer.client().batch_execute(&ddl))?;
+        let (mut writer, locked) = writer_session(&config, &session, advertise.is_some())?;
+        let (role, epoch) = if locked {
+            let mut ddl = String::new();
+            for space in Space::ALL {
+                ddl.push_str(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} (k bytea PRIMARY KEY, v bytea NOT NULL);",
+                    table(space)
+                ));
+            }
+            ddl.push_str(&lead::store_ddl());
+            blocking(|| writer.client().batch_execute(&ddl))?;
+            let (epoch, state) = lead::take_lead(&mut writer, advertise.unwrap_or_default())?;
+            // this leader's states are numbered above every state the ones before it published
+            super::read::raise_states(state);
+            let role = if advertise.is_some() { Role::Leader } else { Role::Sole };
+            tracing::info!(epoch, ?role, "took the lead of the PostgreSQL database");
+            (role, epoch)
+        } else {
+            // the leader made the tables; a database no leader has opened yet is not followed
+            lead::leadership(&mut writer)?;
+            (Role::Follower, 0)
+        };
         Ok(Postgres {
             pool: Arc::new(Pool::new(config.clone(), MAX_READERS)),
             writer: Arc::new(Lease::own(writer)),
             committer: Arc::default(),
             reconnect: Arc::new((config, session)),
+            role,
+            epoch,
         })
+    }
+
+    /// What this server is on the database.
+    pub(super) fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The epoch this server leads in (0: it follows).
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The database's leadership row, read now (on a pooled connection).
+    pub(super) fn leadership(&self) -> Result<Leadership> {
+        self.pool.take()?.with(lead::leadership)
     }
 
     /// Before a group: a committer connection that PostgreSQL closed (a restart of the server, a
     /// lost network) while no group was open is opened again, its lock taken again; a failure is
     /// the group's writes' to meet.
+    /// In cluster mode a leader whose session ended is not healed: the lock it held may be
+    /// another's by now, and its next group fails (the store takes no more writes).
     pub(super) fn heal(&self) {
+        if self.role != Role::Sole {
+            return;
+        }
         let healed = self.writer.with(|conn| {
             if conn.is_closed() && !conn.in_group {
                 let (config, session) = &*self.reconnect;
-                *conn = writer_session(config, session)?;
+                let (fresh, _) = writer_session(config, session, false)?;
+                *conn = fresh;
                 tracing::info!("reconnected the committer to PostgreSQL");
             }
             Ok(())
@@ -175,28 +221,39 @@ impl Postgres {
 
     /// A read view: a `REPEATABLE READ` transaction on a pooled connection, and the number of
     /// the state its snapshot shows (see the module's comment).
-    pub(super) fn begin_view(&self) -> Result<(Arc<Lease>, u64)> {
+    ///
+    /// Also says whether the view's epoch is this server's (a leader's view of another epoch
+    /// shows another leader's writes: this one was deposed).
+    pub(super) fn begin_view(&self) -> Result<(Arc<Lease>, u64, bool)> {
         let lease = self.pool.take()?;
-        let state = lease.with(|conn| {
+        let (state, epoch) = lease.with(|conn| {
             conn.in_view = true;
             let sql = format!(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT state FROM {STORE_TABLE} WHERE id = 1"
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT state, epoch FROM {STORE_TABLE} WHERE id = 1"
             );
             let messages = blocking(|| conn.client().simple_query(&sql))?;
             messages
                 .iter()
                 .find_map(|m| match m {
-                    postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(|s| s.parse::<u64>().ok()),
+                    postgres::SimpleQueryMessage::Row(row) => {
+                        let n = |i| row.get(i).and_then(|s: &str| s.parse::<u64>().ok());
+                        n(0).zip(n(1))
+                    }
                     _ => None,
                 })
                 .ok_or_else(|| StorageError::Engine(format!("{STORE_TABLE} has no state row")))
         })?;
-        Ok((Arc::new(lease), state))
+        let own = self.role == Role::Follower || epoch == self.epoch;
+        Ok((Arc::new(lease), state, own))
     }
 
     /// An empty batch on the committer's connection.
     pub(super) fn batch(&self) -> PgBatch {
-        PgBatch { writer: self.writer.clone(), ops: Space::ALL.iter().map(|_| Default::default()).collect() }
+        PgBatch {
+            writer: self.writer.clone(),
+            epoch: self.epoch,
+            ops: Space::ALL.iter().map(|_| Default::default()).collect(),
+        }
     }
 
     /// Ends the committer's group: sets the state row to `state` (the number of the state it
@@ -205,7 +262,8 @@ impl Postgres {
     /// rolled back and fails. Says whether a write was committed.
     pub(super) fn end_group(&self, state: Option<u64>) -> Result<bool> {
         self.writer.with(|conn| {
-            let set = state.map(|s| format!("UPDATE {STORE_TABLE} SET state = {s} WHERE id = 1;"));
+            let touched = std::mem::take(&mut conn.touched);
+            let set = state.map(|s| lead::publish_sql(s, touched, self.epoch));
             if conn.in_group {
                 conn.in_group = false;
                 if std::mem::take(&mut conn.failed) {
@@ -375,16 +433,18 @@ impl PgBatch {
     /// Runs the batch's statements in the committer's group transaction (begun by the first
     /// batch of the group): committed with the group, by [`Postgres::end_group`].
     pub(super) fn commit(self) -> Result<()> {
-        let PgBatch { writer, ops } = self;
+        let PgBatch { writer, epoch, ops } = self;
         writer.with(|conn| {
             if !conn.in_group {
-                blocking(|| conn.client().batch_execute("BEGIN"))?;
                 conn.in_group = true;
+                // the transaction stays open when the fence fails: the group's end rolls it back
+                lead::begin_fenced(conn, epoch).inspect_err(|_| conn.failed = true)?;
             }
             for (space, ops) in Space::ALL.into_iter().zip(ops) {
                 if ops.is_empty() {
                     continue;
                 }
+                conn.touched |= 1 << space as u32;
                 let mut deletes: Vec<Vec<u8>> = Vec::new();
                 let mut puts: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
                 for (key, value) in ops {

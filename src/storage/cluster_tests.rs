@@ -1,0 +1,119 @@
+//! Cluster mode on PostgreSQL (see `cluster.rs`): one leader, fenced by the epoch; followers
+//! read the leader's commits and write nothing. Skipped where `MOSAIC_TEST_POSTGRES` is not set.
+
+use super::*;
+
+use super::contract_tests::test_postgres;
+
+/// A store on `url` in cluster mode, advertising `name`.
+fn clustered(dir: &std::path::Path, url: &str, name: &str) -> Store {
+    let mut cfg = StorageConfig::new(dir);
+    cfg.backend = Backend::Postgres { url: url.to_owned() };
+    cfg.advertise = Some(format!("http://{name}"));
+    Store::open(cfg).unwrap()
+}
+
+fn put(store: &Store, key: &[u8], value: &[u8]) -> Result<()> {
+    let (key, value) = (key.to_vec(), value.to_vec());
+    store.write_blocking(move |tx| {
+        tx.put(Space::Entity, key, value);
+        Ok(())
+    })
+}
+
+/// Runs `sql` on its own connection (on a thread of its own: the client runs a runtime).
+fn execute(url: &str, sql: &str) {
+    let (url, sql) = (url.to_owned(), sql.to_owned());
+    std::thread::spawn(move || {
+        ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap().batch_execute(&sql).unwrap()
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn the_first_server_leads_the_next_follow_and_read_its_commits() {
+    let Some(url) = test_postgres::fresh_database("the_first_server_leads") else { return };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = clustered(a.path(), &url, "a:1");
+    let follower = clustered(b.path(), &url, "b:1");
+    assert_eq!((leader.role(), follower.role()), (Role::Leader, Role::Follower));
+    assert!(leader.epoch() >= 1);
+    assert_eq!(follower.epoch(), 0);
+
+    put(&leader, b"k", b"v1").unwrap();
+    let seen = follower.leadership().unwrap().unwrap();
+    assert_eq!((seen.epoch, seen.leader.as_str(), seen.held), (leader.epoch(), "http://a:1", true));
+    assert_eq!(seen.state, leader.published_state(), "the row names the state the leader published");
+    assert_eq!(seen.changed(Space::Entity), seen.state, "the write's keyspace is marked changed by its state");
+    assert!(seen.changed(Space::Ts) < seen.state);
+
+    // the follower reads the leader's commits, under the leader's state numbers
+    let view = follower.snapshot();
+    assert_eq!(view.get(Space::Entity, b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+    assert_eq!(view.state(), seen.state);
+    drop(view);
+    put(&leader, b"k", b"v2").unwrap();
+    assert_eq!(follower.get(Space::Entity, b"k").unwrap().as_deref(), Some(&b"v2"[..]), "no stale cached copy");
+    assert!(follower.snapshot().state() > seen.state);
+
+    // a follower writes nothing
+    assert!(matches!(put(&follower, b"f", b"x"), Err(StorageError::NotLeader)));
+    assert_eq!(leader.get(Space::Entity, b"f").unwrap(), None);
+
+    // the leader gone, the next server to open leads, in the next epoch
+    let epoch = leader.epoch();
+    leader.close().unwrap();
+    drop(leader);
+    let c = tempfile::tempdir().unwrap();
+    let next = clustered(c.path(), &url, "c:1");
+    assert_eq!((next.role(), next.epoch()), (Role::Leader, epoch + 1));
+    assert!(next.published_state() > seen.state, "its states are numbered above the last leader's");
+    put(&next, b"k", b"v3").unwrap();
+    assert_eq!(follower.get(Space::Entity, b"k").unwrap().as_deref(), Some(&b"v3"[..]));
+    follower.close().unwrap();
+    next.close().unwrap();
+}
+
+#[test]
+fn a_deposed_leader_commits_nothing() {
+    let Some(url) = test_postgres::fresh_database("a_deposed_leader_commits_nothing") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let leader = clustered(dir.path(), &url, "a:1");
+    put(&leader, b"before", b"1").unwrap();
+    // another server took the lead (as one does once this one's session is gone)
+    execute(&url, "UPDATE mosaic_store SET epoch = epoch + 1 WHERE id = 1");
+    let refused = put(&leader, b"after", b"2");
+    assert!(refused.is_err(), "a deposed leader's write was acknowledged");
+    assert!(leader.is_poisoned());
+    assert!(put(&leader, b"later", b"3").is_err());
+    let read = |key: &str| {
+        let sql = format!("SELECT count(*) FROM mosaic_entity WHERE k = '\\x{}'::bytea", hex(key.as_bytes()));
+        let url = url.clone();
+        std::thread::spawn(move || {
+            let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+            client.query_one(&sql, &[]).unwrap().get::<_, i64>(0)
+        })
+        .join()
+        .unwrap()
+    };
+    assert_eq!((read("before"), read("after"), read("later")), (1, 0, 0));
+    leader.close().ok();
+}
+
+#[test]
+fn a_leader_that_reads_another_epoch_stops_writing() {
+    let Some(url) = test_postgres::fresh_database("a_leader_reads_another_epoch") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let leader = clustered(dir.path(), &url, "a:1");
+    execute(&url, "UPDATE mosaic_store SET epoch = epoch + 1 WHERE id = 1");
+    // no write needed: the first view it takes shows the other epoch
+    let _ = leader.snapshot();
+    assert!(leader.is_poisoned());
+    assert!(put(&leader, b"k", b"v").is_err());
+    leader.close().ok();
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,132 @@
+//! Who writes a PostgreSQL database (see `storage/cluster.rs`): the lock a leader holds for its
+//! session, the epoch it moves on as it takes the lead, the fence each of its groups passes, and
+//! the row followers poll.
+
+use super::STORE_TABLE;
+use super::conn::{Conn, blocking};
+use crate::storage::cluster::Leadership;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::space::Space;
+use postgres::SimpleQueryMessage;
+
+/// The key of the session lock a leader holds on its database (`pg_try_advisory_lock`): "mosa".
+const LOCK_KEY: i64 = 0x6d6f_7361;
+
+/// Slots of `mosaic_store.changed` (one per keyspace, room for more).
+pub(super) const CHANGED_SLOTS: usize = 16;
+const _: () = assert!(Space::ALL.len() <= CHANGED_SLOTS);
+
+/// The store's row and what cluster mode added to it (an older database gains the columns).
+pub(super) fn store_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {STORE_TABLE} (id int PRIMARY KEY, state bigint NOT NULL, restoring boolean NOT NULL);\
+         INSERT INTO {STORE_TABLE} VALUES (1, 0, false) ON CONFLICT (id) DO NOTHING;\
+         ALTER TABLE {STORE_TABLE} ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0,\
+             ADD COLUMN IF NOT EXISTS leader text NOT NULL DEFAULT '',\
+             ADD COLUMN IF NOT EXISTS changed bigint[] NOT NULL DEFAULT array_fill(0::bigint, ARRAY[{CHANGED_SLOTS}]);"
+    )
+}
+
+/// Tries the database's lock for the session of `conn` once: whether it holds it now.
+pub(super) fn try_lock(conn: &mut Conn) -> Result<bool> {
+    let row = blocking(|| conn.client().query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY]))?;
+    Ok(row.try_get::<_, bool>(0)?)
+}
+
+/// Takes the lead on `conn`, which holds the lock: moves the epoch on and names `leader` (the
+/// advertised URL, empty if none). Returns the new epoch and the state the last leader
+/// published. Durable whatever the session's setting: a leader must not lose its epoch.
+pub(super) fn take_lead(conn: &mut Conn, leader: &str) -> Result<(u64, u64)> {
+    let sql = format!(
+        "BEGIN; SET LOCAL synchronous_commit = on;\
+         UPDATE {STORE_TABLE} SET epoch = epoch + 1, leader = {} WHERE id = 1 RETURNING epoch, state; COMMIT",
+        quote(leader)
+    );
+    let messages = blocking(|| conn.client().simple_query(&sql))?;
+    let row = first_row(&messages).ok_or_else(|| StorageError::Engine(format!("{STORE_TABLE} has no row")))?;
+    Ok((number(row.get(0))?, number(row.get(1))?))
+}
+
+/// Begins a group's transaction on the leader's connection and checks, in it, that the epoch is
+/// still `epoch` — holding the store's row until the group ends, so no other server takes the
+/// lead in between. A moved epoch: [`StorageError::Deposed`] (the transaction is left open, for
+/// the group's end to roll back).
+pub(super) fn begin_fenced(conn: &mut Conn, epoch: u64) -> Result<()> {
+    let sql = format!("BEGIN; UPDATE {STORE_TABLE} SET epoch = epoch WHERE id = 1 AND epoch = {epoch}");
+    let messages = blocking(|| conn.client().simple_query(&sql))?;
+    let updated = messages.iter().rev().find_map(|m| match m {
+        SimpleQueryMessage::CommandComplete(n) => Some(*n),
+        _ => None,
+    });
+    if updated == Some(1) { Ok(()) } else { Err(StorageError::Deposed) }
+}
+
+/// The statement that ends a group publishing `state`: the state row, and `state` as the last
+/// change of every keyspace in `touched` (a bit per `Space as usize`).
+pub(super) fn publish_sql(state: u64, touched: u32, epoch: u64) -> String {
+    let mut set = format!("state = {state}");
+    for space in Space::ALL {
+        if touched & (1 << space as u32) != 0 {
+            set.push_str(&format!(", changed[{}] = {state}", space as usize + 1));
+        }
+    }
+    format!("UPDATE {STORE_TABLE} SET {set} WHERE id = 1 AND epoch = {epoch};")
+}
+
+/// The backend's leadership row, and whether a server holds the lock.
+pub(super) fn leadership(conn: &mut Conn) -> Result<Leadership> {
+    let sql = format!(
+        "SELECT state, epoch, leader, array_to_string(changed, ','), EXISTS (SELECT 1 FROM pg_locks \
+           WHERE locktype = 'advisory' AND granted AND classid = {} AND objid = {} AND objsubid = 1 \
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) \
+         FROM {STORE_TABLE} WHERE id = 1",
+        LOCK_KEY >> 32,
+        LOCK_KEY & 0xffff_ffff
+    );
+    let messages = blocking(|| conn.client().simple_query(&sql))?;
+    let row = first_row(&messages).ok_or_else(|| StorageError::Engine(format!("{STORE_TABLE} has no row")))?;
+    let changed = row.get(3).unwrap_or_default();
+    Ok(Leadership {
+        state: number(row.get(0))?,
+        epoch: number(row.get(1))?,
+        leader: row.get(2).unwrap_or_default().to_owned(),
+        changed: changed.split(',').filter(|s| !s.is_empty()).map(|s| number(Some(s))).collect::<Result<_>>()?,
+        held: row.get(4) == Some("t"),
+    })
+}
+
+fn first_row(messages: &[SimpleQueryMessage]) -> Option<&postgres::SimpleQueryRow> {
+    messages.iter().find_map(|m| match m {
+        SimpleQueryMessage::Row(row) => Some(row),
+        _ => None,
+    })
+}
+
+fn number(text: Option<&str>) -> Result<u64> {
+    text.and_then(|s| s.parse().ok())
+        .ok_or_else(|| StorageError::Engine(format!("{STORE_TABLE} holds a number that is not one: {text:?}")))
+}
+
+/// `text` as an SQL string literal.
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publishing_names_each_touched_keyspace_once() {
+        let touched = (1 << Space::Entity as u32) | (1 << Space::Meta as u32);
+        let sql = publish_sql(42, touched, 7);
+        assert_eq!(
+            sql,
+            format!(
+                "UPDATE {STORE_TABLE} SET state = 42, changed[1] = 42, changed[{}] = 42 WHERE id = 1 AND epoch = 7;",
+                Space::Meta as usize + 1
+            )
+        );
+        assert_eq!(quote("it's"), "'it''s'");
+    }
+}
