@@ -125,6 +125,12 @@ struct ServeArgs {
     data_dir: PathBuf,
     #[command(flatten)]
     backend: BackendArgs,
+    /// cluster mode (with `--backend postgres`): the URL at which clients and the other servers
+    /// reach this one (`http://10.0.0.5:8080`). Any number of servers may then share the
+    /// database: one leads (writes), the others follow (read; writes sent to them are
+    /// redirected to the leader), and a follower takes over when the leader goes
+    #[arg(long, env = "MOSAIC_ADVERTISE_URL")]
+    advertise_url: Option<String>,
     /// sync: acknowledge after fsync (group commit); buffered: after handing the journal to the OS
     #[arg(long, env = "MOSAIC_DURABILITY", default_value = "sync")]
     durability: Durability,
@@ -208,6 +214,17 @@ impl ServeArgs {
         storage.row_cache_bytes = self.row_cache_mb << 20;
         storage.memtable_bytes = self.memtable_mb.max(1) << 20;
         storage.min_free_bytes = self.min_free_disk_mb.saturating_mul(1 << 20);
+        if let Some(url) = &self.advertise_url {
+            if !matches!(storage.backend, Backend::Postgres { .. }) {
+                return Err(
+                    "--advertise-url (cluster mode) needs --backend postgres: servers share its database".into()
+                );
+            }
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!("--advertise-url must be an http:// or https:// URL, not {url:?}"));
+            }
+            storage.advertise = Some(url.trim_end_matches('/').to_owned());
+        }
         Ok(ServerConfig {
             addr: self.addr,
             storage,

@@ -72,6 +72,7 @@ pub enum ServerError {
 /// A running server (tests and benches start it in-process).
 pub struct Server {
     addr: SocketAddr,
+    db: std::sync::Arc<Db>,
     stop: Option<oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<Result<(), ServerError>>,
 }
@@ -90,6 +91,7 @@ impl Server {
         let app = api::app(db.clone(), config.limits, &config.access);
         tracing::info!("{}", config.access.describe());
         let scheduler = Scheduler::start(db.clone(), config.tasks);
+        let handle = db.clone();
         let done = tokio::spawn(async move {
             accept_until(listener, app, stopped, &db, config.limits.timeout).await;
             // In-flight requests have finished: stop the periodic tasks (each at its next step)
@@ -98,12 +100,17 @@ impl Server {
             db.shutdown().await.map_err(ServerError::Close)?;
             Ok(())
         });
-        Ok(Server { addr, stop: Some(stop), done })
+        Ok(Server { addr, db: handle, stop: Some(stop), done })
     }
 
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The open database.
+    pub fn db(&self) -> &std::sync::Arc<Db> {
+        &self.db
     }
 
     /// Stops accepting, lets in-flight requests finish, flushes the store.
@@ -170,12 +177,50 @@ pub async fn run(config: ServerConfig) -> Result<(), ServerError> {
     // caught from before the first request is served: a SIGTERM right after the start (a
     // container stopped at once) shuts down gracefully too, rather than killing the process
     let signal = shutdown_signal();
-    let server = Server::start(config).await?;
-    tracing::info!(addr = %server.addr(), "mosaicdb listening; Swagger UI at /docs");
-    signal.await;
-    tracing::info!("shutting down: finishing in-flight requests");
-    server.shutdown().await
+    if config.storage.advertise.is_none() {
+        let server = Server::start(config).await?;
+        tracing::info!(addr = %server.addr(), "mosaicdb listening; Swagger UI at /docs");
+        signal.await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        return server.shutdown().await;
+    }
+    // Cluster mode: the database is opened again whenever the role may change — a follower that
+    // saw the lead free, a leader deposed or cut off from the backend (see `service::cluster`)
+    // — and, while it cannot be opened (the backend down or being failed over), tried again
+    // every second, nothing served meanwhile.
+    tokio::pin!(signal);
+    loop {
+        let server = match Server::start(config.clone()).await {
+            Ok(server) => server,
+            Err(e @ ServerError::Unprotected(_)) => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot open the database: trying again in a second");
+                tokio::select! {
+                    () = &mut signal => return Ok(()),
+                    () = tokio::time::sleep(REOPEN_EVERY) => continue,
+                }
+            }
+        };
+        let status = server.db().cluster_status();
+        tracing::info!(addr = %server.addr(), role = ?status.role, epoch = status.epoch, "mosaicdb listening; Swagger UI at /docs");
+        let db = server.db().clone();
+        tokio::select! {
+            () = &mut signal => {
+                tracing::info!("shutting down: finishing in-flight requests");
+                return server.shutdown().await;
+            }
+            () = db.reopen_wanted() => {
+                drop(db);
+                if let Err(e) = server.shutdown().await {
+                    tracing::warn!(error = %e, "closing the database before opening it again");
+                }
+            }
+        }
+    }
 }
+
+/// How often cluster mode tries to open a database it could not open.
+const REOPEN_EVERY: Duration = Duration::from_secs(1);
 
 /// Resolves at SIGTERM or SIGINT; the handlers are in place once this returns.
 #[cfg(unix)]

@@ -55,6 +55,7 @@ cat >"$DATA/patroni.yml" <<EOF
                      "rewind": {"username": "mosaic", "password": "mosaic"}},
   "pg_hba": ["local all all trust", "host all all 127.0.0.1/32 trust",
              "host all all $SUBNET trust", "host replication all $SUBNET trust"],
+  "basebackup": [{"checkpoint": "fast"}],
   "remove_data_directory_on_rewind_failure": true,
   "remove_data_directory_on_diverged_timelines": true
  },

@@ -136,6 +136,8 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         ServiceError::ImportStalled { .. } => StatusCode::REQUEST_TIMEOUT,
         ServiceError::BatchFailed { source, .. } => status_of(source),
+        ServiceError::NotLeader => StatusCode::TEMPORARY_REDIRECT,
+        ServiceError::Lagging { .. } => StatusCode::SERVICE_UNAVAILABLE,
         ServiceError::Unavailable(_) if e.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
         ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -165,10 +167,20 @@ impl From<ServiceError> for ApiError {
             _ => None,
         };
         // a full disk is freed by someone else: the write may be tried again after a while
-        let retry_after = e.is_disk_full().then_some(10);
+        let retry_after = match &e {
+            _ if e.is_disk_full() => Some(10),
+            // a follower catching up, a leader being replaced: soon
+            ServiceError::Lagging { .. } | ServiceError::Unavailable(crate::storage::StorageError::Deposed) => Some(1),
+            _ => None,
+        };
         ApiError { status, code: e.code(), detail, operation, lines, oldest_seq, retry_after }
     }
 }
+
+/// Marks a follower's refusal of a write, which the cluster layer turns into a redirect to the
+/// leader.
+#[derive(Debug, Clone, Copy)]
+pub struct ToLeader;
 
 /// 413 with the body limit in the detail.
 pub fn too_large() -> ApiError {
@@ -197,6 +209,10 @@ impl IntoResponse for ApiError {
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         if let Some(seconds) = self.retry_after {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == StatusCode::TEMPORARY_REDIRECT {
+            // where to: the cluster layer knows the leader and the request (`cluster.rs`)
+            response.extensions_mut().insert(ToLeader);
         }
         response
     }

@@ -6,6 +6,7 @@ pub mod auth;
 mod backup;
 mod batch;
 mod changes;
+mod cluster;
 mod documents;
 mod error;
 mod extract;
@@ -114,6 +115,7 @@ pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
     let max_streams = limits.max_streams.max(1);
     let streams = Arc::new(tokio::sync::Semaphore::new(max_streams));
     let state = AppState { db, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics };
+    let cluster = axum::middleware::from_fn_with_state(state.clone(), cluster::layer);
     let (timed, _) = routes().split_for_parts();
     // imports and backups stream for as long as they take: no request timeout
     let (import, _) = documents::import_router().split_for_parts();
@@ -136,7 +138,9 @@ pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
     if let Some(guard) = auth::Guard::new(access) {
         router = router.route_layer(axum::middleware::from_fn_with_state(guard, auth::authorize));
     }
+    // every route: the state applied, the state asked for, the redirect of a follower's writes
     router
+        .layer(cluster)
         .layer(
             ServiceBuilder::new()
                 // outermost, so that a request's status is the one the client gets (a timeout's

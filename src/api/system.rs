@@ -2,6 +2,7 @@
 
 use super::AppState;
 use super::error::{ApiError, Problem};
+use crate::service::cluster::ClusterStatus;
 use crate::service::{Health, Info};
 use axum::Json;
 use axum::extract::State;
@@ -16,6 +17,9 @@ pub struct Status {
     /// `ok` or `ready`
     #[schema(example = "ok")]
     pub status: &'static str,
+    /// cluster mode: this server's role, the leader, the epoch and how far behind it is
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterStatus>,
 }
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -25,20 +29,23 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 /// The process is up.
 #[utoipa::path(get, path = "/health", tag = "service", responses((status = 200, description = "up", body = Status)))]
 async fn health() -> Json<Status> {
-    Json(Status { status: "ok" })
+    Json(Status { status: "ok", cluster: None })
 }
 
-/// The store is open and takes writes. When it does not, the problem says why: `store_failed`
-/// (a write to disk failed; writes are refused until a restart), `insufficient_storage` (the disk
-/// is nearly full; writes resume once space is freed) or `unavailable` (shutting down).
+/// The store is open and takes writes (in cluster mode: here, or, on a follower, at the leader;
+/// the answer says the role). When it does not, the problem says why: `store_failed` (a write to
+/// disk failed, or in cluster mode another server took the lead: writes are refused until a
+/// restart, which cluster mode does on its own), `insufficient_storage` (the disk is nearly
+/// full; writes resume once space is freed) or `unavailable` (shutting down).
 #[utoipa::path(get, path = "/ready", tag = "service", responses(
     (status = 200, description = "ready", body = Status),
     (status = 503, description = "the store refuses writes: `store_failed`, `insufficient_storage` or `unavailable`",
         body = Problem, content_type = "application/problem+json"),
 ))]
 async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
+    let cluster = (state.db.role() != crate::storage::Role::Sole).then(|| state.db.cluster_status());
     let (code, detail) = match state.db.health() {
-        Health::Ok => return Ok(Json(Status { status: "ready" })),
+        Health::Ok => return Ok(Json(Status { status: "ready", cluster })),
         Health::DiskFull { free, reserve } => (
             "insufficient_storage",
             format!(

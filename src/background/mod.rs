@@ -109,8 +109,11 @@ impl Scheduler {
                 }),
             },
         ];
+        // a follower writes nothing: the leader runs the tasks
+        let writes = db.role() != crate::storage::Role::Follower;
         let handles = tasks
             .into_iter()
+            .filter(|_| writes)
             .map(|task| {
                 db.register_task(task.name, task.description, task.interval);
                 tokio::spawn(run_periodically(db.clone(), task, StopSignal(stopped.clone())))

@@ -128,6 +128,27 @@ fn json<T: serde::Serialize>(value: &T) -> Vec<u8> {
 impl Catalog {
     /// Reads every catalog entry of the store.
     pub fn load(store: &Store) -> Result<Arc<Catalog>, CatalogError> {
+        let (defs, dict, created_at_at_load) = Catalog::read(store)?;
+        let fields = Fields {
+            persisted: AtomicU32::new(dict.len() as u32),
+            current: RwLock::new(Arc::new(dict)),
+            grow: Mutex::new(()),
+        };
+        Ok(Arc::new(Catalog { defs: RwLock::new(defs), fields, created_at_at_load }))
+    }
+
+    /// Reads the catalog again, as another server (the cluster's leader) changed it: a
+    /// follower's, which changes nothing itself. Readers see the old catalog or the new one.
+    pub fn reload(&self, store: &Store) -> Result<(), CatalogError> {
+        let (defs, dict, _) = Catalog::read(store)?;
+        self.fields.persisted.store(dict.len() as u32, Ordering::Release);
+        *self.fields.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(dict);
+        *self.defs_mut() = defs;
+        Ok(())
+    }
+
+    /// The definitions, the field names and the largest `created_at` of the store's catalog.
+    fn read(store: &Store) -> Result<(Defs, FieldDict, i64), CatalogError> {
         let view = store.snapshot();
         let mut defs = Defs::default();
         let mut names = Vec::new();
@@ -184,13 +205,7 @@ impl Catalog {
             .chain(defs.dropping_views.values().copied())
             .max()
             .unwrap_or(0);
-        let dict = FieldDict::from_names(names)?;
-        let fields = Fields {
-            persisted: AtomicU32::new(dict.len() as u32),
-            current: RwLock::new(Arc::new(dict)),
-            grow: Mutex::new(()),
-        };
-        Ok(Arc::new(Catalog { defs: RwLock::new(defs), fields, created_at_at_load }))
+        Ok((defs, FieldDict::from_names(names)?, created_at_at_load))
     }
 
     fn defs(&self) -> std::sync::RwLockReadGuard<'_, Defs> {

@@ -310,6 +310,18 @@ pub enum ServiceError {
     /// An edge's weight is missing, not a number, or negative.
     #[error("invalid weight: {0}")]
     InvalidWeight(String),
+    /// Cluster mode: this server follows; writes go to the leader (`not_leader`: a redirect to
+    /// the leader, or 503 while no leader is known). Nothing was written.
+    #[error("this server follows the cluster's leader: writes go to the leader")]
+    NotLeader,
+    /// A read asked (`X-Mosaic-Min-Seq`) for a state this server had not applied within the wait.
+    #[error("this server has applied state {applied}, not yet {wanted}: retry, or read from the leader")]
+    Lagging {
+        /// the state asked for
+        wanted: u64,
+        /// the last state applied
+        applied: u64,
+    },
     /// The store cannot answer: it refuses writes, poisoned after a disk failure (`store_failed`),
     /// its disk nearly full (`insufficient_storage`), its committer stopped or shutting down
     /// (`unavailable`); or a read from disk failed (`io_error`) or found damaged data
@@ -392,6 +404,9 @@ impl ServiceError {
                 crate::storage::Limit::Value => "value_too_large",
                 crate::storage::Limit::Commit => "commit_too_large",
             },
+            ServiceError::NotLeader => "not_leader",
+            ServiceError::Lagging { .. } => "lagging",
+            ServiceError::Unavailable(StorageError::Deposed) => "not_leader",
             ServiceError::Unavailable(StorageError::DiskFull { .. }) => "insufficient_storage",
             ServiceError::Unavailable(StorageError::Poisoned) => "store_failed",
             ServiceError::Unavailable(StorageError::Corrupt(_)) => "data_corrupted",
@@ -436,7 +451,9 @@ impl From<crate::entity::TextError> for ServiceError {
 impl From<StorageError> for ServiceError {
     fn from(e: StorageError) -> Self {
         match e {
+            StorageError::NotLeader => ServiceError::NotLeader,
             StorageError::Poisoned
+            | StorageError::Deposed
             | StorageError::Closed
             | StorageError::CommitterDown
             | StorageError::DiskFull { .. }

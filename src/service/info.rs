@@ -27,6 +27,8 @@ pub struct Info {
     pub keys: Vec<KeyCount>,
     /// the in-memory graph adjacency: its state, size and bytes per edge
     pub graph_memory: super::graph::memory::GraphMemoryStats,
+    /// this server among those sharing its backend (role `sole` outside cluster mode)
+    pub cluster: super::cluster::ClusterStatus,
 }
 
 /// The key count of one family.
@@ -55,6 +57,7 @@ impl Db {
                     .map(|s| KeyCount { family: s.name(), keys: db.store.approximate_len(*s) as u64 })
                     .collect(),
                 graph_memory: db.graph.stats(),
+                cluster: db.cluster_status(),
             })
         })
         .await

@@ -7,6 +7,7 @@ mod batch;
 mod build;
 pub mod changefeed;
 mod check;
+pub mod cluster;
 mod counts;
 mod cursor;
 pub(crate) mod documents;
@@ -93,6 +94,8 @@ pub struct Db {
     graph: Arc<graph::memory::GraphMemory>,
     /// the changefeed's in-memory state
     feed: Arc<changefeed::Feed>,
+    /// this server's role among those sharing its backend (see `cluster`)
+    cluster: cluster::Cluster,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
     #[cfg(test)]
     backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
@@ -107,9 +110,23 @@ impl Db {
     /// and table drops in the background (call from within a tokio runtime).
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
         let store = Store::open(config)?;
+        let role = store.role();
+        let follower = role == crate::storage::Role::Follower;
+        // a follower's in-memory state, loaded below, is at least as of the leader's state now
+        let state = match store.leadership()? {
+            Some(lead) if follower => lead.state,
+            _ => store.published_state(),
+        };
         let found_format = format::check(&store)?;
+        if follower && found_format < format::DATA_FORMAT {
+            return Err(ServiceError::Unavailable(crate::storage::StorageError::Backend(format!(
+                "the database has data format {found_format}: the leader has not upgraded it to {} yet",
+                format::DATA_FORMAT
+            ))));
+        }
         let catalog = Catalog::load(&store)?;
         let feed = Arc::new(changefeed::Feed::load(&store)?);
+        let store_epoch = store.epoch();
         let db = Arc::new(Db {
             store,
             catalog,
@@ -129,9 +146,16 @@ impl Db {
             vectors: Default::default(),
             graph: Arc::new(graph::memory::GraphMemory::new(options.graph_memory_bytes)),
             feed,
+            cluster: cluster::Cluster::new(role, store_epoch, state),
             #[cfg(test)]
             backfill_hook: Default::default(),
         });
+        db.start_cluster_task();
+        if follower {
+            // it reads the backend as it is, with no derived state, and starts no job: the
+            // leader writes (see `cluster`)
+            return Ok(db);
+        }
         // before anything writes: the load reads the keys as no write has changed them yet
         db.load_graph_memory()?;
         if !options.background_jobs {

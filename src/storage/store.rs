@@ -135,6 +135,10 @@ impl Store {
             // maybe not the disk: it is fsynced before anything reads it.
             engine.persist(true)?;
         }
+        if let Some(pg) = engine.postgres() {
+            // numbered above every state the leaders before this server published
+            super::read::raise_states(pg.found_state());
+        }
         let first = Published::new(engine.shared_snapshot(), None);
         // PostgreSQL's state row names it (see `Store::snapshot`); a follower's views show the
         // leader's states
@@ -268,6 +272,18 @@ impl Store {
     /// acknowledged so far; see [`ReadView::state`](super::ReadView::state)).
     pub fn published_state(&self) -> u64 {
         self.inner.views.load().state()
+    }
+
+    /// A follower's: the changefeed's last event, written by the leader, is `seq` (what
+    /// [`Store::durable_seq`] says from now on, so that the changefeed's waiters wake).
+    pub fn follow_changes(&self, seq: u64) {
+        self.inner.durable.send_if_modified(|d| {
+            let moved = seq > *d;
+            if moved {
+                *d = seq;
+            }
+            moved
+        });
     }
 
     /// Stops taking writes for good: another server leads the backend now (seen by a read of

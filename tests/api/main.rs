@@ -9,6 +9,7 @@ mod auth;
 mod backup;
 mod batch_import;
 mod changefeed;
+mod cluster;
 mod covered;
 mod documents;
 mod graph;

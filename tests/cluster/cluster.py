@@ -258,6 +258,7 @@ class Cluster:
                                    "rewind": {"username": "mosaic", "password": "mosaic"}},
                 "parameters": {"unix_socket_directories": d},
                 "pg_hba": hba,
+                "basebackup": [{"checkpoint": "fast"}],  # a new replica does not wait for a spread checkpoint
                 "remove_data_directory_on_rewind_failure": True,
                 "remove_data_directory_on_diverged_timelines": True,
             },
@@ -370,6 +371,8 @@ class Cluster:
     # ---- whole cluster
     def setup(self, timeout=120):
         preflight()
+        if len(self.dir) > 80:  # PostgreSQL's socket, DIR/dbN/.s.PGSQL.5432, has at most 107 bytes
+            raise RuntimeError(f"--dir is too long for a unix socket path (80 bytes at most): {self.dir}")
         self.teardown(purge=True)
         os.makedirs(self.dir, exist_ok=True)
         open(os.path.join(self.dir, MARK), "w").close()
@@ -419,13 +422,21 @@ class Cluster:
         start again; returns the seconds from the cut until a write commits. The app hosts are the
         caller's to restart."""
         t0 = time.monotonic()
+        self.crash_all()
+        self.start_db_hosts(timeout)
+        return time.monotonic() - t0
+
+    def crash_all(self):
+        """SIGKILL to every process of every host (database and app hosts)."""
         for host in DB_HOSTS + self.apps:
             self.kill_ns(self.ns(host))
         self.event("crash all")
+
+    def start_db_hosts(self, timeout=120):
+        """Starts etcd and Patroni on every database host and waits until a write commits."""
         for host in DB_HOSTS:
             self.start_db_host(host)
         self.wait_ready(timeout)
-        return time.monotonic() - t0
 
     def teardown(self, purge=False):
         """Kills every process in our namespaces, removes the namespaces (the bridge and the veths go
@@ -526,6 +537,8 @@ def main():
     d.add_argument("--runs", type=int, default=1)
     d.add_argument("--whole-host", action="store_true", help="power-cut the primary's host instead")
     a = ap.parse_args()
+    # SIGTERM (a CI timeout) ends as an exception would: demo's teardown still runs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         if a.cmd in ("preflight", "install"):
             preflight(install=a.cmd == "install")

@@ -19,12 +19,14 @@ import argparse
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster as C  # noqa: E402
 
@@ -64,7 +66,8 @@ class Mosaic:
                 "--addr", f"{self.c.ip(host)}:{PORT}", "--data-dir", data, "--allow-unauthenticated"]
         if self.cluster_mode:
             argv += ["--advertise-url", self.base(host)]
-        self.c.spawn(host, "mosaicdb", argv, env={"MOSAIC_LOG": "info"})
+        env = {k: v for k, v in os.environ.items() if k.startswith(("MOSAIC_LOG", "FAKE_MOSAIC_"))}
+        self.c.spawn(host, "mosaicdb", argv, env=dict({"MOSAIC_LOG": "info"}, **env))
         self.c.event(f"start mosaicdb on {host}")
 
     def kill(self, host):
@@ -82,11 +85,18 @@ class Mosaic:
         status, _, body = self.request("GET", host, "/ready", timeout=1, follow=0)
         return body if status == 200 and isinstance(body, dict) else None
 
+    def role(self, ready):
+        """The role a /ready answer gives: "role" at its top or in its "cluster" object; without
+        cluster mode, a ready server is the leader."""
+        if not isinstance(ready, dict):
+            return None
+        role = ready.get("role") or (ready.get("cluster") or {}).get("role")
+        return role or (None if self.cluster_mode else "leader")
+
     def leader(self):
-        """The host whose /ready says role leader (without cluster mode: the one server if ready)."""
+        """The host whose /ready says it leads."""
         for host in self.hosts:
-            r = self.ready(host)
-            if r is not None and r.get("role", "leader") in ("leader", "sole"):
+            if self.role(self.ready(host)) == "leader":
                 return host
         return None
 
@@ -150,21 +160,25 @@ class Mosaic:
                 else:
                     key = str(status) if status is not None else str(answer).split(":")[0]
                     errors[key] = errors.get(key, 0) + 1
+                    if status is not None:  # what a server answered, once per status
+                        self.samples.setdefault(key, f"{host}: {str(answer)[:300]}")
             if status is None:
                 down[host] = time.monotonic() + 3
             if not ok:
                 time.sleep(0.05)
 
     @staticmethod
-    def outage(log_, t0):
-        """Seconds from T0 (the failure) until writes were acknowledged again: to the first ack of a
-        write sent after the first failed write sent after T0 (a write in flight at the failure may
-        still be acknowledged and say nothing); 0 when no write failed. None: not yet."""
+    def outage(log_, t0, t1):
+        """Seconds from T0 (the failure's start) until writes were acknowledged again: to the first
+        ack of a write sent after T1 (the failure complete) and after the first failed write sent
+        after T0 (a write in flight at the failure may still be acknowledged and say nothing); 0
+        when no write failed. None: not yet."""
         after = [e for e in log_ if e[0] >= t0]
         first_fail = next((e for e in after if not e[2]), None)
         if first_fail is None:
-            return 0.0 if after else None
-        ack = next((e for e in after if e[2] and e[0] > first_fail[0]), None)
+            # none failed yet: a request may hang for its whole timeout (4 s) before it does
+            return 0.0 if [e for e in after if e[0] >= t1 + 5] else None
+        ack = next((e for e in after if e[2] and e[0] > max(first_fail[0], t1)), None)
         return None if ack is None else ack[1] - t0
 
     # ---- checks
@@ -207,15 +221,16 @@ class Mosaic:
             time.sleep(0.2)
         raise RuntimeError(f"no mosaicdb leader within {timeout} s: {self.roles()}")
 
-    # ---- scenarios: each causes its failure, sets self.failed_at to its time, and returns what it
-    # did and what to do once writes are back (heal, restart), or None.
+    # ---- scenarios: each causes its failure, sets self.failed_at to its start and self.injected_at
+    # to when it is complete, and returns what it did and what to do once writes are back (heal,
+    # restart), or None.
     def scenario(self, name):
-        self.failed_at = time.monotonic()
+        self.failed_at = self.injected_at = time.monotonic()
         if name == "kill_primary":
             return {"db_primary": self.c.kill_primary()}, None
         if name == "kill_leader":
             victim = self.wait_leader()
-            self.failed_at = time.monotonic()
+            self.failed_at = self.injected_at = time.monotonic()
             self.kill(victim)
 
             def after():
@@ -224,7 +239,7 @@ class Mosaic:
             return {"killed": victim}, after
         if name == "isolate_leader":
             victim = self.wait_leader()
-            self.failed_at = time.monotonic()
+            self.failed_at = self.injected_at = time.monotonic()
             self.c.isolate(victim)
 
             def after():
@@ -233,16 +248,17 @@ class Mosaic:
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
                     r = self.roles()
-                    leaders = [h for h, x in r.items() if x.get("role") == "leader"]
+                    leaders = [h for h, x in r.items() if self.role(x) == "leader"]
                     if len(leaders) == 1 and r[victim]:
                         return
                     time.sleep(0.5)
                 raise RuntimeError(f"after heal, not one leader: {self.roles()}")
             return {"isolated": victim}, after
         if name == "restart_all":
-            for host in self.hosts:
-                self.kill(host)
-            db = self.c.restart_all()
+            self.c.crash_all()
+            self.injected_at = time.monotonic()
+            self.c.start_db_hosts()
+            db = time.monotonic() - self.injected_at
             for host in self.hosts:
                 self.start(host)
             self.wait_up(self.hosts)
@@ -251,7 +267,10 @@ class Mosaic:
 
     def run_scenario(self, name, acked, settle=3.0, timeout=90):
         stop, log_, errors = threading.Event(), [], {}
-        t = threading.Thread(target=self.writer, args=(stop, acked, log_, errors, name), daemon=True)
+        self.samples = {}
+        self.runs = getattr(self, "runs", 0) + 1  # ids unique across runs of the same scenario
+        t = threading.Thread(target=self.writer, args=(stop, acked, log_, errors, f"{self.runs}-{name}"),
+                             daemon=True)
         t.start()
         result = {"scenario": name}
         try:
@@ -264,7 +283,7 @@ class Mosaic:
             result.update(info)
             t0 = self.failed_at
             time.sleep(1)  # room for the first failures to show
-            while (seconds := self.outage(log_, t0)) is None:
+            while (seconds := self.outage(log_, t0, self.injected_at)) is None:
                 if time.monotonic() - t0 > timeout:
                     raise RuntimeError(f"writes not acknowledged again within {timeout} s: {errors}")
                 time.sleep(0.05)
@@ -279,6 +298,8 @@ class Mosaic:
             stop.set()
             t.join(30)
         result["acked_total"], result["errors"] = len(acked), errors
+        if self.samples:
+            result["error_samples"] = self.samples
         problems = self.verify(acked)
         bad_check = self.check()
         result["ok"] = not problems and bad_check is None and flowing > 0
@@ -298,6 +319,7 @@ def main():
     ap.add_argument("--scenarios", default=",".join(ALL))
     ap.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a CI timeout still tears down
     binary = os.environ.get("MOSAIC_BINARY")
     if not binary or not os.access(binary, os.X_OK):
         print("SKIP: set MOSAIC_BINARY to a mosaicdb binary (e.g. target/release/mosaicdb)")
@@ -346,7 +368,7 @@ def main():
     passed = len(results) - failed
     print("seconds until writes were acknowledged again: " +
           ", ".join(f"{r['scenario']} {r.get('seconds_to_writes')}" for r in results))
-    print(f"mosaic cluster: {passed} passed, {failed} failed")
+    print(f"cluster: {passed} passed, {failed} failed")
     return 0 if ok and results else 1
 
 

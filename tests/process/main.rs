@@ -6,5 +6,6 @@
 mod common;
 
 mod binary;
+mod cluster;
 mod deploy;
 mod fds;

@@ -85,6 +85,12 @@ impl Graphs {
         self.map.write().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != table);
     }
 
+    /// Forgets every cached graph (a follower's, once the leader changed vector keys: each is
+    /// read again from its keys on next use).
+    pub fn forget_all(&self) {
+        self.map.write().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
     /// Forgets the cache of an index (dropped).
     pub fn forget(&self, table: &str, index: &str) {
         self.map.write().unwrap_or_else(PoisonError::into_inner).remove(&(table.to_owned(), index.to_owned()));

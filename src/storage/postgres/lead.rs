@@ -2,12 +2,15 @@
 //! session, the epoch it moves on as it takes the lead, the fence each of its groups passes, and
 //! the row followers poll.
 
-use super::STORE_TABLE;
 use super::conn::{Conn, blocking};
 use crate::storage::cluster::Leadership;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::space::Space;
 use postgres::SimpleQueryMessage;
+
+/// The row that names the state the committed keys are (id 1), whether a restore into the
+/// database is unfinished, and the leadership (epoch, leader, the keyspaces' last changes).
+pub(super) const STORE_TABLE: &str = "mosaic_store";
 
 /// The key of the session lock a leader holds on its database (`pg_try_advisory_lock`): "mosa".
 const LOCK_KEY: i64 = 0x6d6f_7361;

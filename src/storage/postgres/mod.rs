@@ -35,12 +35,9 @@ use super::slice::Slice;
 use super::space::Space;
 use super::stats::{FamilyStats, StoreStats};
 use conn::{Conn, Pool, Query, table};
+use lead::STORE_TABLE;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
-
-/// The row that names the state the committed keys are (id 1), and whether a restore into the
-/// database is unfinished.
-const STORE_TABLE: &str = "mosaic_store";
 
 /// Most pooled connections for reads.
 const MAX_READERS: usize = 64;
@@ -65,6 +62,8 @@ pub(super) struct Postgres {
     role: Role,
     /// the epoch this server took as it took the lead (0 for a follower)
     epoch: u64,
+    /// see [`Postgres::found_state`]
+    found_state: u64,
 }
 
 /// How long an open waits for the database's lock outside cluster mode (a server just stopped
@@ -130,7 +129,7 @@ impl Postgres {
         };
         let session = format!("SET synchronous_commit = {synchronous}");
         let (mut writer, locked) = writer_session(&config, &session, advertise.is_some())?;
-        let (role, epoch) = if locked {
+        let (role, epoch, found_state) = if locked {
             let mut ddl = String::new();
             for space in Space::ALL {
                 ddl.push_str(&format!(
@@ -141,15 +140,13 @@ impl Postgres {
             ddl.push_str(&lead::store_ddl());
             blocking(|| writer.client().batch_execute(&ddl))?;
             let (epoch, state) = lead::take_lead(&mut writer, advertise.unwrap_or_default())?;
-            // this leader's states are numbered above every state the ones before it published
-            super::read::raise_states(state);
             let role = if advertise.is_some() { Role::Leader } else { Role::Sole };
             tracing::info!(epoch, ?role, "took the lead of the PostgreSQL database");
-            (role, epoch)
+            (role, epoch, state)
         } else {
             // the leader made the tables; a database no leader has opened yet is not followed
-            lead::leadership(&mut writer)?;
-            (Role::Follower, 0)
+            let state = lead::leadership(&mut writer)?.state;
+            (Role::Follower, 0, state)
         };
         Ok(Postgres {
             pool: Arc::new(Pool::new(config.clone(), MAX_READERS)),
@@ -158,7 +155,14 @@ impl Postgres {
             reconnect: Arc::new((config, session)),
             role,
             epoch,
+            found_state,
         })
+    }
+
+    /// The number of the state the database's row named as this server opened it: the last
+    /// state a leader before this server published (this one numbers its states above it).
+    pub(super) fn found_state(&self) -> u64 {
+        self.found_state
     }
 
     /// What this server is on the database.

@@ -1,0 +1,58 @@
+//! Cluster mode over HTTP (see `service::cluster`): every answer says the state the server has
+//! applied (`X-Mosaic-Seq`), a request may ask for one first (`X-Mosaic-Min-Seq`), and a
+//! follower's refusal of a write becomes a redirect to the leader.
+
+use super::AppState;
+use super::error::{ApiError, ToLeader};
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::time::Duration;
+
+/// The state the server had applied when it answered: after a write, at least the write's.
+pub const SEQ: HeaderName = HeaderName::from_static("x-mosaic-seq");
+/// A state the request must see: the server waits until it has applied it.
+pub const MIN_SEQ: HeaderName = HeaderName::from_static("x-mosaic-min-seq");
+/// Longest a request waits for the state it asks for.
+const MIN_SEQ_WAIT: Duration = Duration::from_secs(5);
+
+/// The layer: see the module's comment.
+pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(value) = req.headers().get(&MIN_SEQ) {
+        let Some(wanted) = value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) else {
+            return ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_header",
+                "X-Mosaic-Min-Seq must be a state number, as an earlier answer's X-Mosaic-Seq gave it",
+            )
+            .into_response();
+        };
+        if let Err(e) = state.db.wait_for_state(wanted, MIN_SEQ_WAIT).await {
+            return ApiError::from(e).into_response();
+        }
+    }
+    // where a redirect goes: the leader, at this request's path and query
+    let target = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
+    let mut response = next.run(req).await;
+    if response.extensions().get::<ToLeader>().is_some() {
+        let leader = state.db.cluster_status().leader;
+        let location = HeaderValue::from_str(&format!("{}{target}", leader.trim_end_matches('/')));
+        response = match location {
+            Ok(location) if !leader.is_empty() => {
+                let mut redirect = response;
+                redirect.headers_mut().insert(header::LOCATION, location);
+                redirect
+            }
+            _ => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_leader",
+                "this server follows, and no leader is known now (one is being chosen): retry shortly",
+            )
+            .retry_after(1)
+            .into_response(),
+        };
+    }
+    response.headers_mut().insert(SEQ, HeaderValue::from(state.db.applied_state()));
+    response
+}

@@ -1,0 +1,192 @@
+//! Cluster mode (several servers on one PostgreSQL database; see `storage/cluster.rs`): this
+//! server's role, a follower's following of the leader, and a leader's watch on its lead.
+//!
+//! **A follower** reads the backend directly, with no document cache and no derived state, so
+//! its reads are the backend's. What it keeps in memory from the backend is brought up to date
+//! by polling the leadership row every [`FOLLOW_EVERY`]: the catalog (definitions and field
+//! names) is read again when the leader changed `meta`, the vector indexes' graphs are dropped
+//! (read again from their keys on next use) when it changed `vec`, and the changefeed's waiters
+//! are woken when it changed `changefeed`. Only then does the follower count the leader's state
+//! as *applied*: a read asking for a state (`X-Mosaic-Min-Seq`) waits until it is.
+//!
+//! **A leader** reads the row every [`WATCH_EVERY`] too: another epoch there means it was
+//! deposed, and a backend it cannot read for [`LOST_AFTER`] means it may be (its session gone,
+//! the lock another's): either way it stops taking writes and asks to be reopened (the server
+//! opens its database again, as leader or follower, whichever the lock makes it).
+
+mod state;
+
+pub use state::{Cluster, ClusterStatus};
+
+use super::{Db, Result, ServiceError};
+use crate::storage::{Leadership, Role, Space};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How often a follower reads the leadership row.
+const FOLLOW_EVERY: Duration = Duration::from_millis(20);
+/// How often a leader checks its lead.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+/// How long a leader that cannot read the backend keeps its lead.
+const LOST_AFTER: Duration = Duration::from_secs(1);
+
+impl Db {
+    /// This server's role among those sharing its backend.
+    pub fn role(&self) -> Role {
+        self.cluster.role
+    }
+
+    /// The cluster's state as this server knows it.
+    pub fn cluster_status(&self) -> ClusterStatus {
+        let c = &self.cluster;
+        let (leader, epoch) = c.leader.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let applied = self.applied_state();
+        let lag_ms = match c.role {
+            Role::Follower if c.seen.load(Ordering::Acquire) > applied => c.caught_up().elapsed().as_millis() as u64,
+            _ => 0,
+        };
+        ClusterStatus { role: c.role, leader, epoch, applied, lag_ms }
+    }
+
+    /// The last state this server has applied: on a leader (or a sole server) the state its
+    /// reads see, at least that of every write acknowledged so far; on a follower, the leader's
+    /// last state whose changes it has applied.
+    pub fn applied_state(&self) -> u64 {
+        match self.cluster.role {
+            Role::Follower => *self.cluster.applied.borrow(),
+            Role::Leader | Role::Sole => self.store.published_state(),
+        }
+    }
+
+    /// Waits until this server has applied state `state` (see [`Db::applied_state`]), at most
+    /// `wait`: [`ServiceError::Lagging`] past it.
+    pub async fn wait_for_state(&self, state: u64, wait: Duration) -> Result<()> {
+        if self.applied_state() >= state {
+            return Ok(());
+        }
+        let lagging = || ServiceError::Lagging { wanted: state, applied: self.applied_state() };
+        if self.cluster.role != Role::Follower {
+            // a number this server's states have not reached: not one it gave out
+            return Err(lagging());
+        }
+        let mut applied = self.cluster.applied.subscribe();
+        match tokio::time::timeout(wait, applied.wait_for(|&a| a >= state)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(lagging()),
+        }
+    }
+
+    /// Resolves once this server should open its database again: a follower that saw the lock
+    /// free (it may lead now), a leader deposed or cut off from its backend. Never outside
+    /// cluster mode.
+    pub async fn reopen_wanted(&self) {
+        let mut reopen = self.cluster.reopen.subscribe();
+        let _ = reopen.wait_for(|&wanted| wanted).await;
+    }
+
+    /// Starts the follower's or the leader's polling (cluster mode only).
+    pub(super) fn start_cluster_task(self: &Arc<Self>) {
+        let (role, every) = match self.cluster.role {
+            Role::Sole => return,
+            Role::Follower => (Role::Follower, FOLLOW_EVERY),
+            Role::Leader => (Role::Leader, WATCH_EVERY),
+        };
+        let db = Arc::downgrade(self);
+        let jobs = self.jobs.clone();
+        drop(self.spawn_job(async move {
+            let mut last_read = Instant::now();
+            while !jobs.closing() {
+                tokio::time::sleep(every).await;
+                let Some(db) = db.upgrade() else { return };
+                let read = {
+                    let store = db.store.clone();
+                    tokio::task::spawn_blocking(move || store.leadership()).await
+                };
+                match read {
+                    Ok(Ok(Some(lead))) => {
+                        last_read = Instant::now();
+                        match role {
+                            Role::Follower => db.follow(&lead),
+                            _ => db.watch_lead(&lead),
+                        }
+                    }
+                    Ok(Ok(None)) => return,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "reading the leadership row failed");
+                        if role == Role::Leader && last_read.elapsed() > LOST_AFTER {
+                            db.store.deposed();
+                            db.cluster.wants_reopen("the backend has not answered for a second");
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+
+    /// A follower's step: applies what the leader changed since the last step.
+    fn follow(&self, lead: &Leadership) {
+        let c = &self.cluster;
+        *c.leader.lock().unwrap_or_else(PoisonError::into_inner) = (lead.leader.clone(), lead.epoch);
+        if !lead.held {
+            c.wants_reopen("no server holds the database's lock");
+        }
+        c.seen.fetch_max(lead.state, Ordering::AcqRel);
+        let applied = *c.applied.borrow();
+        if lead.state == applied {
+            *c.caught_up() = Instant::now();
+            return;
+        }
+        if lead.changed(Space::Meta) > applied
+            && let Err(e) = self.catalog.reload(&self.store)
+        {
+            tracing::warn!(error = %e, "reading the leader's catalog failed: tried again at the next step");
+            return;
+        }
+        if lead.changed(Space::Vec) > applied {
+            self.vectors.forget_all();
+        }
+        if lead.changed(Space::Changefeed) > applied
+            && let Err(e) = self.follow_changefeed()
+        {
+            tracing::warn!(error = %e, "reading the leader's changefeed failed: tried again at the next step");
+            return;
+        }
+        c.applied.send_replace(lead.state);
+        *c.caught_up() = Instant::now();
+    }
+
+    /// A leader's step: another epoch in the row means another server leads now.
+    fn watch_lead(&self, lead: &Leadership) {
+        let c = &self.cluster;
+        *c.leader.lock().unwrap_or_else(PoisonError::into_inner) = (lead.leader.clone(), lead.epoch);
+        if lead.epoch != self.store.epoch() {
+            self.store.deposed();
+            c.wants_reopen("another server took the lead");
+        }
+    }
+}
+
+impl Db {
+    /// A follower's: the changefeed's last event, as the leader wrote it, wakes its waiters.
+    fn follow_changefeed(&self) -> Result<()> {
+        let all = crate::storage::KeyRange::Prefix(Vec::new());
+        let last = self.store.snapshot().scan(Space::Changefeed, all, true).next().transpose()?;
+        if let Some((key, _)) = last {
+            let seq = crate::keys::ChangeKey::decode(&key)
+                .map_err(|e| ServiceError::Internal(format!("bad changefeed key: {e}")))?
+                .seq;
+            self.store.follow_changes(seq);
+        }
+        Ok(())
+    }
+}
+
+impl ServiceError {
+    /// Whether the error is a follower's refusal of a write (answered with a redirect to the
+    /// leader).
+    pub fn is_not_leader(&self) -> bool {
+        matches!(self, ServiceError::NotLeader)
+    }
+}
