@@ -38,6 +38,8 @@ pub struct MetricsSnapshot {
     pub graph_memory: super::graph::memory::GraphMemoryStats,
     /// every metric's points, series and bytes (empty if reading the series records failed)
     pub metrics: Vec<super::timeseries::MetricInfo>,
+    /// this server among those sharing its backend
+    pub cluster: super::cluster::ClusterStatus,
 }
 
 /// One index's state.
@@ -130,6 +132,7 @@ impl Db {
             indexes,
             changefeed: self.change_stats_now(),
             graph_memory: self.graph.stats(),
+            cluster: self.cluster_status(),
             metrics: self.metric_figures_for_scrape(),
         }
     }

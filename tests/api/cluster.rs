@@ -36,6 +36,11 @@ async fn a_follower_reads_the_leaders_writes_and_redirects_writes_to_it() {
     assert_eq!(ready["cluster"]["role"], "follower", "{ready}");
     let (_, info) = follower.get("/v1/info").await;
     assert_eq!(info["cluster"]["role"], "follower", "{info}");
+    let metrics = follower.client.get(format!("{}/metrics", follower.base)).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    let role = format!("mosaicdb_cluster_role_info{{role=\"follower\",leader=\"{}\"}} 1", leader.base);
+    assert!(metrics.contains(&role), "{metrics}");
+    assert!(metrics.contains(&format!("mosaicdb_cluster_epoch {epoch}")), "{metrics}");
 
     // a table made on the leader, then a document: the follower sees both once it has
     // applied the state the leader's answer names

@@ -3,6 +3,7 @@
 //! docs/operations.md lists them.
 
 use super::http::{HttpMetrics, SeriesSnapshot};
+use crate::service::cluster::ClusterStatus;
 use crate::service::{Db, IndexBuild, MetricsSnapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
@@ -218,6 +219,33 @@ fn service(e: &mut DescriptorEncoder<'_>, s: &MetricsSnapshot) -> Result {
         "dropped indexes whose entries are still being removed",
         None,
         s.indexes_dropping,
+    )?;
+    cluster(e, &s.cluster)
+}
+
+fn cluster(e: &mut DescriptorEncoder<'_>, c: &ClusterStatus) -> Result {
+    let role = serde_json::to_value(c.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let mut info = e.encode_descriptor(
+        "mosaicdb_cluster_role",
+        "this server among those sharing its backend: sole (no cluster mode), leader or follower",
+        None,
+        MetricType::Info,
+    )?;
+    info.encode_info(&[("role", role.as_str()), ("leader", c.leader.as_str())])?;
+    gauge(
+        e,
+        "mosaicdb_cluster_epoch",
+        "the backend's epoch (moved on each time a server took the lead)",
+        None,
+        c.epoch,
+    )?;
+    gauge(e, "mosaicdb_cluster_applied_state", "the last state this server has applied", None, c.applied)?;
+    gauge(
+        e,
+        "mosaicdb_cluster_lag",
+        "how far behind the leader's last state a follower is (0: caught up)",
+        Some(&Unit::Seconds),
+        c.lag_ms as f64 / 1000.0,
     )
 }
 
