@@ -17,6 +17,33 @@ pub const MIN_SEQ: HeaderName = HeaderName::from_static("x-mosaic-min-seq");
 /// Longest a request waits for the state it asks for.
 const MIN_SEQ_WAIT: Duration = Duration::from_secs(5);
 
+/// The routes that take a body with POST but only read: a follower answers them itself. Every
+/// other POST, PUT, PATCH and DELETE a follower sends to the leader before anything else (so a
+/// write never meets the follower's catalog, which may be a poll behind the leader's).
+const READ_ONLY_POSTS: &[&str] = &[
+    "/v1/admin/backup",
+    "/v1/admin/check",
+    "/v1/graph/shortest-path",
+    "/v1/graph/traverse",
+    "/v1/tables/{table}/indexes/{name}/analyze",
+    "/v1/tables/{table}/query",
+    "/v1/tables/{table}/search",
+    "/v1/tables/{table}/vector-search",
+];
+
+/// Whether a follower sends `req` to the leader without running it.
+fn goes_to_leader(req: &Request) -> bool {
+    use axum::http::Method;
+    match *req.method() {
+        Method::PUT | Method::PATCH | Method::DELETE => true,
+        Method::POST => !req
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .is_some_and(|route| READ_ONLY_POSTS.contains(&route.as_str())),
+        _ => false,
+    }
+}
+
 /// The layer: see the module's comment.
 pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
     if let Some(value) = req.headers().get(&MIN_SEQ) {
@@ -34,7 +61,12 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
     }
     // where a redirect goes: the leader, at this request's path and query
     let target = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
-    let mut response = next.run(req).await;
+    let follows = state.db.role() == crate::storage::Role::Follower;
+    let mut response = if follows && goes_to_leader(&req) {
+        ApiError::from(crate::service::ServiceError::NotLeader).into_response()
+    } else {
+        next.run(req).await
+    };
     if response.extensions().get::<ToLeader>().is_some() {
         let leader = state.db.cluster_status().leader;
         let location = HeaderValue::from_str(&format!("{}{target}", leader.trim_end_matches('/')));

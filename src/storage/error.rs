@@ -6,7 +6,9 @@
 pub enum StorageError {
     /// An fsync or journal write failed earlier; the store refuses writes until it is reopened
     /// (and the disk checked). Reads still work.
-    #[error("the store is poisoned after a failed write to disk; restart after checking the disk")]
+    #[error(
+        "the store takes no more writes after a failed write (to disk, or to the storage backend): restart after checking it (in cluster mode the server opens its database again on its own)"
+    )]
     Poisoned,
     /// The data directory's disk has less free space than the store keeps in reserve: the write
     /// was refused before anything was written. Free space (or grow the disk); writes resume

@@ -54,8 +54,15 @@ async fn a_follower_reads_the_leaders_writes_and_redirects_writes_to_it() {
     assert_eq!(read.body["n"], 1);
     assert!(read.header("x-mosaic-seq").unwrap().parse::<u64>().unwrap() >= seq.parse::<u64>().unwrap());
 
-    // a write sent to the follower goes to the leader (307: the client sends it again there)
+    // a write sent to the follower goes to the leader (307: the client sends it again there),
+    // even one naming a table the follower has not seen yet
     let manual = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    for k in 0..20 {
+        let table = format!("fresh{k}");
+        assert_eq!(leader.post("/v1/tables", json!({"name": table})).await.0, 201);
+        let r = manual.put(format!("{}/v1/tables/{table}/documents/x", follower.base)).json(&json!({})).send();
+        assert_eq!(r.await.unwrap().status(), 307, "a write to a table just made is the leader's, never a 404");
+    }
     let r = manual.put(format!("{}/v1/tables/c/documents/b?x=1", follower.base)).json(&json!({"n": 2})).send().await;
     let r = r.unwrap();
     assert_eq!(r.status(), 307);
@@ -82,6 +89,25 @@ async fn a_follower_reads_the_leaders_writes_and_redirects_writes_to_it() {
     assert_eq!(found.body["documents"].as_array().map(Vec::len), Some(1), "{}", found.body);
     follower.check_ok().await;
     leader.check_ok().await;
+}
+
+/// The POST routes a follower answers itself are routes, and only read (the rest go to the
+/// leader before anything runs).
+#[test]
+fn the_read_only_posts_are_routes_that_take_post() {
+    let spec: serde_json::Value = serde_json::from_str(include_str!("../../openapi/openapi.json")).unwrap();
+    let source = include_str!("../../src/api/cluster.rs");
+    let list = &source[source.find("READ_ONLY_POSTS").unwrap()..];
+    let list = &list[..list.find("];").unwrap()];
+    let routes: Vec<&str> = list.split('"').skip(1).step_by(2).collect();
+    assert!(routes.len() >= 8, "{routes:?}");
+    for route in routes {
+        let op = &spec["paths"][route]["post"];
+        assert!(op.is_object(), "{route} takes no POST");
+        let id = op["operationId"].as_str().unwrap();
+        let reads = ["backup", "check", "shortest_path", "traverse", "analyze", "query", "search", "vector_search"];
+        assert!(reads.contains(&id), "{route} ({id}) is not known to only read");
+    }
 }
 
 #[tokio::test]

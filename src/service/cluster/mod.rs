@@ -164,6 +164,10 @@ impl Db {
         if lead.epoch != self.store.epoch() {
             self.store.deposed();
             c.wants_reopen("another server took the lead");
+        } else if self.store.is_poisoned() {
+            // a group failed (its connection lost at the commit, say): what this server keeps
+            // in memory may not be what the database has; a fresh open reads it again
+            c.wants_reopen("a write failed: the store takes no more writes");
         }
     }
 }

@@ -55,7 +55,8 @@ pub(super) fn take_lead(conn: &mut Conn, leader: &str) -> Result<(u64, u64)> {
 /// lead in between. A moved epoch: [`StorageError::Deposed`] (the transaction is left open, for
 /// the group's end to roll back).
 pub(super) fn begin_fenced(conn: &mut Conn, epoch: u64) -> Result<()> {
-    let sql = format!("BEGIN; UPDATE {STORE_TABLE} SET epoch = epoch WHERE id = 1 AND epoch = {epoch}");
+    // a row lock, no new row version: what a new leader's move of the epoch waits for
+    let sql = format!("BEGIN; SELECT 1 FROM {STORE_TABLE} WHERE id = 1 AND epoch = {epoch} FOR NO KEY UPDATE");
     let messages = blocking(|| conn.client().simple_query(&sql))?;
     let updated = messages.iter().rev().find_map(|m| match m {
         SimpleQueryMessage::CommandComplete(n) => Some(*n),
