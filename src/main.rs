@@ -250,6 +250,7 @@ impl ServeArgs {
                 metrics_public: self.metrics_public,
                 allow_unauthenticated: self.allow_unauthenticated,
             },
+            listener: None,
         })
     }
 }

@@ -30,6 +30,10 @@ pub struct ServerConfig {
     pub tasks: TaskConfig,
     /// API keys and the rules around them (default: no keys, loopback only)
     pub access: Access,
+    /// a socket already listening on `addr`, served instead of binding one (cluster mode keeps
+    /// one across the reopens of its database, so that clients queue rather than meet a closed
+    /// port)
+    pub listener: Option<std::sync::Arc<std::net::TcpListener>>,
 }
 
 impl ServerConfig {
@@ -47,6 +51,7 @@ impl ServerConfig {
             options: DbOptions::default(),
             tasks: TaskConfig::default(),
             access: Access::default(),
+            listener: None,
         }
     }
 }
@@ -82,7 +87,10 @@ impl Server {
     pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
         config.access.check_exposure(config.addr).map_err(ServerError::Unprotected)?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let listener = tokio::net::TcpListener::bind(config.addr).await?;
+        let listener = match &config.listener {
+            Some(shared) => tokio::net::TcpListener::from_std(shared.try_clone()?)?,
+            None => tokio::net::TcpListener::bind(config.addr).await?,
+        };
         let addr = listener.local_addr()?;
         // A query's scan stops when its request times out (unless configured otherwise).
         let options =
@@ -189,6 +197,11 @@ pub async fn run(config: ServerConfig) -> Result<(), ServerError> {
     // — and, while it cannot be opened (the backend down or being failed over), tried again
     // every second, nothing served meanwhile.
     tokio::pin!(signal);
+    let mut config = config;
+    config.access.check_exposure(config.addr).map_err(ServerError::Unprotected)?;
+    let listener = std::net::TcpListener::bind(config.addr)?;
+    listener.set_nonblocking(true)?;
+    config.listener = Some(std::sync::Arc::new(listener));
     loop {
         let server = match Server::start(config.clone()).await {
             Ok(server) => server,
