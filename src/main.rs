@@ -220,6 +220,11 @@ impl ServeArgs {
                     "--advertise-url (cluster mode) needs --backend postgres: servers share its database".into()
                 );
             }
+            if self.durability != Durability::Sync {
+                return Err("--advertise-url (cluster mode) needs --durability sync: a write acknowledged before \
+                     PostgreSQL's commit reached its standby would be lost by a failover"
+                    .into());
+            }
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(format!("--advertise-url must be an http:// or https:// URL, not {url:?}"));
             }

@@ -137,7 +137,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::ImportStalled { .. } => StatusCode::REQUEST_TIMEOUT,
         ServiceError::BatchFailed { source, .. } => status_of(source),
         ServiceError::NotLeader => StatusCode::TEMPORARY_REDIRECT,
-        ServiceError::Lagging { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        ServiceError::Lagging { .. } | ServiceError::FieldsBehind(_) => StatusCode::SERVICE_UNAVAILABLE,
         ServiceError::Unavailable(_) if e.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
         ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -170,7 +170,9 @@ impl From<ServiceError> for ApiError {
         let retry_after = match &e {
             _ if e.is_disk_full() => Some(10),
             // a follower catching up, a leader being replaced: soon
-            ServiceError::Lagging { .. } | ServiceError::Unavailable(crate::storage::StorageError::Deposed) => Some(1),
+            ServiceError::Lagging { .. }
+            | ServiceError::FieldsBehind(_)
+            | ServiceError::Unavailable(crate::storage::StorageError::Deposed) => Some(1),
             _ => None,
         };
         ApiError { status, code: e.code(), detail, operation, lines, oldest_seq, retry_after }

@@ -322,6 +322,10 @@ pub enum ServiceError {
         /// the last state applied
         applied: u64,
     },
+    /// A document names a field this server has not read the name of yet: a cluster follower
+    /// that has not applied the leader's latest field names (`lagging`: retry in a moment).
+    #[error("the document uses field {0}, whose name this server has not read yet: retry in a moment")]
+    FieldsBehind(u32),
     /// The store cannot answer: it refuses writes, poisoned after a disk failure (`store_failed`),
     /// its disk nearly full (`insufficient_storage`), its committer stopped or shutting down
     /// (`unavailable`); or a read from disk failed (`io_error`) or found damaged data
@@ -405,7 +409,7 @@ impl ServiceError {
                 crate::storage::Limit::Commit => "commit_too_large",
             },
             ServiceError::NotLeader => "not_leader",
-            ServiceError::Lagging { .. } => "lagging",
+            ServiceError::Lagging { .. } | ServiceError::FieldsBehind(_) => "lagging",
             ServiceError::Unavailable(StorageError::Deposed) => "not_leader",
             ServiceError::Unavailable(StorageError::DiskFull { .. }) => "insufficient_storage",
             ServiceError::Unavailable(StorageError::Poisoned) => "store_failed",
@@ -477,7 +481,12 @@ impl From<CatalogError> for ServiceError {
 
 impl From<crate::entity::Error> for ServiceError {
     fn from(e: crate::entity::Error) -> Self {
-        ServiceError::Internal(format!("entity codec: {e}"))
+        match e {
+            // a follower's field names are a poll behind the leader's: a document naming a
+            // field the leader added in that moment is answered once they are read
+            crate::entity::Error::UnknownFieldId(id) => ServiceError::FieldsBehind(id),
+            other => ServiceError::Internal(format!("entity codec: {other}")),
+        }
     }
 }
 

@@ -113,10 +113,8 @@ impl Db {
         let role = store.role();
         let follower = role == crate::storage::Role::Follower;
         // a follower's in-memory state, loaded below, is at least as of the leader's state now
-        let state = match store.leadership()? {
-            Some(lead) if follower => lead.state,
-            _ => store.published_state(),
-        };
+        let lead = store.leadership()?.unwrap_or_default();
+        let state = if follower { lead.state } else { store.published_state() };
         let found_format = format::check(&store)?;
         if follower && found_format < format::DATA_FORMAT {
             return Err(ServiceError::Unavailable(crate::storage::StorageError::Backend(format!(
@@ -146,7 +144,7 @@ impl Db {
             vectors: Default::default(),
             graph: Arc::new(graph::memory::GraphMemory::new(options.graph_memory_bytes)),
             feed,
-            cluster: cluster::Cluster::new(role, store_epoch, state),
+            cluster: cluster::Cluster::new(role, (lead.leader, lead.epoch.max(store_epoch)), state),
             #[cfg(test)]
             backfill_hook: Default::default(),
         });

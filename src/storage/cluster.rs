@@ -37,8 +37,6 @@ pub struct Leadership {
     pub leader: String,
     /// per keyspace (`Space as usize`), the last state whose group changed it
     pub changed: Vec<u64>,
-    /// whether a server holds the lock (a leader is alive)
-    pub held: bool,
 }
 
 impl Leadership {

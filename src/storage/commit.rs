@@ -2,7 +2,7 @@
 //! commits by group (PostgreSQL), the end of the group.
 
 use super::Space;
-use super::error::{Result, StorageError};
+use super::error::Result;
 use super::staged::Staged;
 use super::sync::Completion;
 use super::write::Committer;
@@ -79,7 +79,7 @@ impl Committer {
             // The write's outcome is unknown (part of it may have reached the journal, and
             // fjall's buffer may still write it out): it is answered as the store's failure.
             self.poison(e);
-            StorageError::Poisoned
+            self.poisoned.refusal()
         })
     }
 
@@ -111,7 +111,7 @@ impl Committer {
             self.values.borrow_mut().clear();
             for (_, result) in done.iter_mut() {
                 if result.is_ok() {
-                    *result = Err(StorageError::Poisoned);
+                    *result = Err(self.poisoned.refusal());
                 }
             }
         }

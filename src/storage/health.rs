@@ -45,6 +45,8 @@ pub enum Health {
 #[derive(Default)]
 pub(super) struct Poison {
     set: AtomicBool,
+    /// set by [`StorageError::Deposed`]: another server leads the backend
+    deposed: AtomicBool,
     reason: Mutex<Option<String>>,
 }
 
@@ -57,7 +59,17 @@ impl Poison {
     pub(super) fn set(&self, e: &StorageError) {
         let mut reason = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
         reason.get_or_insert_with(|| e.to_string());
+        if matches!(e, StorageError::Deposed) {
+            self.deposed.store(true, Ordering::Release);
+        }
         self.set.store(true, Ordering::Release);
+    }
+
+    /// What a write refused by the poisoned store is answered: [`StorageError::Deposed`] when
+    /// another server leads the backend (the client writes on at the new leader), else
+    /// [`StorageError::Poisoned`].
+    pub(super) fn refusal(&self) -> StorageError {
+        if self.deposed.load(Ordering::Acquire) { StorageError::Deposed } else { StorageError::Poisoned }
     }
 
     /// Why the store was poisoned.

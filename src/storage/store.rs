@@ -263,6 +263,11 @@ impl Store {
         self.inner.engine.postgres().map_or(0, |pg| pg.epoch())
     }
 
+    /// Whether no server leads the backend now (`false` on fjall).
+    pub fn lead_is_free(&self) -> Result<bool> {
+        self.inner.engine.postgres().map_or(Ok(false), |pg| pg.lock_free())
+    }
+
     /// The backend's leadership row, read now (`None` on fjall).
     pub fn leadership(&self) -> Result<Option<super::Leadership>> {
         self.inner.engine.postgres().map(|pg| pg.leadership()).transpose()
@@ -317,7 +322,10 @@ impl Store {
     /// committed in buffered mode. Documents come from the document cache when it holds them
     /// (see `rows.rs`).
     pub fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        if space != Space::Entity || self.inner.rows.is_off() {
+        // a PostgreSQL store that stopped writing (deposed, say) may see others' writes, which
+        // evict nothing here
+        let stopped = self.is_poisoned() && self.inner.engine.commits_by_group();
+        if space != Space::Entity || self.inner.rows.is_off() || stopped {
             return self.read_get(space, key);
         }
         // The ticket first, then the read: see `rows.rs` for why a fill is then never stale.
@@ -526,6 +534,11 @@ impl Store {
         }
         if let Some(handle) = self.inner.committer.lock().ok().and_then(|mut h| h.take()) {
             let _ = handle.join();
+        }
+        if let Some(pg) = self.inner.engine.postgres() {
+            // the lead goes at once, not when the connection's close reaches PostgreSQL: a
+            // server reopening its database (or the next one) finds it free
+            pg.release_lead();
         }
         if self.is_poisoned() {
             return Err(StorageError::Poisoned);

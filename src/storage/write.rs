@@ -299,7 +299,7 @@ impl<'c> WriteTx<'c> {
         if self.committer.follower {
             Some(StorageError::NotLeader)
         } else if self.committer.poisoned.is_set() {
-            Some(StorageError::Poisoned)
+            Some(self.committer.poisoned.refusal())
         } else if self.committer.full.get() {
             Some(self.committer.reserve.refusal())
         } else {
@@ -485,7 +485,7 @@ impl Committer {
                     hooks.into_iter().for_each(|(_, hook)| hook());
                     done.push((completion, Ok(())));
                 } else {
-                    done.push((completion, Err(StorageError::Poisoned)));
+                    done.push((completion, Err(self.poisoned.refusal())));
                 }
                 continue;
             }

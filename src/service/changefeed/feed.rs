@@ -14,6 +14,11 @@ pub(crate) struct Feed {
 }
 
 impl Feed {
+    /// A cluster follower's: the first event the leader's retention left is `first`.
+    pub(crate) fn follow_first(&self, first: u64) {
+        self.first_kept.store(first, std::sync::atomic::Ordering::Release);
+    }
+
     /// The state of an opened store: the first kept event is the first one stored (or, with none,
     /// the next one to come).
     pub(crate) fn load(store: &crate::storage::Store) -> Result<Feed> {

@@ -233,6 +233,11 @@ impl Db {
             return Ok(first.saturating_sub(1));
         }
         let last = *self.store.durable_seq().borrow();
+        if since > last && self.role() == crate::storage::Role::Follower {
+            // a consumer that moved here from the leader within a poll of this follower's:
+            // the events are there, this server has not looked yet
+            return Err(ServiceError::Lagging { wanted: since, applied: last });
+        }
         if since > last {
             return Err(ServiceError::ChangefeedAhead { since, last });
         }

@@ -30,6 +30,8 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(20);
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 /// How long a leader that cannot read the backend keeps its lead.
 const LOST_AFTER: Duration = Duration::from_secs(1);
+/// How often a follower looks whether the lead is free (the leader gone).
+const PROBE_EVERY: Duration = Duration::from_millis(200);
 
 impl Db {
     /// This server's role among those sharing its backend.
@@ -40,7 +42,12 @@ impl Db {
     /// The cluster's state as this server knows it.
     pub fn cluster_status(&self) -> ClusterStatus {
         let c = &self.cluster;
-        let (leader, epoch) = c.leader.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let (mut leader, epoch) = c.leader.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // a follower names no leader while the lead is free, nor itself (a leader it was, whose
+        // URL the row still holds while it reopens)
+        if c.role == Role::Follower && (!c.leader_alive() || Some(&leader) == self.store.config().advertise.as_ref()) {
+            leader.clear();
+        }
         let applied = self.applied_state();
         let lag_ms = match c.role {
             Role::Follower if c.seen.load(Ordering::Acquire) > applied => c.caught_up().elapsed().as_millis() as u64,
@@ -67,8 +74,17 @@ impl Db {
         }
         let lagging = || ServiceError::Lagging { wanted: state, applied: self.applied_state() };
         if self.cluster.role != Role::Follower {
-            // a number this server's states have not reached: not one it gave out
-            return Err(lagging());
+            // a state committed and not yet published (a follower saw its number in the row
+            // first) is published within moments; a number no state of this leader reached
+            // yet is waited for as long
+            let deadline = tokio::time::Instant::now() + wait;
+            while self.applied_state() < state {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(lagging());
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            return Ok(());
         }
         let mut applied = self.cluster.applied.subscribe();
         match tokio::time::timeout(wait, applied.wait_for(|&a| a >= state)).await {
@@ -95,31 +111,41 @@ impl Db {
         let db = Arc::downgrade(self);
         let jobs = self.jobs.clone();
         drop(self.spawn_job(async move {
-            let mut last_read = Instant::now();
+            let (mut last_read, mut last_probe) = (Instant::now(), Instant::now());
             while !jobs.closing() {
                 tokio::time::sleep(every).await;
                 let Some(db) = db.upgrade() else { return };
-                let read = {
-                    let store = db.store.clone();
-                    tokio::task::spawn_blocking(move || store.leadership()).await
-                };
-                match read {
-                    Ok(Ok(Some(lead))) => {
+                // bounded: a read on a connection whose peer went silent must not hold the watch
+                // (nor the shutdown that waits for this job)
+                let store = db.store.clone();
+                let read = tokio::time::timeout(LOST_AFTER, tokio::task::spawn_blocking(move || store.leadership()));
+                match read.await {
+                    Ok(Ok(Ok(Some(lead)))) => {
                         last_read = Instant::now();
                         match role {
                             Role::Follower => db.follow(&lead),
                             _ => db.watch_lead(&lead),
                         }
                     }
-                    Ok(Ok(None)) => return,
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "reading the leadership row failed");
-                        if role == Role::Leader && last_read.elapsed() > LOST_AFTER {
-                            db.store.deposed();
-                            db.cluster.wants_reopen("the backend has not answered for a second");
-                        }
+                    Ok(Ok(Ok(None))) | Ok(Err(_)) => return,
+                    Ok(Ok(Err(e))) => tracing::debug!(error = %e, "reading the leadership row failed"),
+                    Err(_) => tracing::debug!("reading the leadership row did not end within a second"),
+                }
+                if role == Role::Leader && last_read.elapsed() > LOST_AFTER {
+                    db.store.deposed();
+                    db.cluster.wants_reopen("the backend has not answered for a second");
+                }
+                if role == Role::Follower && last_probe.elapsed() >= PROBE_EVERY {
+                    last_probe = Instant::now();
+                    let store = db.store.clone();
+                    let probe =
+                        tokio::time::timeout(LOST_AFTER, tokio::task::spawn_blocking(move || store.lead_is_free()));
+                    let free = matches!(probe.await, Ok(Ok(Ok(true))));
+                    db.cluster.set_leader_alive(!free);
+                    if free {
+                        // the lead is there to take: the open tries for it
+                        db.cluster.wants_reopen("no server holds the database's lock");
                     }
-                    Err(_) => return,
                 }
             }
         }));
@@ -129,9 +155,6 @@ impl Db {
     fn follow(&self, lead: &Leadership) {
         let c = &self.cluster;
         *c.leader.lock().unwrap_or_else(PoisonError::into_inner) = (lead.leader.clone(), lead.epoch);
-        if !lead.held {
-            c.wants_reopen("no server holds the database's lock");
-        }
         c.seen.fetch_max(lead.state, Ordering::AcqRel);
         let applied = *c.applied.borrow();
         if lead.state == applied {
@@ -175,14 +198,22 @@ impl Db {
 impl Db {
     /// A follower's: the changefeed's last event, as the leader wrote it, wakes its waiters.
     fn follow_changefeed(&self) -> Result<()> {
-        let all = crate::storage::KeyRange::Prefix(Vec::new());
-        let last = self.store.snapshot().scan(Space::Changefeed, all, true).next().transpose()?;
-        if let Some((key, _)) = last {
-            let seq = crate::keys::ChangeKey::decode(&key)
-                .map_err(|e| ServiceError::Internal(format!("bad changefeed key: {e}")))?
-                .seq;
-            self.store.follow_changes(seq);
+        let view = self.store.snapshot();
+        let seq_of = |item: Option<crate::storage::Result<(crate::storage::Slice, crate::storage::Slice)>>| {
+            let Some((key, _)) = item.transpose()? else { return Ok(None) };
+            crate::keys::ChangeKey::decode(&key)
+                .map(|k| Some(k.seq))
+                .map_err(|e| ServiceError::Internal(format!("bad changefeed key: {e}")))
+        };
+        let all = || crate::storage::KeyRange::Prefix(Vec::new());
+        let first = seq_of(view.scan(Space::Changefeed, all(), false).next())?;
+        let last = seq_of(view.scan(Space::Changefeed, all(), true).next())?;
+        if let Some(last) = last {
+            self.store.follow_changes(last);
         }
+        // what the leader's retention left (none kept: the next event is the first)
+        let durable = *self.store.durable_seq().borrow();
+        self.feed.follow_first(first.unwrap_or(durable + 1));
         Ok(())
     }
 }

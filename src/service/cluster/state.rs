@@ -18,6 +18,8 @@ pub struct Cluster {
     pub(super) caught_up: Mutex<Instant>,
     /// set when this server should open its database again (see [`Db::reopen_wanted`])
     pub(super) reopen: tokio::sync::watch::Sender<bool>,
+    /// a follower's: whether a server held the lead when it last looked
+    leader_alive: std::sync::atomic::AtomicBool,
 }
 
 /// What `/ready`, `/v1/info` and `/metrics` say of the cluster.
@@ -37,15 +39,25 @@ pub struct ClusterStatus {
 }
 
 impl Cluster {
-    pub(crate) fn new(role: Role, epoch: u64, state: u64) -> Cluster {
+    /// `leader`: the leader's URL and the epoch, as the open read them.
+    pub(crate) fn new(role: Role, leader: (String, u64), state: u64) -> Cluster {
         Cluster {
             role,
-            leader: Mutex::new((String::new(), epoch)),
+            leader: Mutex::new(leader),
             applied: tokio::sync::watch::Sender::new(state),
             seen: AtomicU64::new(state),
             caught_up: Mutex::new(Instant::now()),
             reopen: tokio::sync::watch::Sender::new(false),
+            leader_alive: std::sync::atomic::AtomicBool::new(true),
         }
+    }
+
+    pub(super) fn leader_alive(&self) -> bool {
+        self.leader_alive.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(super) fn set_leader_alive(&self, alive: bool) {
+        self.leader_alive.store(alive, std::sync::atomic::Ordering::Release);
     }
 
     pub(super) fn caught_up(&self) -> std::sync::MutexGuard<'_, Instant> {

@@ -19,14 +19,20 @@ const LOCK_KEY: i64 = 0x6d6f_7361;
 pub(super) const CHANGED_SLOTS: usize = 16;
 const _: () = assert!(Space::ALL.len() <= CHANGED_SLOTS);
 
-/// The store's row and what cluster mode added to it (an older database gains the columns).
+/// The store's row and what cluster mode added to it (an older database gains the columns; the
+/// `ALTER`, which locks the table against every read view, only then).
 pub(super) fn store_ddl() -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {STORE_TABLE} (id int PRIMARY KEY, state bigint NOT NULL, restoring boolean NOT NULL);\
          INSERT INTO {STORE_TABLE} VALUES (1, 0, false) ON CONFLICT (id) DO NOTHING;\
-         ALTER TABLE {STORE_TABLE} ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0,\
-             ADD COLUMN IF NOT EXISTS leader text NOT NULL DEFAULT '',\
-             ADD COLUMN IF NOT EXISTS changed bigint[] NOT NULL DEFAULT array_fill(0::bigint, ARRAY[{CHANGED_SLOTS}]);"
+         DO $$ BEGIN \
+           IF NOT EXISTS (SELECT 1 FROM information_schema.columns \
+               WHERE table_schema = current_schema() AND table_name = '{STORE_TABLE}' AND column_name = 'changed') THEN \
+             ALTER TABLE {STORE_TABLE} ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0, \
+               ADD COLUMN IF NOT EXISTS leader text NOT NULL DEFAULT '', \
+               ADD COLUMN IF NOT EXISTS changed bigint[] NOT NULL DEFAULT array_fill(0::bigint, ARRAY[{CHANGED_SLOTS}]); \
+           END IF; \
+         END $$;"
     )
 }
 
@@ -79,14 +85,7 @@ pub(super) fn publish_sql(state: u64, touched: u32, epoch: u64) -> String {
 
 /// The backend's leadership row, and whether a server holds the lock.
 pub(super) fn leadership(conn: &mut Conn) -> Result<Leadership> {
-    let sql = format!(
-        "SELECT state, epoch, leader, array_to_string(changed, ','), EXISTS (SELECT 1 FROM pg_locks \
-           WHERE locktype = 'advisory' AND granted AND classid = {} AND objid = {} AND objsubid = 1 \
-           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) \
-         FROM {STORE_TABLE} WHERE id = 1",
-        LOCK_KEY >> 32,
-        LOCK_KEY & 0xffff_ffff
-    );
+    let sql = format!("SELECT state, epoch, leader, array_to_string(changed, ',') FROM {STORE_TABLE} WHERE id = 1");
     let messages = blocking(|| conn.client().simple_query(&sql))?;
     let row = first_row(&messages).ok_or_else(|| StorageError::Engine(format!("{STORE_TABLE} has no row")))?;
     let changed = row.get(3).unwrap_or_default();
@@ -95,8 +94,15 @@ pub(super) fn leadership(conn: &mut Conn) -> Result<Leadership> {
         epoch: number(row.get(1))?,
         leader: row.get(2).unwrap_or_default().to_owned(),
         changed: changed.split(',').filter(|s| !s.is_empty()).map(|s| number(Some(s))).collect::<Result<_>>()?,
-        held: row.get(4) == Some("t"),
     })
+}
+
+/// Whether no session holds the database's lock (no leader): taken and at once given back.
+pub(super) fn lock_free(conn: &mut Conn) -> Result<bool> {
+    let row = blocking(|| {
+        conn.client().query_one("SELECT pg_try_advisory_lock($1) AND pg_advisory_unlock($1)", &[&LOCK_KEY])
+    })?;
+    Ok(row.try_get::<_, bool>(0)?)
 }
 
 fn first_row(messages: &[SimpleQueryMessage]) -> Option<&postgres::SimpleQueryRow> {

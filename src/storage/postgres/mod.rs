@@ -123,6 +123,12 @@ impl Postgres {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
+        // a connection whose peer went silent (a cut network) fails within seconds rather than
+        // when the kernel gives up on it (a quarter of an hour)
+        config.keepalives_idle(std::time::Duration::from_secs(5));
+        config.keepalives_interval(std::time::Duration::from_secs(1));
+        config.keepalives_retries(3);
+        config.tcp_user_timeout(std::time::Duration::from_secs(10));
         let synchronous = match durability {
             Durability::Sync => "on",
             Durability::Buffered => "off",
@@ -178,6 +184,27 @@ impl Postgres {
     /// The database's leadership row, read now (on a pooled connection).
     pub(super) fn leadership(&self) -> Result<Leadership> {
         self.pool.take()?.with(lead::leadership)
+    }
+
+    /// Gives the database's lock back (at the store's close; nothing is written after it).
+    pub(super) fn release_lead(&self) {
+        if self.role == Role::Follower {
+            return;
+        }
+        let released = self.writer.with(|conn| {
+            if conn.is_closed() {
+                return Ok(());
+            }
+            Ok(blocking(|| conn.client().batch_execute("SELECT pg_advisory_unlock_all()"))?)
+        });
+        if let Err(e) = released {
+            tracing::debug!(error = %e, "giving the PostgreSQL lock back failed: it goes with the connection");
+        }
+    }
+
+    /// Whether no server leads the database now (its lock is free).
+    pub(super) fn lock_free(&self) -> Result<bool> {
+        self.pool.take()?.with(lead::lock_free)
     }
 
     /// Before a group: a committer connection that PostgreSQL closed (a restart of the server, a
@@ -270,9 +297,13 @@ impl Postgres {
             let set = state.map(|s| lead::publish_sql(s, touched, self.epoch));
             if conn.in_group {
                 conn.in_group = false;
-                if std::mem::take(&mut conn.failed) {
+                if std::mem::take(&mut conn.failed) || set.is_none() {
+                    // a failed statement, or a store halted mid-group (deposed, poisoned): what
+                    // the group wrote is answered as failed, so none of it may commit
                     blocking(|| conn.client().batch_execute("ROLLBACK"))?;
-                    return Err(StorageError::Engine("a statement of the group failed: it was rolled back".into()));
+                    return Err(StorageError::Engine(
+                        "the group was rolled back (a statement failed, or the store stopped taking writes)".into(),
+                    ));
                 }
                 let sql = format!("{}COMMIT", set.unwrap_or_default());
                 if let Err(e) = blocking(|| conn.client().batch_execute(&sql)) {
