@@ -34,6 +34,11 @@ PORT = 8080
 TABLE = "acked"
 DOCS = f"/v1/tables/{TABLE}/documents"
 ALL = ["kill_primary", "kill_leader", "isolate_leader", "restart_all"]
+# The longest each failure may keep writes from being acknowledged again (the bound the docs state):
+# a PostgreSQL failover (Patroni: ttl 10, loop_wait 1), a mosaicdb leader gone (a follower probes
+# the lock every 200 ms), a leader cut off (PostgreSQL's keepalives end its session in ~8 s), every
+# process restarted (PostgreSQL's recovery and Patroni's election first).
+BOUND = {"kill_primary": 15, "kill_leader": 3, "isolate_leader": 30, "restart_all": 45}
 SOLE = ["kill_primary", "restart_all"]  # what one server without cluster mode can go through
 
 
@@ -204,6 +209,29 @@ class Mosaic:
                 break
         return problems
 
+    def feed(self, acked):
+        """The changefeed read from the leader from its start: None if its seqs have no gap and
+        every acknowledged id has an event, else what is wrong."""
+        host = self.leader() or self.hosts[0]
+        since, seqs, ids = 0, [], set()
+        while True:
+            status, _, page = self.request("GET", host, f"/v1/changes?since={since}&limit=10000", timeout=30)
+            if status != 200 or not isinstance(page, dict):
+                return f"GET /v1/changes: {status} {str(page)[:300]}"
+            events = page.get("events") or []
+            seqs += [e["seq"] for e in events]
+            ids |= {e.get("id") for e in events if e.get("table") == TABLE}
+            if not events or page.get("next", since) == since:
+                break
+            since = page["next"]
+        gaps = [(a, b) for a, b in zip(seqs, seqs[1:]) if b != a + 1]
+        if gaps:
+            return f"the changefeed has gaps: {gaps[:10]}"
+        missing = [i for i in acked if i not in ids]
+        if missing:
+            return f"{len(missing)} acknowledged writes have no change event: {missing[:10]}"
+        return None
+
     def check(self):
         """POST /v1/admin/check on the leader: None if clean, else what it said."""
         host = self.leader() or self.hosts[0]
@@ -302,7 +330,13 @@ class Mosaic:
             result["error_samples"] = self.samples
         problems = self.verify(acked)
         bad_check = self.check()
-        result["ok"] = not problems and bad_check is None and flowing > 0
+        bad_feed = self.feed(acked)
+        slow = result.get("seconds_to_writes", 0) > BOUND[name]
+        result["ok"] = not problems and bad_check is None and bad_feed is None and flowing > 0 and not slow
+        if bad_feed:
+            result["changefeed"] = bad_feed
+        if slow:
+            result["too_slow"] = f"writes came back after {result['seconds_to_writes']} s, over the bound {BOUND[name]} s"
         if not flowing:
             result["stalled"] = f"no write acknowledged in the {settle} s after the scenario"
         if problems:
