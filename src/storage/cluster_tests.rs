@@ -58,6 +58,23 @@ fn the_first_server_leads_the_next_follow_and_read_its_commits() {
     assert_eq!(follower.get(Space::Entity, b"k").unwrap().as_deref(), Some(&b"v2"[..]), "no stale cached copy");
     assert!(follower.snapshot().state() > seen.state);
 
+    // its document cache follows the leader's log of the documents each group wrote
+    for v in [&b"v3"[..], b"v4"] {
+        assert!(follower.get(Space::Entity, b"k").unwrap().is_some(), "read, so cached");
+        let before = follower.leadership().unwrap().unwrap().state;
+        put(&leader, b"k", v).unwrap();
+        let after = follower.leadership().unwrap().unwrap().state;
+        follower.follow_documents(before, after).unwrap();
+        assert_eq!(follower.get(Space::Entity, b"k").unwrap().as_deref(), Some(v));
+    }
+    // a log that does not reach back far enough empties the cache
+    assert!(follower.get(Space::Entity, b"k").unwrap().is_some());
+    execute(&url, "DELETE FROM mosaic_log");
+    put(&leader, b"k", b"v2").unwrap();
+    let after = follower.leadership().unwrap().unwrap().state;
+    follower.follow_documents(0, after).unwrap();
+    assert_eq!(follower.get(Space::Entity, b"k").unwrap().as_deref(), Some(&b"v2"[..]));
+
     // a follower writes nothing
     assert!(matches!(put(&follower, b"f", b"x"), Err(StorageError::NotLeader)));
     assert_eq!(leader.get(Space::Entity, b"f").unwrap(), None);
@@ -71,7 +88,12 @@ fn the_first_server_leads_the_next_follow_and_read_its_commits() {
     let next = clustered(c.path(), &url, "c:1");
     assert_eq!((next.role(), next.epoch()), (Role::Leader, epoch + 1));
     assert!(next.published_state() > seen.state, "its states are numbered above the last leader's");
+    let before = follower.leadership().unwrap().unwrap().state;
     put(&next, b"k", b"v3").unwrap();
+    let after = follower.leadership().unwrap().unwrap().state;
+    // the new leader's log goes on from the last one's: nothing missed, nothing cleared
+    assert_eq!(follower.get(Space::Entity, b"k").unwrap().as_deref(), Some(&b"v2"[..]), "cached");
+    follower.follow_documents(before, after).unwrap();
     assert_eq!(follower.get(Space::Entity, b"k").unwrap().as_deref(), Some(&b"v3"[..]));
     follower.close().unwrap();
     next.close().unwrap();

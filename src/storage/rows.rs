@@ -140,6 +140,21 @@ impl Rows {
         s.evict(hash);
     }
 
+    /// Another server (the cluster's leader) committed a new value (or the removal) of `key`.
+    pub(super) fn changed_elsewhere(&self, key: &[u8]) {
+        self.lock(self.hash(key)).evict(self.hash(key));
+    }
+
+    /// Forgets every document (what another server changed is not known key by key).
+    pub(super) fn clear(&self) {
+        for shard in &self.shards {
+            let mut s = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            s.evictions += 1;
+            s.map.clear();
+            s.bytes = 0;
+        }
+    }
+
     /// Bytes held (tests).
     #[cfg(test)]
     pub(super) fn bytes(&self) -> usize {

@@ -127,9 +127,8 @@ impl Store {
         #[cfg(test)]
         let mut synced_journal = Arc::default();
         let follower = engine.postgres().is_some_and(|pg| pg.role() == super::Role::Follower);
-        // a follower's documents change under it (the leader writes them): it caches none
-        let row_cache = if follower { 0 } else { config.row_cache_bytes };
-        let rows = Arc::new(rows::Rows::new(usize::try_from(row_cache).unwrap_or(usize::MAX)));
+        // a follower's cached documents are evicted as the leader's log says (`follow_documents`)
+        let rows = Arc::new(rows::Rows::new(usize::try_from(config.row_cache_bytes).unwrap_or(usize::MAX)));
         if config.durability == Durability::Sync && embedded {
             // What the open recovered from the journal reached the OS before a crash, but
             // maybe not the disk: it is fsynced before anything reads it.
@@ -289,6 +288,21 @@ impl Store {
             }
             moved
         });
+    }
+
+    /// A cluster follower's: evicts from the document cache every document the leader's groups
+    /// after state `applied` up to `upto` wrote, as its log names them (all of them where the log
+    /// no longer covers those groups). Call before counting `upto` as applied.
+    pub fn follow_documents(&self, applied: u64, upto: u64) -> Result<()> {
+        let Some(pg) = self.inner.engine.postgres() else { return Ok(()) };
+        if self.inner.rows.is_off() {
+            return Ok(());
+        }
+        match pg.documents_since(applied, upto)? {
+            Some(keys) => keys.iter().for_each(|key| self.inner.rows.changed_elsewhere(key)),
+            None => self.inner.rows.clear(),
+        }
+        Ok(())
     }
 
     /// Stops taking writes for good: another server leads the backend now (seen by a read of

@@ -53,6 +53,19 @@ async fn a_follower_reads_the_leaders_writes_and_redirects_writes_to_it() {
     assert_eq!(read.status, 200, "{}", read.body);
     assert_eq!(read.body["n"], 1);
     assert!(read.header("x-mosaic-seq").unwrap().parse::<u64>().unwrap() >= seq.parse::<u64>().unwrap());
+    // the follower's document cache: filled by reads, emptied of what the leader changes
+    for n in 2..6 {
+        assert_eq!(follower.get("/v1/tables/c/documents/a").await.1["n"], n - 1, "cached");
+        let put = leader.send(Method::PUT, "/v1/tables/c/documents/a", Some(&json!({"n": n})), &[]).await;
+        let seq = put.header("x-mosaic-seq").unwrap().to_owned();
+        let read = follower.send(Method::GET, "/v1/tables/c/documents/a", None, &[("x-mosaic-min-seq", &seq)]).await;
+        assert_eq!(read.body["n"], n, "a cached document the leader changed is read again");
+    }
+    let gone = leader.send(Method::DELETE, "/v1/tables/c/documents/a", None, &[]).await;
+    let seq = gone.header("x-mosaic-seq").unwrap().to_owned();
+    let read = follower.send(Method::GET, "/v1/tables/c/documents/a", None, &[("x-mosaic-min-seq", &seq)]).await;
+    assert_eq!(read.status, 404, "a deleted document is gone from the follower's cache");
+    assert_eq!(leader.put("/v1/tables/c/documents/a", json!({"n": 1})).await.0, 201);
 
     // a write sent to the follower goes to the leader (307: the client sends it again there),
     // even one naming a table the follower has not seen yet

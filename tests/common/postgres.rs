@@ -17,10 +17,13 @@ pub fn fresh_database(test: &str) -> Option<String> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = format!("mosaic_t{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     let create = format!("CREATE DATABASE {name}");
+    // a name left by an earlier process of the same id (a long-lived local cluster) goes first
+    let stale = format!("DROP DATABASE IF EXISTS {name}");
     let url = admin.clone();
     // on a thread of its own: the client runs a runtime, which a test's own would refuse
     std::thread::spawn(move || {
         let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connecting to the test cluster");
+        client.batch_execute(&stale).expect("dropping a stale test database");
         client.batch_execute(&create).expect("creating a test database");
     })
     .join()

@@ -126,27 +126,17 @@ async fn verify(client: &reqwest::Client, m: &Member, acked: &[(String, u64)]) {
         let doc: Value = r.json().await.unwrap();
         assert_eq!(doc["n"], *n, "{id}");
     }
-    let feed: Value = client
-        .get(format!("{}/v1/changes?since=0&limit=10000&table=acked", m.base()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let feed = json_of(client.get(format!("{}/v1/changes?since=0&limit=10000&table=acked", m.base()))).await;
     let seqs: Vec<u64> = feed["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert!(seqs.len() >= acked.len(), "{} events for {} writes", seqs.len(), acked.len());
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "the changefeed has a gap: {seqs:?}");
-    let report: Value = client
-        .post(format!("{}/v1/admin/check", m.base()))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let report = json_of(client.post(format!("{}/v1/admin/check", m.base())).json(&json!({}))).await;
     assert_eq!(report["ok"], true, "{report}");
+}
+
+/// The answer's body, as JSON.
+async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
 }
 
 #[tokio::test]

@@ -161,6 +161,12 @@ impl Db {
             *c.caught_up() = Instant::now();
             return;
         }
+        if lead.changed(Space::Entity) > applied
+            && let Err(e) = self.store.follow_documents(applied, lead.state)
+        {
+            tracing::warn!(error = %e, "reading the leader's document log failed: tried again at the next step");
+            return;
+        }
         if lead.changed(Space::Meta) > applied
             && let Err(e) = self.catalog.reload(&self.store)
         {

@@ -120,6 +120,9 @@ pub(super) struct Conn {
     pub(super) failed: bool,
     /// the keyspaces the open group wrote, a bit per `Space as usize`
     pub(super) touched: u32,
+    /// the document keys the open group wrote, each as its length (u32, big-endian) and bytes
+    /// (cluster mode: followers evict them from their document caches; see `lead.rs`)
+    pub(super) documents: Vec<u8>,
 }
 
 impl Conn {
@@ -132,6 +135,7 @@ impl Conn {
             in_group: false,
             failed: false,
             touched: 0,
+            documents: Vec::new(),
         })
     }
 

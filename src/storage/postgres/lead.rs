@@ -12,6 +12,16 @@ use postgres::SimpleQueryMessage;
 /// database is unfinished, and the leadership (epoch, leader, the keyspaces' last changes).
 pub(super) const STORE_TABLE: &str = "mosaic_store";
 
+/// The document keys each of a leader's groups wrote, by the state the group published, and the
+/// state of the group logged before it (`prev`: a follower that finds a row whose `prev` it has
+/// not seen missed rows the leader pruned). Followers evict these keys from their document
+/// caches (see `cluster.rs`).
+const LOG_TABLE: &str = "mosaic_log";
+
+/// The groups the log keeps (older rows are pruned every [`PRUNE_EVERY`] groups).
+const LOG_KEPT: u64 = 4096;
+const PRUNE_EVERY: u64 = 256;
+
 /// The key of the session lock a leader holds on its database (`pg_try_advisory_lock`): "mosa".
 const LOCK_KEY: i64 = 0x6d6f_7361;
 
@@ -25,6 +35,7 @@ pub(super) fn store_ddl() -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {STORE_TABLE} (id int PRIMARY KEY, state bigint NOT NULL, restoring boolean NOT NULL);\
          INSERT INTO {STORE_TABLE} VALUES (1, 0, false) ON CONFLICT (id) DO NOTHING;\
+         CREATE TABLE IF NOT EXISTS {LOG_TABLE} (state bigint PRIMARY KEY, prev bigint NOT NULL, documents bytea NOT NULL);\
          DO $$ BEGIN \
            IF NOT EXISTS (SELECT 1 FROM information_schema.columns \
                WHERE table_schema = current_schema() AND table_name = '{STORE_TABLE}' AND column_name = 'changed') THEN \
@@ -72,15 +83,65 @@ pub(super) fn begin_fenced(conn: &mut Conn, epoch: u64) -> Result<()> {
 }
 
 /// The statement that ends a group publishing `state`: the state row, and `state` as the last
-/// change of every keyspace in `touched` (a bit per `Space as usize`).
-pub(super) fn publish_sql(state: u64, touched: u32, epoch: u64) -> String {
+/// change of every keyspace in `touched` (a bit per `Space as usize`); with `log`, the group's
+/// document keys (encoded as [`Conn::documents`] holds them) and the state logged before.
+pub(super) fn publish_sql(state: u64, touched: u32, epoch: u64, log: Option<(&[u8], u64)>) -> String {
+    use std::fmt::Write;
     let mut set = format!("state = {state}");
     for space in Space::ALL {
         if touched & (1 << space as u32) != 0 {
             set.push_str(&format!(", changed[{}] = {state}", space as usize + 1));
         }
     }
-    format!("UPDATE {STORE_TABLE} SET {set} WHERE id = 1 AND epoch = {epoch};")
+    let mut sql = format!("UPDATE {STORE_TABLE} SET {set} WHERE id = 1 AND epoch = {epoch};");
+    if let Some((documents, prev)) = log {
+        sql.reserve(documents.len() * 2 + 96);
+        let _ = write!(sql, "INSERT INTO {LOG_TABLE} VALUES ({state}, {prev}, '\\x");
+        for b in documents {
+            let _ = write!(sql, "{b:02x}");
+        }
+        sql.push_str("'::bytea);");
+        if state.is_multiple_of(PRUNE_EVERY) {
+            let _ = write!(
+                sql,
+                "DELETE FROM {LOG_TABLE} WHERE state < (SELECT min(state) FROM \
+                 (SELECT state FROM {LOG_TABLE} ORDER BY state DESC LIMIT {LOG_KEPT}) kept);"
+            );
+        }
+    }
+    sql
+}
+
+/// The state of the last group logged (0: none), where a new leader's log goes on from.
+pub(super) fn last_logged(conn: &mut Conn) -> Result<u64> {
+    let sql = format!("SELECT coalesce(max(state), 0)::text FROM {LOG_TABLE}");
+    let messages = blocking(|| conn.client().simple_query(&sql))?;
+    number(first_row(&messages).and_then(|r| r.get(0)))
+}
+
+/// The document keys the groups after `applied` up to `upto` wrote, or `None` if some of those
+/// groups' rows are gone (pruned, or a server outside cluster mode wrote).
+pub(super) fn documents_since(conn: &mut Conn, applied: u64, upto: u64) -> Result<Option<Vec<Vec<u8>>>> {
+    let sql = format!("SELECT prev, documents FROM {LOG_TABLE} WHERE state > $1 AND state <= $2 ORDER BY state");
+    let (from, to) = (applied as i64, upto as i64);
+    let rows = blocking(|| conn.client().query(&sql, &[&from, &to]))?;
+    let Some(first) = rows.first() else { return Ok(None) };
+    if first.try_get::<_, i64>(0)? as u64 > applied {
+        return Ok(None);
+    }
+    let mut keys = Vec::new();
+    for row in &rows {
+        let mut rest: &[u8] = row.try_get(1)?;
+        while let Some((len, after)) = rest.split_first_chunk::<4>() {
+            let len = u32::from_be_bytes(*len) as usize;
+            let Some((key, after)) = (after.len() >= len).then(|| after.split_at(len)) else {
+                return Err(StorageError::Engine(format!("{LOG_TABLE} holds a cut document key")));
+            };
+            keys.push(key.to_vec());
+            rest = after;
+        }
+    }
+    Ok(Some(keys))
 }
 
 /// The backend's leadership row, and whether a server holds the lock.
@@ -129,7 +190,7 @@ mod tests {
     #[test]
     fn publishing_names_each_touched_keyspace_once() {
         let touched = (1 << Space::Entity as u32) | (1 << Space::Meta as u32);
-        let sql = publish_sql(42, touched, 7);
+        let sql = publish_sql(42, touched, 7, None);
         assert_eq!(
             sql,
             format!(
@@ -138,5 +199,7 @@ mod tests {
             )
         );
         assert_eq!(quote("it's"), "'it''s'");
+        let logged = publish_sql(42, 0, 7, Some((&[0, 0, 0, 1, 0xab], 40)));
+        assert!(logged.ends_with("INSERT INTO mosaic_log VALUES (42, 40, '\\x00000001ab'::bytea);"), "{logged}");
     }
 }

@@ -64,6 +64,8 @@ pub(super) struct Postgres {
     epoch: u64,
     /// see [`Postgres::found_state`]
     found_state: u64,
+    /// a cluster leader's: the state of the last group whose document keys it logged
+    last_logged: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How long an open waits for the database's lock outside cluster mode (a server just stopped
@@ -101,6 +103,8 @@ fn writer_session(config: &postgres::Config, session: &str, cluster: bool) -> Re
 pub(super) struct PgBatch {
     writer: Arc<Lease>,
     epoch: u64,
+    /// cluster mode, the leader: the document keys are logged for the followers
+    log: bool,
     ops: Vec<foldhash::HashMap<Vec<u8>, Option<Vec<u8>>>>,
 }
 
@@ -135,6 +139,7 @@ impl Postgres {
         };
         let session = format!("SET synchronous_commit = {synchronous}");
         let (mut writer, locked) = writer_session(&config, &session, advertise.is_some())?;
+        let mut last_logged = 0;
         let (role, epoch, found_state) = if locked {
             let mut ddl = String::new();
             for space in Space::ALL {
@@ -146,6 +151,7 @@ impl Postgres {
             ddl.push_str(&lead::store_ddl());
             blocking(|| writer.client().batch_execute(&ddl))?;
             let (epoch, state) = lead::take_lead(&mut writer, advertise.unwrap_or_default())?;
+            last_logged = lead::last_logged(&mut writer)?;
             let role = if advertise.is_some() { Role::Leader } else { Role::Sole };
             tracing::info!(epoch, ?role, "took the lead of the PostgreSQL database");
             (role, epoch, state)
@@ -162,6 +168,7 @@ impl Postgres {
             role,
             epoch,
             found_state,
+            last_logged: Arc::new(last_logged.into()),
         })
     }
 
@@ -200,6 +207,12 @@ impl Postgres {
         if let Err(e) = released {
             tracing::debug!(error = %e, "giving the PostgreSQL lock back failed: it goes with the connection");
         }
+    }
+
+    /// The document keys the leader's groups after state `applied` up to `upto` wrote (`None`:
+    /// not all of them are known; see `lead::documents_since`).
+    pub(super) fn documents_since(&self, applied: u64, upto: u64) -> Result<Option<Vec<Vec<u8>>>> {
+        self.pool.take()?.with(|conn| lead::documents_since(conn, applied, upto))
     }
 
     /// Whether no server leads the database now (its lock is free).
@@ -283,6 +296,7 @@ impl Postgres {
         PgBatch {
             writer: self.writer.clone(),
             epoch: self.epoch,
+            log: self.role == Role::Leader,
             ops: Space::ALL.iter().map(|_| Default::default()).collect(),
         }
     }
@@ -294,7 +308,10 @@ impl Postgres {
     pub(super) fn end_group(&self, state: Option<u64>) -> Result<bool> {
         self.writer.with(|conn| {
             let touched = std::mem::take(&mut conn.touched);
-            let set = state.map(|s| lead::publish_sql(s, touched, self.epoch));
+            let documents = std::mem::take(&mut conn.documents);
+            let prev = self.last_logged.load(std::sync::atomic::Ordering::Acquire);
+            let log = (!documents.is_empty()).then_some((&documents[..], prev));
+            let set = state.map(|s| lead::publish_sql(s, touched, self.epoch, log));
             if conn.in_group {
                 conn.in_group = false;
                 if std::mem::take(&mut conn.failed) || set.is_none() {
@@ -310,6 +327,9 @@ impl Postgres {
                     // the transaction may be left open (aborted): end it
                     let _ = blocking(|| conn.client().batch_execute("ROLLBACK"));
                     return Err(e.into());
+                }
+                if let (Some(s), Some(_)) = (state, log) {
+                    self.last_logged.store(s, std::sync::atomic::Ordering::Release);
                 }
                 return Ok(true);
             }
@@ -468,7 +488,7 @@ impl PgBatch {
     /// Runs the batch's statements in the committer's group transaction (begun by the first
     /// batch of the group): committed with the group, by [`Postgres::end_group`].
     pub(super) fn commit(self) -> Result<()> {
-        let PgBatch { writer, epoch, ops } = self;
+        let PgBatch { writer, epoch, log, ops } = self;
         writer.with(|conn| {
             if !conn.in_group {
                 conn.in_group = true;
@@ -480,6 +500,12 @@ impl PgBatch {
                     continue;
                 }
                 conn.touched |= 1 << space as u32;
+                if log && space == Space::Entity {
+                    for key in ops.keys() {
+                        conn.documents.extend_from_slice(&(key.len() as u32).to_be_bytes());
+                        conn.documents.extend_from_slice(key);
+                    }
+                }
                 let mut deletes: Vec<Vec<u8>> = Vec::new();
                 let mut puts: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
                 for (key, value) in ops {
