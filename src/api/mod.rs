@@ -54,7 +54,9 @@ use utoipa_swagger_ui::SwaggerUi;
 #[openapi(
     info(title = "mosaicdb", description = "A multi-model database over HTTP/JSON: tables of JSON documents, \
         indexes, graphs and time series on one ordered key-value store. Every error is application/problem+json \
-        with a stable `code`.", license(name = "Apache-2.0")),
+        with a stable `code`. Every answer carries `X-Mosaic-Seq` (the state the server had applied); a request \
+        may send `X-Mosaic-Min-Seq` to wait (at most 5 s, else 503 `lagging`) until the server has applied that \
+        state. In cluster mode a follower answers every write with 307 and `Location` at the leader.", license(name = "Apache-2.0")),
     tags(
         (name = "service", description = "liveness, readiness, server information"),
         (name = "tables", description = "schemaless, typed and edge tables"),

@@ -31,6 +31,27 @@ fn execute(url: &str, sql: &str) {
     .unwrap();
 }
 
+/// The one number `sql` answers, on its own connection.
+fn count(url: &str, sql: &str) -> i64 {
+    let (url, sql) = (url.to_owned(), sql.to_owned());
+    std::thread::spawn(move || {
+        ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap().query_one(&sql, &[]).unwrap().get::<_, i64>(0)
+    })
+    .join()
+    .unwrap()
+}
+
+/// A leader on a fresh database, then deposed: another server moved the epoch on (as one does
+/// once this one's session is gone). `None` without a test cluster.
+fn deposed(test: &str, before: impl FnOnce(&Store)) -> Option<(tempfile::TempDir, Store, String)> {
+    let url = test_postgres::fresh_database(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    let leader = clustered(dir.path(), &url, "a:1");
+    before(&leader);
+    execute(&url, "UPDATE mosaic_store SET epoch = epoch + 1 WHERE id = 1");
+    Some((dir, leader, url))
+}
+
 #[test]
 fn the_first_server_leads_the_next_follow_and_read_its_commits() {
     let Some(url) = test_postgres::fresh_database("the_first_server_leads") else { return };
@@ -101,25 +122,14 @@ fn the_first_server_leads_the_next_follow_and_read_its_commits() {
 
 #[test]
 fn a_deposed_leader_commits_nothing() {
-    let Some(url) = test_postgres::fresh_database("a_deposed_leader_commits_nothing") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let leader = clustered(dir.path(), &url, "a:1");
-    put(&leader, b"before", b"1").unwrap();
-    // another server took the lead (as one does once this one's session is gone)
-    execute(&url, "UPDATE mosaic_store SET epoch = epoch + 1 WHERE id = 1");
+    let before = |leader: &Store| put(leader, b"before", b"1").unwrap();
+    let Some((_dir, leader, url)) = deposed("a_deposed_leader_commits_nothing", before) else { return };
     let refused = put(&leader, b"after", b"2");
     assert!(matches!(refused, Err(StorageError::Deposed)), "{refused:?}");
     assert!(leader.is_poisoned());
     assert!(put(&leader, b"later", b"3").is_err());
     let read = |key: &str| {
-        let sql = format!("SELECT count(*) FROM mosaic_entity WHERE k = '\\x{}'::bytea", hex(key.as_bytes()));
-        let url = url.clone();
-        std::thread::spawn(move || {
-            let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
-            client.query_one(&sql, &[]).unwrap().get::<_, i64>(0)
-        })
-        .join()
-        .unwrap()
+        count(&url, &format!("SELECT count(*) FROM mosaic_entity WHERE k = '\\x{}'::bytea", hex(key.as_bytes())))
     };
     assert_eq!((read("before"), read("after"), read("later")), (1, 0, 0));
     leader.close().ok();
@@ -127,10 +137,7 @@ fn a_deposed_leader_commits_nothing() {
 
 #[test]
 fn a_leader_that_reads_another_epoch_stops_writing() {
-    let Some(url) = test_postgres::fresh_database("a_leader_reads_another_epoch") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let leader = clustered(dir.path(), &url, "a:1");
-    execute(&url, "UPDATE mosaic_store SET epoch = epoch + 1 WHERE id = 1");
+    let Some((_dir, leader, _)) = deposed("a_leader_reads_another_epoch", |_| {}) else { return };
     // no write needed: the first view it takes shows the other epoch
     let _ = leader.snapshot();
     assert!(leader.is_poisoned());

@@ -37,9 +37,9 @@ impl Published {
 
     /// A state another server published, under the number it gave it (a follower's view of the
     /// backend; see `Store::snapshot`): numbers given out here from now on are above it.
-    pub(super) fn of_leader(state: u64, snapshot: Option<View>) -> Arc<Published> {
+    pub(super) fn of_leader(state: u64) -> Arc<Published> {
         raise_states(state);
-        Arc::new(Published { snapshot, derived: None, state })
+        Arc::new(Published { snapshot: None, derived: None, state })
     }
 
     /// This state's number (see [`ReadView::state`]).

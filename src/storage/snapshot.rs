@@ -42,11 +42,7 @@ impl Store {
                 }
                 // the leader's state, under its number, with no derived state (this server
                 // derives nothing from the leader's writes)
-                return ReadView {
-                    published: Published::of_leader(state, None),
-                    own: Some(View::Postgres(lease)),
-                    limits,
-                };
+                return ReadView { published: Published::of_leader(state), own: Some(View::Postgres(lease)), limits };
             }
             loop {
                 let published = self.inner.views.load_full();

@@ -223,11 +223,3 @@ impl Db {
         Ok(())
     }
 }
-
-impl ServiceError {
-    /// Whether the error is a follower's refusal of a write (answered with a redirect to the
-    /// leader).
-    pub fn is_not_leader(&self) -> bool {
-        matches!(self, ServiceError::NotLeader)
-    }
-}
