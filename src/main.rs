@@ -70,7 +70,8 @@ enum Command {
     },
     /// Print the OpenAPI document.
     Openapi,
-    /// Check index and document consistency of a data directory (the server must not be running).
+    /// Check index and document consistency of a data directory, every database in it (the server
+    /// must not be running).
     Check {
         /// the data directory
         data_dir: PathBuf,
@@ -160,6 +161,9 @@ struct ServeArgs {
     /// an import body must bring at least this many bytes in every --timeout-secs window
     #[arg(long, env = "MOSAIC_IMPORT_MIN_BYTES", default_value_t = mosaicdb::service::DEFAULT_MIN_IMPORT_BYTES)]
     import_min_bytes: usize,
+    /// most databases the server holds, `default` among them; beyond, creating one answers 409
+    #[arg(long, env = "MOSAIC_MAX_DATABASES", default_value_t = mosaicdb::service::databases::DEFAULT_MAX_DATABASES)]
+    max_databases: usize,
     /// most streamed answers (NDJSON query streams and exports, backups) written at once; beyond, 503
     #[arg(long, env = "MOSAIC_MAX_STREAMS", default_value_t = mosaicdb::server::DEFAULT_MAX_STREAMS)]
     max_streams: usize,
@@ -256,6 +260,7 @@ impl ServeArgs {
                 allow_unauthenticated: self.allow_unauthenticated,
             },
             listener: None,
+            max_databases: self.max_databases.max(1),
         })
     }
 }
@@ -334,19 +339,36 @@ fn check(storage: StorageConfig) -> ExitCode {
         Err(e) => return fail(e),
     };
     let result = runtime.block_on(async {
+        // every database, and nothing started or resumed: the check changes nothing
         let options = DbOptions { background_jobs: false, ..DbOptions::default() };
-        let db = mosaicdb::service::Db::open(storage, options)?;
-        let report = db.check().await?;
-        db.close()?;
-        Ok::<_, mosaicdb::service::ServiceError>(report)
-    });
-    match result {
-        Ok(report) => {
-            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
-            if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        let attach: mosaicdb::service::databases::Attach = std::sync::Arc::new(|_| Box::new(|| Box::pin(async {})));
+        let databases = mosaicdb::service::databases::Databases::open(storage, options, usize::MAX, attach)?;
+        let mut reports = Vec::new();
+        for (name, db) in databases.all() {
+            reports.push((name, db.check().await?));
         }
-        Err(e) => fail(e),
+        databases.shutdown().await?;
+        Ok::<_, mosaicdb::service::ServiceError>(reports)
+    });
+    let reports = match result {
+        Ok(reports) => reports,
+        Err(e) => return fail(e),
+    };
+    // `default`'s report, with every other database's under `databases`; `ok` for all of them
+    let ok = reports.iter().all(|(_, r)| r.ok);
+    let mut reports = reports.into_iter();
+    let mut out = match reports.next().map(|(_, r)| serde_json::to_value(r)) {
+        Some(Ok(serde_json::Value::Object(out))) => out,
+        _ => return fail("the check made no report"),
+    };
+    let others: serde_json::Map<_, _> =
+        reports.map(|(name, r)| (name, serde_json::to_value(r).unwrap_or_default())).collect();
+    if !others.is_empty() {
+        out.insert("databases".into(), others.into());
     }
+    out.insert("ok".into(), ok.into());
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
 fn health(mut addr: SocketAddr, timeout: Duration) -> ExitCode {

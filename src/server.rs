@@ -5,6 +5,7 @@ mod conn;
 use crate::api::auth::Access;
 use crate::api::{self, HttpLimits};
 use crate::background::{Scheduler, TaskConfig};
+use crate::service::databases::{Attach, Databases};
 use crate::service::{Db, DbOptions, ServiceError};
 use crate::storage::StorageConfig;
 use std::net::SocketAddr;
@@ -34,6 +35,8 @@ pub struct ServerConfig {
     /// one across the reopens of its database, so that clients queue rather than meet a closed
     /// port)
     pub listener: Option<std::sync::Arc<std::net::TcpListener>>,
+    /// most databases the server holds, `default` among them (`--max-databases`)
+    pub max_databases: usize,
 }
 
 impl ServerConfig {
@@ -52,6 +55,7 @@ impl ServerConfig {
             tasks: TaskConfig::default(),
             access: Access::default(),
             listener: None,
+            max_databases: crate::service::databases::DEFAULT_MAX_DATABASES,
         }
     }
 }
@@ -77,7 +81,7 @@ pub enum ServerError {
 /// A running server (tests and benches start it in-process).
 pub struct Server {
     addr: SocketAddr,
-    db: std::sync::Arc<Db>,
+    databases: std::sync::Arc<Databases>,
     stop: Option<oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<Result<(), ServerError>>,
 }
@@ -95,20 +99,24 @@ impl Server {
         // A query's scan stops when its request times out (unless configured otherwise).
         let options =
             DbOptions { query_timeout: config.options.query_timeout.or(Some(config.limits.timeout)), ..config.options };
-        let db = Db::open(config.storage, options)?;
-        let app = api::app(db.clone(), config.limits, &config.access);
+        // every database gets its periodic tasks, stopped before it closes
+        let tasks = config.tasks;
+        let attach: Attach = std::sync::Arc::new(move |db: &std::sync::Arc<Db>| {
+            let scheduler = Scheduler::start(db.clone(), tasks);
+            Box::new(move || Box::pin(scheduler.stop()) as _)
+        });
+        let databases = Databases::open(config.storage, options, config.max_databases, attach)?;
+        let app = api::app(databases.clone(), config.limits, &config.access);
         tracing::info!("{}", config.access.describe());
-        let scheduler = Scheduler::start(db.clone(), config.tasks);
-        let handle = db.clone();
+        let handle = databases.clone();
         let done = tokio::spawn(async move {
-            accept_until(listener, app, stopped, &db, config.limits.timeout).await;
+            accept_until(listener, app, stopped, &databases, config.limits.timeout).await;
             // In-flight requests have finished: stop the periodic tasks (each at its next step)
-            // and the background jobs, flush and fsync.
-            scheduler.stop().await;
-            db.shutdown().await.map_err(ServerError::Close)?;
+            // and the background jobs, flush and fsync, database by database.
+            databases.shutdown().await.map_err(ServerError::Close)?;
             Ok(())
         });
-        Ok(Server { addr, db: handle, stop: Some(stop), done })
+        Ok(Server { addr, databases: handle, stop: Some(stop), done })
     }
 
     /// The address the server listens on.
@@ -116,9 +124,14 @@ impl Server {
         self.addr
     }
 
-    /// The open database.
+    /// The default database.
     pub fn db(&self) -> &std::sync::Arc<Db> {
-        &self.db
+        self.databases.default_db()
+    }
+
+    /// Every database of the server.
+    pub fn databases(&self) -> &std::sync::Arc<Databases> {
+        &self.databases
     }
 
     /// Stops accepting, lets in-flight requests finish, flushes the store.
@@ -144,7 +157,7 @@ async fn accept_until(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     mut stopped: oneshot::Receiver<()>,
-    db: &Db,
+    databases: &Databases,
     grace: Duration,
 ) {
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -170,7 +183,7 @@ async fn accept_until(
         }
     }
     drop(listener);
-    db.stop_change_waits();
+    databases.stop_change_waits();
     let _ = shutdown.send(true);
     let finished = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
     if finished.is_err() {

@@ -1,10 +1,10 @@
 //! `/v1/admin`: consistency check, background tasks.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use crate::service::{CheckReport, TaskList};
 use axum::Json;
-use axum::extract::State;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -20,8 +20,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     (status = 408, description = "the walk passed the request timeout and stopped (`request_timeout`)", body = Problem,
         content_type = "application/problem+json"),
 ))]
-async fn check(State(state): State<AppState>) -> Result<Json<CheckReport>, ApiError> {
-    Ok(Json(state.db.check().await?))
+async fn check(Database(db): Database) -> Result<Json<CheckReport>, ApiError> {
+    Ok(Json(db.check().await?))
 }
 
 /// The periodic background tasks (TTL sweep, time-series retention): interval, whether a run is
@@ -33,6 +33,6 @@ async fn check(State(state): State<AppState>) -> Result<Json<CheckReport>, ApiEr
             "interval_ms": 60000, "running": false, "runs": 12, "last_started_at": "2026-11-22T10:00:00Z", "last_duration_ms": 3,
             "last_removed": 120, "removed_total": 1440, "last_error": null}]})),
 ))]
-async fn tasks(State(state): State<AppState>) -> Json<TaskList> {
-    Json(state.db.tasks())
+async fn tasks(Database(db): Database) -> Json<TaskList> {
+    Json(db.tasks())
 }

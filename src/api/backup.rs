@@ -1,6 +1,7 @@
 //! `POST /v1/admin/backup`: the online backup, streamed. Kept apart from the timed routes: a
 //! backup takes as long as the data takes to send.
 
+use super::database::Database;
 use super::{AppState, ClientGone};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderValue, header};
@@ -39,14 +40,18 @@ struct BackupArchive(Vec<u8>);
             ("X-Mosaic-Snapshot-At" = String, description = "the snapshot point, RFC 3339 (UTC)"),
         )),
 ))]
-async fn backup(State(state): State<AppState>, gone: Option<Extension<ClientGone>>) -> Response {
+async fn backup(
+    Database(db): Database,
+    State(state): State<AppState>,
+    gone: Option<Extension<ClientGone>>,
+) -> Response {
     // a backup is a streamed answer like the others: it takes one of their slots
     let slot = match super::stream::slot(&state) {
         Ok(slot) => slot,
         Err(e) => return e.into_response(),
     };
     // the snapshot point: before the answer's head is sent
-    let backup = state.db.backup();
+    let backup = db.backup();
     let snapshot_at = backup.header().created_at.clone();
     let logged_at = snapshot_at.clone();
     let disposition = format!("attachment; filename=\"{}\"", backup.file_name());

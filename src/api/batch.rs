@@ -1,12 +1,12 @@
 //! `POST /v1/batch`: several writes, all or nothing.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::ApiJson;
 use super::spec::BatchBody;
 use crate::service::{BatchOp, BatchOutcome};
 use axum::Json;
-use axum::extract::State;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -42,11 +42,8 @@ pub struct BatchRequest {
         nothing was written", body = Problem, content_type = "application/problem+json"),
     (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
 ))]
-async fn batch(
-    State(state): State<AppState>,
-    ApiJson(req): ApiJson<BatchRequest>,
-) -> Result<Json<BatchOutcome>, ApiError> {
-    Ok(Json(state.db.batch(req.operations).await?))
+async fn batch(Database(db): Database, ApiJson(req): ApiJson<BatchRequest>) -> Result<Json<BatchOutcome>, ApiError> {
+    Ok(Json(db.batch(req.operations).await?))
 }
 
 #[cfg(test)]

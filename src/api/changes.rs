@@ -4,6 +4,7 @@
 //! when the server stops.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::ApiQuery;
 use crate::service::changefeed::{
@@ -11,7 +12,6 @@ use crate::service::changefeed::{
 };
 use crate::service::{Db, ServiceError};
 use axum::Json;
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -94,7 +94,7 @@ fn tables(table: Option<String>) -> Result<Option<Vec<String>>, ApiError> {
         (status = 410, description = "`changefeed_expired`: retention removed events after `since`; the problem's \
             `oldest_seq` is the oldest kept", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn changes(State(state): State<AppState>, ApiQuery(q): ApiQuery<ChangesQuery>) -> Result<Response, ApiError> {
+async fn changes(Database(db): Database, ApiQuery(q): ApiQuery<ChangesQuery>) -> Result<Response, ApiError> {
     let wait_ms = q.wait_ms.unwrap_or(0);
     if wait_ms > MAX_WAIT_MS {
         return Err(ServiceError::InvalidRequest(format!("wait_ms must be at most {MAX_WAIT_MS}")).into());
@@ -109,7 +109,7 @@ async fn changes(State(state): State<AppState>, ApiQuery(q): ApiQuery<ChangesQue
         tables: tables(q.table)?,
         wait: Duration::from_millis(wait_ms),
     };
-    let page = state.db.changes(req).await?;
+    let page = db.changes(req).await?;
     Ok(super::json_text(page.to_json()))
 }
 
@@ -130,7 +130,7 @@ async fn changes(State(state): State<AppState>, ApiQuery(q): ApiQuery<ChangesQue
             content_type = "application/problem+json"),
     ))]
 async fn stream_changes(
-    State(state): State<AppState>,
+    Database(db): Database,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<StreamQuery>,
 ) -> Result<Response, ApiError> {
@@ -142,8 +142,8 @@ async fn stream_changes(
     };
     let tables = tables(q.table)?;
     // refused before the stream starts, as a problem
-    let since = state.db.check_since(since)?;
-    let events = follow(state.db.clone(), since, tables);
+    let since = db.check_since(since)?;
+    let events = follow(db.clone(), since, tables);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response())
 }
 
@@ -198,8 +198,8 @@ fn seq_of(event: &[u8]) -> u64 {
 #[utoipa::path(get, path = "/v1/changes/stats", tag = "changes",
     responses((status = 200, description = "the feed's figures", body = ChangeStats,
         example = json!({"first_seq": 1, "last_seq": 42, "events": 42, "bytes": 8192}))))]
-async fn change_stats(State(state): State<AppState>) -> Result<Json<ChangeStats>, ApiError> {
-    Ok(Json(state.db.change_stats().await?))
+async fn change_stats(Database(db): Database) -> Result<Json<ChangeStats>, ApiError> {
+    Ok(Json(db.change_stats().await?))
 }
 
 #[cfg(test)]

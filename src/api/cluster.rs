@@ -17,20 +17,6 @@ pub const MIN_SEQ: HeaderName = HeaderName::from_static("x-mosaic-min-seq");
 /// Longest a request waits for the state it asks for.
 const MIN_SEQ_WAIT: Duration = Duration::from_secs(5);
 
-/// The routes that take a body with POST but only read: a follower answers them itself. Every
-/// other POST, PUT, PATCH and DELETE a follower sends to the leader before anything else (so a
-/// write never meets the follower's catalog, which may be a poll behind the leader's).
-const READ_ONLY_POSTS: &[&str] = &[
-    "/v1/admin/backup",
-    "/v1/admin/check",
-    "/v1/graph/shortest-path",
-    "/v1/graph/traverse",
-    "/v1/tables/{table}/indexes/{name}/analyze",
-    "/v1/tables/{table}/query",
-    "/v1/tables/{table}/search",
-    "/v1/tables/{table}/vector-search",
-];
-
 /// Whether a follower sends `req` to the leader without running it.
 fn goes_to_leader(req: &Request) -> bool {
     use axum::http::Method;
@@ -39,13 +25,18 @@ fn goes_to_leader(req: &Request) -> bool {
         Method::POST => !req
             .extensions()
             .get::<axum::extract::MatchedPath>()
-            .is_some_and(|route| READ_ONLY_POSTS.contains(&route.as_str())),
+            .is_some_and(|route| super::database::READ_ONLY_POSTS.contains(&route.as_str())),
         _ => false,
     }
 }
 
 /// The layer: see the module's comment.
 pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    // the database the request names (one that does not exist is the handler's 404 to answer)
+    let db = match req.extensions().get::<super::database::Named>() {
+        Some(named) => state.databases.get(&named.0).unwrap_or_else(|| state.databases.default_db().clone()),
+        None => state.databases.default_db().clone(),
+    };
     if let Some(value) = req.headers().get(&MIN_SEQ) {
         let Some(wanted) = value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) else {
             return ApiError::new(
@@ -55,20 +46,20 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             )
             .into_response();
         };
-        if let Err(e) = state.db.wait_for_state(wanted, MIN_SEQ_WAIT).await {
+        if let Err(e) = db.wait_for_state(wanted, MIN_SEQ_WAIT).await {
             return ApiError::from(e).into_response();
         }
     }
     // where a redirect goes: the leader, at this request's path and query
     let target = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
-    let follows = state.db.role() == crate::storage::Role::Follower;
+    let follows = db.role() == crate::storage::Role::Follower;
     let mut response = if follows && goes_to_leader(&req) {
         ApiError::from(crate::service::ServiceError::NotLeader).into_response()
     } else {
         next.run(req).await
     };
     if response.extensions().get::<ToLeader>().is_some() {
-        let leader = state.db.cluster_status().leader;
+        let leader = db.cluster_status().leader;
         let location = HeaderValue::from_str(&format!("{}{target}", leader.trim_end_matches('/')));
         response = match location {
             Ok(location) if !leader.is_empty() => {
@@ -85,6 +76,6 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             .into_response(),
         };
     }
-    response.headers_mut().insert(SEQ, HeaderValue::from(state.db.applied_state()));
+    response.headers_mut().insert(SEQ, HeaderValue::from(db.applied_state()));
     response
 }

@@ -1,6 +1,7 @@
 //! `/v1/tables/{table}/documents` and `/v1/tables/{table}/import`.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
 use super::spec::{DocumentPath, InsertAnswer, InsertBody, Inserted, TablePath};
@@ -78,13 +79,13 @@ fn with_etag(mut response: Response, etag: &str) -> Response {
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn put_document(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, id)): ApiPath<(String, String)>,
     headers: HeaderMap,
     ApiJson(doc): ApiJson<Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let pre = preconditions(&headers)?;
-    let out = state.db.put_document(table.clone(), id, doc, pre).await?;
+    let out = db.put_document(table.clone(), id, doc, pre).await?;
     let etag = out.etag.clone();
     let response = if out.created {
         let location = format!("/v1/tables/{}/documents/{}", super::encode_path(&table), super::encode_path(&out.id));
@@ -106,10 +107,10 @@ async fn put_document(
                 "detail": "document \"alice\" not found in table \"users\"", "code": "document_not_found"})),
     ))]
 async fn get_document(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, id)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let doc = state.db.get_document(table, id).await?;
+    let doc = db.get_document(table, id).await?;
     Ok(with_etag(super::json_text(doc.json), &doc.etag))
 }
 
@@ -132,13 +133,13 @@ async fn get_document(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn patch_document(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, id)): ApiPath<(String, String)>,
     headers: HeaderMap,
     ApiJson(patch): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
     let pre = preconditions(&headers)?;
-    let out = state.db.patch_document(table, id, patch, pre).await?;
+    let out = db.patch_document(table, id, patch, pre).await?;
     let etag = out.etag.clone();
     Ok(with_etag(Json(out).into_response(), &etag))
 }
@@ -162,12 +163,12 @@ async fn patch_document(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_document(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, id)): ApiPath<(String, String)>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let pre = preconditions(&headers)?;
-    state.db.delete_document(table, id, pre).await?;
+    db.delete_document(table, id, pre).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -192,17 +193,17 @@ async fn delete_document(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn insert_documents(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(table): ApiPath<String>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
     Ok(match body {
         Value::Array(docs) => {
-            let documents = state.db.insert_documents(table, docs).await?;
+            let documents = db.insert_documents(table, docs).await?;
             (StatusCode::CREATED, Json(Inserted { documents })).into_response()
         }
         doc => {
-            let mut out = state.db.insert_documents(table, vec![doc]).await?;
+            let mut out = db.insert_documents(table, vec![doc]).await?;
             let one =
                 out.pop().ok_or_else(|| ApiError::from(crate::service::ServiceError::Internal("no outcome".into())))?;
             let etag = one.etag.clone();
@@ -234,6 +235,7 @@ async fn insert_documents(
             (`too_many_streams`, with `Retry-After`)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_documents(
+    Database(db): Database,
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
     headers: HeaderMap,
@@ -251,13 +253,13 @@ async fn list_documents(
         }
         super::stream::check_version(version)?;
         let slot = super::stream::slot(&state)?;
-        let mut stream = state.db.query_stream(table, crate::service::QueryRequest::default()).await?;
+        let mut stream = db.query_stream(table, crate::service::QueryRequest::default()).await?;
         let guard = stream.abandon_guard();
         return Ok(super::stream::ndjson(&state, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
         }));
     }
-    let page = state.db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?;
+    let page = db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?;
     Ok(super::stream::vary_accept(super::json_text(page.to_json())))
 }
 
@@ -275,6 +277,7 @@ async fn list_documents(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn import(
+    Database(db): Database,
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
     headers: HeaderMap,
@@ -292,7 +295,7 @@ async fn import(
     }
     // When the client goes away, dropping the import stops it: no further line is read.
     tokio::select! {
-        report = state.db.import(table, body.into_data_stream(), state.import) => Ok(Json(report?)),
+        report = db.import(table, body.into_data_stream(), state.import) => Ok(Json(report?)),
         () = super::ClientGone::wait(gone.map(|g| g.0)) => {
             Err(ApiError::new(StatusCode::BAD_REQUEST, "client_gone", "the client closed the connection"))
         }

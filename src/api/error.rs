@@ -86,12 +86,16 @@ impl ApiError {
 fn status_of(e: &ServiceError) -> StatusCode {
     match e {
         ServiceError::TableNotFound(_)
+        | ServiceError::DatabaseNotFound(_)
         | ServiceError::DocumentNotFound { .. }
         | ServiceError::IndexNotFound { .. }
         | ServiceError::ViewNotFound { .. }
         | ServiceError::NoPath { .. }
         | ServiceError::MetricNotFound(_) => StatusCode::NOT_FOUND,
         ServiceError::TableExists(_)
+        | ServiceError::DatabaseExists(_)
+        | ServiceError::TooManyDatabases { .. }
+        | ServiceError::DatabasesInCluster
         | ServiceError::TableDropping(_)
         | ServiceError::IndexExists { .. }
         | ServiceError::IndexDropping { .. }
@@ -105,6 +109,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         ServiceError::InvalidTableName { .. }
+        | ServiceError::InvalidDatabaseName { .. }
         | ServiceError::InvalidId(_)
         | ServiceError::InvalidRequest(_)
         | ServiceError::InvalidFilter(_)
@@ -139,6 +144,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::NotLeader => StatusCode::TEMPORARY_REDIRECT,
         ServiceError::Lagging { .. } | ServiceError::FieldsBehind(_) => StatusCode::SERVICE_UNAVAILABLE,
         ServiceError::Unavailable(_) if e.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
+        ServiceError::QuotaExceeded { .. } => StatusCode::INSUFFICIENT_STORAGE,
         ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }

@@ -1,6 +1,7 @@
 //! `/v1/graph`: neighbours, traversals and shortest paths over the edge tables.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiQuery};
 use crate::service::graph::{
@@ -8,7 +9,6 @@ use crate::service::graph::{
     WalkDirection,
 };
 use axum::Json;
-use axum::extract::State;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -54,7 +54,7 @@ pub struct NeighborsQuery {
         (status = 408, description = "the walk passed the request timeout", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn neighbors(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiQuery(q): ApiQuery<NeighborsQuery>,
 ) -> Result<Json<NeighborsPage>, ApiError> {
     let edges = q.edges.map(|e| e.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect());
@@ -65,7 +65,7 @@ async fn neighbors(
         limit: q.limit.unwrap_or(100),
         cursor: q.cursor,
     };
-    Ok(Json(state.db.neighbors(req).await?))
+    Ok(Json(db.neighbors(req).await?))
 }
 
 /// A breadth-first walk from `start` along the given edge tables and direction, from `min_depth`
@@ -91,8 +91,8 @@ async fn neighbors(
                 "detail": "the walk read more than max_visited = 1000 adjacency entries: narrow it (depth, edges, filters) or raise max_visited",
                 "code": "max_visited_exceeded"})),
     ))]
-async fn traverse(State(state): State<AppState>, ApiJson(req): ApiJson<TraverseRequest>) -> Result<Response, ApiError> {
-    let answer = state.db.traverse(req).await?;
+async fn traverse(Database(db): Database, ApiJson(req): ApiJson<TraverseRequest>) -> Result<Response, ApiError> {
+    let answer = db.traverse(req).await?;
     // `{"_id":"…","depth":N}` per vertex, about; paths about twice that again
     let per_vertex = if answer.paths.is_some() { 160 } else { 48 };
     Ok(super::respond::json_sized(&answer, 64 + per_vertex * answer.vertices.len()))
@@ -120,8 +120,8 @@ async fn traverse(State(state): State<AppState>, ApiJson(req): ApiJson<TraverseR
             content_type = "application/problem+json"),
     ))]
 async fn shortest_path(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiJson(req): ApiJson<ShortestPathRequest>,
 ) -> Result<Json<ShortestPathResponse>, ApiError> {
-    Ok(Json(state.db.shortest_path(req).await?))
+    Ok(Json(db.shortest_path(req).await?))
 }

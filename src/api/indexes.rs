@@ -1,13 +1,13 @@
 //! `/v1/tables/{table}/indexes`: create (with background backfill), list, inspect, drop.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{CreateIndexBody, IndexPath, TablePath};
 use crate::catalog::IndexDef;
 use crate::service::CreateIndex;
 use axum::Json;
-use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde::Serialize;
@@ -53,11 +53,11 @@ pub struct IndexList {
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn create_index(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<CreateIndex>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let def = state.db.create_index(table, req).await?;
+    let def = db.create_index(table, req).await?;
     let status = if def.is_ready() { StatusCode::CREATED } else { StatusCode::ACCEPTED };
     let location = format!("/v1/tables/{}/indexes/{}", super::encode_path(&def.table), super::encode_path(&def.name));
     Ok((status, [(header::LOCATION, location)], Json(def)))
@@ -70,11 +70,8 @@ async fn create_index(
         (status = 400, description = "invalid path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn list_indexes(
-    State(state): State<AppState>,
-    ApiPath(table): ApiPath<String>,
-) -> Result<Json<IndexList>, ApiError> {
-    Ok(Json(IndexList { indexes: state.db.list_indexes(table).await? }))
+async fn list_indexes(Database(db): Database, ApiPath(table): ApiPath<String>) -> Result<Json<IndexList>, ApiError> {
+    Ok(Json(IndexList { indexes: db.list_indexes(table).await? }))
 }
 
 /// One index: definition, `state` (`building` with `done`/`total`, `ready`, or `failed` with `error`).
@@ -86,10 +83,10 @@ async fn list_indexes(
         (status = 404, description = "no such table or index", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_index(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
 ) -> Result<Json<IndexDef>, ApiError> {
-    Ok(Json(state.db.get_index(table, name).await?))
+    Ok(Json(db.get_index(table, name).await?))
 }
 
 /// Drops an index and its entries.
@@ -102,10 +99,10 @@ async fn get_index(
         (status = 404, description = "no such table or index", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn drop_index(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    state.db.drop_index(table, name).await?;
+    db.drop_index(table, name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -123,10 +120,10 @@ async fn drop_index(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn rebuild_index(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let def = state.db.rebuild_index(table, name).await?;
+    let def = db.rebuild_index(table, name).await?;
     let location = format!("/v1/tables/{}/indexes/{}", super::encode_path(&def.table), super::encode_path(&def.name));
     Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(def)))
 }

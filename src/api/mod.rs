@@ -7,6 +7,8 @@ mod backup;
 mod batch;
 mod changes;
 mod cluster;
+pub mod database;
+mod databases;
 mod documents;
 mod error;
 mod extract;
@@ -34,7 +36,7 @@ pub(crate) use respond::json_text;
 pub use state::{AppState, HttpLimits};
 pub use stream::{NDJSON_TYPES, wants_ndjson};
 
-use crate::service::Db;
+use crate::service::databases::Databases;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
@@ -59,6 +61,7 @@ use utoipa_swagger_ui::SwaggerUi;
         state. In cluster mode a follower answers every write with 307 and `Location` at the leader.", license(name = "Apache-2.0")),
     tags(
         (name = "service", description = "liveness, readiness, server information"),
+        (name = "databases", description = "isolated databases in one server: every route of `/v1/…` is also under `/v1/db/{db}/…`"),
         (name = "tables", description = "schemaless, typed and edge tables"),
         (name = "documents", description = "documents by id, listing and NDJSON import"),
         (name = "indexes", description = "hash, unique, range, spatial, fulltext, ngram, ttl and vector indexes"),
@@ -79,6 +82,7 @@ fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(system::router())
         .merge(metrics::router())
+        .merge(databases::router())
         .merge(tables::router())
         .merge(documents::router())
         .merge(indexes::router())
@@ -101,22 +105,23 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(changes::waiting_router())
         .into_openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    database::document(&mut doc);
     auth::document(&mut doc);
     doc
 }
 
 /// The whole application, ready to serve; `access` holds the API keys (none: no authentication).
-pub fn app(db: Arc<Db>, limits: HttpLimits, access: &auth::Access) -> Router {
+pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access) -> Router {
     let import = crate::service::ImportLimits {
         max_line: limits.max_body_bytes,
         window: limits.timeout,
         min_bytes: limits.min_import_bytes,
     };
-    let metrics = Arc::new(metrics::Metrics::new(db.clone()));
+    let metrics = Arc::new(metrics::Metrics::new(databases.default_db().clone()));
     let record = metrics.layer();
     let max_streams = limits.max_streams.max(1);
     let streams = Arc::new(tokio::sync::Semaphore::new(max_streams));
-    let state = AppState { db, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics };
+    let state = AppState { databases, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics };
     let cluster = axum::middleware::from_fn_with_state(state.clone(), cluster::layer);
     let (timed, _) = routes().split_for_parts();
     // imports and backups stream for as long as they take: no request timeout

@@ -1,5 +1,6 @@
 //! `POST /v1/tables/{table}/query`.
 
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{QueryBody, TablePath};
@@ -54,6 +55,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
             (`too_many_streams`, with `Retry-After`)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn query(
+    Database(db): Database,
     State(state): State<AppState>,
     ApiPath(table): ApiPath<String>,
     headers: HeaderMap,
@@ -65,13 +67,13 @@ async fn query(
         super::stream::check_version(version)?;
         // taken before planning: an in-memory sort is part of the stream's cost
         let slot = super::stream::slot(&state)?;
-        let mut stream = state.db.query_stream(table, req).await?;
+        let mut stream = db.query_stream(table, req).await?;
         let guard = stream.abandon_guard();
         return Ok(super::stream::ndjson(&state, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
         }));
     }
-    let response = match state.db.query(table, req).await? {
+    let response = match db.query(table, req).await? {
         QueryResult::Page(page) => super::json_text(page.to_json()),
         QueryResult::Explain(plan) => Json(plan).into_response(),
     };

@@ -1,12 +1,12 @@
 //! `POST /v1/tables/{table}/search` and `POST /v1/tables/{table}/indexes/{name}/analyze`.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{IndexPath, TablePath};
 use crate::service::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 use axum::Json;
-use axum::extract::State;
 use axum::response::Response;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -41,14 +41,14 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
             body = Problem, content_type = "application/problem+json"),
     ))]
 async fn search(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<SearchRequest>,
 ) -> Result<Response, ApiError> {
     if req.vector.is_some() {
-        return Ok(super::json_text(state.db.hybrid_search(table, req).await?));
+        return Ok(super::json_text(db.hybrid_search(table, req).await?));
     }
-    Ok(super::json_text(state.db.search(table, req).await?))
+    Ok(super::json_text(db.search(table, req).await?))
 }
 
 /// The tokens a fulltext index makes of a text, with positions and byte offsets: what is indexed
@@ -66,9 +66,9 @@ async fn search(
             content_type = "application/problem+json"),
     ))]
 async fn analyze(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
     ApiJson(req): ApiJson<AnalyzeRequest>,
 ) -> Result<Json<AnalyzeResponse>, ApiError> {
-    Ok(Json(state.db.analyze(table, name, req).await?))
+    Ok(Json(db.analyze(table, name, req).await?))
 }

@@ -14,6 +14,15 @@ use utoipa::{IntoParams, ToSchema};
 /// A dotted field path: non-empty names joined by `.`.
 pub const FIELD_PATH: &str = "^[^.]+(\\.[^.]+)*$";
 
+/// `/v1/databases/{db}`
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct DatabasePath {
+    /// database name (1-256 bytes, no `/`, no control characters), percent-encoded
+    #[param(min_length = 1, max_length = 256, pattern = "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", example = "shop")]
+    pub db: String,
+}
+
 /// `/v1/tables/{table}`
 #[derive(Debug, IntoParams)]
 #[into_params(parameter_in = Path)]

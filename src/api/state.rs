@@ -1,15 +1,16 @@
 //! What every handler gets ([`AppState`]) and the limits the HTTP layer is built with ([`HttpLimits`]).
 
 use super::metrics::Metrics;
-use crate::service::Db;
+use crate::service::databases::Databases;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// What every handler gets: the database and the limits it enforces itself.
 #[derive(Clone)]
 pub struct AppState {
-    /// the open database
-    pub db: Arc<Db>,
+    /// every database of the server (a handler takes the one its request names with the
+    /// [`super::database::Database`] extractor)
+    pub databases: Arc<Databases>,
     /// largest buffered body (and longest import line), in bytes
     pub max_body_bytes: usize,
     /// what an import must keep to

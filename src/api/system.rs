@@ -1,11 +1,11 @@
 //! Liveness, readiness and server information.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use crate::service::cluster::ClusterStatus;
 use crate::service::{Health, Info};
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -42,9 +42,9 @@ async fn health() -> Json<Status> {
     (status = 503, description = "the store refuses writes: `store_failed`, `insufficient_storage` or `unavailable`",
         body = Problem, content_type = "application/problem+json"),
 ))]
-async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
-    let cluster = (state.db.role() != crate::storage::Role::Sole).then(|| state.db.cluster_status());
-    let (code, detail) = match state.db.health() {
+async fn ready(Database(db): Database) -> Result<Json<Status>, ApiError> {
+    let cluster = (db.role() != crate::storage::Role::Sole).then(|| db.cluster_status());
+    let (code, detail) = match db.health() {
         Health::Ok => return Ok(Json(Status { status: "ready", cluster })),
         Health::DiskFull { free, reserve } => (
             "insufficient_storage",
@@ -64,6 +64,6 @@ async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> 
 
 /// Version, uptime, data directory, durability and key counts per family.
 #[utoipa::path(get, path = "/v1/info", tag = "service", responses((status = 200, description = "server information", body = Info)))]
-async fn info(State(state): State<AppState>) -> Result<Json<Info>, ApiError> {
-    Ok(Json(state.db.info().await?))
+async fn info(Database(db): Database) -> Result<Json<Info>, ApiError> {
+    Ok(Json(db.info().await?))
 }

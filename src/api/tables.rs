@@ -1,13 +1,13 @@
 //! `/v1/tables`: create, list, describe, add columns, drop.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::TablePath;
 use crate::catalog::{ColumnDef, TableDef};
 use crate::service::{CreateTable, TableInfo};
 use axum::Json;
-use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
@@ -59,18 +59,18 @@ pub struct PatchTable {
     (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
 ))]
 async fn create_table(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiJson(req): ApiJson<CreateTable>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let def = state.db.create_table(req).await?;
+    let def = db.create_table(req).await?;
     let location = format!("/v1/tables/{}", super::encode_path(&def.name));
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(def)))
 }
 
 /// Lists every table with its document count.
 #[utoipa::path(get, path = "/v1/tables", tag = "tables", responses((status = 200, description = "the tables", body = TableList)))]
-async fn list_tables(State(state): State<AppState>) -> Result<Json<TableList>, ApiError> {
-    Ok(Json(TableList { tables: state.db.list_tables().await? }))
+async fn list_tables(Database(db): Database) -> Result<Json<TableList>, ApiError> {
+    Ok(Json(TableList { tables: db.list_tables().await? }))
 }
 
 /// A table's definition and document count.
@@ -82,11 +82,8 @@ async fn list_tables(State(state): State<AppState>) -> Result<Json<TableList>, A
             example = json!({"type": "urn:mosaicdb:problem:table_not_found", "title": "Not Found", "status": 404,
                 "detail": "table \"users\" does not exist", "code": "table_not_found"})),
     ))]
-async fn get_table(
-    State(state): State<AppState>,
-    ApiPath(table): ApiPath<String>,
-) -> Result<Json<TableInfo>, ApiError> {
-    Ok(Json(state.db.get_table(table).await?))
+async fn get_table(Database(db): Database, ApiPath(table): ApiPath<String>) -> Result<Json<TableInfo>, ApiError> {
+    Ok(Json(db.get_table(table).await?))
 }
 
 /// Adds columns to a typed table and/or sets the table's changefeed mode.
@@ -103,11 +100,11 @@ async fn get_table(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn patch_table(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<PatchTable>,
 ) -> Result<Json<TableDef>, ApiError> {
-    Ok(Json(state.db.alter_table(table, req.add_columns, req.changefeed).await?))
+    Ok(Json(db.alter_table(table, req.add_columns, req.changefeed).await?))
 }
 
 /// Drops a table with every document and index entry of it.
@@ -118,7 +115,7 @@ async fn patch_table(
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn drop_table(State(state): State<AppState>, ApiPath(table): ApiPath<String>) -> Result<StatusCode, ApiError> {
-    state.db.drop_table(table).await?;
+async fn drop_table(Database(db): Database, ApiPath(table): ApiPath<String>) -> Result<StatusCode, ApiError> {
+    db.drop_table(table).await?;
     Ok(StatusCode::NO_CONTENT)
 }

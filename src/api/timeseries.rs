@@ -3,6 +3,7 @@
 //! aggregation, retention, listing and deletes.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem, too_large};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::service::timeseries::{
@@ -11,7 +12,6 @@ use crate::service::timeseries::{
 };
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -173,8 +173,8 @@ fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
         example = json!({"metrics": [{"name": "cpu", "points": 1440, "series": 2, "first": 1763683200000i64,
             "last": 1763769540000i64, "bytes": 1210, "retention": {"max_age": "7d"}}]})),
 ))]
-async fn list_metrics(State(state): State<AppState>) -> Result<Json<MetricList>, ApiError> {
-    Ok(Json(state.db.list_metrics().await?))
+async fn list_metrics(Database(db): Database) -> Result<Json<MetricList>, ApiError> {
+    Ok(Json(db.list_metrics().await?))
 }
 
 /// Writes points of one metric, all or none. The same entity and time overwrites; the metric is
@@ -196,12 +196,12 @@ async fn list_metrics(State(state): State<AppState>) -> Result<Json<MetricList>,
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn write_points(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
     ApiQuery(q): ApiQuery<JsonWriteQuery>,
     ApiJson(body): ApiJson<WritePoints>,
 ) -> Result<Json<WriteReport>, ApiError> {
-    Ok(Json(state.db.write_json_points(path.metric, body, q.precision.unwrap_or_default()).await?))
+    Ok(Json(db.write_json_points(path.metric, body, q.precision.unwrap_or_default()).await?))
 }
 
 /// A page of points, by entity then time.
@@ -215,7 +215,7 @@ async fn write_points(
         (status = 408, description = "the read passed the request timeout", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn read_points(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
     ApiQuery(q): ApiQuery<PointsQuery>,
 ) -> Result<Json<PointsPage>, ApiError> {
@@ -229,7 +229,7 @@ async fn read_points(
         cursor: q.cursor,
         precision: q.precision.unwrap_or_default(),
     };
-    Ok(Json(state.db.read_points(path.metric, req).await?))
+    Ok(Json(db.read_points(path.metric, req).await?))
 }
 
 /// Aggregates points into buckets of `step` aligned to multiples of it since the epoch; empty
@@ -246,7 +246,7 @@ async fn read_points(
         (status = 422, description = "more than 100000 buckets (`too_many_buckets`)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn aggregate(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
     ApiQuery(q): ApiQuery<AggregateQuery>,
 ) -> Result<Json<AggregateResponse>, ApiError> {
@@ -259,7 +259,7 @@ async fn aggregate(
         selector: q.selector,
         group_by: grouping(q.group_by, q.by.as_deref())?,
     };
-    Ok(Json(state.db.aggregate(path.metric, req).await?))
+    Ok(Json(db.aggregate(path.metric, req).await?))
 }
 
 /// The series of a metric (those `match` selects), by entity, with their labels, point counts
@@ -276,11 +276,11 @@ async fn aggregate(
         (status = 408, description = "the listing passed the request timeout", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_series(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
     ApiQuery(q): ApiQuery<SeriesQuery>,
 ) -> Result<Json<SeriesPage>, ApiError> {
-    Ok(Json(state.db.list_series(path.metric, q.selector, q.limit, q.cursor).await?))
+    Ok(Json(db.list_series(path.metric, q.selector, q.limit, q.cursor).await?))
 }
 
 /// The grouping of `group_by` and `by`.
@@ -313,10 +313,10 @@ const MAX_BY_LABELS: usize = 16;
         (status = 404, description = "no such metric (`metric_not_found`)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_retention(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
 ) -> Result<Json<Retention>, ApiError> {
-    Ok(Json(state.db.retention(&path.metric)?))
+    Ok(Json(db.retention(&path.metric)?))
 }
 
 /// Sets a metric's retention (creating the metric if needed): the retention task removes points
@@ -336,11 +336,11 @@ async fn get_retention(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn put_retention(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
     ApiJson(body): ApiJson<Retention>,
 ) -> Result<Json<Retention>, ApiError> {
-    Ok(Json(state.db.set_retention(path.metric, body).await?))
+    Ok(Json(db.set_retention(path.metric, body).await?))
 }
 
 /// Deletes one series (`?entity=`) or the whole metric with its retention, in bounded writes.
@@ -353,11 +353,11 @@ async fn put_retention(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_metric(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
     ApiQuery(q): ApiQuery<DeleteQuery>,
 ) -> Result<Json<DeleteReport>, ApiError> {
-    Ok(Json(DeleteReport { points: state.db.delete_timeseries(path.metric, q.entity).await? }))
+    Ok(Json(DeleteReport { points: db.delete_timeseries(path.metric, q.entity).await? }))
 }
 
 /// Writes InfluxDB line protocol, all lines or none: the measurement is the metric, the tag set
@@ -379,12 +379,12 @@ async fn delete_metric(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn write_lines(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiQuery(q): ApiQuery<LineWriteQuery>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<WriteReport>, ApiError> {
     let precision = q.precision.unwrap_or(Precision::Nanoseconds);
-    Ok(Json(state.db.write_line_protocol(body_of(body)?, precision).await?))
+    Ok(Json(db.write_line_protocol(body_of(body)?, precision).await?))
 }
 
 /// The InfluxDB 1.x write endpoint (`/write?db=…&precision=…`), for Influx clients and Telegraf:
@@ -399,12 +399,12 @@ async fn write_lines(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn write_influx_v1(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiQuery(q): ApiQuery<LineWriteQuery>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
     let precision = q.precision.unwrap_or(Precision::Nanoseconds);
-    state.db.write_line_protocol(body_of(body)?, precision).await?;
+    db.write_line_protocol(body_of(body)?, precision).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -420,11 +420,11 @@ async fn write_influx_v1(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn write_influx_v2(
-    State(state): State<AppState>,
+    db: Database,
     ApiQuery(q): ApiQuery<LineWriteQuery>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
-    write_influx_v1(State(state), ApiQuery(q), body).await
+    write_influx_v1(db, ApiQuery(q), body).await
 }
 
 /// The InfluxDB liveness probe that Influx clients and Telegraf call before writing.

@@ -1,12 +1,12 @@
 //! `POST /v1/tables/{table}/vector-search`.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::TablePath;
 use crate::service::{VectorSearchRequest, VectorSearchResponse};
 use axum::Json;
-use axum::extract::State;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -34,9 +34,9 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
             body = Problem, content_type = "application/problem+json"),
     ))]
 async fn vector_search(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<VectorSearchRequest>,
 ) -> Result<Json<VectorSearchResponse>, ApiError> {
-    Ok(Json(state.db.vector_search(table, req).await?))
+    Ok(Json(db.vector_search(table, req).await?))
 }

@@ -2,6 +2,7 @@
 //! (a group view's groups, a filter view's documents), drop.
 
 use super::AppState;
+use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::spec::{TablePath, ViewPath};
@@ -9,7 +10,6 @@ use crate::catalog::ViewDef;
 use crate::service::views::{GroupQuery, PageQuery, ViewDocuments};
 use crate::service::{CreateView, ViewInfo, ViewList};
 use axum::Json;
-use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -43,11 +43,11 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn create_view(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<CreateView>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let def = state.db.create_view(table, req).await?;
+    let def = db.create_view(table, req).await?;
     let status = if def.is_ready() { StatusCode::CREATED } else { StatusCode::ACCEPTED };
     let location = format!("/v1/tables/{}/views/{}", super::encode_path(&def.table), super::encode_path(&def.name));
     Ok((status, [(header::LOCATION, location)], Json(def)))
@@ -61,11 +61,8 @@ async fn create_view(
         (status = 400, description = "invalid path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn list_views(
-    State(state): State<AppState>,
-    ApiPath(table): ApiPath<String>,
-) -> Result<Json<ViewList>, ApiError> {
-    Ok(Json(state.db.list_views(table).await?))
+async fn list_views(Database(db): Database, ApiPath(table): ApiPath<String>) -> Result<Json<ViewList>, ApiError> {
+    Ok(Json(db.list_views(table).await?))
 }
 
 /// One view: definition, `state` (`building` with `done`/`total`, `ready`, or `failed` with
@@ -84,11 +81,11 @@ async fn list_views(
             content_type = "application/problem+json"),
     ))]
 async fn get_view(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<GroupQuery>,
 ) -> Result<Json<ViewInfo>, ApiError> {
-    Ok(Json(state.db.get_view(table, name, query).await?))
+    Ok(Json(db.get_view(table, name, query).await?))
 }
 
 /// Drops a view and its keys.
@@ -101,10 +98,10 @@ async fn get_view(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn drop_view(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    state.db.drop_view(table, name).await?;
+    db.drop_view(table, name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -121,9 +118,9 @@ async fn drop_view(
             content_type = "application/problem+json"),
     ))]
 async fn view_documents(
-    State(state): State<AppState>,
+    Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Response, ApiError> {
-    Ok(super::json_text(state.db.view_documents(table, name, query).await?.to_json()))
+    Ok(super::json_text(db.view_documents(table, name, query).await?.to_json()))
 }

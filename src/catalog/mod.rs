@@ -195,7 +195,13 @@ impl Catalog {
                     }
                     names.push(String::from_utf8(value.to_vec()).map_err(|e| corrupt(&key, e))?);
                 }
-                MetaKey::Seq(_) | MetaKey::Count(_) | MetaKey::Series(..) | MetaKey::Label(..) | MetaKey::Format => {}
+                MetaKey::Seq(_)
+                | MetaKey::Count(_)
+                | MetaKey::Series(..)
+                | MetaKey::Label(..)
+                | MetaKey::Format
+                | MetaKey::Database(_)
+                | MetaKey::DatabaseDropping(_) => {}
             }
         }
         let created_at_at_load = (defs.tables.values().map(|t| t.created_at))

@@ -4,7 +4,9 @@
 //! `meta:count:{table}`, `meta:series:{metric}:{entity}` (value: the series' point count, first
 //! and last time), `meta:label:{metric}:{name}:{value}:{entity}` (empty: the series index, one
 //! key per label of each series), `meta:view:{table}:{name}`, `meta:view_dropping:{table}:{name}` (value: the
-//! dropped view's `created_at`) → catalog entries.
+//! dropped view's `created_at`), `meta:database:{name}` (JSON: the database's id and creation
+//! time), `meta:database_dropping:{id}` (the dropped database's name) → catalog entries; the two
+//! database kinds only in the default database.
 
 use super::tuple::{KeyError, KeyReader, KeyWriter};
 use std::borrow::Cow;
@@ -38,6 +40,10 @@ pub enum MetaKey<'a> {
     ViewDropping(Cow<'a, str>, Cow<'a, str>),
     /// the data directory's format version
     Format,
+    /// one of the server's databases (kept in the default one): its name → its id and creation
+    Database(Cow<'a, str>),
+    /// a dropped database whose store is still being removed (kept in the default one), by id
+    DatabaseDropping(u32),
 }
 
 impl<'a> MetaKey<'a> {
@@ -56,6 +62,8 @@ impl<'a> MetaKey<'a> {
             MetaKey::View(..) => "view",
             MetaKey::ViewDropping(..) => "view_dropping",
             MetaKey::Format => "format",
+            MetaKey::Database(_) => "database",
+            MetaKey::DatabaseDropping(_) => "database_dropping",
         }
     }
 
@@ -63,16 +71,19 @@ impl<'a> MetaKey<'a> {
     pub fn encode(&self) -> Vec<u8> {
         let w = KeyWriter::default().str(self.kind());
         match self {
-            MetaKey::Table(n) | MetaKey::Metric(n) | MetaKey::Seq(n) | MetaKey::Dropping(n) | MetaKey::Count(n) => {
-                w.str(n)
-            }
+            MetaKey::Table(n)
+            | MetaKey::Metric(n)
+            | MetaKey::Seq(n)
+            | MetaKey::Dropping(n)
+            | MetaKey::Count(n)
+            | MetaKey::Database(n) => w.str(n),
             MetaKey::Index(t, n)
             | MetaKey::IndexDropping(t, n)
             | MetaKey::Series(t, n)
             | MetaKey::View(t, n)
             | MetaKey::ViewDropping(t, n) => w.str(t).str(n),
             MetaKey::Label(m, n, v, e) => w.str(m).str(n).str(v).str(e),
-            MetaKey::Field(id) => w.num(i64::from(*id)),
+            MetaKey::Field(id) | MetaKey::DatabaseDropping(id) => w.num(i64::from(*id)),
             MetaKey::Format => w,
         }
         .finish()
@@ -97,6 +108,10 @@ impl<'a> MetaKey<'a> {
             "view" => MetaKey::View(r.next_str()?, r.next_str()?),
             "view_dropping" => MetaKey::ViewDropping(r.next_str()?, r.next_str()?),
             "format" => MetaKey::Format,
+            "database" => MetaKey::Database(r.next_str()?),
+            "database_dropping" => MetaKey::DatabaseDropping(
+                u32::try_from(r.next_u64()?).map_err(|_| KeyError::UnexpectedType { expected: "u32" })?,
+            ),
             _ => return Err(KeyError::UnexpectedType { expected: "catalog kind" }),
         };
         r.end()?;
@@ -105,7 +120,7 @@ impl<'a> MetaKey<'a> {
 
     /// The prefix of every catalog key of one kind: `"table"`, `"index"`, `"metric"`, `"seq"`,
     /// `"field"`, `"dropping"`, `"index_dropping"`, `"count"`, `"series"`, `"label"`, `"view"`,
-    /// `"view_dropping"` or `"format"`.
+    /// `"view_dropping"`, `"format"`, `"database"` or `"database_dropping"`.
     pub fn kind_prefix(kind: &str) -> Vec<u8> {
         KeyWriter::default().str(kind).finish()
     }

@@ -32,7 +32,9 @@ pub(super) async fn serve_connection(tcp: TcpStream, app: Router, shutdown: toki
     let tcp = Arc::new(tcp);
     let peer = Peer::of(&tcp);
     let io = hyper_util::rt::TokioIo::new(Conn { tcp, answering: answering.clone(), replacement: None });
-    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        // `/v1/db/{db}/…` to the route it names, before routing
+        let mut req = crate::api::database::scope(req);
         let guard = Answering::start(&answering);
         if let Some(fin_is_gone) = watched(&req)
             && let Some(gone) = peer.watch(fin_is_gone)

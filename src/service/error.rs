@@ -16,6 +16,38 @@ pub enum ServiceError {
     /// The table was dropped and its keys are still being removed: retry shortly.
     #[error("table {0:?} is being dropped; retry shortly")]
     TableDropping(String),
+    /// No database of that name (or the API key has no access to it).
+    #[error("database {0:?} does not exist")]
+    DatabaseNotFound(String),
+    /// A database of that name exists already.
+    #[error("database {0:?} already exists")]
+    DatabaseExists(String),
+    /// A database name breaks the naming rules (those of table names).
+    #[error("invalid database name {name:?}: {reason}")]
+    InvalidDatabaseName {
+        /// the name given
+        name: String,
+        /// the rule it breaks
+        reason: &'static str,
+    },
+    /// The server holds `--max-databases` databases already (`default` among them).
+    #[error("the server holds its maximum of {max} databases (--max-databases): drop one first")]
+    TooManyDatabases {
+        /// the limit
+        max: usize,
+    },
+    /// The database stores its quota of bytes or more: writes are refused until space is freed
+    /// (deletes and drops go on).
+    #[error("the database stores {used} bytes, at or over its quota of {quota}: delete or drop to free space")]
+    QuotaExceeded {
+        /// bytes stored
+        used: u64,
+        /// the quota
+        quota: u64,
+    },
+    /// Databases other than `default` are not available in cluster mode.
+    #[error("databases other than \"default\" are not available in cluster mode")]
+    DatabasesInCluster,
     /// A table name breaks the naming rules.
     #[error("invalid table name {name:?}: {reason}")]
     InvalidTableName {
@@ -355,6 +387,12 @@ impl ServiceError {
             ServiceError::TableNotFound(_) => "table_not_found",
             ServiceError::TableExists(_) => "table_exists",
             ServiceError::TableDropping(_) => "table_dropping",
+            ServiceError::DatabaseNotFound(_) => "database_not_found",
+            ServiceError::DatabaseExists(_) => "database_exists",
+            ServiceError::InvalidDatabaseName { .. } => "invalid_database_name",
+            ServiceError::TooManyDatabases { .. } => "too_many_databases",
+            ServiceError::DatabasesInCluster => "cluster_mode",
+            ServiceError::QuotaExceeded { .. } => "quota_exceeded",
             ServiceError::InvalidTableName { .. } => "invalid_table_name",
             ServiceError::InvalidId(_) => "invalid_id",
             ServiceError::DocumentNotFound { .. } => "document_not_found",

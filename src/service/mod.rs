@@ -10,6 +10,7 @@ mod check;
 pub mod cluster;
 mod counts;
 mod cursor;
+pub mod databases;
 pub(crate) mod documents;
 pub mod duration;
 mod error;
@@ -52,7 +53,7 @@ pub use options::{BACKFILL_CHUNK, DbOptions, PURGE_CHUNK};
 pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult, QueryStream};
 pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 pub use stop::AbandonOnDrop;
-pub use tables::{CreateTable, TableInfo};
+pub use tables::{CreateTable, TableInfo, check_table_name};
 pub use tasks::{TaskFigures, TaskInfo, TaskList};
 pub use ttl::SweepOutcome;
 pub use vectors::{VectorSearchRequest, VectorSearchResponse};
@@ -96,6 +97,8 @@ pub struct Db {
     feed: Arc<changefeed::Feed>,
     /// this server's role among those sharing its backend (see `cluster`)
     cluster: cluster::Cluster,
+    /// the database's quota of stored bytes (see `databases::quota`)
+    quota: databases::quota::Quota,
     /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
     #[cfg(test)]
     backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
@@ -145,6 +148,7 @@ impl Db {
             graph: Arc::new(graph::memory::GraphMemory::new(options.graph_memory_bytes)),
             feed,
             cluster: cluster::Cluster::new(role, (lead.leader, lead.epoch.max(store_epoch)), state),
+            quota: Default::default(),
             #[cfg(test)]
             backfill_hook: Default::default(),
         });

@@ -87,6 +87,11 @@ impl Db {
         Ok(super::counts::decode(self.store.get(Space::Meta, &super::counts::key(table))?.as_deref()))
     }
 
+    /// A table's document count (0 where it cannot be read).
+    pub(crate) fn table_count(&self, table: &str) -> u64 {
+        self.count(table).unwrap_or(0)
+    }
+
     /// Creates a table.
     pub async fn create_table(self: &Arc<Self>, req: CreateTable) -> Result<TableDef> {
         check_table_name(&req.name)?;

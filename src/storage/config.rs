@@ -76,6 +76,11 @@ pub struct StorageConfig {
     /// (writes), the others follow (read, and send writes to the leader). `None`: the only
     /// server on its backend (a second one is refused).
     pub advertise: Option<String>,
+    /// Which of the server's databases this store holds: 0 is `default` (the data directory
+    /// itself; PostgreSQL's current schema), any other id has its own directory
+    /// (`databases/{id}` under the data directory) or schema (`mosaic_db_{id}`): see
+    /// [`StorageConfig::for_database`].
+    pub database: u32,
 }
 
 impl StorageConfig {
@@ -94,6 +99,32 @@ impl StorageConfig {
             max_group: 1024,
             min_free_bytes: 64 << 20,
             advertise: None,
+            database: 0,
         }
     }
+
+    /// The settings of the store of database `id` of the same server: the same knobs, its own
+    /// directory under this one's data directory (`databases/{id}`) and, on PostgreSQL, its own
+    /// schema (`mosaic_db_{id}`) and lock. Each database is a store of its own — its keyspaces,
+    /// journal, committer and caches — so no scan of one can meet another's keys and a drop
+    /// removes a folder (a schema), not a key range.
+    pub fn for_database(&self, id: u32) -> StorageConfig {
+        let mut config = self.clone();
+        if id != 0 {
+            config.path = database_dir(&self.path, id);
+        }
+        config.database = id;
+        config
+    }
+}
+
+/// The folder of database `id`'s store under the data directory `root` (of the default one).
+pub fn database_dir(root: &std::path::Path, id: u32) -> PathBuf {
+    root.join("databases").join(id.to_string())
+}
+
+/// The PostgreSQL schema of database `id` (`None`: the default one, in the connection's current
+/// schema).
+pub(super) fn database_schema(id: u32) -> Option<String> {
+    (id != 0).then(|| format!("mosaic_db_{id}"))
 }

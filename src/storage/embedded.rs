@@ -118,6 +118,11 @@ impl Embedded {
         Ok(self.db.persist(if all { PersistMode::SyncAll } else { PersistMode::SyncData })?)
     }
 
+    /// The bytes of every keyspace's memtables, active and sealed.
+    pub(super) fn write_buffer_bytes(&self) -> u64 {
+        self.db.write_buffer_size()
+    }
+
     /// The disk space a keyspace's table files take.
     pub(super) fn disk_space(&self, space: Space) -> u64 {
         self.ks(space).disk_space()

@@ -53,7 +53,7 @@ impl Engine {
         Ok(match &config.backend {
             Backend::Embedded => Engine::Embedded(Embedded::open(config)?),
             Backend::Postgres { url } => {
-                Engine::Postgres(Postgres::open(url, config.durability, config.advertise.as_deref())?)
+                Engine::Postgres(Postgres::open(url, config.durability, config.advertise.as_deref(), config.database)?)
             }
         })
     }
@@ -147,6 +147,14 @@ impl Engine {
         match self {
             Engine::Embedded(_) => Ok(false),
             Engine::Postgres(pg) => pg.end_group(state),
+        }
+    }
+
+    /// The bytes of every keyspace's memtables (none on PostgreSQL, whose tables hold it all).
+    pub(super) fn write_buffer_bytes(&self) -> u64 {
+        match self {
+            Engine::Embedded(e) => e.write_buffer_bytes(),
+            Engine::Postgres(_) => 0,
         }
     }
 

@@ -11,6 +11,7 @@
 mod cluster;
 mod commit;
 mod config;
+mod destroy;
 mod dirs;
 mod embedded;
 mod engine;
@@ -22,6 +23,7 @@ mod postgres;
 mod range;
 mod read;
 mod rows;
+mod size;
 mod slice;
 mod snapshot;
 mod space;
@@ -33,7 +35,8 @@ mod values;
 mod write;
 
 pub use cluster::{Leadership, Role};
-pub use config::{Backend, Durability, StorageConfig};
+pub use config::{Backend, Durability, StorageConfig, database_dir};
+pub use destroy::destroy;
 pub use error::{Result, StorageError};
 pub use health::Health;
 pub use limits::{Limit, Limits, TooLarge};

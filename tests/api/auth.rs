@@ -16,12 +16,17 @@ enum Needs {
 use Needs::{Admin, Nothing, Read, Write};
 
 /// The rule for every documented operation, written out here rather than taken from the server's
-/// table, so that a route that changes class fails this test.
+/// table, so that a route that changes class fails this test. A database's routes under
+/// `/v1/db/{db}/…` need what the plain ones need (see [`plain`]).
 const EXPECTED: &[(&str, &str, Needs)] = &[
     ("GET", "/health", Nothing),
     ("GET", "/ready", Nothing),
     ("GET", "/ping", Nothing),
     ("GET", "/v1/info", Read),
+    ("GET", "/v1/databases", Read),
+    ("POST", "/v1/databases", Admin),
+    ("GET", "/v1/databases/{db}", Read),
+    ("DELETE", "/v1/databases/{db}", Admin),
     ("GET", "/metrics", Read),
     ("GET", "/v1/tables", Read),
     ("POST", "/v1/tables", Admin),
@@ -72,7 +77,16 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("GET", "/v1/changes/stats", Read),
 ];
 
+/// The plain route of a database's route under `/v1/db/{db}/…`.
+fn plain(path: &str) -> String {
+    match path.strip_prefix("/v1/db/{db}/") {
+        Some(rest) => format!("/v1/{rest}"),
+        None => path.to_owned(),
+    }
+}
+
 fn expected(method: &str, path: &str) -> Needs {
+    let path = plain(path);
     EXPECTED.iter().find(|(m, p, _)| *m == method && *p == path).map(|e| e.2).unwrap_or_else(|| {
         panic!("{method} {path} is documented but not in EXPECTED: decide its role here and in the server's table")
     })
@@ -93,6 +107,14 @@ async fn fixtures(s: &TestServer) {
     assert_eq!(s.index_settled("people", "bio_ft").await["state"], "ready");
     let points = json!({"points": [{"entity": "a", "ts": 1000, "value": 1.0}]});
     assert_eq!(s.post("/v1/timeseries/cpu/points", points).await.0, 200);
+    // the same in a database of its own, for the routes under /v1/db/{db}
+    assert_eq!(s.post("/v1/databases", json!({"name": "scratch"})).await.0, 201);
+    for body in [json!({"name": "people"}), json!({"name": "knows", "kind": "edge"})] {
+        assert_eq!(s.post("/v1/db/scratch/tables", body).await.0, 201);
+    }
+    assert_eq!(s.put("/v1/db/scratch/tables/people/documents/alice", json!({"name": "Alice"})).await.0, 201);
+    let points = json!({"points": [{"entity": "a", "ts": 1000, "value": 1.0}]});
+    assert_eq!(s.post("/v1/db/scratch/timeseries/cpu/points", points).await.0, 200);
 }
 
 /// The concrete path of a template, with a query where the route needs one.
@@ -101,8 +123,9 @@ fn concrete(path: &str) -> String {
         .replace("{table}", "people")
         .replace("{id}", "alice")
         .replace("{name}", "bio_ft")
-        .replace("{metric}", "cpu");
-    match path {
+        .replace("{metric}", "cpu")
+        .replace("{db}", "scratch");
+    match plain(path).as_str() {
         "/v1/graph/neighbors" => format!("{filled}?vertex=people/alice"),
         "/v1/timeseries/{metric}/aggregate" => format!("{filled}?step=1m&from=0&to=60000"),
         "/v1/timeseries/{metric}" => format!("{filled}?entity=gone"),
@@ -113,7 +136,7 @@ fn concrete(path: &str) -> String {
 /// A body the operation can take (a line-protocol text for the Influx routes, an NDJSON line for
 /// the import, JSON otherwise); whether the handler likes it matters little here.
 fn body_for(method: &str, path: &str) -> Option<Value> {
-    match (method, path) {
+    match (method, plain(path).as_str()) {
         ("GET" | "DELETE", _) => None,
         (_, "/v1/timeseries/write" | "/write" | "/api/v2/write") => {
             Some(Value::String("cpu,entity=b value=2 2000".into()))
@@ -132,6 +155,7 @@ fn body_for(method: &str, path: &str) -> Option<Value> {
         (_, "/v1/graph/traverse") => Some(json!({"start": "people/alice"})),
         (_, "/v1/graph/shortest-path") => Some(json!({"from": "people/alice", "to": "people/bob"})),
         ("POST", "/v1/tables") => Some(json!({"name": "more"})),
+        ("POST", "/v1/databases") => Some(json!({"name": "another"})),
         ("POST", "/v1/tables/{table}/indexes") => Some(json!({"name": "by_name", "kind": "hash", "fields": ["name"]})),
         ("POST", "/v1/tables/{table}/views") => Some(json!({"name": "by_name", "kind": "group", "by": ["name"]})),
         _ => Some(json!({})),
@@ -156,7 +180,7 @@ async fn call(s: &TestServer, authorization: Option<&str>, method: &str, path: &
     let status = resp.status();
     let headers = resp.headers().clone();
     // an event stream that was let through never ends: its head is the answer
-    if path == "/v1/changes/stream" && status.is_success() {
+    if plain(path) == "/v1/changes/stream" && status.is_success() {
         return Reply { status, headers, body: Value::Null };
     }
     let body = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap_or(Value::Null);
@@ -206,7 +230,14 @@ async fn every_operation_refuses_missing_unknown_and_weak_keys_and_lets_its_role
     fixtures(&s).await;
     let (_, spec) = s.get("/openapi.json").await;
     let ops = operations(&spec);
-    assert_eq!(ops.len(), EXPECTED.len(), "documented operations and EXPECTED differ");
+    let documented: std::collections::BTreeSet<_> = ops.iter().map(|(m, p, _)| (m.clone(), plain(p))).collect();
+    let listed: std::collections::BTreeSet<_> =
+        EXPECTED.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
+    assert_eq!(documented, listed, "documented operations and EXPECTED differ");
+    // every route of a database is there in both forms
+    let in_db = ops.iter().filter(|(_, p, _)| p.starts_with("/v1/db/{db}/")).count();
+    let of_db = EXPECTED.iter().filter(|(_, p, _)| p.starts_with("/v1/") && !p.starts_with("/v1/databases")).count();
+    assert_eq!(in_db, of_db);
     let wrong = "Bearer not-a-configured-key-0123456789";
     let mut refused_writes = 0;
     for (method, path, op) in &ops {
@@ -236,7 +267,7 @@ async fn every_operation_refuses_missing_unknown_and_weak_keys_and_lets_its_role
             assert_forbidden(&r, &format!("{what}, write key"), "admin", "write");
         }
     }
-    assert_eq!(refused_writes, EXPECTED.iter().filter(|e| e.2 >= Write).count());
+    assert_eq!(refused_writes, ops.iter().filter(|(m, p, _)| expected(m, p) >= Write).count());
     // nothing a refused request sent was written
     let (_, alice) = s.get("/v1/tables/people/documents/alice").await;
     assert_eq!(alice, json!({"_id": "alice", "name": "Alice", "bio": "graphs"}));
@@ -269,7 +300,7 @@ async fn each_role_does_its_work_end_to_end() {
     assert_eq!(r.status, 201);
     let line = Value::String("m,entity=e value=1 1000000000".into());
     let token = format!("token {WRITE_KEY}");
-    for path in ["/write?precision=ns", "/api/v2/write?org=o&bucket=b"] {
+    for path in ["/write?precision=ns", "/api/v2/write?org=o&bucket=default"] {
         let r = s.send_as(Some(&token), Method::POST, path, Some(&line)).await;
         assert_eq!(r.status, 204, "{path}: {}", r.body);
     }

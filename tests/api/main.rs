@@ -11,6 +11,7 @@ mod batch_import;
 mod changefeed;
 mod cluster;
 mod covered;
+mod databases;
 mod documents;
 mod graph;
 mod indexes;

@@ -190,11 +190,14 @@ async fn influx_clients_write_at_their_own_paths() {
     let s = TestServer::start().await;
     let r = s.send(Method::GET, "/ping", None, &[]).await;
     assert_eq!(r.status, 204);
-    let r = lines(&s, "/write?db=telegraf&rp=autogen&precision=s", "mem,host=h1 used_percent=42.5 10").await;
+    // db= and bucket= name the database (InfluxDB's answer to one that does not exist: 404)
+    let r = lines(&s, "/write?db=telegraf&precision=s", "mem,host=h1 used_percent=42.5 10").await;
+    assert!(r.is_problem(404, "database_not_found"), "{}", r.body);
+    let r = lines(&s, "/write?db=default&rp=autogen&precision=s", "mem,host=h1 used_percent=42.5 10").await;
     assert_eq!(r.status, 204, "{}", r.body);
     let r = s
         .client
-        .post(format!("{}/api/v2/write?org=o&bucket=b&precision=ms", s.base))
+        .post(format!("{}/api/v2/write?org=o&bucket=default&precision=ms", s.base))
         .header("authorization", "Token secret")
         .body("mem,host=h1 used_percent=43.5 20000")
         .send()
@@ -205,7 +208,7 @@ async fn influx_clients_write_at_their_own_paths() {
         points(&s, "mem.used_percent/points").await,
         [("host=h1".into(), 10_000, 42.5), ("host=h1".into(), 20_000, 43.5)]
     );
-    let r = lines(&s, "/api/v2/write?bucket=b", "mem used_percent=\n").await;
+    let r = lines(&s, "/api/v2/write?bucket=default", "mem used_percent=\n").await;
     assert!(r.is_problem(400, "invalid_line_protocol"), "{}", r.body);
 }
 

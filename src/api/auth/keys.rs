@@ -7,6 +7,7 @@
 use super::roles::Role;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
@@ -90,6 +91,9 @@ pub enum KeyError {
 struct Entry {
     name: Arc<str>,
     role: Role,
+    /// the databases the key is limited to, with its role in each (`None`: every database, with
+    /// `role`)
+    databases: Option<Arc<BTreeMap<String, Role>>>,
     digest: [u8; 32],
     origin: String,
 }
@@ -103,7 +107,7 @@ pub struct KeySet {
 impl std::fmt::Debug for KeySet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // names and roles only: not even a digest
-        f.debug_list().entries(self.entries.iter().map(|e| (&*e.name, e.role))).finish()
+        f.debug_list().entries(self.entries.iter().map(|e| (&*e.name, e.role, &e.databases))).finish()
     }
 }
 
@@ -112,8 +116,22 @@ impl std::fmt::Debug for KeySet {
 pub struct Caller {
     /// the key's name (never the key)
     pub name: Arc<str>,
-    /// its role
+    /// its role: on every database, unless `databases` limits it, and on the server's own routes
+    /// (`/v1/databases`, `/metrics`)
     pub role: Role,
+    /// the databases the key is limited to, with its role in each (`None`: every database)
+    pub databases: Option<Arc<BTreeMap<String, Role>>>,
+}
+
+impl Caller {
+    /// The key's role in database `db`; `None` if it may not reach it (it does not learn that
+    /// the database exists: 404 `database_not_found`).
+    pub fn role_in(&self, db: &str) -> Option<Role> {
+        match &self.databases {
+            None => Some(self.role),
+            Some(listed) => listed.get(db).copied(),
+        }
+    }
 }
 
 impl KeySet {
@@ -151,6 +169,7 @@ impl KeySet {
                 role: role.to_owned(),
                 key: Some(Secret(key.to_owned())),
                 sha256: None,
+                databases: None,
             };
             set.extend(KeySet { entries: vec![raw.check(ENV_KEYS, i)?] })?;
         }
@@ -206,7 +225,7 @@ impl KeySet {
             return None;
         }
         let e = self.entries.get(usize::try_from(index).ok()?)?;
-        Some(Caller { name: e.name.clone(), role: e.role })
+        Some(Caller { name: e.name.clone(), role: e.role, databases: e.databases.clone() })
     }
 }
 
@@ -270,6 +289,9 @@ struct RawKey {
     key: Option<Secret>,
     #[serde(default)]
     sha256: Option<String>,
+    /// the databases the key is limited to, each with its role: `{shop = "write"}`
+    #[serde(default)]
+    databases: Option<BTreeMap<String, String>>,
 }
 
 impl RawKey {
@@ -306,7 +328,29 @@ impl RawKey {
             (Some(_), Some(_)) => return Err(invalid(entry, "give key or sha256, not both".into())),
             (None, None) => return Err(invalid(entry, "needs key or sha256".into())),
         };
-        Ok(Entry { name: self.name.into(), role, digest, origin: format!("{origin} {entry}") })
+        let databases = match self.databases {
+            None => None,
+            Some(listed) if listed.is_empty() => {
+                return Err(invalid(entry, "databases lists no database (leave it out for every database)".into()));
+            }
+            Some(listed) => {
+                let mut roles = BTreeMap::new();
+                for (db, role_name) in listed {
+                    if let Err(e) = crate::service::check_table_name(&db) {
+                        return Err(invalid(entry, format!("database {db:?}: {e}")));
+                    }
+                    let role = Role::parse(&role_name).ok_or_else(|| {
+                        invalid(
+                            entry.clone(),
+                            format!("role {role_name:?} of database {db:?} is not one of read, write, admin"),
+                        )
+                    })?;
+                    roles.insert(db, role);
+                }
+                Some(Arc::new(roles))
+            }
+        };
+        Ok(Entry { name: self.name.into(), role, databases, digest, origin: format!("{origin} {entry}") })
     }
 }
 

@@ -15,6 +15,7 @@ pub use keys::{Caller, ENV_KEYS, KeyError, KeySet, MIN_KEY_CHARS};
 pub use roles::{Need, Role, required};
 
 use super::error::ApiError;
+use crate::service::ServiceError;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -102,8 +103,9 @@ fn presented(headers: &HeaderMap) -> Presented<'_> {
 /// The middleware, installed as a route layer (so the route template is known, and a request is
 /// refused before its body is read).
 pub(super) async fn authorize(State(guard): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
-    let need = match req.extensions().get::<MatchedPath>() {
-        Some(route) => required(req.method(), route.as_str(), guard.metrics_public),
+    let route = req.extensions().get::<MatchedPath>().map(|r| r.as_str().to_owned());
+    let need = match &route {
+        Some(route) => required(req.method(), route, guard.metrics_public),
         None => Need::Role(Role::Admin),
     };
     let Need::Role(needed) = need else { return next.run(req).await };
@@ -115,12 +117,31 @@ pub(super) async fn authorize(State(guard): State<Arc<Guard>>, mut req: Request,
         },
     };
     tracing::Span::current().record("key_name", &*caller.name);
-    if caller.role < needed {
-        tracing::debug!(key_name = %caller.name, role = %caller.role, needed = %needed, "forbidden");
+    let route = route.as_deref().unwrap_or_default();
+    let role = if super::database::is_database_route(route) {
+        // a database the key may not reach is one it does not see
+        let db = super::database::name_of(req.extensions());
+        match caller.role_in(db) {
+            Some(role) => role,
+            None => return ApiError::from(ServiceError::DatabaseNotFound(db.to_owned())).into_response(),
+        }
+    } else {
+        caller.role
+    };
+    if role < needed {
+        tracing::debug!(key_name = %caller.name, role = %role, needed = %needed, "forbidden");
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            format!("this route needs the {needed} role; the API key presented has the {} role", caller.role),
+            format!("this route needs the {needed} role; the API key presented has the {role} role"),
+        )
+        .into_response();
+    }
+    if caller.databases.is_some() && needed == Role::Admin && route.starts_with("/v1/databases") {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a key limited to some databases cannot make or drop databases: that needs an admin key for every database",
         )
         .into_response();
     }

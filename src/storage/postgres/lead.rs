@@ -25,6 +25,12 @@ const PRUNE_EVERY: u64 = 256;
 /// The key of the session lock a leader holds on its database (`pg_try_advisory_lock`): "mosa".
 const LOCK_KEY: i64 = 0x6d6f_7361;
 
+/// The lock of database `id` of a server (see `StorageConfig::database`): the default one's is
+/// [`LOCK_KEY`], every other's its own.
+pub(super) fn lock_key(id: u32) -> i64 {
+    LOCK_KEY + (i64::from(id) << 32)
+}
+
 /// Slots of `mosaic_store.changed` (one per keyspace, room for more).
 pub(super) const CHANGED_SLOTS: usize = 16;
 const _: () = assert!(Space::ALL.len() <= CHANGED_SLOTS);
@@ -48,8 +54,8 @@ pub(super) fn store_ddl() -> String {
 }
 
 /// Tries the database's lock for the session of `conn` once: whether it holds it now.
-pub(super) fn try_lock(conn: &mut Conn) -> Result<bool> {
-    let row = blocking(|| conn.client().query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY]))?;
+pub(super) fn try_lock(conn: &mut Conn, key: i64) -> Result<bool> {
+    let row = blocking(|| conn.client().query_one("SELECT pg_try_advisory_lock($1)", &[&key]))?;
     Ok(row.try_get::<_, bool>(0)?)
 }
 
@@ -159,10 +165,9 @@ pub(super) fn leadership(conn: &mut Conn) -> Result<Leadership> {
 }
 
 /// Whether no session holds the database's lock (no leader): taken and at once given back.
-pub(super) fn lock_free(conn: &mut Conn) -> Result<bool> {
-    let row = blocking(|| {
-        conn.client().query_one("SELECT pg_try_advisory_lock($1) AND pg_advisory_unlock($1)", &[&LOCK_KEY])
-    })?;
+pub(super) fn lock_free(conn: &mut Conn, key: i64) -> Result<bool> {
+    let row =
+        blocking(|| conn.client().query_one("SELECT pg_try_advisory_lock($1) AND pg_advisory_unlock($1)", &[&key]))?;
     Ok(row.try_get::<_, bool>(0)?)
 }
 

@@ -66,6 +66,8 @@ pub(super) struct Postgres {
     found_state: u64,
     /// a cluster leader's: the state of the last group whose document keys it logged
     last_logged: Arc<std::sync::atomic::AtomicU64>,
+    /// the advisory lock of this server's database (see [`lead::lock_key`])
+    lock_key: i64,
 }
 
 /// How long an open waits for the database's lock outside cluster mode (a server just stopped
@@ -77,12 +79,12 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// database, as fjall locks its directory: the committer's caches are exact only for the one
 /// writer. Outside cluster mode the lock is waited for ([`LOCK_WAIT`]) and required; in cluster
 /// mode it is tried once, and a server without it follows.
-fn writer_session(config: &postgres::Config, session: &str, cluster: bool) -> Result<(Conn, bool)> {
+fn writer_session(config: &postgres::Config, session: &str, cluster: bool, key: i64) -> Result<(Conn, bool)> {
     let mut conn = Conn::connect(config)?;
     blocking(|| conn.client().batch_execute(session))?;
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
-        if lead::try_lock(&mut conn)? {
+        if lead::try_lock(&mut conn, key)? {
             return Ok((conn, true));
         }
         if cluster {
@@ -119,10 +121,21 @@ impl Postgres {
     /// In cluster mode (`advertise`: this server's URL) the lock is tried once: with it, the
     /// server leads; without, it follows (reads, and writes nothing). Either way the epoch moves
     /// on when a server takes the lead (see `storage/cluster.rs`).
-    pub(super) fn open(url: &str, durability: Durability, advertise: Option<&str>) -> Result<Postgres> {
+    ///
+    /// A database of the server other than the default one (`database` > 0) lives in its own
+    /// schema (`mosaic_db_{id}`, made here if missing; every connection's `search_path` names it)
+    /// under its own lock.
+    pub(super) fn open(url: &str, durability: Durability, advertise: Option<&str>, database: u32) -> Result<Postgres> {
         let mut config = postgres::Config::from_str(url)
             .map_err(|e| StorageError::Engine(format!("the PostgreSQL URL is not valid: {e}")))?;
         config.application_name("mosaicdb");
+        if let Some(schema) = super::config::database_schema(database) {
+            let options = match config.get_options() {
+                Some(given) => format!("{given} -c search_path={schema}"),
+                None => format!("-c search_path={schema}"),
+            };
+            config.options(&options);
+        }
         // an unreachable server is an error within seconds, not when TCP gives up
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
@@ -138,10 +151,14 @@ impl Postgres {
             Durability::Buffered => "off",
         };
         let session = format!("SET synchronous_commit = {synchronous}");
-        let (mut writer, locked) = writer_session(&config, &session, advertise.is_some())?;
+        let lock_key = lead::lock_key(database);
+        let (mut writer, locked) = writer_session(&config, &session, advertise.is_some(), lock_key)?;
         let mut last_logged = 0;
         let (role, epoch, found_state) = if locked {
             let mut ddl = String::new();
+            if let Some(schema) = super::config::database_schema(database) {
+                ddl.push_str(&format!("CREATE SCHEMA IF NOT EXISTS {schema};"));
+            }
             for space in Space::ALL {
                 ddl.push_str(&format!(
                     "CREATE TABLE IF NOT EXISTS {} (k bytea PRIMARY KEY, v bytea NOT NULL);",
@@ -169,6 +186,7 @@ impl Postgres {
             epoch,
             found_state,
             last_logged: Arc::new(last_logged.into()),
+            lock_key,
         })
     }
 
@@ -217,7 +235,8 @@ impl Postgres {
 
     /// Whether no server leads the database now (its lock is free).
     pub(super) fn lock_free(&self) -> Result<bool> {
-        self.pool.take()?.with(lead::lock_free)
+        let key = self.lock_key;
+        self.pool.take()?.with(|conn| lead::lock_free(conn, key))
     }
 
     /// Before a group: a committer connection that PostgreSQL closed (a restart of the server, a
@@ -232,7 +251,7 @@ impl Postgres {
         let healed = self.writer.with(|conn| {
             if conn.is_closed() && !conn.in_group {
                 let (config, session) = &*self.reconnect;
-                let (fresh, _) = writer_session(config, session, false)?;
+                let (fresh, _) = writer_session(config, session, false, self.lock_key)?;
                 *conn = fresh;
                 tracing::info!("reconnected the committer to PostgreSQL");
             }
@@ -538,4 +557,19 @@ impl PgBatch {
             Ok(())
         })
     }
+}
+
+/// Drops the schema of database `database` (> 0) with all its tables: see `storage::destroy`.
+pub(super) fn destroy(url: &str, database: u32) -> Result<()> {
+    let Some(schema) = super::config::database_schema(database) else {
+        return Err(StorageError::Engine("the default database's tables cannot be dropped".into()));
+    };
+    let config = postgres::Config::from_str(url)
+        .map_err(|e| StorageError::Engine(format!("the PostgreSQL URL is not valid: {e}")))?;
+    let mut conn = Conn::connect(&config)?;
+    // nobody may hold the database's lock: a server of it still open would write on
+    if !lead::lock_free(&mut conn, lead::lock_key(database))? {
+        return Err(StorageError::Engine(format!("the schema {schema} is still open")));
+    }
+    Ok(blocking(|| conn.client().batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))?)
 }

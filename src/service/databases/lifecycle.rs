@@ -1,0 +1,224 @@
+//! Making and dropping databases.
+//!
+//! - **Create** writes `meta:database:{name}` (its id, from the sequence `meta:seq:database`, and
+//!   its creation time) to the default database, durably, then opens its store. A crash in
+//!   between is harmless: the next start opens every database the catalog names, making the
+//!   store of one that has none yet.
+//! - **Drop** replaces the name's entry with the mark `meta:database_dropping:{id}` in one write,
+//!   takes the database out of service (its name answers 404 from then on, and may be used
+//!   again), stops its tasks and jobs and closes its store; then, in the background, waits until
+//!   no request holds it, removes its store (`storage::destroy`: its folder or schema) and last
+//!   the mark. A crash anywhere in between leaves the mark, and the next start removes the store
+//!   again: a drop never half happens.
+
+use super::{CreateDatabase, DatabaseInfo, Databases, Hosted};
+use crate::keys::MetaKey;
+use crate::service::tables::check_table_name;
+use crate::service::{Db, Result, ServiceError};
+use crate::storage::{KeyRange, Space, StorageError};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A database's entry in the default database's catalog.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) struct Entry {
+    pub(super) id: u32,
+    pub(super) created_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) quota_bytes: Option<u64>,
+}
+
+/// Every database the catalog names (name and entry), and the ids of those being dropped.
+pub(super) type Registered = (Vec<(String, Entry)>, Vec<u32>);
+
+/// The smallest quota a database may have: 1 MiB.
+const MIN_QUOTA: u64 = 1 << 20;
+
+/// The sequence database ids are taken from (`meta:seq:database`): ids are never used twice, so
+/// a dropped database's store still being removed is never mistaken for a new one's.
+const ID_SEQ: &str = "database";
+
+/// Checks a database name: the rules of table names.
+fn check_name(name: &str) -> Result<()> {
+    check_table_name(name).map_err(|e| match e {
+        ServiceError::InvalidTableName { name, reason } => ServiceError::InvalidDatabaseName { name, reason },
+        other => other,
+    })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Databases {
+    /// Every database the default one's catalog names (by name), and the ids of those being dropped.
+    pub(super) fn registered(default: &Db) -> Result<Registered> {
+        let view = default.store().snapshot();
+        let mut named = Vec::new();
+        for item in view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix("database")), false) {
+            let (key, value) = item?;
+            let Ok(MetaKey::Database(name)) = MetaKey::decode(&key) else { continue };
+            let entry: Entry = serde_json::from_slice(&value).map_err(|e| {
+                ServiceError::Internal(format!("the catalog entry of database {name:?} is damaged: {e}"))
+            })?;
+            named.push((name.into_owned(), entry));
+        }
+        let mut dropping = Vec::new();
+        for item in view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix("database_dropping")), false) {
+            let (key, _) = item?;
+            if let Ok(MetaKey::DatabaseDropping(id)) = MetaKey::decode(&key) {
+                dropping.push(id);
+            }
+        }
+        Ok((named, dropping))
+    }
+
+    /// Opens the store of database `name` and serves it.
+    pub(super) fn host(&self, name: String, entry: Entry) -> Result<Arc<Db>> {
+        let db = Db::open(self.storage.for_database(entry.id), self.options)?;
+        db.quota.set(entry.quota_bytes);
+        let detach = Mutex::new(Some((self.attach)(&db)));
+        let hosted = Arc::new(Hosted { id: entry.id, created_ms: entry.created_ms, db: db.clone(), detach });
+        self.hosted.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name, hosted);
+        Ok(db)
+    }
+
+    /// Makes a database: 409 `database_exists` if the name is taken, 409 `too_many_databases`
+    /// past `--max-databases`, 409 `cluster_mode` in cluster mode.
+    pub async fn create(self: &Arc<Self>, req: CreateDatabase) -> Result<DatabaseInfo> {
+        check_name(&req.name)?;
+        if req.quota_bytes.is_some_and(|q| q < MIN_QUOTA) {
+            return Err(ServiceError::InvalidRequest(format!("quota_bytes must be at least {MIN_QUOTA} (1 MiB)")));
+        }
+        if self.clustered() {
+            return Err(ServiceError::DatabasesInCluster);
+        }
+        let _changing = self.changing.lock().await;
+        if self.get(&req.name).is_some() {
+            return Err(ServiceError::DatabaseExists(req.name));
+        }
+        let count = 1 + self.hosted.read().unwrap_or_else(std::sync::PoisonError::into_inner).len();
+        if count >= self.max {
+            return Err(ServiceError::TooManyDatabases { max: self.max });
+        }
+        let name = req.name.clone();
+        let quota_bytes = req.quota_bytes;
+        let entry = self
+            .default
+            .store()
+            .write(move |tx| {
+                let seq = MetaKey::Seq(ID_SEQ.into()).encode();
+                let last = match tx.get(Space::Meta, &seq)? {
+                    Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| {
+                        StorageError::Corrupt(format!("the sequence {ID_SEQ:?} holds {} bytes, not 8", v.len()))
+                    })?),
+                    None => 0,
+                };
+                let id = u32::try_from(last + 1)
+                    .map_err(|_| StorageError::Engine("every database id has been used".into()))?;
+                let entry = Entry { id, created_ms: now_ms(), quota_bytes };
+                tx.put(Space::Meta, seq, u64::from(id).to_be_bytes().to_vec());
+                let value = serde_json::to_vec(&entry).map_err(|e| StorageError::Engine(e.to_string()))?;
+                tx.put(Space::Meta, MetaKey::Database(name.as_str().into()).encode(), value);
+                Ok::<_, StorageError>(entry)
+            })
+            .await?;
+        let this = self.clone();
+        let name = req.name.clone();
+        let opened = tokio::task::spawn_blocking(move || this.host(name, entry))
+            .await
+            .map_err(|e| ServiceError::Internal(format!("opening the database failed: {e}")))?;
+        if let Err(e) = opened {
+            // not served: its entry goes, and whatever of its store was made
+            tracing::error!(database = req.name, error = %e, "cannot open the new database: dropping it");
+            self.unregister(&req.name, entry.id).await?;
+            self.remove_in_background(entry.id, None);
+            return Err(e);
+        }
+        self.describe(&req.name)
+    }
+
+    /// Drops a database with every key of it: 404 `database_not_found` if there is none of that
+    /// name; `default` cannot be dropped (400).
+    pub async fn drop_database(self: &Arc<Self>, name: &str) -> Result<()> {
+        if name == super::DEFAULT_DATABASE {
+            return Err(ServiceError::InvalidRequest("the default database cannot be dropped".into()));
+        }
+        let _changing = self.changing.lock().await;
+        let hosted = self
+            .hosted
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))?;
+        self.unregister(name, hosted.id).await?;
+        self.hosted.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name);
+        if let Err(e) = super::close(&hosted).await {
+            // what it acknowledged is durable; it is removed all the same
+            tracing::warn!(database = name, error = %e, "closing the dropped database");
+        }
+        let id = hosted.id;
+        self.remove_in_background(id, Some(hosted));
+        Ok(())
+    }
+
+    /// Replaces database `name`'s catalog entry with its drop mark, durably.
+    async fn unregister(&self, name: &str, id: u32) -> Result<()> {
+        let key = MetaKey::Database(name.into()).encode();
+        self.default
+            .store()
+            .write(move |tx| {
+                tx.delete(Space::Meta, key);
+                tx.put(Space::Meta, MetaKey::DatabaseDropping(id).encode(), Vec::new());
+                Ok::<_, StorageError>(())
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Removes database `id`'s store and then its drop mark, as a job of the default database.
+    /// `held`: the database as it was served, whose last holders (requests under way) are waited
+    /// for first; a removal the shutdown interrupts resumes at the next start.
+    pub(super) fn remove_in_background(&self, id: u32, held: Option<Arc<Hosted>>) {
+        let default = self.default.clone();
+        let config = self.storage.for_database(id);
+        drop(self.default.spawn_job(async move {
+            if let Some(hosted) = held {
+                // out of the registry, so nobody takes a new hold: the last ones end with their
+                // requests (the store closes its files once the last is dropped)
+                while Arc::strong_count(&hosted) > 1 || Arc::strong_count(&hosted.db) > 1 {
+                    if default.closing() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                drop(hosted);
+            }
+            let removed = tokio::task::spawn_blocking(move || crate::storage::destroy(&config)).await;
+            match removed {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(database_id = id, error = %e, "removing a dropped database failed: tried again at the next start");
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(database_id = id, error = %e, "removing a dropped database failed");
+                    return;
+                }
+            }
+            let mark = MetaKey::DatabaseDropping(id).encode();
+            let cleared = default
+                .store()
+                .write(move |tx| {
+                    tx.delete(Space::Meta, mark);
+                    Ok::<_, StorageError>(())
+                })
+                .await;
+            if let Err(e) = cleared {
+                tracing::warn!(database_id = id, error = %e, "clearing a dropped database's mark");
+            }
+        }));
+    }
+}
