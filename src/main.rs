@@ -55,6 +55,9 @@ enum Command {
         /// seconds to wait for the answer to start, and for each piece of it
         #[arg(long, default_value_t = 30)]
         timeout_secs: u64,
+        /// back up this database (default: the database `default`)
+        #[arg(long)]
+        database: Option<String>,
     },
     /// Restore a backup archive into an empty or absent data directory, then check it (exit 1 if
     /// the archive is refused — nothing is left in the directory then — or the check finds
@@ -63,10 +66,15 @@ enum Command {
         /// the archive (`-`: standard input)
         file: PathBuf,
         /// the data directory to create (must be empty or absent; with `--backend postgres`,
-        /// the database must be empty instead)
+        /// the database must be empty instead); with `--database`, the existing data directory
+        /// to add the database to (the server must not be running on it)
         data_dir: PathBuf,
         #[command(flatten)]
         backend: BackendArgs,
+        /// restore the archive as this new database of the data directory, instead of as a new
+        /// data directory
+        #[arg(long)]
+        database: Option<String>,
     },
     /// Print the OpenAPI document.
     Openapi,
@@ -302,11 +310,15 @@ fn main() -> ExitCode {
             Err(e) => fail(e),
         },
         Some(Command::Health { addr, timeout_secs }) => health(addr, Duration::from_secs(timeout_secs.max(1))),
-        Some(Command::Backup { url, key, timeout_secs }) => {
+        Some(Command::Backup { url, key, timeout_secs, database }) => {
+            let url = match database {
+                Some(db) => format!("{}/v1/db/{}", url.trim_end_matches('/'), mosaicdb::api::encode_path(&db)),
+                None => url,
+            };
             backup(&url, key.as_deref(), Duration::from_secs(timeout_secs.max(1)))
         }
-        Some(Command::Restore { file, data_dir, backend }) => match backend.storage(&data_dir) {
-            Ok(storage) => restore(file, storage),
+        Some(Command::Restore { file, data_dir, backend, database }) => match backend.storage(&data_dir) {
+            Ok(storage) => restore(file, storage, database),
             Err(e) => fail(e),
         },
         Some(Command::Serve(args)) => serve(&args),
@@ -333,6 +345,16 @@ fn serve(args: &ServeArgs) -> ExitCode {
     }
 }
 
+/// Every database of a data directory, opened for a tool: no background job resumed, no periodic
+/// task started (call from within a tokio runtime).
+fn offline(
+    storage: StorageConfig,
+) -> Result<std::sync::Arc<mosaicdb::service::databases::Databases>, mosaicdb::service::ServiceError> {
+    let options = DbOptions { background_jobs: false, ..DbOptions::default() };
+    let attach: mosaicdb::service::databases::Attach = std::sync::Arc::new(|_| Box::new(|| Box::pin(async {})));
+    mosaicdb::service::databases::Databases::open(storage, options, usize::MAX, attach)
+}
+
 fn check(storage: StorageConfig) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -340,9 +362,7 @@ fn check(storage: StorageConfig) -> ExitCode {
     };
     let result = runtime.block_on(async {
         // every database, and nothing started or resumed: the check changes nothing
-        let options = DbOptions { background_jobs: false, ..DbOptions::default() };
-        let attach: mosaicdb::service::databases::Attach = std::sync::Arc::new(|_| Box::new(|| Box::pin(async {})));
-        let databases = mosaicdb::service::databases::Databases::open(storage, options, usize::MAX, attach)?;
+        let databases = offline(storage)?;
         let mut reports = Vec::new();
         for (name, db) in databases.all() {
             reports.push((name, db.check().await?));
@@ -419,10 +439,11 @@ fn backup(url: &str, key: Option<&str>, timeout: Duration) -> ExitCode {
     }
 }
 
-fn restore(file: PathBuf, storage: StorageConfig) -> ExitCode {
-    let target = match &storage.backend {
-        Backend::Embedded => storage.path.display().to_string(),
-        Backend::Postgres { .. } => "the PostgreSQL database".to_owned(),
+fn restore(file: PathBuf, storage: StorageConfig, database: Option<String>) -> ExitCode {
+    let target = match (&database, &storage.backend) {
+        (Some(db), _) => format!("the new database {db:?}"),
+        (None, Backend::Embedded) => storage.path.display().to_string(),
+        (None, Backend::Postgres { .. }) => "the PostgreSQL database".to_owned(),
     };
     let source: Box<dyn std::io::Read + Send> = if file.as_os_str() == "-" {
         Box::new(std::io::stdin())
@@ -436,7 +457,16 @@ fn restore(file: PathBuf, storage: StorageConfig) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
-    match runtime.block_on(mosaicdb::service::backup::restore(source, storage)) {
+    let restoring = async move {
+        let Some(name) = database else {
+            return mosaicdb::service::backup::restore(source, storage).await;
+        };
+        let databases = offline(storage)?;
+        let restored = databases.restore_as(&name, source).await;
+        databases.shutdown().await?;
+        restored
+    };
+    match runtime.block_on(restoring) {
         Ok(restored) => {
             eprintln!(
                 "mosaicdb: restored {} records as of {} (written by mosaicdb {}) into {}",

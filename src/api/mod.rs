@@ -117,7 +117,7 @@ pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access)
         window: limits.timeout,
         min_bytes: limits.min_import_bytes,
     };
-    let metrics = Arc::new(metrics::Metrics::new(databases.default_db().clone()));
+    let metrics = Arc::new(metrics::Metrics::new(databases.clone()));
     let record = metrics.layer();
     let max_streams = limits.max_streams.max(1);
     let streams = Arc::new(tokio::sync::Semaphore::new(max_streams));

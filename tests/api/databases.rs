@@ -319,3 +319,80 @@ async fn a_database_over_its_quota_refuses_writes_only() {
     s.create_table("t").await;
     assert_eq!(s.put("/v1/tables/t/documents/a", json!({"b": big})).await.0, 201);
 }
+
+#[tokio::test]
+async fn metrics_are_labelled_by_database() {
+    let s = TestServer::start().await;
+    s.post("/v1/databases", json!({"name": "shop", "quota_bytes": 1 << 30})).await;
+    s.post("/v1/db/shop/tables", json!({"name": "t", "changefeed": "full"})).await;
+    for id in ["a", "b"] {
+        s.put(&format!("/v1/db/shop/tables/t/documents/{id}"), json!({})).await;
+    }
+    s.create_table("t").await;
+    let r = s.client.get(format!("{}/metrics", s.base)).send().await.unwrap();
+    let text = r.text().await.unwrap();
+    for line in [
+        "mosaicdb_database_documents{database=\"shop\"} 2",
+        "mosaicdb_database_documents{database=\"default\"} 0",
+        "mosaicdb_database_tables{database=\"default\"} 1",
+        "mosaicdb_database_changefeed_last_seq{database=\"shop\"} 2",
+        "mosaicdb_database_quota_bytes{database=\"shop\"} 1073741824",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+    }
+    assert!(!text.contains("mosaicdb_database_quota_bytes{database=\"default\"}"));
+    let writes = text.lines().find(|l| l.starts_with("mosaicdb_database_writes_total{database=\"shop\"}")).unwrap();
+    assert!(writes.rsplit(' ').next().unwrap().parse::<u64>().unwrap() >= 3, "{writes}");
+}
+
+/// One database backed up while the server runs and restored, offline, as a new database of the
+/// same data directory: the copy holds the original's documents, indexes and changefeed.
+#[tokio::test]
+async fn a_database_is_backed_up_and_restored_as_another() {
+    if common::on_postgres() {
+        return; // the restore below writes a data directory's embedded store
+    }
+    let s = TestServer::start().await;
+    s.post("/v1/databases", json!({"name": "shop"})).await;
+    s.post("/v1/db/shop/tables", json!({"name": "t", "changefeed": "full"})).await;
+    let index = json!({"name": "by_k", "kind": "unique", "fields": ["k"]});
+    assert_eq!(s.post("/v1/db/shop/tables/t/indexes", index).await.0, 201);
+    for i in 0..20 {
+        s.put(&format!("/v1/db/shop/tables/t/documents/d{i}"), json!({"k": i})).await;
+    }
+    let archive = s.client.post(format!("{}/v1/db/shop/admin/backup", s.base)).send().await.unwrap();
+    assert_eq!(archive.status(), 200);
+    let archive = archive.bytes().await.unwrap();
+    let dir = s.stop().await;
+    let file = dir.path().join("shop.backup");
+    std::fs::write(&file, &archive).unwrap();
+    let bin = env!("CARGO_BIN_EXE_mosaicdb");
+    let data = dir.path().to_str().unwrap();
+    let restore = |name: &str| {
+        std::process::Command::new(bin)
+            .args(["restore", file.to_str().unwrap(), data, "--database", name])
+            .output()
+            .unwrap()
+    };
+    let out = restore("copy");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = restore("shop");
+    assert!(!out.status.success(), "a name taken is refused");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already exists"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let s = TestServer::start_in(dir, |_| {}).await;
+    let (_, copy) = s.get("/v1/databases/copy").await;
+    assert_eq!(copy["documents"], 20, "{copy}");
+    let (_, doc) = s.get("/v1/db/copy/tables/t/documents/d7").await;
+    assert_eq!(doc["k"], 7);
+    let (st, _) = s.put("/v1/db/copy/tables/t/documents/x", json!({"k": 3})).await;
+    assert_eq!(st, 409, "the unique index came along");
+    let (_, page) = s.get("/v1/db/copy/changes?since=0&limit=100").await;
+    assert_eq!(page["events"].as_array().unwrap().len(), 20);
+    let (_, check) = s.post("/v1/db/copy/admin/check", json!({})).await;
+    assert_eq!(check["ok"], true, "{check}");
+}

@@ -17,7 +17,7 @@ use std::fmt::Result;
 use std::sync::Arc;
 
 /// A family of counters, one per label set.
-fn counters<L: EncodeLabelSet, V: EncodeCounterValue>(
+pub(super) fn counters<L: EncodeLabelSet, V: EncodeCounterValue>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
@@ -32,7 +32,7 @@ fn counters<L: EncodeLabelSet, V: EncodeCounterValue>(
 }
 
 /// A family of gauges, one per label set.
-fn gauges<L: EncodeLabelSet, V: EncodeGaugeValue>(
+pub(super) fn gauges<L: EncodeLabelSet, V: EncodeGaugeValue>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

@@ -4,6 +4,7 @@
 //! each scrape through [`crate::service::Db::metrics_snapshot`] ([`collect`]).
 
 mod collect;
+mod databases;
 mod histogram;
 mod http;
 mod registry;

@@ -2,7 +2,7 @@
 
 use super::collect;
 use super::http::{self, RecordLayer};
-use crate::service::Db;
+use crate::service::databases::Databases;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
@@ -19,12 +19,14 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// A registry of the request metrics and of `db`'s figures.
-    pub(crate) fn new(db: Arc<Db>) -> Metrics {
+    /// A registry of the request metrics, of the default database's figures and of every
+    /// database's, labelled.
+    pub(crate) fn new(databases: Arc<Databases>) -> Metrics {
         let http = Arc::new(http::HttpMetrics::default());
         let mut registry = Registry::default();
         registry.register_collector(Box::new(http.clone()));
-        registry.register_collector(Box::new(collect::DbCollector(db)));
+        registry.register_collector(Box::new(collect::DbCollector(databases.default_db().clone())));
+        registry.register_collector(Box::new(super::databases::DatabasesCollector(databases)));
         Metrics { registry, http }
     }
 

@@ -40,14 +40,14 @@ const MIN_QUOTA: u64 = 1 << 20;
 const ID_SEQ: &str = "database";
 
 /// Checks a database name: the rules of table names.
-fn check_name(name: &str) -> Result<()> {
+pub(super) fn check_name(name: &str) -> Result<()> {
     check_table_name(name).map_err(|e| match e {
         ServiceError::InvalidTableName { name, reason } => ServiceError::InvalidDatabaseName { name, reason },
         other => other,
     })
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
@@ -95,35 +95,15 @@ impl Databases {
             return Err(ServiceError::DatabasesInCluster);
         }
         let _changing = self.changing.lock().await;
-        if self.get(&req.name).is_some() {
+        if self.is_taken(&req.name)? {
             return Err(ServiceError::DatabaseExists(req.name));
         }
         let count = 1 + self.hosted.read().unwrap_or_else(std::sync::PoisonError::into_inner).len();
         if count >= self.max {
             return Err(ServiceError::TooManyDatabases { max: self.max });
         }
-        let name = req.name.clone();
-        let quota_bytes = req.quota_bytes;
-        let entry = self
-            .default
-            .store()
-            .write(move |tx| {
-                let seq = MetaKey::Seq(ID_SEQ.into()).encode();
-                let last = match tx.get(Space::Meta, &seq)? {
-                    Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| {
-                        StorageError::Corrupt(format!("the sequence {ID_SEQ:?} holds {} bytes, not 8", v.len()))
-                    })?),
-                    None => 0,
-                };
-                let id = u32::try_from(last + 1)
-                    .map_err(|_| StorageError::Engine("every database id has been used".into()))?;
-                let entry = Entry { id, created_ms: now_ms(), quota_bytes };
-                tx.put(Space::Meta, seq, u64::from(id).to_be_bytes().to_vec());
-                let value = serde_json::to_vec(&entry).map_err(|e| StorageError::Engine(e.to_string()))?;
-                tx.put(Space::Meta, MetaKey::Database(name.as_str().into()).encode(), value);
-                Ok::<_, StorageError>(entry)
-            })
-            .await?;
+        let entry = Entry { id: self.take_id().await?, created_ms: now_ms(), quota_bytes: req.quota_bytes };
+        self.enter(&req.name, entry).await?;
         let this = self.clone();
         let name = req.name.clone();
         let opened = tokio::task::spawn_blocking(move || this.host(name, entry))
@@ -137,6 +117,49 @@ impl Databases {
             return Err(e);
         }
         self.describe(&req.name)
+    }
+
+    /// Whether `name` is a database's: served, or named in the catalog (one that failed to open
+    /// at the start is not served, and keeps its name).
+    pub(super) fn is_taken(&self, name: &str) -> Result<bool> {
+        Ok(self.get(name).is_some()
+            || self.default.store().get(Space::Meta, &MetaKey::Database(name.into()).encode())?.is_some())
+    }
+
+    /// A database id no database had: the sequence moved on, durably (a crash after it wastes
+    /// the id, nothing else).
+    pub(super) async fn take_id(&self) -> Result<u32> {
+        Ok(self
+            .default
+            .store()
+            .write(move |tx| {
+                let seq = MetaKey::Seq(ID_SEQ.into()).encode();
+                let last = match tx.get(Space::Meta, &seq)? {
+                    Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| {
+                        StorageError::Corrupt(format!("the sequence {ID_SEQ:?} holds {} bytes, not 8", v.len()))
+                    })?),
+                    None => 0,
+                };
+                let id = u32::try_from(last + 1)
+                    .map_err(|_| StorageError::Engine("every database id has been used".into()))?;
+                tx.put(Space::Meta, seq, u64::from(id).to_be_bytes().to_vec());
+                Ok::<_, StorageError>(id)
+            })
+            .await?)
+    }
+
+    /// Writes database `name`'s catalog entry, durably: from then on every start opens it.
+    pub(super) async fn enter(&self, name: &str, entry: Entry) -> Result<()> {
+        let value = serde_json::to_vec(&entry).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let key = MetaKey::Database(name.into()).encode();
+        self.default
+            .store()
+            .write(move |tx| {
+                tx.put(Space::Meta, key, value);
+                Ok::<_, StorageError>(())
+            })
+            .await?;
+        Ok(())
     }
 
     /// Drops a database with every key of it: 404 `database_not_found` if there is none of that

@@ -10,6 +10,7 @@
 
 mod lifecycle;
 pub mod quota;
+mod restore;
 
 use super::{Db, DbOptions, Result, ServiceError};
 use crate::storage::StorageConfig;
