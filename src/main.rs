@@ -367,15 +367,17 @@ fn check(storage: StorageConfig) -> ExitCode {
         for (name, db) in databases.all() {
             reports.push((name, db.check().await?));
         }
+        let unopened = databases.unopened();
         databases.shutdown().await?;
-        Ok::<_, mosaicdb::service::ServiceError>(reports)
+        Ok::<_, mosaicdb::service::ServiceError>((reports, unopened))
     });
-    let reports = match result {
-        Ok(reports) => reports,
+    let (reports, unopened) = match result {
+        Ok(found) => found,
         Err(e) => return fail(e),
     };
-    // `default`'s report, with every other database's under `databases`; `ok` for all of them
-    let ok = reports.iter().all(|(_, r)| r.ok);
+    // `default`'s report, with every other database's under `databases` and those that could
+    // not be opened under `unopened`; `ok` for all of them
+    let ok = reports.iter().all(|(_, r)| r.ok) && unopened.is_empty();
     let mut reports = reports.into_iter();
     let mut out = match reports.next().map(|(_, r)| serde_json::to_value(r)) {
         Some(Ok(serde_json::Value::Object(out))) => out,
@@ -385,6 +387,10 @@ fn check(storage: StorageConfig) -> ExitCode {
         reports.map(|(name, r)| (name, serde_json::to_value(r).unwrap_or_default())).collect();
     if !others.is_empty() {
         out.insert("databases".into(), others.into());
+    }
+    if !unopened.is_empty() {
+        let unopened = unopened.into_iter().map(|(name, why)| serde_json::json!({"database": name, "error": why}));
+        out.insert("unopened".into(), unopened.collect());
     }
     out.insert("ok".into(), ok.into());
     println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());

@@ -56,7 +56,7 @@ async fn backup(
     let logged_at = snapshot_at.clone();
     let disposition = format!("attachment; filename=\"{}\"", backup.file_name());
     // an archive that did not end is cut short rather than ended cleanly
-    let mut response = super::stream::piped(&state, slot, gone.map(|g| g.0), (), move |pipe| {
+    let mut response = super::stream::piped(&state, &db, slot, gone.map(|g| g.0), (), move |pipe| {
         let (_, summary) = backup.write_to(pipe).map_err(io::Error::other)?;
         tracing::info!(
             snapshot_at = logged_at,

@@ -32,11 +32,11 @@ fn goes_to_leader(req: &Request) -> bool {
 
 /// The layer: see the module's comment.
 pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    // the database the request names (one that does not exist is the handler's 404 to answer)
-    let db = match req.extensions().get::<super::database::Named>() {
-        Some(named) => state.databases.get(&named.0).unwrap_or_else(|| state.databases.default_db().clone()),
-        None => state.databases.default_db().clone(),
-    };
+    // The states are `default`'s, whatever database the request names: cluster mode serves
+    // only `default`, and a database's own state would tell a caller it may not reach (this layer
+    // runs before the keys are checked) that the database exists, and when it is written.
+    let db = state.databases.default_db().clone();
+    let named = req.extensions().get::<super::database::Named>().map(|n| n.0.clone());
     if let Some(value) = req.headers().get(&MIN_SEQ) {
         let Some(wanted) = value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) else {
             return ApiError::new(
@@ -50,8 +50,12 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             return ApiError::from(e).into_response();
         }
     }
-    // where a redirect goes: the leader, at this request's path and query
+    // where a redirect goes: the leader, at this request's path (as the client sent it) and query
     let target = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
+    let target = match &named {
+        Some(name) => super::database::path_in(name, &target),
+        None => target,
+    };
     let follows = db.role() == crate::storage::Role::Follower;
     let mut response = if follows && goes_to_leader(&req) {
         ApiError::from(crate::service::ServiceError::NotLeader).into_response()
@@ -75,6 +79,16 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             .retry_after(1)
             .into_response(),
         };
+    } else if let Some(name) = &named {
+        // a resource made in a named database is at its path under `/v1/db/{db}/`
+        let moved = response
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .map(|l| super::database::path_in(name, l));
+        if let Some(Ok(location)) = moved.map(|l| HeaderValue::from_str(&l)) {
+            response.headers_mut().insert(header::LOCATION, location);
+        }
     }
     response.headers_mut().insert(SEQ, HeaderValue::from(db.applied_state()));
     response

@@ -110,14 +110,26 @@ fn influx<B>(mut req: Request<B>) -> Request<B> {
         "/api/v2/write" => "bucket",
         _ => return req,
     };
-    let name = req.uri().query().into_iter().flat_map(|q| q.split('&')).find_map(|pair| {
-        let (key, value) = pair.split_once('=')?;
-        (key == param).then(|| percent_decode(&value.replace('+', " "))).flatten()
+    // the first `db=` (`bucket=`) given; one that is empty or does not decode names no
+    // database there is (404), rather than falling back to `default`
+    let value = req.uri().query().into_iter().flat_map(|q| q.split('&')).find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (key == param).then_some(value)
     });
-    if let Some(name) = name.filter(|n| !n.is_empty()) {
+    if let Some(value) = value {
+        let name = percent_decode(&value.replace('+', " ")).unwrap_or_default();
         req.extensions_mut().insert(Named(name.into()));
     }
     req
+}
+
+/// The path under `/v1/db/{name}/` of a plain route's `path` (`/v1/…`, with its query); other
+/// paths are left as they are.
+pub(super) fn path_in(name: &str, path: &str) -> String {
+    match path.strip_prefix("/v1/") {
+        Some(rest) => format!("{PREFIX}{}/{rest}", super::encode_path(name)),
+        None => path.to_owned(),
+    }
 }
 
 /// `%XX` escapes decoded; `None` if one is malformed or the result is not UTF-8.
@@ -127,7 +139,7 @@ fn percent_decode(text: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
+            let hex = text.get(i + 1..i + 3).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
         } else {
@@ -204,6 +216,11 @@ mod tests {
             ("/api/v2/write?org=o&bucket=a+b".into(), Some("a b".into()))
         );
         assert_eq!(rewritten("/api/v2/write?db=x"), ("/api/v2/write?db=x".into(), None));
+        assert_eq!(rewritten("/write?db=&x=1"), ("/write?db=&x=1".into(), Some(String::new())));
+        assert_eq!(rewritten("/write?db=%zz"), ("/write?db=%zz".into(), Some(String::new())));
+        assert_eq!(rewritten("/write?db=a&db=b"), ("/write?db=a&db=b".into(), Some("a".into())));
+        assert_eq!(rewritten("/v1/db/%+1/tables"), ("/v1/db/%+1/tables".into(), None));
+        assert_eq!(path_in("a b", "/v1/tables/t?x=1"), "/v1/db/a%20b/tables/t?x=1");
         assert_eq!(rewritten("/v1/db/shop/db/other/tables"), ("/v1/db/shop/db/other/tables".into(), None));
     }
 }

@@ -69,7 +69,7 @@ async fn query(
         let slot = super::stream::slot(&state)?;
         let mut stream = db.query_stream(table, req).await?;
         let guard = stream.abandon_guard();
-        return Ok(super::stream::ndjson(&state, slot, gone.map(|g| g.0), guard, move |pipe| {
+        return Ok(super::stream::ndjson(&state, &db, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
         }));
     }

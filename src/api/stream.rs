@@ -203,6 +203,7 @@ fn ordinary(e: &io::Error) -> bool {
 /// drop stops the writer); `slot` as long as the writer.
 pub(super) fn piped<K: Send + 'static>(
     state: &AppState,
+    db: &crate::service::Db,
     slot: StreamSlot,
     gone: Option<ClientGone>,
     keep: K,
@@ -213,7 +214,7 @@ pub(super) fn piped<K: Send + 'static>(
     let whole = Arc::new(AtomicBool::new(false));
     let (window, min_bytes, runtime, done) =
         (state.import.window, state.import.min_bytes.max(1), tokio::runtime::Handle::current(), whole.clone());
-    let stopping = state.databases.default_db().stopping();
+    let stopping = db.stopping();
     let cut = gone.clone();
     tokio::task::spawn_blocking(move || {
         let _slot = slot;
@@ -238,7 +239,7 @@ pub(super) fn piped<K: Send + 'static>(
     });
     // the state is None once the stream has failed; fused, since the compression layer polls
     // once more after the end
-    let stopping = state.databases.default_db().stopping();
+    let stopping = db.stopping();
     let body = futures_util::stream::unfold(Some((rx, gone, whole, keep, stopping)), |state| async move {
         let (mut rx, gone, whole, keep, mut stopping) = state?;
         let next = tokio::select! {
@@ -268,12 +269,13 @@ pub(super) fn piped<K: Send + 'static>(
 /// An NDJSON response written by `write` (see [`piped`]).
 pub(super) fn ndjson<K: Send + 'static>(
     state: &AppState,
+    db: &crate::service::Db,
     slot: StreamSlot,
     gone: Option<ClientGone>,
     keep: K,
     write: impl FnOnce(&mut Pipe) -> io::Result<()> + Send + 'static,
 ) -> Response {
-    let mut response = piped(state, slot, gone, keep, write);
+    let mut response = piped(state, db, slot, gone, keep, write);
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON_TYPES[0]));
     response
 }

@@ -340,6 +340,8 @@ impl Db {
         lines: Chunk,
         running: &Arc<Running>,
     ) -> Result<JoinHandle<Result<ChunkOutcome>>> {
+        // a streamed import is held to its database's quota chunk by chunk, not only at its start
+        self.check_quota()?;
         // After a column was added, later chunks are prepared for the table as it is now.
         let fresh = self.catalog.table(table).filter(|d| d.created_at == def.created_at);
         let def = fresh.as_ref().unwrap_or(def);

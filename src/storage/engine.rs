@@ -150,11 +150,14 @@ impl Engine {
         }
     }
 
-    /// The bytes of every keyspace's memtables (none on PostgreSQL, whose tables hold it all).
-    pub(super) fn write_buffer_bytes(&self) -> u64 {
+    /// The bytes the store holds: every keyspace's table files and memtables (embedded), tables
+    /// with their TOAST and indexes (PostgreSQL).
+    pub(super) fn stored_bytes(&self) -> Result<u64> {
         match self {
-            Engine::Embedded(e) => e.write_buffer_bytes(),
-            Engine::Postgres(_) => 0,
+            Engine::Embedded(e) => {
+                Ok(Space::ALL.iter().map(|s| e.disk_space(*s)).sum::<u64>() + e.write_buffer_bytes())
+            }
+            Engine::Postgres(pg) => pg.stored_bytes(),
         }
     }
 

@@ -25,18 +25,21 @@ async fn create_list_describe_and_drop() {
     assert!(r.is_problem(409, "database_exists"), "{}", r.body);
     let r = s.send(Method::POST, "/v1/databases", Some(&json!({"name": "default"})), &[]).await;
     assert!(r.is_problem(409, "database_exists"), "{}", r.body);
-    for bad in ["", "a/b", "tab\there"] {
+    for bad in ["", "a/b", "tab\there", ".", ".."] {
         let r = s.send(Method::POST, "/v1/databases", Some(&json!({"name": bad})), &[]).await;
         assert!(r.is_problem(400, "invalid_database_name"), "{bad:?}: {}", r.body);
     }
 
     s.create_table("items").await;
     s.put("/v1/tables/items/documents/a", json!({"where": "default"})).await;
-    let (st, _) = s.post("/v1/db/shop/tables", json!({"name": "items"})).await;
-    assert_eq!(st, 201);
+    let r = s.send(Method::POST, "/v1/db/shop/tables", Some(&json!({"name": "items"})), &[]).await;
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("location"), Some("/v1/db/shop/tables/items"), "a resource of a database is at its path");
     for id in ["a", "b"] {
-        let (st, _) = s.put(&format!("/v1/db/shop/tables/items/documents/{id}"), json!({"where": "shop"})).await;
-        assert_eq!(st, 201);
+        let path = format!("/v1/db/shop/tables/items/documents/{id}");
+        let r = s.send(Method::PUT, &path, Some(&json!({"where": "shop"})), &[]).await;
+        assert_eq!(r.status, 201);
+        assert_eq!(r.header("location"), Some(path.as_str()));
     }
     let (_, shop) = s.get("/v1/databases/shop").await;
     assert_eq!((shop["tables"].as_u64(), shop["documents"].as_u64()), (Some(1), Some(2)), "{shop}");
@@ -187,8 +190,10 @@ async fn influx_writes_name_their_database() {
     assert_eq!(metrics["metrics"][0]["series"], 2, "{metrics}");
     let (_, metrics) = s.get("/v1/timeseries").await;
     assert_eq!(metrics["metrics"], json!([]));
-    let r = s.raw(Method::POST, "/write?db=nowhere", "text/plain", "cpu value=1\n").await;
-    assert!(r.is_problem(404, "database_not_found"), "{}", r.body);
+    for query in ["db=nowhere", "db=", "db=%zz", "db"] {
+        let r = s.raw(Method::POST, &format!("/write?{query}"), "text/plain", "cpu value=1\n").await;
+        assert!(r.is_problem(404, "database_not_found"), "{query}: {}", r.body);
+    }
     // no db: the default database
     let r = s.raw(Method::POST, "/write", "text/plain", "mem value=1\n").await;
     assert_eq!(r.status, 204);
@@ -255,6 +260,20 @@ databases = {{ shop = "write", other = "read" }}
     assert!(r.is_problem(403, "forbidden"), "{}", r.body);
     let r = s.send_as(who, Method::DELETE, "/v1/databases/shop", None).await;
     assert!(r.is_problem(403, "forbidden"), "{}", r.body);
+    // the server's metrics tell of every database
+    let r = s.send_as(who, Method::GET, "/metrics", None).await;
+    assert!(r.is_problem(403, "forbidden"), "{}", r.body);
+    // the state numbers are default's, whichever database a request names, known or not
+    let seqs: Vec<_> = [
+        s.send_as(who, Method::GET, "/v1/db/secret/tables", None).await,
+        s.send_as(who, Method::GET, "/v1/db/nowhere/tables", None).await,
+        s.send_as(None, Method::GET, "/v1/db/secret/tables", None).await,
+        s.send_as(who, Method::GET, "/v1/db/shop/tables", None).await,
+    ]
+    .iter()
+    .map(|r| r.header("x-mosaic-seq").unwrap().to_owned())
+    .collect();
+    assert!(seqs.iter().all(|q| *q == seqs[0]), "{seqs:?}");
     let line = serde_json::Value::String("cpu value=1 1000000000".into());
     let r = s.send_as(who, Method::POST, "/write?db=shop", Some(&line)).await;
     assert_eq!(r.status, 204, "{}", r.body);
@@ -395,4 +414,20 @@ async fn a_database_is_backed_up_and_restored_as_another() {
     assert_eq!(page["events"].as_array().unwrap().len(), 20);
     let (_, check) = s.post("/v1/db/copy/admin/check", json!({})).await;
     assert_eq!(check["ok"], true, "{check}");
+
+    // a backup of default names no other database: restored, it is one database again
+    let archive = s.client.post(format!("{}/v1/admin/backup", s.base)).send().await.unwrap();
+    let archive = archive.bytes().await.unwrap();
+    let file = s.dir.path().join("default.backup");
+    std::fs::write(&file, &archive).unwrap();
+    let alone = tempfile::tempdir().unwrap();
+    let target = alone.path().join("data");
+    let out = std::process::Command::new(bin)
+        .args(["restore", file.to_str().unwrap(), target.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = TestServer::start_in(alone, move |c| c.storage.path = target).await;
+    let (_, list) = s.get("/v1/databases").await;
+    assert_eq!(list["databases"].as_array().unwrap().len(), 1, "{list}");
 }

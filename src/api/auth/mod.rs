@@ -137,11 +137,14 @@ pub(super) async fn authorize(State(guard): State<Arc<Guard>>, mut req: Request,
         )
         .into_response();
     }
-    if caller.databases.is_some() && needed == Role::Admin && route.starts_with("/v1/databases") {
+    // what tells of every database: making and dropping them, the server's metrics
+    let of_all = (needed == Role::Admin && route.starts_with("/v1/databases")) || route == "/metrics";
+    if caller.databases.is_some() && of_all {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            "a key limited to some databases cannot make or drop databases: that needs an admin key for every database",
+            "a key limited to some databases may not make or drop databases, nor read the server's metrics: \
+             that needs a key of every database",
         )
         .into_response();
     }

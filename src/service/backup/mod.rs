@@ -14,6 +14,7 @@
 
 pub mod archive;
 
+use crate::keys::MetaKey;
 pub use archive::{ArchiveError, FORMAT_VERSION, Header, Summary};
 
 use super::{CheckReport, Db, DbOptions, ServiceError};
@@ -105,12 +106,23 @@ impl Backup {
     }
 
     /// Writes the whole archive to `out`, on the calling thread (reads block: run it on the
-    /// blocking pool). Ends at the first error of `out` (the receiver went away).
+    /// blocking pool). Ends at the first error of `out` (the receiver went away). The registry of
+    /// the server's databases, which the default database's catalog keeps, is left out: it is
+    /// the server's, not the database's (a backup of `default` must not name the others, nor a
+    /// restore bring back their names without their data).
     pub fn write_to<W: Write>(self, out: W) -> Result<(W, Summary), BackupError> {
         let mut writer = ArchiveWriter::new(out, &self.header)?;
+        let registry = [
+            MetaKey::kind_prefix("database"),
+            MetaKey::kind_prefix("database_dropping"),
+            MetaKey::Seq(crate::service::databases::ID_SEQ.into()).encode(),
+        ];
         for space in Space::ALL {
             for pair in self.view.scan(space, KeyRange::Prefix(Vec::new()), false) {
                 let (key, value) = pair?;
+                if space == Space::Meta && registry.iter().any(|p| key.starts_with(p)) {
+                    continue;
+                }
                 writer.record(space, &key, &value)?;
             }
         }

@@ -37,10 +37,15 @@ const MIN_QUOTA: u64 = 1 << 20;
 
 /// The sequence database ids are taken from (`meta:seq:database`): ids are never used twice, so
 /// a dropped database's store still being removed is never mistaken for a new one's.
-const ID_SEQ: &str = "database";
+pub const ID_SEQ: &str = "database";
 
 /// Checks a database name: the rules of table names.
 pub(super) fn check_name(name: &str) -> Result<()> {
+    if name == "." || name == ".." {
+        // a client normalises `/v1/db/../tables` to `/v1/tables` before sending it
+        let reason = "must not be \".\" or \"..\" (clients remove such path segments)";
+        return Err(ServiceError::InvalidDatabaseName { name: name.to_owned(), reason });
+    }
     check_table_name(name).map_err(|e| match e {
         ServiceError::InvalidTableName { name, reason } => ServiceError::InvalidDatabaseName { name, reason },
         other => other,
@@ -87,6 +92,12 @@ impl Databases {
     /// Makes a database: 409 `database_exists` if the name is taken, 409 `too_many_databases`
     /// past `--max-databases`, 409 `cluster_mode` in cluster mode.
     pub async fn create(self: &Arc<Self>, req: CreateDatabase) -> Result<DatabaseInfo> {
+        // run to its end even if the request is given up: never registered and not served
+        let this = self.clone();
+        self.default.detached(async move { this.create_now(req).await }).await
+    }
+
+    async fn create_now(self: &Arc<Self>, req: CreateDatabase) -> Result<DatabaseInfo> {
         check_name(&req.name)?;
         if req.quota_bytes.is_some_and(|q| q < MIN_QUOTA) {
             return Err(ServiceError::InvalidRequest(format!("quota_bytes must be at least {MIN_QUOTA} (1 MiB)")));
@@ -95,6 +106,7 @@ impl Databases {
             return Err(ServiceError::DatabasesInCluster);
         }
         let _changing = self.changing.lock().await;
+        self.refuse_if_closed()?;
         if self.is_taken(&req.name)? {
             return Err(ServiceError::DatabaseExists(req.name));
         }
@@ -103,6 +115,7 @@ impl Databases {
             return Err(ServiceError::TooManyDatabases { max: self.max });
         }
         let entry = Entry { id: self.take_id().await?, created_ms: now_ms(), quota_bytes: req.quota_bytes };
+        self.clear_store(entry.id).await?;
         self.enter(&req.name, entry).await?;
         let this = self.clone();
         let name = req.name.clone();
@@ -165,10 +178,17 @@ impl Databases {
     /// Drops a database with every key of it: 404 `database_not_found` if there is none of that
     /// name; `default` cannot be dropped (400).
     pub async fn drop_database(self: &Arc<Self>, name: &str) -> Result<()> {
+        // run to its end even if the request is given up: a drop mark written is a drop done
+        let (this, name) = (self.clone(), name.to_owned());
+        self.default.detached(async move { this.drop_now(&name).await }).await
+    }
+
+    async fn drop_now(self: &Arc<Self>, name: &str) -> Result<()> {
         if name == super::DEFAULT_DATABASE {
             return Err(ServiceError::InvalidRequest("the default database cannot be dropped".into()));
         }
         let _changing = self.changing.lock().await;
+        self.refuse_if_closed()?;
         let hosted = self
             .hosted
             .read()
@@ -178,12 +198,19 @@ impl Databases {
             .ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))?;
         self.unregister(name, hosted.id).await?;
         self.hosted.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name);
-        if let Err(e) = super::close(&hosted).await {
-            // what it acknowledged is durable; it is removed all the same
-            tracing::warn!(database = name, error = %e, "closing the dropped database");
-        }
         let id = hosted.id;
         self.remove_in_background(id, Some(hosted));
+        Ok(())
+    }
+
+    /// Removes whatever a store of the fresh id `id` holds: a power cut in buffered durability may
+    /// have taken back the catalog write that used the id while its folder (or schema) stayed,
+    /// and a new database must never open an old one's keys.
+    pub(super) async fn clear_store(&self, id: u32) -> Result<()> {
+        let config = self.storage.for_database(id);
+        tokio::task::spawn_blocking(move || crate::storage::destroy(&config))
+            .await
+            .map_err(|e| ServiceError::Internal(format!("clearing a new database's store failed: {e}")))??;
         Ok(())
     }
 
@@ -209,6 +236,12 @@ impl Databases {
         let config = self.storage.for_database(id);
         drop(self.default.spawn_job(async move {
             if let Some(hosted) = held {
+                // its tasks and jobs stopped, its store closed (also when the server is closing:
+                // nobody else closes a database out of the registry)
+                if let Err(e) = super::close(&hosted).await {
+                    // what it acknowledged is durable; it is removed all the same
+                    tracing::warn!(database_id = id, error = %e, "closing the dropped database");
+                }
                 // out of the registry, so nobody takes a new hold: the last ones end with their
                 // requests (the store closes its files once the last is dropped)
                 while Arc::strong_count(&hosted) > 1 || Arc::strong_count(&hosted.db) > 1 {

@@ -9,6 +9,7 @@
 //! database's catalog (`meta:database:{name}`, see `lifecycle.rs` for create and drop).
 
 mod lifecycle;
+pub use lifecycle::ID_SEQ;
 pub mod quota;
 mod restore;
 
@@ -97,6 +98,10 @@ pub struct Databases {
     hosted: RwLock<BTreeMap<String, Arc<Hosted>>>,
     /// one create or drop at a time
     changing: tokio::sync::Mutex<()>,
+    /// set by [`Databases::shutdown`]: no database is made or dropped any more
+    closed: std::sync::atomic::AtomicBool,
+    /// the databases the catalog names that could not be opened at the start, with why
+    unopened: Mutex<Vec<(String, String)>>,
 }
 
 impl Databases {
@@ -115,6 +120,8 @@ impl Databases {
             max: max.max(1),
             hosted: RwLock::default(),
             changing: tokio::sync::Mutex::new(()),
+            closed: Default::default(),
+            unopened: Default::default(),
         });
         if databases.clustered() {
             return Ok(databases);
@@ -124,6 +131,11 @@ impl Databases {
             if let Err(e) = databases.host(name.clone(), entry) {
                 // the others are served; this one answers 404 until a restart opens it
                 tracing::error!(database = name, error = %e, "cannot open the database");
+                databases
+                    .unopened
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push((name, e.to_string()));
             }
         }
         if options.background_jobs {
@@ -147,6 +159,12 @@ impl Databases {
         self.hosted.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).map(|h| h.db.clone())
     }
 
+    /// The databases the catalog names that could not be opened at the start, with why (they
+    /// answer 404 until a start opens them).
+    pub fn unopened(&self) -> Vec<(String, String)> {
+        self.unopened.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// The database named `name`: else 404 `database_not_found`.
     pub fn require(&self, name: &str) -> Result<Arc<Db>> {
         self.get(name).ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))
@@ -162,7 +180,15 @@ impl Databases {
 
     /// Every database, described.
     pub fn list(&self) -> DatabaseList {
-        let hosted = self.hosted.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // measured out of the lock: a slow measure must not hold up a create or drop (nor every
+        // request behind it)
+        let hosted: Vec<(String, Arc<Hosted>)> = self
+            .hosted
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(name, h)| (name.clone(), h.clone()))
+            .collect();
         let others = hosted.iter().map(|(name, h)| describe(name, h.id, h.created_ms, &h.db));
         DatabaseList {
             databases: std::iter::once(describe(DEFAULT_DATABASE, 0, 0, &self.default)).chain(others).collect(),
@@ -174,14 +200,19 @@ impl Databases {
         if name == DEFAULT_DATABASE {
             return Ok(describe(name, 0, 0, &self.default));
         }
-        let hosted = self.hosted.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let h = hosted.get(name).ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))?;
+        let h = self.hosted.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned();
+        let h = h.ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))?;
         Ok(describe(name, h.id, h.created_ms, &h.db))
     }
 
     /// Stops every database's attached tasks and background jobs, and closes each store (the
     /// default one last: the removals of dropped databases are its jobs).
     pub async fn shutdown(&self) -> Result<()> {
+        {
+            // a create or drop under way finishes first; none starts after
+            let _changing = self.changing.lock().await;
+            self.closed.store(true, std::sync::atomic::Ordering::Release);
+        }
         let hosted: Vec<_> =
             std::mem::take(&mut *self.hosted.write().unwrap_or_else(std::sync::PoisonError::into_inner))
                 .into_values()
@@ -210,6 +241,14 @@ impl Databases {
         }
     }
 
+    /// Refuses a create or drop once the server is shutting down.
+    fn refuse_if_closed(&self) -> Result<()> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(ServiceError::Unavailable(crate::storage::StorageError::Closed));
+        }
+        Ok(())
+    }
+
     /// Whether the server runs in cluster mode, where only `default` exists.
     fn clustered(&self) -> bool {
         self.storage.advertise.is_some()
@@ -234,7 +273,7 @@ fn describe(name: &str, id: u32, created_ms: u64, db: &Db) -> DatabaseInfo {
         created_ms,
         tables: tables.len() as u64,
         documents,
-        stored_bytes: db.store().stored_bytes(),
+        stored_bytes: db.store().stored_bytes().unwrap_or(0),
         quota_bytes: db.quota.limit(),
     }
 }
@@ -242,8 +281,6 @@ fn describe(name: &str, id: u32, created_ms: u64, db: &Db) -> DatabaseInfo {
 impl Db {
     /// Refuses a write (507 `quota_exceeded`) while the database stores its quota or more.
     pub fn check_quota(&self) -> Result<()> {
-        self.quota
-            .check(|| self.store().stored_bytes())
-            .map_err(|(used, quota)| ServiceError::QuotaExceeded { used, quota })
+        self.quota.check(|| self.store().stored_bytes())
     }
 }

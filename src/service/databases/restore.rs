@@ -19,10 +19,12 @@ impl Databases {
             return Err(ServiceError::DatabasesInCluster.into());
         }
         let _changing = self.changing.lock().await;
+        self.refuse_if_closed()?;
         if name == DEFAULT_DATABASE || self.is_taken(name)? {
             return Err(ServiceError::DatabaseExists(name.to_owned()).into());
         }
         let id = self.take_id().await?;
+        self.clear_store(id).await?;
         let restored = crate::service::backup::restore(source, self.storage.for_database(id)).await?;
         // named even if its check found problems, as a restore into a data directory is kept: the
         // report says what, and the database can be dropped

@@ -398,6 +398,16 @@ impl Postgres {
         self.writer.with(|conn| Ok(blocking(|| conn.client().batch_execute(&sql))?))
     }
 
+    /// The bytes every keyspace's table takes with its TOAST and its index, in one query.
+    pub(super) fn stored_bytes(&self) -> Result<u64> {
+        let lease = self.pool.take()?;
+        let names: Vec<String> = Space::ALL.iter().map(|&s| table(s)).collect();
+        let sql = "SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint FROM pg_class \
+                   WHERE relname = ANY($1) AND relkind = 'r' AND pg_table_is_visible(oid)";
+        let bytes: i64 = lease.with(|conn| Ok(blocking(|| conn.client().query_one(sql, &[&names]))?.try_get(0)?))?;
+        Ok(bytes.max(0) as u64)
+    }
+
     /// The bytes a keyspace's table takes (its rows, in the heap and TOAST; not its index).
     pub(super) fn disk_space(&self, space: Space) -> u64 {
         self.families(&[space]).ok().and_then(|f| f.first().map(|f| f.disk_bytes)).unwrap_or(0)
