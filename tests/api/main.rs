@@ -12,6 +12,7 @@ mod changefeed;
 mod cluster;
 mod covered;
 mod databases;
+mod databases_model;
 mod documents;
 mod graph;
 mod indexes;
