@@ -155,7 +155,17 @@ fn percent_decode(text: &str) -> Option<String> {
 pub(super) fn document(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::IntoParams;
     use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
     let db = super::spec::DatabasePath::into_params(|| Some(ParameterIn::Path));
+    let missing = ResponseBuilder::new()
+        .description("no such database (`database_not_found`), or one the API key may not reach")
+        .content(
+            "application/problem+json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build(),
+        )
+        .build();
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.responses.insert("database_not_found".into(), RefOr::T(missing));
     let copies: Vec<_> = doc
         .paths
         .paths
@@ -166,6 +176,13 @@ pub(super) fn document(doc: &mut utoipa::openapi::OpenApi) {
             let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
             for op in operations.into_iter().flatten() {
                 op.operation_id = op.operation_id.take().map(|id| format!("{id}_in_db"));
+                // a 404 the route may already describe (no such table) is one more reason for it
+                if let Some(RefOr::T(known)) = op.responses.responses.get_mut("404") {
+                    known.description.push_str("; or no such database (`database_not_found`)");
+                } else {
+                    let missing = RefOr::Ref(Ref::new("#/components/responses/database_not_found"));
+                    op.responses.responses.insert("404".into(), missing);
+                }
                 let parameters = op.parameters.get_or_insert_with(Vec::new);
                 for (i, p) in db.iter().enumerate() {
                     parameters.insert(i, p.clone().into());

@@ -35,6 +35,9 @@ pub(super) type Registered = (Vec<(String, Entry)>, Vec<u32>);
 /// The smallest quota a database may have: 1 MiB.
 const MIN_QUOTA: u64 = 1 << 20;
 
+/// The largest quota a database may have: the largest integer a JSON number holds exactly.
+const MAX_QUOTA: u64 = (1 << 53) - 1;
+
 /// The sequence database ids are taken from (`meta:seq:database`): ids are never used twice, so
 /// a dropped database's store still being removed is never mistaken for a new one's.
 pub const ID_SEQ: &str = "database";
@@ -99,8 +102,11 @@ impl Databases {
 
     async fn create_now(self: &Arc<Self>, req: CreateDatabase) -> Result<DatabaseInfo> {
         check_name(&req.name)?;
-        if req.quota_bytes.is_some_and(|q| q < MIN_QUOTA) {
-            return Err(ServiceError::InvalidRequest(format!("quota_bytes must be at least {MIN_QUOTA} (1 MiB)")));
+        let quota_bytes = req.quota_bytes.map(|q| q as u64);
+        if quota_bytes.is_some_and(|q| !(MIN_QUOTA..=MAX_QUOTA).contains(&q)) {
+            return Err(ServiceError::InvalidRequest(format!(
+                "quota_bytes must be at least {MIN_QUOTA} (1 MiB) and at most {MAX_QUOTA}"
+            )));
         }
         if self.clustered() {
             return Err(ServiceError::DatabasesInCluster);
@@ -114,7 +120,7 @@ impl Databases {
         if count >= self.max {
             return Err(ServiceError::TooManyDatabases { max: self.max });
         }
-        let entry = Entry { id: self.take_id().await?, created_ms: now_ms(), quota_bytes: req.quota_bytes };
+        let entry = Entry { id: self.take_id().await?, created_ms: now_ms(), quota_bytes };
         self.clear_store(entry.id).await?;
         self.enter(&req.name, entry).await?;
         let this = self.clone();

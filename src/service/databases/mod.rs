@@ -45,9 +45,9 @@ pub struct CreateDatabase {
     pub name: String,
     /// most bytes the database may store (its table files and memtables), at least 1 MiB: past
     /// it, writes answer 507 `quota_exceeded` (deletes go on); omit for none
-    #[serde(default)]
-    #[schema(minimum = 1048576, example = 1073741824)]
-    pub quota_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[schema(value_type = Option<u64>, minimum = 1048576, maximum = 9007199254740991_f64, example = 1073741824)]
+    pub quota_bytes: Option<usize>,
 }
 
 /// One database of the server.
