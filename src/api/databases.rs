@@ -7,7 +7,7 @@ use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::DatabasePath;
 use crate::service::ServiceError;
-use crate::service::databases::{CreateDatabase, DatabaseInfo, DatabaseList};
+use crate::service::databases::{CreateDatabase, DatabaseInfo, DatabaseList, PatchDatabase};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
@@ -15,7 +15,11 @@ use axum::{Extension, Json};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_database, list_databases)).routes(routes!(get_database, drop_database))
+    OpenApiRouter::new().routes(routes!(create_database, list_databases)).routes(routes!(
+        get_database,
+        patch_database,
+        drop_database
+    ))
 }
 
 /// Creates a database: its own tables, indexes, changefeed and background tasks, reached under
@@ -78,6 +82,26 @@ async fn get_database(
         return Err(ServiceError::DatabaseNotFound(db).into());
     }
     Ok(Json(state.databases.describe(&db)?))
+}
+
+/// Sets a database's quota of stored bytes (`null`: none), effective at once.
+#[utoipa::path(patch, path = "/v1/databases/{db}", tag = "databases", request_body = PatchDatabase, params(DatabasePath),
+    responses(
+        (status = 200, description = "the database, with its new quota", body = DatabaseInfo),
+        (status = 400, description = "invalid path, a quota below 1 MiB, or the database `default` (which has none)", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "no such database (`database_not_found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "the body does not fit the schema", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn patch_database(
+    State(state): State<AppState>,
+    ApiPath(db): ApiPath<String>,
+    ApiJson(req): ApiJson<PatchDatabase>,
+) -> Result<Json<DatabaseInfo>, ApiError> {
+    Ok(Json(state.databases.patch(&db, req).await?))
 }
 
 /// Drops a database with every key of it: its name answers 404 at once (and may be used again);

@@ -334,6 +334,17 @@ async fn a_database_over_its_quota_refuses_writes_only() {
     assert_eq!(s.delete("/v1/db/tiny/tables/t/documents/d0").await.0, 204);
     let (_, info) = s.get("/v1/databases/tiny").await;
     assert!(info["stored_bytes"].as_u64().unwrap() >= 1 << 20, "{info}");
+    // a larger quota lets writes in again at once; none at all too
+    let r = s.send(Method::PATCH, "/v1/databases/tiny", Some(&json!({"quota_bytes": 1u64 << 30})), &[]).await;
+    assert_eq!((r.status.as_u16(), r.body["quota_bytes"].as_u64()), (200, Some(1 << 30)), "{}", r.body);
+    let (st, _) = s.put("/v1/db/tiny/tables/t/documents/again", json!({"b": 1})).await;
+    assert_eq!(st, 201);
+    let r = s.send(Method::PATCH, "/v1/databases/tiny", Some(&json!({"quota_bytes": null})), &[]).await;
+    assert_eq!((r.status.as_u16(), r.body["quota_bytes"].clone()), (200, json!(null)), "{}", r.body);
+    let r = s.send(Method::PATCH, "/v1/databases/tiny", Some(&json!({"quota_bytes": 5})), &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    let r = s.send(Method::PATCH, "/v1/databases/default", Some(&json!({"quota_bytes": 1u64 << 30})), &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
     // the other databases are not held back
     s.create_table("t").await;
     assert_eq!(s.put("/v1/tables/t/documents/a", json!({"b": big})).await.0, 201);

@@ -90,7 +90,7 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         // made and dropped by admins
         "/v1/databases" | "/v1/databases/{db}" if get => role(Read),
         "/v1/databases" if post => role(Admin),
-        "/v1/databases/{db}" if delete => role(Admin),
+        "/v1/databases/{db}" if patch || delete => role(Admin),
 
         "/v1/tables" if get => role(Read),
         "/v1/tables" if post => role(Admin),

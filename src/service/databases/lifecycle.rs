@@ -11,7 +11,7 @@
 //!   the mark. A crash anywhere in between leaves the mark, and the next start removes the store
 //!   again: a drop never half happens.
 
-use super::{CreateDatabase, DatabaseInfo, Databases, Hosted};
+use super::{CreateDatabase, DatabaseInfo, Databases, Hosted, PatchDatabase};
 use crate::keys::MetaKey;
 use crate::service::tables::check_table_name;
 use crate::service::{Db, Result, ServiceError};
@@ -53,6 +53,17 @@ pub(super) fn check_name(name: &str) -> Result<()> {
         ServiceError::InvalidTableName { name, reason } => ServiceError::InvalidDatabaseName { name, reason },
         other => other,
     })
+}
+
+/// A quota as asked for, in bytes: 400 `invalid_request` outside 1 MiB ..= 2^53 - 1.
+fn check_quota(asked: Option<usize>) -> Result<Option<u64>> {
+    let quota = asked.map(|q| q as u64);
+    if quota.is_some_and(|q| !(MIN_QUOTA..=MAX_QUOTA).contains(&q)) {
+        return Err(ServiceError::InvalidRequest(format!(
+            "quota_bytes must be at least {MIN_QUOTA} (1 MiB) and at most {MAX_QUOTA}"
+        )));
+    }
+    Ok(quota)
 }
 
 pub(super) fn now_ms() -> u64 {
@@ -102,12 +113,7 @@ impl Databases {
 
     async fn create_now(self: &Arc<Self>, req: CreateDatabase) -> Result<DatabaseInfo> {
         check_name(&req.name)?;
-        let quota_bytes = req.quota_bytes.map(|q| q as u64);
-        if quota_bytes.is_some_and(|q| !(MIN_QUOTA..=MAX_QUOTA).contains(&q)) {
-            return Err(ServiceError::InvalidRequest(format!(
-                "quota_bytes must be at least {MIN_QUOTA} (1 MiB) and at most {MAX_QUOTA}"
-            )));
-        }
+        let quota_bytes = check_quota(req.quota_bytes)?;
         if self.clustered() {
             return Err(ServiceError::DatabasesInCluster);
         }
@@ -181,6 +187,28 @@ impl Databases {
         Ok(())
     }
 
+    /// Sets a database's quota (`None`: none), durably, effective at once; `default` has none
+    /// and takes none (400).
+    pub async fn patch(self: &Arc<Self>, name: &str, req: PatchDatabase) -> Result<DatabaseInfo> {
+        let quota_bytes = check_quota(req.quota_bytes)?;
+        if name == super::DEFAULT_DATABASE {
+            let refusal = "the default database has no quota (--min-free-disk-mb guards the disk)";
+            return Err(ServiceError::InvalidRequest(refusal.into()));
+        }
+        let (this, name) = (self.clone(), name.to_owned());
+        self.default
+            .detached(async move {
+                let _changing = this.changing.lock().await;
+                this.refuse_if_closed()?;
+                let hosted = this.get_hosted(&name).ok_or_else(|| ServiceError::DatabaseNotFound(name.clone()))?;
+                let entry = Entry { id: hosted.id, created_ms: hosted.created_ms, quota_bytes };
+                this.enter(&name, entry).await?;
+                hosted.db.quota.set(quota_bytes);
+                this.describe(&name)
+            })
+            .await
+    }
+
     /// Drops a database with every key of it: 404 `database_not_found` if there is none of that
     /// name; `default` cannot be dropped (400).
     pub async fn drop_database(self: &Arc<Self>, name: &str) -> Result<()> {
@@ -195,13 +223,7 @@ impl Databases {
         }
         let _changing = self.changing.lock().await;
         self.refuse_if_closed()?;
-        let hosted = self
-            .hosted
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(name)
-            .cloned()
-            .ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))?;
+        let hosted = self.get_hosted(name).ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))?;
         self.unregister(name, hosted.id).await?;
         self.hosted.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name);
         let id = hosted.id;

@@ -50,6 +50,16 @@ pub struct CreateDatabase {
     pub quota_bytes: Option<usize>,
 }
 
+/// The body of `PATCH /v1/databases/{db}`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchDatabase {
+    /// the new quota of stored bytes (at least 1 MiB), or `null` for none
+    #[serde(deserialize_with = "crate::service::query::integer")]
+    #[schema(value_type = Option<u64>, minimum = 1048576, maximum = 9007199254740991_f64, example = 2147483648_u64)]
+    pub quota_bytes: Option<usize>,
+}
+
 /// One database of the server.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DatabaseInfo {
@@ -165,6 +175,11 @@ impl Databases {
         self.unopened.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    /// A database other than `default`, as served.
+    fn get_hosted(&self, name: &str) -> Option<Arc<Hosted>> {
+        self.hosted.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned()
+    }
+
     /// The database named `name`: else 404 `database_not_found`.
     pub fn require(&self, name: &str) -> Result<Arc<Db>> {
         self.get(name).ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))
@@ -200,8 +215,7 @@ impl Databases {
         if name == DEFAULT_DATABASE {
             return Ok(describe(name, 0, 0, &self.default));
         }
-        let h = self.hosted.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned();
-        let h = h.ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))?;
+        let h = self.get_hosted(name).ok_or_else(|| ServiceError::DatabaseNotFound(name.to_owned()))?;
         Ok(describe(name, h.id, h.created_ms, &h.db))
     }
 
