@@ -96,9 +96,18 @@ async fn put_document(
     Ok(with_etag(response, &etag))
 }
 
-/// Reads the document `id` (with its `_id`).
+/// The query of `GET …/documents/{id}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GetQuery {
+    /// the version current at this time (ms since the epoch or RFC 3339), for a table that keeps
+    /// history: 404 `document_not_found` if the document did not exist then
+    pub as_of: Option<String>,
+}
+
+/// Reads the document `id` (with its `_id`), or with `as_of` the version it had then.
 #[utoipa::path(get, path = "/v1/tables/{table}/documents/{id}", tag = "documents",
-    params(DocumentPath),
+    params(DocumentPath, GetQuery),
     responses(
         (status = 200, description = "the document", body = Object, headers(("ETag" = String, description = "content tag"))),
         (status = 400, description = "invalid id or path", body = Problem, content_type = "application/problem+json"),
@@ -109,8 +118,12 @@ async fn put_document(
 async fn get_document(
     Database(db): Database,
     ApiPath((table, id)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<GetQuery>,
 ) -> Result<Response, ApiError> {
-    let doc = db.get_document(table, id).await?;
+    let doc = match q.as_of {
+        Some(at) => db.get_document_as_of(table, id, super::history::micros("as_of", &at)?).await?,
+        None => db.get_document(table, id).await?,
+    };
     Ok(with_etag(super::json_text(doc.json), &doc.etag))
 }
 

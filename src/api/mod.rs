@@ -13,6 +13,7 @@ mod documents;
 mod error;
 mod extract;
 mod graph;
+mod history;
 mod indexes;
 mod metrics;
 mod query;
@@ -85,6 +86,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(databases::router())
         .merge(tables::router())
         .merge(documents::router())
+        .merge(history::router())
         .merge(indexes::router())
         .merge(views::router())
         .merge(query::router())

@@ -35,6 +35,15 @@ pub struct PatchTable {
     /// sets what the table's change events carry: `full`, `keys` or `off`
     #[serde(default)]
     pub changefeed: Option<crate::catalog::ChangefeedMode>,
+    /// sets the table's history policy (`null`: history off; what was kept is removed)
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<crate::catalog::HistoryPolicy>)]
+    pub history: Option<Option<crate::catalog::HistoryPolicy>>,
+}
+
+/// A member that may be absent (`None`), `null` (`Some(None)`) or a value.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Creates a table: schemaless (`columns` omitted), typed, or an edge table (`kind: edge`).
@@ -104,7 +113,9 @@ async fn patch_table(
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<PatchTable>,
 ) -> Result<Json<TableDef>, ApiError> {
-    Ok(Json(db.alter_table(table, req.add_columns, req.changefeed).await?))
+    let change =
+        crate::service::AlterTable { columns: req.add_columns, changefeed: req.changefeed, history: req.history };
+    Ok(Json(db.alter_table(table, change).await?))
 }
 
 /// Drops a table with every document and index entry of it.

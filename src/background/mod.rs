@@ -96,6 +96,18 @@ impl Scheduler {
                 run: Box::new(|db, stop| Box::pin(async move { db.merge_timeseries(&|| stop.is_set()).await })),
             },
             Task {
+                name: "history_retention",
+                description: "removes document versions past their table's history max_age or max_versions, and \
+                    the history of tables that no longer keep one",
+                interval: config.retention_interval.max(MIN_INTERVAL),
+                run: Box::new(|db, stop| {
+                    Box::pin(async move {
+                        let now_us = now_nanos() / 1000;
+                        db.apply_history_retention(now_us, &|| stop.is_set()).await
+                    })
+                }),
+            },
+            Task {
                 name: "changefeed_retention",
                 description: "removes change events older than --changefeed-retention, and the oldest while the feed \
                     is over --changefeed-max-mb",

@@ -11,7 +11,7 @@ mod view;
 
 pub use index::{IndexDef, IndexKind, IndexState};
 pub use metric::MetricConfig;
-pub use table::{ChangefeedMode, ColumnDef, ColumnType, OnVertexDelete, TableDef, TableKind};
+pub use table::{ChangefeedMode, ColumnDef, ColumnType, HistoryPolicy, OnVertexDelete, TableDef, TableKind};
 pub use view::{ViewDef, ViewKind, ViewState};
 
 use crate::entity::{self, EncodeOptions, FieldDict};

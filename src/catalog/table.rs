@@ -131,6 +131,21 @@ pub struct ColumnDef {
     pub default: Option<serde_json::Value>,
 }
 
+/// How long a table keeps the versions of its documents that writes replaced (or deleted):
+/// either bound, or both.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryPolicy {
+    /// versions replaced longer ago than this are removed (`ms s m h d w`, e.g. `30d`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "30d", pattern = "^[0-9]+(ms|s|m|h|d|w)$")]
+    pub max_age: Option<String>,
+    /// at most this many replaced versions are kept per document (the oldest go first)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000000, example = 100)]
+    pub max_versions: Option<u32>,
+}
+
 /// A table definition as stored under `meta:table:{name}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TableDef {
@@ -152,6 +167,9 @@ pub struct TableDef {
     /// what the table's change events carry: `full`, `keys` (when absent) or `off`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changefeed: Option<ChangefeedMode>,
+    /// the versions its writes replace are kept, within these bounds (absent: none are kept)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryPolicy>,
     /// creation time, milliseconds since the Unix epoch; unique across tables and indexes (one
     /// created within the same millisecond as the last, or with the clock set back, gets the
     /// last value + 1), so it tells a re-created table of the same name apart

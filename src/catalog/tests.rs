@@ -25,6 +25,7 @@ fn table(name: &str) -> TableDef {
         on_vertex_delete: None,
         weight_field: None,
         changefeed: None,
+        history: None,
         created_at: 1,
     }
 }

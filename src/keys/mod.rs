@@ -28,6 +28,8 @@
 //! | `view`       | `view:{table}:{view}:g:{group…}`               | a group's state: document count, exact sums (see `service::views::state`) |
 //! | `view`       | `view:{table}:{view}:x:{field}:{group…}:{value}` | u64 BE: the group's documents holding that value (min/max) |
 //! | `changefeed` | `changefeed:{seqno}`                           | change event |
+//! | `hist`       | `hist:{table}:{id}`                            | the current version's start (µs, i64 BE) and how it was written |
+//! | `hist`       | `hist:{table}:{id}:{start}`                    | a replaced version: how it was written, then its entity blob (none: a deletion) |
 //! | `meta`       | `meta:table:{name}`                            | table definition |
 //! | `meta`       | `meta:index:{table}:{name}`                    | index definition |
 //! | `meta`       | `meta:metric:{name}`                           | metric configuration |
@@ -45,6 +47,7 @@ pub mod entity;
 pub mod ftidx;
 pub mod ftstat;
 pub mod graph;
+pub mod hist;
 pub mod idx;
 pub mod meta;
 pub mod ridx;
@@ -60,6 +63,7 @@ pub use entity::EntityKey;
 pub use ftidx::FtidxKey;
 pub use ftstat::FtStatKey;
 pub use graph::{AdjValue, Direction, GraphKey};
+pub use hist::HistKey;
 pub use idx::IdxKey;
 pub use meta::MetaKey;
 pub use ridx::RidxKey;

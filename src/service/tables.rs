@@ -38,6 +38,21 @@ pub struct CreateTable {
     /// table and id) or `off` (not in the feed)
     #[serde(default)]
     pub changefeed: Option<crate::catalog::ChangefeedMode>,
+    /// keep the versions writes replace (and deletions), within these bounds: see
+    /// `GET …/documents/{id}/history` and `?as_of=`
+    #[serde(default)]
+    pub history: Option<crate::catalog::HistoryPolicy>,
+}
+
+/// What `PATCH /v1/tables/{table}` changes.
+#[derive(Debug, Default)]
+pub struct AlterTable {
+    /// columns to add
+    pub columns: Vec<ColumnDef>,
+    /// the new changefeed mode, if given
+    pub changefeed: Option<crate::catalog::ChangefeedMode>,
+    /// the new history policy, if given (`Some(None)`: history off)
+    pub history: Option<Option<crate::catalog::HistoryPolicy>>,
 }
 
 /// A table definition with its document count.
@@ -95,6 +110,9 @@ impl Db {
     /// Creates a table.
     pub async fn create_table(self: &Arc<Self>, req: CreateTable) -> Result<TableDef> {
         check_table_name(&req.name)?;
+        if let Some(policy) = &req.history {
+            super::history::check_policy(policy)?;
+        }
         if let Some(columns) = &req.columns {
             check_columns(columns)?;
         }
@@ -129,6 +147,7 @@ impl Db {
                 on_vertex_delete,
                 weight_field: req.weight_field,
                 changefeed: req.changefeed,
+                history: req.history,
                 created_at,
             };
             db.catalog.put_table(tx, def.clone());
@@ -161,22 +180,25 @@ impl Db {
     /// Adds columns to a table. A new column must be nullable or have a default, since existing
     /// documents lack it; a schemaless table stays schemaless only if no columns are added.
     pub async fn add_columns(self: &Arc<Self>, name: String, columns: Vec<ColumnDef>) -> Result<TableDef> {
-        self.alter_table(name, columns, None).await
+        self.alter_table(name, AlterTable { columns, ..AlterTable::default() }).await
     }
 
     /// Changes a table: adds `columns` (see [`Db::add_columns`]; none: no change of columns) and
     /// sets its changefeed mode when `changefeed` is given (from the next write on).
-    pub async fn alter_table(
-        self: &Arc<Self>,
-        name: String,
-        columns: Vec<ColumnDef>,
-        changefeed: Option<crate::catalog::ChangefeedMode>,
-    ) -> Result<TableDef> {
+    pub async fn alter_table(self: &Arc<Self>, name: String, change: AlterTable) -> Result<TableDef> {
+        let AlterTable { columns, changefeed, history } = change;
+        if let Some(Some(policy)) = &history {
+            super::history::check_policy(policy)?;
+        }
         self.write(move |tx, db| {
             let current = db.catalog.table(&name).ok_or_else(|| ServiceError::TableNotFound(name.clone()))?;
             let mut def = (*current).clone();
             if changefeed.is_some() {
                 def.changefeed = changefeed;
+            }
+            if let Some(history) = history {
+                // turned off: what was kept goes at the next retention run
+                def.history = history;
             }
             if columns.is_empty() {
                 db.catalog.put_table(tx, def.clone());
@@ -227,8 +249,17 @@ impl Db {
     /// Removes every key of a dropped table, then (in the write removing the last keys) its
     /// count and its `dropping` mark.
     pub(super) async fn purge_table(self: &Arc<Self>, name: &str) -> Result<()> {
-        let spaces =
-            [Space::Entity, Space::Idx, Space::Ridx, Space::Sidx, Space::Ftidx, Space::Vec, Space::View, Space::Ttlidx];
+        let spaces = [
+            Space::Entity,
+            Space::Idx,
+            Space::Ridx,
+            Space::Sidx,
+            Space::Ftidx,
+            Space::Vec,
+            Space::View,
+            Space::Ttlidx,
+            Space::Hist,
+        ];
         let mut prefixes: Vec<_> = spaces.into_iter().map(|s| (s, table_prefix(name))).collect();
         prefixes.push((Space::Graph, GraphKey::table_prefix(Direction::Out, name)));
         prefixes.push((Space::Graph, GraphKey::table_prefix(Direction::In, name)));

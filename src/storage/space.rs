@@ -29,11 +29,13 @@ pub enum Space {
     Changefeed,
     /// the catalog
     Meta,
+    /// document history: the versions a write replaced, of the tables that keep them
+    Hist,
 }
 
 impl Space {
     /// Every keyspace, in `Space as usize` order.
-    pub const ALL: [Space; 13] = [
+    pub const ALL: [Space; 14] = [
         Space::Entity,
         Space::Idx,
         Space::Ridx,
@@ -47,6 +49,7 @@ impl Space {
         Space::View,
         Space::Changefeed,
         Space::Meta,
+        Space::Hist,
     ];
 
     /// The keyspace's name on disk (and the family name of its display form).
@@ -65,6 +68,7 @@ impl Space {
             Space::View => "view",
             Space::Changefeed => "changefeed",
             Space::Meta => "meta",
+            Space::Hist => "hist",
         }
     }
 

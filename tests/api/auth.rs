@@ -41,6 +41,7 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("PATCH", "/v1/tables/{table}/documents/{id}", Write),
     ("DELETE", "/v1/tables/{table}/documents/{id}", Write),
     ("POST", "/v1/tables/{table}/import", Write),
+    ("GET", "/v1/tables/{table}/documents/{id}/history", Read),
     ("POST", "/v1/batch", Write),
     ("GET", "/v1/tables/{table}/indexes", Read),
     ("POST", "/v1/tables/{table}/indexes", Admin),

@@ -15,6 +15,7 @@ mod databases;
 mod databases_model;
 mod documents;
 mod graph;
+mod history;
 mod indexes;
 mod metrics;
 mod query;

@@ -33,7 +33,8 @@ async fn health_ready_and_info() {
             "ttlidx",
             "view",
             "changefeed",
-            "meta"
+            "meta",
+            "hist"
         ]
     );
     assert!(info["keys"][0]["keys"].as_u64().unwrap() >= 1);

@@ -165,7 +165,7 @@ fn decode_cursor(table: &TableDef, cursor: &str) -> Result<String> {
 }
 
 impl Db {
-    fn table_or_404(&self, name: &str) -> Result<Arc<TableDef>> {
+    pub(crate) fn table_or_404(&self, name: &str) -> Result<Arc<TableDef>> {
         self.catalog.table(name).ok_or_else(|| ServiceError::TableNotFound(name.to_owned()))
     }
 

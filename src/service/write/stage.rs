@@ -4,7 +4,7 @@
 use super::prepare::Derived;
 use super::{Change, Write};
 use crate::service::Result;
-use crate::service::{adjacency, changefeed, indexes, search, ttl, vectors, views};
+use crate::service::{adjacency, changefeed, history, indexes, search, ttl, vectors, views};
 
 /// Stages every derived family's part of document change `c` in the write, taking what was
 /// prepared for its new version from `derived` (empty for a delete, or a version prepared on the
@@ -19,5 +19,6 @@ pub(crate) fn derived(w: &mut Write<'_, '_>, c: &Change<'_>, derived: &mut Deriv
     indexes::stage::stage(w, c, &mut derived.entries)?;
     // logged last: nothing after it can refuse the change for a reason of the document's own
     search::maintain::stage(w, c, &mut derived.text)?;
+    history::stage(w, c)?;
     changefeed::stage(w, c)
 }

@@ -1,0 +1,211 @@
+//! Document history: the versions writes replace (and deletions), kept in the `hist` family
+//! while the table's `history` policy keeps them (see `keys::hist` for the layout).
+//!
+//! The step of the write pipeline (`stage`, in `write::derived`, so every write path keeps it:
+//! PUT, POST, PATCH, DELETE, batch, import, TTL expiry, cascades) runs on the committer, in
+//! commit order. A document of a table with history has a head, `hist:{table}:{id}`, holding
+//! when its current version started and how it was written. A write that replaces or deletes the
+//! document stages the old version under `hist:{table}:{id}:{start}` (its own start), moves the
+//! head on, and for a deletion adds a tombstone version at the deletion's time; all in the
+//! write's atomic batch. So a document's versions tile time: each holds from its start to the
+//! next one's (or the head's), and reading it as of a time is one seek.
+//!
+//! **Clocks.** Times are microseconds from [`Clock`], which never goes back within the process
+//! (a wall clock stepped back gives the last time + 1), and a version always starts after the
+//! one before it of the same document (the head's start + 1 at least), restarts included: the
+//! versions of a document are in commit order whatever the wall clock did. `as_of` reads are
+//! against these commit times.
+
+pub mod read;
+mod retention;
+
+use super::write::{Change, Write};
+use super::{Result, ServiceError};
+use crate::catalog::HistoryPolicy;
+use crate::keys::HistKey;
+use crate::storage::Space;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// How a version came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum How {
+    /// written before the table kept history: its start is not known (0)
+    Unknown = 0,
+    /// created
+    Created = 1,
+    /// replaced a version (PUT, PATCH, a batch or import put)
+    Updated = 2,
+    /// the document was deleted (a tombstone: no document)
+    Deleted = 3,
+}
+
+impl How {
+    fn from_byte(b: u8) -> Option<How> {
+        [How::Unknown, How::Created, How::Updated, How::Deleted].into_iter().find(|h| *h as u8 == b)
+    }
+
+    /// `unknown`, `create`, `update` or `delete`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            How::Unknown => "unknown",
+            How::Created => "create",
+            How::Updated => "update",
+            How::Deleted => "delete",
+        }
+    }
+}
+
+/// The head's value: how the current version was written (1 byte), then its start (i64 BE).
+pub fn encode_head(how: How, start: i64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(9);
+    v.push(how as u8);
+    v.extend_from_slice(&start.to_be_bytes());
+    v
+}
+
+/// Parses a head's value.
+pub fn decode_head(value: &[u8]) -> Option<(How, i64)> {
+    let how = How::from_byte(*value.first()?)?;
+    let start = i64::from_be_bytes(value.get(1..9)?.try_into().ok()?);
+    (value.len() == 9).then_some((how, start))
+}
+
+/// A version's value: how it was written (1 byte), then its entity blob (none for a deletion).
+pub fn encode_version(how: How, blob: Option<&[u8]>) -> Vec<u8> {
+    let blob = blob.unwrap_or_default();
+    let mut v = Vec::with_capacity(1 + blob.len());
+    v.push(how as u8);
+    v.extend_from_slice(blob);
+    v
+}
+
+/// Parses a version's value: how it was written, and its blob (`None`: a deletion).
+pub fn decode_version(value: &[u8]) -> Option<(How, Option<&[u8]>)> {
+    let how = How::from_byte(*value.first()?)?;
+    match how {
+        How::Deleted => (value.len() == 1).then_some((how, None)),
+        _ => (value.len() > 1).then(|| (how, Some(&value[1..]))),
+    }
+}
+
+/// The committer's clock for versions: microseconds since the Unix epoch, never going back.
+pub struct Clock(AtomicI64);
+
+/// The process's clock of versions (the committers run on it in turn).
+pub static CLOCK: Clock = Clock(AtomicI64::new(0));
+
+impl Clock {
+    /// A time after every one given out before, and not before `after + 1`.
+    pub fn next(&self, after: i64) -> i64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+        let mut last = self.0.load(Ordering::Relaxed);
+        loop {
+            let t = now.max(last.saturating_add(1)).max(after.saturating_add(1));
+            match self.0.compare_exchange_weak(last, t, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return t,
+                Err(seen) => last = seen,
+            }
+        }
+    }
+}
+
+/// Checks a history policy: at least one bound, a duration `max_age`, `max_versions` >= 1.
+pub fn check_policy(policy: &HistoryPolicy) -> Result<()> {
+    if policy.max_age.is_none() && policy.max_versions.is_none() {
+        return Err(ServiceError::InvalidRequest("history needs max_age, max_versions or both".into()));
+    }
+    if let Some(age) = &policy.max_age {
+        let ok = super::duration::parse_duration_ms(age).is_some_and(|ms| ms > 0);
+        if !ok {
+            return Err(ServiceError::InvalidRequest(format!(
+                "history.max_age {age:?} is not a duration such as 30d, 12h or 90m"
+            )));
+        }
+    }
+    if policy.max_versions.is_some_and(|n| !(1..=1_000_000).contains(&n)) {
+        return Err(ServiceError::InvalidRequest("history.max_versions must be 1-1000000".into()));
+    }
+    Ok(())
+}
+
+/// The history step of a document change (see `service::write`): the replaced version kept, the
+/// head moved. Nothing for a table without history.
+pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
+    if c.table.history.is_none() {
+        return Ok(());
+    }
+    let (table, id) = (c.table.name.as_str(), c.id);
+    let head_key = HistKey::head(table, id).encode();
+    let head = w.get(Space::Hist, &head_key)?;
+    let head = match head.as_deref().map(decode_head) {
+        Some(Some(head)) => Some(head),
+        Some(None) => {
+            return Err(ServiceError::Internal(format!("the history head of {table}/{id} is damaged")));
+        }
+        None => None,
+    };
+    match (c.old, c.new) {
+        (None, None) => {}
+        (None, Some(_)) => {
+            // created (again, after a deletion whose tombstone is the last version)
+            let after = match head {
+                Some((_, start)) => start,
+                None => last_start(w, table, id)?.unwrap_or(0),
+            };
+            w.put(Space::Hist, head_key, encode_head(How::Created, CLOCK.next(after)));
+        }
+        (Some(old), new) => {
+            let (how, start) = head.unwrap_or((How::Unknown, 0));
+            let at = CLOCK.next(start);
+            w.put(Space::Hist, HistKey::version(table, id, start).encode(), encode_version(how, Some(old)));
+            match new {
+                Some(_) => w.put(Space::Hist, head_key, encode_head(How::Updated, at)),
+                None => {
+                    w.delete(Space::Hist, head_key);
+                    w.put(Space::Hist, HistKey::version(table, id, at).encode(), encode_version(How::Deleted, None));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The start of the last version kept of a document (its tombstone, after a deletion).
+fn last_start(w: &Write<'_, '_>, table: &str, id: &str) -> Result<Option<i64>> {
+    let lower = HistKey::version(table, id, i64::MIN).encode();
+    let upper = HistKey::version(table, id, i64::MAX).encode();
+    let Some((key, _)) = w.last_in(Space::Hist, &lower, &upper)? else { return Ok(None) };
+    Ok(HistKey::decode(&key).ok().and_then(|k| k.start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_and_damage_is_refused() {
+        assert_eq!(decode_head(&encode_head(How::Updated, -7)), Some((How::Updated, -7)));
+        assert_eq!(decode_head(&[2, 0]), None);
+        assert_eq!(
+            decode_version(&encode_version(How::Created, Some(b"blob"))),
+            Some((How::Created, Some(&b"blob"[..])))
+        );
+        assert_eq!(decode_version(&encode_version(How::Deleted, None)), Some((How::Deleted, None)));
+        assert_eq!(decode_version(&[9, 1]), None);
+        assert_eq!(decode_version(&[1]), None);
+    }
+
+    #[test]
+    fn the_clock_never_goes_back_and_passes_what_it_is_told() {
+        let clock = Clock(AtomicI64::new(0));
+        let a = clock.next(0);
+        let b = clock.next(0);
+        assert!(b > a);
+        let far = i64::MAX / 2;
+        assert_eq!(clock.next(far), far + 1);
+        assert_eq!(clock.next(0), far + 2);
+    }
+}

@@ -1,0 +1,173 @@
+//! Document history: the versions writes replace, listed newest first and read as of a time, on
+//! every write path; tables without history keep nothing.
+
+use crate::common::TestServer;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+async fn versions(s: &TestServer, path: &str) -> Vec<Value> {
+    let (st, page) = s.get(path).await;
+    assert_eq!(st, 200, "{page}");
+    page["versions"].as_array().unwrap().clone()
+}
+
+fn ops(versions: &[Value]) -> Vec<&str> {
+    versions.iter().map(|v| v["op"].as_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn every_version_is_kept_and_read_as_of_its_time() {
+    let s = TestServer::start().await;
+    let (st, def) = s.post("/v1/tables", json!({"name": "t", "history": {"max_versions": 10}})).await;
+    assert_eq!(st, 201, "{def}");
+    assert_eq!(def["history"], json!({"max_versions": 10}));
+    let doc = "/v1/tables/t/documents/a";
+    assert_eq!(s.put(doc, json!({"v": 1})).await.0, 201);
+    assert_eq!(s.put(doc, json!({"v": 2})).await.0, 200);
+    assert_eq!(s.patch(doc, json!({"v": 3})).await.0, 200);
+    assert_eq!(s.delete(doc).await.0, 204);
+    // the batch path keeps history too
+    let batch = json!({"operations": [{"op": "put", "table": "t", "id": "a", "document": {"v": 4}}]});
+    assert_eq!(s.post("/v1/batch", batch).await.0, 200);
+
+    let all = versions(&s, "/v1/tables/t/documents/a/history").await;
+    assert_eq!(ops(&all), ["create", "delete", "update", "update", "create"], "{all:?}");
+    let values: Vec<Value> = all.iter().map(|v| v["document"]["v"].clone()).collect();
+    assert_eq!(values, [json!(4), Value::Null, json!(3), json!(2), json!(1)]);
+    assert_eq!(all[0]["current"], true);
+    assert!(all[1..].iter().all(|v| v["current"] == false));
+    let times: Vec<i64> = all.iter().map(|v| v["at_us"].as_i64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] > w[1]), "newest first, strictly: {times:?}");
+    let (_, current) = s.get(doc).await;
+    assert_eq!(all[0]["document"], current);
+
+    // as of each version's start: that version; between two, the earlier; before all, none
+    for v in &all {
+        // RFC 3339 with microseconds: the version's own start
+        let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(v["at_us"].as_i64().unwrap()) * 1000)
+            .unwrap()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        let r = s.send(Method::GET, &format!("{doc}?as_of={at}"), None, &[]).await;
+        match v["op"].as_str().unwrap() {
+            "delete" => assert!(r.is_problem(404, "document_not_found"), "{v} at {at}: {}", r.body),
+            _ => {
+                assert_eq!(r.status, 200, "{v} at {at}: {}", r.body);
+                assert_eq!(r.body, v["document"], "at {at}");
+                assert_eq!(r.header("etag"), v["etag"].as_str());
+            }
+        }
+    }
+    let first = all.last().unwrap()["at_us"].as_i64().unwrap().div_euclid(1000) - 1;
+    let r = s.send(Method::GET, &format!("{doc}?as_of={first}"), None, &[]).await;
+    assert!(r.is_problem(404, "document_not_found"), "{}", r.body);
+    let r = s.send(Method::GET, &format!("{doc}?as_of=2200-01-01T00:00:00Z"), None, &[]).await;
+    assert_eq!(r.body, current);
+    let r = s.send(Method::GET, &format!("{doc}?as_of=yesterday"), None, &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+
+    // pages of two, through the cursor, are the whole list
+    let mut paged = Vec::new();
+    let mut path = "/v1/tables/t/documents/a/history?limit=2".to_owned();
+    loop {
+        let (_, page) = s.get(&path).await;
+        paged.extend(page["versions"].as_array().unwrap().iter().cloned());
+        match page["cursor"].as_str() {
+            Some(c) => path = format!("/v1/tables/t/documents/a/history?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(paged, all);
+    // a time window
+    let mid = all[2]["at_us"].as_i64().unwrap();
+    let window = versions(&s, &format!("/v1/tables/t/documents/a/history?to={}", mid.div_euclid(1000) + 1)).await;
+    assert!(window.iter().all(|v| v["at_us"].as_i64().unwrap() <= mid + 1000), "{window:?}");
+    assert!(window.len() >= 3);
+    s.check_ok().await;
+}
+
+#[tokio::test]
+async fn history_is_opt_in_and_can_be_turned_on_later() {
+    let s = TestServer::start().await;
+    s.create_table("plain").await;
+    s.put("/v1/tables/plain/documents/a", json!({"v": 1})).await;
+    for path in ["/v1/tables/plain/documents/a/history", "/v1/tables/plain/documents/a?as_of=0"] {
+        let r = s.send(Method::GET, path, None, &[]).await;
+        assert!(r.is_problem(400, "invalid_request"), "{path}: {}", r.body);
+    }
+    for bad in [json!({}), json!({"max_age": "soon"}), json!({"max_versions": 0})] {
+        let r = s.send(Method::PATCH, "/v1/tables/plain", Some(&json!({"history": bad})), &[]).await;
+        assert!(r.is_problem(400, "invalid_request"), "{bad}: {}", r.body);
+    }
+    let (st, def) = s.patch("/v1/tables/plain", json!({"history": {"max_age": "30d"}})).await;
+    assert_eq!(st, 200, "{def}");
+    assert_eq!(def["history"]["max_age"], "30d");
+    // a version written before: kept when replaced, with its time unknown
+    s.put("/v1/tables/plain/documents/a", json!({"v": 2})).await;
+    let all = versions(&s, "/v1/tables/plain/documents/a/history").await;
+    assert_eq!(ops(&all), ["update", "unknown"]);
+    assert_eq!(all[1]["at_us"], 0);
+    assert_eq!(all[1]["document"]["v"], 1);
+    // an import keeps history too
+    let r =
+        s.raw(Method::POST, "/v1/tables/plain/import", "application/x-ndjson", "{\"_id\": \"a\", \"v\": 3}\n").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(ops(&versions(&s, "/v1/tables/plain/documents/a/history").await), ["update", "update", "unknown"]);
+    // turned off: the table keeps nothing from then on
+    let (st, def) = s.patch("/v1/tables/plain", json!({"history": null})).await;
+    assert_eq!(st, 200);
+    assert!(def.get("history").is_none(), "{def}");
+    let r = s.send(Method::GET, "/v1/tables/plain/documents/a/history", None, &[]).await;
+    assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    s.check_ok().await;
+}
+
+/// Polls the history of `path` until it lists `want` operations (the retention task runs every
+/// second here), or fails after a while.
+async fn until_ops(s: &TestServer, path: &str, want: &[&str]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let all = versions(s, path).await;
+        if ops(&all) == want {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{path}: still {:?}, want {want:?}", ops(&all));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn retention_keeps_what_the_policy_says_and_an_off_history_goes() {
+    let s = TestServer::start_with(|c| c.tasks.retention_interval = std::time::Duration::from_secs(1)).await;
+    s.post("/v1/tables", json!({"name": "few", "history": {"max_versions": 2}})).await;
+    s.post("/v1/tables", json!({"name": "young", "history": {"max_age": "2s"}})).await;
+    for v in 0..5 {
+        s.put("/v1/tables/few/documents/a", json!({"v": v})).await;
+        s.put("/v1/tables/young/documents/a", json!({"v": v})).await;
+    }
+    // the newest two replaced versions stay, with the current one
+    until_ops(&s, "/v1/tables/few/documents/a/history", &["update", "update", "update"]).await;
+    let kept = versions(&s, "/v1/tables/few/documents/a/history").await;
+    let values: Vec<Value> = kept.iter().map(|v| v["document"]["v"].clone()).collect();
+    assert_eq!(values, [json!(4), json!(3), json!(2)]);
+    // replaced more than two seconds ago: gone; the current version is never removed
+    until_ops(&s, "/v1/tables/young/documents/a/history", &["update"]).await;
+    // history off: everything kept goes, the heads too — on again, the past is unknown
+    s.patch("/v1/tables/few", json!({"history": null})).await;
+    let runs = || async {
+        let (_, tasks) = s.get("/v1/admin/tasks").await;
+        let task = tasks["tasks"].as_array().unwrap().iter().find(|t| t["name"] == "history_retention").cloned();
+        task.and_then(|t| t["runs"].as_u64()).unwrap_or(0)
+    };
+    let before = runs().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    // two runs started after the change: one of them ran wholly with history off
+    while runs().await < before + 2 {
+        assert!(std::time::Instant::now() < deadline, "the retention task did not run");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    s.patch("/v1/tables/few", json!({"history": {"max_versions": 5}})).await;
+    s.put("/v1/tables/few/documents/a", json!({"v": 5})).await;
+    assert_eq!(ops(&versions(&s, "/v1/tables/few/documents/a/history").await), ["update", "unknown"]);
+    s.check_ok().await;
+}
