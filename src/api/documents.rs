@@ -4,13 +4,14 @@ use super::AppState;
 use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
+use super::respond::with_etag;
 use super::spec::{DocumentPath, InsertAnswer, InsertBody, Inserted, TablePath};
 use super::stream::{NDJSON_TYPES, NdjsonDocuments, wants_ndjson};
 use crate::service::{DocumentPage, ImportReport, PutOutcome};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -37,13 +38,6 @@ pub struct ListParams {
     pub limit: Option<usize>,
     /// the `cursor` of the previous page (opaque)
     pub cursor: Option<String>,
-}
-
-fn with_etag(mut response: Response, etag: &str) -> Response {
-    if let Ok(v) = HeaderValue::from_str(etag) {
-        response.headers_mut().insert(header::ETAG, v);
-    }
-    response
 }
 
 /// Creates (201) or replaces (200) the document `id`.

@@ -4,17 +4,18 @@
 use super::AppState;
 use super::database::Database;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiPath, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::spec::DocumentPath;
 use crate::service::history::read::HistoryPage;
 use crate::service::timeseries::time::parse_bound;
 use axum::Json;
+use axum::response::IntoResponse;
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(history))
+    OpenApiRouter::new().routes(routes!(history)).routes(routes!(restore))
 }
 
 /// The query of `GET …/documents/{id}/history`.
@@ -30,6 +31,15 @@ pub struct HistoryQuery {
     pub limit: Option<usize>,
     /// the `cursor` of the previous page
     pub cursor: Option<String>,
+}
+
+/// The body of `POST …/documents/{id}/restore`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreBody {
+    /// the time whose version is written back: ms since the epoch or RFC 3339
+    #[schema(example = "2026-11-28T10:00:00Z")]
+    pub as_of: String,
 }
 
 /// A time of a history read (`from`, `to`, `as_of`) in the versions' microseconds.
@@ -64,4 +74,38 @@ async fn history(
         None => None,
     };
     Ok(Json(db.history(table, id, (from, to), q.limit.unwrap_or(100), before).await?))
+}
+
+/// Writes back the version the document had at `as_of` as a new write (the history then shows
+/// it as the newest version), with `If-Match` as a PUT takes it.
+#[utoipa::path(post, path = "/v1/tables/{table}/documents/{id}/restore", tag = "documents",
+    params(DocumentPath, ("If-Match" = Option<String>, Header, description = "restore only if the current ETag matches")),
+    request_body = RestoreBody,
+    responses(
+        (status = 200, description = "written back", body = crate::service::PutOutcome,
+            headers(("ETag" = String, description = "content tag"))),
+        (status = 400, description = "invalid id, path, header or time, or the table keeps no history", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "no such table, or the document had no version then", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "a unique index now holds a value of that version", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 412, description = "If-Match failed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "the body does not fit the schema, or that version no longer fits the table", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn restore(
+    Database(db): Database,
+    ApiPath((table, id)): ApiPath<(String, String)>,
+    headers: axum::http::HeaderMap,
+    ApiJson(body): ApiJson<RestoreBody>,
+) -> Result<axum::response::Response, ApiError> {
+    let pre = super::extract::preconditions(&headers)?;
+    let at = micros("as_of", &body.as_of)?;
+    let out = db.restore_document(table, id, at, pre).await?;
+    let etag = out.etag.clone();
+    Ok(super::respond::with_etag(Json(out).into_response(), &etag))
 }

@@ -32,3 +32,11 @@ pub fn encode_path(segment: &str) -> String {
     }
     out
 }
+
+/// `response` with the `ETag` header `etag`.
+pub(crate) fn with_etag(mut response: axum::response::Response, etag: &str) -> axum::response::Response {
+    if let Ok(v) = axum::http::HeaderValue::from_str(etag) {
+        response.headers_mut().insert(axum::http::header::ETAG, v);
+    }
+    response
+}

@@ -29,6 +29,31 @@ pub fn destroy(config: &StorageConfig) -> Result<()> {
     }
 }
 
+/// The ids of the databases whose stores exist beside the default one `config` names (folders
+/// `databases/{id}`, or schemas `mosaic_db_{id}`), whatever the catalog says.
+pub fn stored_databases(config: &StorageConfig) -> Result<Vec<u32>> {
+    match &config.backend {
+        Backend::Embedded => {
+            let root = super::config::database_dir(&config.path, 0);
+            let Some(parent) = root.parent() else { return Ok(Vec::new()) };
+            let entries = match std::fs::read_dir(parent) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(source) => return Err(io(config, source)),
+            };
+            let mut ids = Vec::new();
+            for entry in entries {
+                let entry = entry.map_err(|source| io(config, source))?;
+                if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()).filter(|id| *id > 0) {
+                    ids.push(id);
+                }
+            }
+            Ok(ids)
+        }
+        Backend::Postgres { url } => super::postgres::stored_databases(url),
+    }
+}
+
 fn io(config: &StorageConfig, source: std::io::Error) -> StorageError {
     StorageError::Io { context: format!("removing {:?}", config.path), source }
 }

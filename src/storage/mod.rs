@@ -36,7 +36,7 @@ mod write;
 
 pub use cluster::{Leadership, Role};
 pub use config::{Backend, Durability, StorageConfig, database_dir};
-pub use destroy::destroy;
+pub use destroy::{destroy, stored_databases};
 pub use error::{Result, StorageError};
 pub use health::Health;
 pub use limits::{Limit, Limits, TooLarge};

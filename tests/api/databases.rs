@@ -442,3 +442,38 @@ async fn a_database_is_backed_up_and_restored_as_another() {
     let (_, list) = s.get("/v1/databases").await;
     assert_eq!(list["databases"].as_array().unwrap().len(), 1, "{list}");
 }
+
+/// A data directory written before databases existed (tests/fixtures/README.md) opens as the
+/// database `default`, whole: its table, index, documents, changefeed and time series, and no
+/// other database.
+#[tokio::test]
+async fn a_directory_written_before_databases_opens_as_default() {
+    if common::on_postgres() {
+        return; // the fixture is an embedded data directory
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/pre-databases.tar.gz");
+    let status = std::process::Command::new("tar").args(["-xzf", fixture, "-C"]).arg(dir.path()).status().unwrap();
+    assert!(status.success());
+    let data = dir.path().join("data");
+    let s = TestServer::start_in(dir, move |c| c.storage.path = data).await;
+    let (_, list) = s.get("/v1/databases").await;
+    assert_eq!(list["databases"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["databases"][0]["documents"], 3);
+    for i in 1..=3 {
+        let (st, doc) = s.get(&format!("/v1/tables/users/documents/u{i}")).await;
+        assert_eq!(st, 200);
+        assert_eq!(doc, json!({"_id": format!("u{i}"), "name": format!("user {i}"), "age": 20 + i}));
+    }
+    let (_, found) = s.post("/v1/tables/users/query", json!({"filter": {"age": {"$gte": 22}}})).await;
+    assert_eq!(found["documents"].as_array().unwrap().len(), 2, "{found}");
+    let (_, page) = s.get("/v1/changes?since=0").await;
+    assert_eq!(page["events"].as_array().unwrap().len(), 3, "{page}");
+    let (_, metrics) = s.get("/v1/timeseries").await;
+    assert_eq!(metrics["metrics"][0]["name"], "cpu");
+    s.check_ok().await;
+    // and it takes databases from then on
+    assert_eq!(s.post("/v1/databases", json!({"name": "new"})).await.0, 201);
+    let (_, doc) = s.get("/v1/db/default/tables/users/documents/u1").await;
+    assert_eq!(doc["age"], 21);
+}

@@ -171,3 +171,37 @@ async fn retention_keeps_what_the_policy_says_and_an_off_history_goes() {
     assert_eq!(ops(&versions(&s, "/v1/tables/few/documents/a/history").await), ["update", "unknown"]);
     s.check_ok().await;
 }
+
+#[tokio::test]
+async fn a_version_is_restored_as_a_new_write() {
+    let s = TestServer::start().await;
+    s.post("/v1/tables", json!({"name": "t", "history": {"max_versions": 10}})).await;
+    let doc = "/v1/tables/t/documents/a";
+    s.put(doc, json!({"v": 1, "note": "good"})).await;
+    let good = versions(&s, "/v1/tables/t/documents/a/history").await[0]["at_us"].as_i64().unwrap();
+    s.put(doc, json!({"v": 2, "note": "bad"})).await;
+    let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(good) * 1000)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    // If-Match as for a PUT
+    let stale = [("if-match", "\"0000000000000000\"")];
+    let r = s.send(Method::POST, &format!("{doc}/restore"), Some(&json!({"as_of": at})), &stale).await;
+    assert!(r.is_problem(412, "precondition_failed"), "{}", r.body);
+    let r = s.send(Method::POST, &format!("{doc}/restore"), Some(&json!({"as_of": at})), &[]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let now = s.send(Method::GET, doc, None, &[]).await;
+    assert_eq!(now.body, json!({"_id": "a", "v": 1, "note": "good"}));
+    assert_eq!(r.header("etag"), now.header("etag"));
+    let all = versions(&s, "/v1/tables/t/documents/a/history").await;
+    assert_eq!(ops(&all), ["update", "update", "create"]);
+    assert_eq!(all[0]["document"], all[2]["document"]);
+    // before the document existed there is nothing to restore
+    let r = s.send(Method::POST, &format!("{doc}/restore"), Some(&json!({"as_of": "0"})), &[]).await;
+    assert!(r.is_problem(404, "document_not_found"), "{}", r.body);
+    // a deleted document comes back
+    s.delete(doc).await;
+    let r = s.send(Method::POST, &format!("{doc}/restore"), Some(&json!({"as_of": at})), &[]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.get(doc).await.1["note"], "good");
+}

@@ -16,6 +16,7 @@ mod process;
 mod workload;
 
 mod changefeed;
+mod databases;
 mod disk_faults;
 mod graph;
 mod postgres;

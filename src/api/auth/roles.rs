@@ -103,6 +103,7 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         "/v1/tables/{table}/documents/{id}" if put || patch || delete => role(Write),
         "/v1/tables/{table}/import" if post => role(Write),
         "/v1/tables/{table}/documents/{id}/history" if get => role(Read),
+        "/v1/tables/{table}/documents/{id}/restore" if post => role(Write),
         "/v1/batch" if post => role(Write),
 
         "/v1/tables/{table}/indexes" if get => role(Read),

@@ -96,11 +96,16 @@ impl Databases {
     /// Opens the store of database `name` and serves it.
     pub(super) fn host(&self, name: String, entry: Entry) -> Result<Arc<Db>> {
         let db = Db::open(self.storage.for_database(entry.id), self.options)?;
+        Ok(self.serve(name, entry, db))
+    }
+
+    /// Serves the open database `db` as `name`: its tasks attached, its name answering.
+    fn serve(&self, name: String, entry: Entry, db: Arc<Db>) -> Arc<Db> {
         db.quota.set(entry.quota_bytes);
         let detach = Mutex::new(Some((self.attach)(&db)));
         let hosted = Arc::new(Hosted { id: entry.id, created_ms: entry.created_ms, db: db.clone(), detach });
         self.hosted.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name, hosted);
-        Ok(db)
+        db
     }
 
     /// Makes a database: 409 `database_exists` if the name is taken, 409 `too_many_databases`
@@ -128,19 +133,29 @@ impl Databases {
         }
         let entry = Entry { id: self.take_id().await?, created_ms: now_ms(), quota_bytes };
         self.clear_store(entry.id).await?;
-        self.enter(&req.name, entry).await?;
-        let this = self.clone();
-        let name = req.name.clone();
-        let opened = tokio::task::spawn_blocking(move || this.host(name, entry))
+        // The store first, made whole (its creation fsynced) and open; its name only then. A
+        // crash in between leaves a store no catalog entry names, of an id never given again,
+        // which the next start removes; a crash while the store is being made leaves no name
+        // pointing at a half-made store.
+        let (config, options) = (self.storage.for_database(entry.id), self.options);
+        let opened = tokio::task::spawn_blocking(move || Db::open(config, options))
             .await
             .map_err(|e| ServiceError::Internal(format!("opening the database failed: {e}")))?;
-        if let Err(e) = opened {
-            // not served: its entry goes, and whatever of its store was made
-            tracing::error!(database = req.name, error = %e, "cannot open the new database: dropping it");
-            self.unregister(&req.name, entry.id).await?;
+        let db = match opened {
+            Ok(db) => db,
+            Err(e) => {
+                tracing::error!(database = req.name, error = %e, "cannot make the new database's store");
+                self.remove_in_background(entry.id, None);
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.enter(&req.name, entry).await {
+            let _ = db.shutdown().await;
+            drop(db);
             self.remove_in_background(entry.id, None);
             return Err(e);
         }
+        self.serve(req.name.clone(), entry, db);
         self.describe(&req.name)
     }
 

@@ -137,6 +137,17 @@ impl Databases {
             return Ok(databases);
         }
         let (registered, dropping) = Databases::registered(&databases.default)?;
+        // stores no entry names and no drop mark covers: a create cut short before it named its
+        // store (never acknowledged), removed like a drop
+        let known: std::collections::HashSet<u32> =
+            registered.iter().map(|(_, e)| e.id).chain(dropping.iter().copied()).collect();
+        let unnamed: Vec<u32> = match crate::storage::stored_databases(&databases.storage) {
+            Ok(ids) => ids.into_iter().filter(|id| !known.contains(id)).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the stores of the databases");
+                Vec::new()
+            }
+        };
         for (name, entry) in registered {
             if let Err(e) = databases.host(name.clone(), entry) {
                 // the others are served; this one answers 404 until a restart opens it
@@ -149,7 +160,7 @@ impl Databases {
             }
         }
         if options.background_jobs {
-            for id in dropping {
+            for id in dropping.into_iter().chain(unnamed) {
                 databases.remove_in_background(id, None);
             }
         }

@@ -1,7 +1,8 @@
 //! Restoring a backup archive as a new database of a data directory (`mosaicdb restore
 //! --database`): the archive is loaded into the store of a fresh id, checked, and only then named
 //! in the catalog — so a restore that fails or is cut short leaves no database behind (a refused
-//! archive leaves nothing; a crash may leave an unnamed folder of an id never used again).
+//! archive leaves nothing; a crash may leave an unnamed store of an id never given again, which
+//! the next start removes).
 
 use super::lifecycle::{Entry, check_name, now_ms};
 use super::{DEFAULT_DATABASE, Databases};

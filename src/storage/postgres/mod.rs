@@ -583,3 +583,19 @@ pub(super) fn destroy(url: &str, database: u32) -> Result<()> {
     }
     Ok(blocking(|| conn.client().batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))?)
 }
+
+/// The ids of the schemas `mosaic_db_{id}` of the database `url` names: see
+/// `storage::stored_databases`.
+pub(super) fn stored_databases(url: &str) -> Result<Vec<u32>> {
+    let config = postgres::Config::from_str(url)
+        .map_err(|e| StorageError::Engine(format!("the PostgreSQL URL is not valid: {e}")))?;
+    let mut conn = Conn::connect(&config)?;
+    let rows = blocking(|| {
+        conn.client().query("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'mosaic\\_db\\_%'", &[])
+    })?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| row.try_get::<_, String>(0).ok())
+        .filter_map(|name| name.strip_prefix("mosaic_db_").and_then(|id| id.parse::<u32>().ok()))
+        .collect())
+}
