@@ -56,8 +56,12 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         timeout_secs: u64,
         /// back up this database (default: the database `default`)
-        #[arg(long)]
+        #[arg(long, conflicts_with = "all")]
         database: Option<String>,
+        /// back up every database into this folder instead of stdout: one archive each and
+        /// `databases.json`, the list
+        #[arg(long, value_name = "DIR")]
+        all: Option<PathBuf>,
     },
     /// Restore a backup archive into an empty or absent data directory, then check it (exit 1 if
     /// the archive is refused — nothing is left in the directory then — or the check finds
@@ -73,8 +77,12 @@ enum Command {
         backend: BackendArgs,
         /// restore the archive as this new database of the data directory, instead of as a new
         /// data directory
-        #[arg(long)]
+        #[arg(long, conflicts_with = "all")]
         database: Option<String>,
+        /// the archive is a folder of `mosaicdb backup --all`: every database is restored into the
+        /// new data directory
+        #[arg(long)]
+        all: bool,
     },
     /// Print the OpenAPI document.
     Openapi,
@@ -310,14 +318,15 @@ fn main() -> ExitCode {
             Err(e) => fail(e),
         },
         Some(Command::Health { addr, timeout_secs }) => health(addr, Duration::from_secs(timeout_secs.max(1))),
-        Some(Command::Backup { url, key, timeout_secs, database }) => {
-            let url = match database {
-                Some(db) => format!("{}/v1/db/{}", url.trim_end_matches('/'), mosaicdb::api::encode_path(&db)),
-                None => url,
-            };
+        Some(Command::Backup { url, key, timeout_secs, all: Some(dir), .. }) => {
+            backup_all(&url, key.as_deref(), Duration::from_secs(timeout_secs.max(1)), &dir)
+        }
+        Some(Command::Backup { url, key, timeout_secs, database, all: None }) => {
+            let url = mosaicdb::tools::backup::backup_url(&url, database.as_deref());
             backup(&url, key.as_deref(), Duration::from_secs(timeout_secs.max(1)))
         }
-        Some(Command::Restore { file, data_dir, backend, database }) => match backend.storage(&data_dir) {
+        Some(Command::Restore { file, data_dir, backend, database, all }) => match backend.storage(&data_dir) {
+            Ok(storage) if all => restore_all(&file, storage),
             Ok(storage) => restore(file, storage, database),
             Err(e) => fail(e),
         },
@@ -445,6 +454,44 @@ fn backup(url: &str, key: Option<&str>, timeout: Duration) -> ExitCode {
     }
 }
 
+fn backup_all(url: &str, key: Option<&str>, timeout: Duration, dir: &std::path::Path) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    match runtime.block_on(mosaicdb::tools::all::backup_all(url, key, timeout, dir)) {
+        Ok(archived) => {
+            for a in &archived {
+                eprintln!("mosaicdb: backup of {:?} in {}, sha256 {}", a.name, dir.join(&a.file).display(), a.sha256);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn restore_all(dir: &std::path::Path, storage: StorageConfig) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    match runtime.block_on(mosaicdb::tools::all::restore_all(dir, storage)) {
+        Ok(restored) => {
+            let reports: serde_json::Map<_, _> = restored
+                .iter()
+                .map(|(name, r)| (name.clone(), serde_json::to_value(&r.check).unwrap_or_default()))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&reports).unwrap_or_default());
+            if restored.iter().all(|(_, r)| r.check.ok) {
+                ExitCode::SUCCESS
+            } else {
+                fail("the check of the restored data found problems")
+            }
+        }
+        Err(e) => fail(format!("restore failed: {e}")),
+    }
+}
+
 fn restore(file: PathBuf, storage: StorageConfig, database: Option<String>) -> ExitCode {
     let target = match (&database, &storage.backend) {
         (Some(db), _) => format!("the new database {db:?}"),
@@ -468,7 +515,7 @@ fn restore(file: PathBuf, storage: StorageConfig, database: Option<String>) -> E
             return mosaicdb::service::backup::restore(source, storage).await;
         };
         let databases = offline(storage)?;
-        let restored = databases.restore_as(&name, source).await;
+        let restored = databases.restore_as(&name, source, None).await;
         databases.shutdown().await?;
         restored
     };

@@ -40,18 +40,27 @@ pub enum BackupClientError {
     Output(std::io::Error),
 }
 
-/// Streams a backup from the server at `base_url` (`http://host:port`, maybe with a path prefix)
-/// into `out`, verifying it as it arrives; `key` is sent as `Authorization: Bearer`. `timeout`
-/// bounds the wait for the answer to start and for each piece of it. Returns the archive's
-/// header and summary once its trailer is verified; on an error `out` holds a partial archive.
+/// The URL of the backup of database `database` (`None`: `default`) of the server at
+/// `base_url` (`http://host:port`, maybe with a path prefix).
+pub fn backup_url(base_url: &str, database: Option<&str>) -> String {
+    let base = base_url.trim_end_matches('/');
+    match database {
+        Some(db) => format!("{base}/v1/db/{}/admin/backup", crate::api::encode_path(db)),
+        None => format!("{base}{BACKUP_PATH}"),
+    }
+}
+
+/// Streams a backup from `url` (see [`backup_url`]) into `out`, verifying it as it arrives; `key`
+/// is sent as `Authorization: Bearer`. `timeout` bounds the wait for the answer to start and
+/// for each piece of it. Returns the archive's header and summary once its trailer is verified;
+/// on an error `out` holds a partial archive.
 pub async fn backup(
-    base_url: &str,
+    url: &str,
     key: Option<&str>,
     timeout: Duration,
     out: &mut impl Write,
 ) -> Result<(Header, Summary), BackupClientError> {
-    let url = format!("{}{BACKUP_PATH}", base_url.trim_end_matches('/'));
-    let response = client::send(Method::POST, &url, key, Default::default(), timeout).await?;
+    let response = client::send(Method::POST, url, key, Default::default(), timeout).await?;
     let status = response.status();
     let mut body = response.into_body();
     if status != StatusCode::OK {

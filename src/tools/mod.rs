@@ -1,6 +1,7 @@
 //! Command-line tools: those that work on a data directory directly (the server must not be
 //! running) and the client of those that talk to a running server.
 
+pub mod all;
 pub mod backup;
 pub mod client;
 

@@ -477,3 +477,65 @@ async fn a_directory_written_before_databases_opens_as_default() {
     let (_, doc) = s.get("/v1/db/default/tables/users/documents/u1").await;
     assert_eq!(doc["age"], 21);
 }
+
+/// `mosaicdb backup --all` takes one archive of each database of a running server, and
+/// `mosaicdb restore --all` makes a new data directory of them: every database back, with its
+/// documents, indexes and quota.
+#[tokio::test]
+async fn every_database_is_backed_up_and_restored_together() {
+    if common::on_postgres() {
+        return; // the restore below writes an embedded data directory
+    }
+    let s = TestServer::start().await;
+    s.create_table("t").await;
+    s.put("/v1/tables/t/documents/d", json!({"in": "default"})).await;
+    s.post("/v1/databases", json!({"name": "shop", "quota_bytes": 1u64 << 30})).await;
+    s.post("/v1/databases", json!({"name": "a b"})).await;
+    for db in ["shop", "a%20b"] {
+        s.post(&format!("/v1/db/{db}/tables"), json!({"name": "t"})).await;
+        let index = json!({"name": "by_n", "kind": "unique", "fields": ["n"]});
+        assert_eq!(s.post(&format!("/v1/db/{db}/tables/t/indexes"), index).await.0, 201);
+        for i in 0..5 {
+            s.put(&format!("/v1/db/{db}/tables/t/documents/d{i}"), json!({"n": i, "in": db})).await;
+        }
+    }
+    let bin = env!("CARGO_BIN_EXE_mosaicdb");
+    let folder = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["backup", "--url", &s.base, "--all"])
+        .arg(folder.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(folder.path().join("databases.json")).unwrap()).unwrap();
+    // one database alone, to stdout
+    let one = std::process::Command::new(bin).args(["backup", "--url", &s.base, "--database", "a b"]).output().unwrap();
+    assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
+    let kept = std::fs::read(folder.path().join("a%20b.backup")).unwrap();
+    assert!(one.stdout.len() > 64 && one.stdout[..8] == kept[..8], "an archive of the same kind");
+    assert!(
+        String::from_utf8_lossy(&one.stderr).contains("mosaicdb: backup of"),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    assert_eq!(manifest.as_array().unwrap().len(), 3, "{manifest}");
+    let target = tempfile::tempdir().unwrap();
+    let data = target.path().join("data");
+    let out =
+        std::process::Command::new(bin).args(["restore", "--all"]).arg(folder.path()).arg(&data).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let r = TestServer::start_in(target, move |c| c.storage.path = data).await;
+    let (_, list) = r.get("/v1/databases").await;
+    let names: Vec<_> = list["databases"].as_array().unwrap().iter().map(|d| d["name"].clone()).collect();
+    assert_eq!(names, [json!("default"), json!("a b"), json!("shop")]);
+    assert_eq!(r.get("/v1/databases/shop").await.1["quota_bytes"], 1u64 << 30);
+    assert_eq!(r.get("/v1/tables/t/documents/d").await.1["in"], "default");
+    for db in ["shop", "a%20b"] {
+        let (_, info) = r.get(&format!("/v1/db/{db}/tables/t")).await;
+        assert_eq!(info["documents"], 5, "{db}: {info}");
+        let (st, _) = r.put(&format!("/v1/db/{db}/tables/t/documents/x"), json!({"n": 1})).await;
+        assert_eq!(st, 409, "{db}: the unique index came back");
+    }
+}

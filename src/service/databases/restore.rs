@@ -11,10 +11,15 @@ use crate::service::backup::{BackupError, Restored};
 use std::io::Read;
 
 impl Databases {
-    /// Restores the archive read from `source` as the new database `name` (409
-    /// `database_exists` if the name is taken). Offline: no server may have the data directory
-    /// open. Call from within a tokio runtime.
-    pub async fn restore_as(&self, name: &str, source: impl Read + Send + 'static) -> Result<Restored, BackupError> {
+    /// Restores the archive read from `source` as the new database `name`, with the quota
+    /// `quota_bytes` (409 `database_exists` if the name is taken). Offline: no server may have
+    /// the data directory open. Call from within a tokio runtime.
+    pub async fn restore_as(
+        &self,
+        name: &str,
+        source: impl Read + Send + 'static,
+        quota_bytes: Option<u64>,
+    ) -> Result<Restored, BackupError> {
         check_name(name)?;
         if self.clustered() {
             return Err(ServiceError::DatabasesInCluster.into());
@@ -29,7 +34,7 @@ impl Databases {
         let restored = crate::service::backup::restore(source, self.storage.for_database(id)).await?;
         // named even if its check found problems, as a restore into a data directory is kept: the
         // report says what, and the database can be dropped
-        self.enter(name, Entry { id, created_ms: now_ms(), quota_bytes: None }).await?;
+        self.enter(name, Entry { id, created_ms: now_ms(), quota_bytes }).await?;
         Ok(restored)
     }
 }
