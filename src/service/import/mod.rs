@@ -16,6 +16,7 @@ use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use lines::{LineSplitter, malformed, not_json};
 use serde::Serialize;
 use simd_json::prelude::*;
 use std::sync::Arc;
@@ -24,6 +25,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use utoipa::ToSchema;
+
+mod lines;
 
 /// Lines per commit.
 const CHUNK_LINES: usize = 4096;
@@ -91,71 +94,12 @@ type Chunk = Vec<(u64, Vec<u8>)>;
 /// Lines that failed, with why.
 type Failures = Vec<(u64, ServiceError)>;
 
-/// Splits a byte stream into lines. Each byte is examined once (only new bytes are searched for
-/// `\n`), and only the unfinished last line is kept between pushes.
-#[derive(Debug)]
-pub(crate) struct LineSplitter {
-    carry: Vec<u8>,
-    max_line: usize,
-    line_no: u64,
-    /// bytes searched for a newline so far (each byte once)
-    pub(crate) examined: u64,
-}
-
-impl LineSplitter {
-    pub(crate) fn new(max_line: usize) -> Self {
-        LineSplitter { carry: Vec::new(), max_line, line_no: 0, examined: 0 }
-    }
-
-    /// Feeds `bytes`; `line` gets each complete line (without its `\n`) with its 1-based number.
-    /// Fails with the number of the line that grew past the limit, as soon as it does.
-    pub(crate) fn push(&mut self, bytes: &[u8], mut line: impl FnMut(u64, &[u8])) -> std::result::Result<(), u64> {
-        let mut start = 0;
-        while let Some(rest) = bytes.get(start..) {
-            let found = rest.iter().position(|&b| b == b'\n');
-            self.examined += found.map_or(rest.len(), |p| p + 1) as u64;
-            let Some(pos) = found else { break };
-            self.line_no += 1;
-            let piece = rest.get(..pos).unwrap_or_default();
-            if self.carry.len() + piece.len() > self.max_line {
-                return Err(self.line_no);
-            }
-            if self.carry.is_empty() {
-                line(self.line_no, piece);
-            } else {
-                self.carry.extend_from_slice(piece);
-                line(self.line_no, &self.carry);
-                self.carry.clear();
-            }
-            start += pos + 1;
-        }
-        let rest = bytes.get(start..).unwrap_or_default();
-        if self.carry.len() + rest.len() > self.max_line {
-            return Err(self.line_no + 1);
-        }
-        self.carry.extend_from_slice(rest);
-        Ok(())
-    }
-
-    /// Ends the stream: the unterminated last line, if any.
-    pub(crate) fn finish(&mut self, mut line: impl FnMut(u64, &[u8])) {
-        if !self.carry.is_empty() {
-            self.line_no += 1;
-            line(self.line_no, &self.carry);
-            self.carry.clear();
-        }
-    }
-
-    fn next_line(&self) -> u64 {
-        self.line_no + 1
-    }
-}
-
 /// Parses and encodes one line, under the text rules every write path shares
 /// (`entity::check_text`). Schemaless document tables take the simd-json path straight into the
-/// blob encoder; typed and edge tables go through serde_json and the schema check.
-fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Result<Prepared> {
-    let invalid = |e: &dyn std::fmt::Display| ServiceError::InvalidDocument(format!("not a JSON object: {e}"));
+/// blob encoder (parsing a copy in `scratch`, since simd-json parses in place: a line it refuses is
+/// parsed again, as it came, for a message that says where and why); typed and edge tables go
+/// through serde_json and the schema check.
+fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>, scratch: &mut Vec<u8>) -> Result<Prepared> {
     if crate::entity::check_text(&line, crate::entity::MAX_DEPTH)?.negative_zero {
         crate::entity::rewrite_negative_zero(&mut line);
     }
@@ -163,15 +107,18 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
         let mut de = serde_json::Deserializer::from_slice(&line);
         // check_text bounded the depth
         de.disable_recursion_limit();
-        let value =
-            serde::Deserialize::deserialize(&mut de).and_then(|v| de.end().map(|()| v)).map_err(|e| invalid(&e))?;
+        let value = serde::Deserialize::deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v))
+            .map_err(|e| malformed(&line, &e))?;
         let serde_json::Value::Object(mut doc) = value else {
             return Err(ServiceError::InvalidDocument("a line must hold a JSON object".into()));
         };
         let id = take_id(&mut doc, None)?.unwrap_or_else(new_id);
         return prepare(catalog, table, id, doc);
     }
-    let mut value = simd_json::to_borrowed_value(&mut line).map_err(|e| invalid(&e))?;
+    scratch.clear();
+    scratch.extend_from_slice(&line);
+    let mut value = simd_json::to_borrowed_value(scratch).map_err(|e| not_json(&line, &e))?;
     let Some(obj) = value.as_object_mut() else {
         return Err(ServiceError::InvalidDocument("a line must hold a JSON object".into()));
     };
@@ -408,8 +355,9 @@ impl Db {
     ) -> Result<(Vec<(u64, Prepared)>, Failures)> {
         let (db, d) = (self.clone(), def.clone());
         let prepared = tokio::task::spawn_blocking(move || {
+            let mut scratch = Vec::new();
             let mut prepared: Vec<_> =
-                lines.into_iter().map(|(no, line)| (no, prepare_line(&db.catalog, &d, line))).collect();
+                lines.into_iter().map(|(no, line)| (no, prepare_line(&db.catalog, &d, line, &mut scratch))).collect();
             plan_vectors_of(&db, &d, prepared.iter_mut().filter_map(|(_, p)| p.as_mut().ok()).collect());
             prepared
         })
@@ -438,60 +386,4 @@ fn push_line(chunk: &mut Chunk, bytes: &mut usize, no: u64, line: &[u8]) {
 
 async fn join(task: JoinHandle<Result<ChunkOutcome>>) -> Result<ChunkOutcome> {
     task.await.map_err(|e| ServiceError::Internal(format!("import commit failed: {e}")))?
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    type Lines = Vec<(u64, Vec<u8>)>;
-
-    /// The lines (or the number of the line over the cap) and the bytes examined.
-    fn split(chunks: &[&[u8]], max_line: usize) -> (std::result::Result<Lines, u64>, u64) {
-        let mut s = LineSplitter::new(max_line);
-        let mut out = Vec::new();
-        for c in chunks {
-            if let Err(line) = s.push(c, |no, l| out.push((no, l.to_vec()))) {
-                return (Err(line), s.examined);
-            }
-        }
-        s.finish(|no, l| out.push((no, l.to_vec())));
-        (Ok(out), s.examined)
-    }
-
-    #[test]
-    fn lines_are_split_across_chunks() {
-        let (lines, _) = split(&[b"ab", b"c\nd", b"\n\nef\ng", b"h"], 10);
-        let want: Vec<(u64, Vec<u8>)> =
-            vec![(1, b"abc".to_vec()), (2, b"d".to_vec()), (3, vec![]), (4, b"ef".to_vec()), (5, b"gh".to_vec())];
-        assert_eq!(lines, Ok(want));
-    }
-
-    #[test]
-    fn each_byte_is_examined_once_however_the_line_is_cut() {
-        // an 8 MiB line in 1 KiB pieces: the old splitter searched the whole carried line again
-        // at every piece (quadratic); this one looks at each byte once
-        let piece = vec![b'x'; 1 << 10];
-        let mut s = LineSplitter::new(16 << 20);
-        for _ in 0..(8 << 10) {
-            s.push(&piece, |_, _| panic!("no newline was sent")).unwrap();
-        }
-        assert_eq!(s.examined, 8 << 20);
-        let mut got = 0;
-        s.push(b"\n", |no, l| {
-            assert_eq!(no, 1);
-            got = l.len();
-        })
-        .unwrap();
-        assert_eq!((got, s.examined), (8 << 20, (8 << 20) + 1));
-    }
-
-    #[test]
-    fn the_cap_trips_at_the_piece_that_passes_it() {
-        // exactly the cap is fine, one byte more fails at once, before any newline
-        assert!(split(&[b"12345", b"\n"], 5).0.is_ok());
-        let (r, examined) = split(&[b"ok\n", b"123", b"456", b"never reached"], 5);
-        assert_eq!((r, examined), (Err(2), 9));
-        assert_eq!(split(&[b"1234567\n"], 5).0, Err(1));
-    }
 }
