@@ -10,6 +10,7 @@ mod backup;
 mod batch_import;
 mod changefeed;
 mod cluster;
+mod cors;
 mod covered;
 mod databases;
 mod databases_model;
