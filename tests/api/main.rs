@@ -16,6 +16,7 @@ mod databases;
 mod databases_model;
 mod documents;
 mod graph;
+mod import_csv;
 mod indexes;
 mod metrics;
 mod query;

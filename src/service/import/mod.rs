@@ -1,10 +1,10 @@
-//! `POST /v1/tables/{table}/import`: an NDJSON body, streamed — parsed and encoded a chunk at a
-//! time on the blocking pool while the previous chunk commits. Each line is its own document:
-//! good lines are written, bad ones (unparsable, against the schema, or taken by a unique index)
-//! reported by line number.
+//! `POST /v1/tables/{table}/import`: an NDJSON or CSV body, streamed — parsed and encoded a chunk
+//! at a time on the blocking pool while the previous chunk commits. Each line (each CSV row after
+//! the header) is its own document: good ones are written, bad ones (unparsable, against the
+//! schema, or taken by a unique index) reported by line number.
 //!
-//! The body is split into lines as it arrives, each byte looked at once; a line over the limit
-//! ends the import as soon as the limit is passed. Imports are not bound by the request timeout,
+//! The body is split into lines ([`lines`]) or CSV records ([`csv`]) as it arrives, each byte
+//! looked at once; a line or record over the limit ends the import as soon as the limit is passed. Imports are not bound by the request timeout,
 //! so the body must keep coming: at least [`ImportLimits::min_bytes`] every
 //! [`ImportLimits::window`]. When the client goes away, the handler is dropped with this future:
 //! no further line is read, and at most the chunk already handed over is written.
@@ -15,6 +15,7 @@ use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
 use bytes::Bytes;
+use csv::{CsvSplitter, Header, SplitError};
 use futures_util::{Stream, StreamExt};
 use lines::{LineSplitter, malformed, not_json};
 use serde::Serialize;
@@ -26,6 +27,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use utoipa::ToSchema;
 
+mod csv;
 mod lines;
 
 /// Lines per commit.
@@ -52,12 +54,21 @@ pub struct ImportReport {
 /// Why one line was not written.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct LineFailure {
-    /// 1-based line number
+    /// 1-based line number (of a CSV row: the line it starts on)
     pub line: u64,
     /// error code, as in problem responses
     pub code: &'static str,
     /// what is wrong
     pub detail: String,
+}
+
+/// What an import body holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportFormat {
+    /// one JSON object per line (`application/x-ndjson`)
+    Ndjson,
+    /// a header row naming the fields, then one row per document (`text/csv`)
+    Csv,
 }
 
 /// The limits one import runs under.
@@ -93,6 +104,80 @@ impl ImportReport {
 type Chunk = Vec<(u64, Vec<u8>)>;
 /// Lines that failed, with why.
 type Failures = Vec<(u64, ServiceError)>;
+
+/// What a chunk's items are: JSON lines, or CSV rows of this header.
+#[derive(Debug, Clone)]
+enum Rows {
+    Json,
+    Csv(Arc<Header>),
+}
+
+/// The body cut into lines or records as it arrives.
+enum Splitter {
+    Lines(LineSplitter),
+    /// boxed: csv-core's reader holds its state machine's tables
+    Csv(Box<CsvSplitter>),
+}
+
+impl Splitter {
+    fn new(format: ImportFormat, max_line: usize) -> Self {
+        match format {
+            ImportFormat::Ndjson => Splitter::Lines(LineSplitter::new(max_line)),
+            ImportFormat::Csv => Splitter::Csv(Box::new(CsvSplitter::new(max_line))),
+        }
+    }
+
+    /// Feeds a piece of the body: its complete lines or rows go into `chunk`.
+    fn push(&mut self, piece: &[u8], chunk: &mut Chunk, size: &mut usize) -> std::result::Result<(), SplitError> {
+        match self {
+            Splitter::Lines(s) => {
+                s.push(piece, |no, line| push_line(chunk, size, no, line)).map_err(SplitError::TooLong)
+            }
+            Splitter::Csv(s) => s.push(piece, &mut |no, row| push_row(chunk, size, no, row)),
+        }
+    }
+
+    /// Ends the body: its last line or row goes into `chunk`.
+    fn finish(&mut self, chunk: &mut Chunk, size: &mut usize) -> std::result::Result<(), SplitError> {
+        match self {
+            Splitter::Lines(s) => {
+                s.finish(|no, line| push_line(chunk, size, no, line));
+                Ok(())
+            }
+            Splitter::Csv(s) => s.finish(&mut |no, row| push_row(chunk, size, no, row)),
+        }
+    }
+
+    /// The number of the line not complete yet.
+    fn next_line(&self) -> u64 {
+        match self {
+            Splitter::Lines(s) => s.next_line(),
+            Splitter::Csv(s) => s.next_line(),
+        }
+    }
+
+    /// What the chunks hold (a CSV body has rows only once its header is read).
+    fn rows(&self) -> Rows {
+        match self {
+            Splitter::Lines(_) => Rows::Json,
+            Splitter::Csv(s) => Rows::Csv(s.header().cloned().unwrap_or_default()),
+        }
+    }
+}
+
+/// The error that ends an import whose body could not be split further.
+fn split_failed(e: SplitError, written: u64) -> ServiceError {
+    match e {
+        SplitError::TooLong(line) => ServiceError::LineTooLong { line, written },
+        SplitError::Header(why) => ServiceError::InvalidRequest(format!("{why}; nothing was written")),
+    }
+}
+
+/// A CSV row made a document (see [`csv`]) and checked against the table.
+fn prepare_row(catalog: &Catalog, table: &TableDef, header: &Header, row: &[u8]) -> Result<Prepared> {
+    let (id, doc) = csv::document(header, table, row)?;
+    prepare(catalog, table, id.unwrap_or_else(new_id), doc)
+}
 
 /// Parses and encodes one line, under the text rules every write path shares
 /// (`entity::check_text`). Schemaless document tables take the simd-json path straight into the
@@ -136,6 +221,12 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>, scratch:
     from_blob(catalog, table, id, blob, None)
 }
 
+/// What a chunk is committed with: the import's running count, and what its items are.
+struct Job {
+    running: Arc<Running>,
+    rows: Rows,
+}
+
 /// Counts one import as running while alive. Shared (`Arc`) by the import's future and the task
 /// committing the chunk it handed over, so an import counts until that chunk is written too, also
 /// when the import's future is dropped: once it no longer counts, nothing more of it is written.
@@ -176,9 +267,20 @@ impl Db {
 
     /// Imports an NDJSON stream into `table`; a line longer than `limits.max_line` bytes, or a
     /// body that stalls, stops the import (what was committed before stays).
-    pub async fn import<S, E>(
+    pub async fn import<S, E>(self: &Arc<Self>, table: String, body: S, limits: ImportLimits) -> Result<ImportReport>
+    where
+        S: Stream<Item = std::result::Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        self.import_as(table, ImportFormat::Ndjson, body, limits).await
+    }
+
+    /// Imports a stream of `format` into `table`: NDJSON as [`Db::import`]; CSV a header row,
+    /// then a document per row (a header that cannot name fields refuses the import, 400).
+    pub async fn import_as<S, E>(
         self: &Arc<Self>,
         table: String,
+        format: ImportFormat,
         mut body: S,
         limits: ImportLimits,
     ) -> Result<ImportReport>
@@ -188,8 +290,9 @@ impl Db {
     {
         let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
         let running = Running::start(self);
+        let job = |split: &Splitter| Job { running: running.clone(), rows: split.rows() };
         let mut report = ImportReport::default();
-        let mut lines = LineSplitter::new(limits.max_line);
+        let mut lines = Splitter::new(format, limits.max_line);
         let mut chunk: Chunk = Vec::new();
         let mut chunk_bytes = 0;
         let mut pending: Option<JoinHandle<Result<ChunkOutcome>>> = None;
@@ -205,7 +308,7 @@ impl Db {
                     continue;
                 }
                 Err(_) => {
-                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
+                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &job(&lines))
                         .await?;
                     return Err(ServiceError::ImportStalled {
                         line: lines.next_line(),
@@ -223,16 +326,22 @@ impl Db {
                         window_end = now + limits.window;
                         window_bytes = 0;
                     }
-                    let pushed = lines.push(&bytes, |no, line| push_line(&mut chunk, &mut chunk_bytes, no, line));
-                    if let Err(line) = pushed {
-                        self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
-                            .await?;
-                        return Err(ServiceError::LineTooLong { line, written: report.inserted });
+                    if let Err(e) = lines.push(&bytes, &mut chunk, &mut chunk_bytes) {
+                        self.finish(
+                            &table,
+                            &def,
+                            std::mem::take(&mut chunk),
+                            pending.take(),
+                            &mut report,
+                            &job(&lines),
+                        )
+                        .await?;
+                        return Err(split_failed(e, report.inserted));
                     }
                 }
                 Some(Err(e)) => {
                     // The complete lines received so far are written; the error says how many.
-                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
+                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &job(&lines))
                         .await?;
                     return Err(ServiceError::InvalidRequest(format!(
                         "reading the body failed at line {} ({} documents written): {e}",
@@ -244,14 +353,15 @@ impl Db {
             }
             if chunk.len() >= CHUNK_LINES || chunk_bytes >= CHUNK_BYTES {
                 chunk_bytes = 0;
-                let next = self.commit_chunk(&table, &def, std::mem::take(&mut chunk), &running).await?;
+                let next = self.commit_chunk(&table, &def, std::mem::take(&mut chunk), &job(&lines)).await?;
                 if let Some(p) = pending.replace(next) {
                     report.absorb(join(p).await?);
                 }
             }
         }
-        lines.finish(|no, line| push_line(&mut chunk, &mut chunk_bytes, no, line));
-        self.finish(&table, &def, chunk, pending, &mut report, &running).await?;
+        let ended = lines.finish(&mut chunk, &mut chunk_bytes);
+        self.finish(&table, &def, chunk, pending, &mut report, &job(&lines)).await?;
+        ended.map_err(|e| split_failed(e, report.inserted))?;
         Ok(report)
     }
 
@@ -263,13 +373,13 @@ impl Db {
         chunk: Chunk,
         pending: Option<JoinHandle<Result<ChunkOutcome>>>,
         report: &mut ImportReport,
-        running: &Arc<Running>,
+        job: &Job,
     ) -> Result<()> {
         if let Some(p) = pending {
             report.absorb(join(p).await?);
         }
         if !chunk.is_empty() {
-            let last = self.commit_chunk(table, def, chunk, running).await?;
+            let last = self.commit_chunk(table, def, chunk, job).await?;
             report.absorb(join(last).await?);
         }
         Ok(())
@@ -285,7 +395,7 @@ impl Db {
         table: &str,
         def: &Arc<TableDef>,
         lines: Chunk,
-        running: &Arc<Running>,
+        job: &Job,
     ) -> Result<JoinHandle<Result<ChunkOutcome>>> {
         // a streamed import is held to its database's quota chunk by chunk, not only at its start
         self.check_quota()?;
@@ -294,8 +404,9 @@ impl Db {
         let def = fresh.as_ref().unwrap_or(def);
         // Only a typed table can change its columns under the import: keep its lines to prepare again.
         let kept = def.columns.is_some().then(|| lines.clone());
-        let (good, failures) = self.prepare_chunk(def, lines).await?;
-        let (db, table, def, running) = (self.clone(), table.to_owned(), def.clone(), running.clone());
+        let (good, failures) = self.prepare_chunk(def, lines, &job.rows).await?;
+        let (db, table, def, running, rows) =
+            (self.clone(), table.to_owned(), def.clone(), job.running.clone(), job.rows.clone());
         Ok(tokio::spawn(async move {
             // the import counts as running until this chunk is written
             let _running = running;
@@ -334,7 +445,7 @@ impl Db {
                             let lines = kept.clone().ok_or_else(|| {
                                 ServiceError::Internal("a schemaless table's definition changed under an import".into())
                             })?;
-                            (good, failures) = db.prepare_chunk(&live, lines).await?;
+                            (good, failures) = db.prepare_chunk(&live, lines, &rows).await?;
                             def = live;
                             continue;
                         }
@@ -352,12 +463,21 @@ impl Db {
         self: &Arc<Self>,
         def: &Arc<TableDef>,
         lines: Chunk,
+        rows: &Rows,
     ) -> Result<(Vec<(u64, Prepared)>, Failures)> {
-        let (db, d) = (self.clone(), def.clone());
+        let (db, d, rows) = (self.clone(), def.clone(), rows.clone());
         let prepared = tokio::task::spawn_blocking(move || {
             let mut scratch = Vec::new();
-            let mut prepared: Vec<_> =
-                lines.into_iter().map(|(no, line)| (no, prepare_line(&db.catalog, &d, line, &mut scratch))).collect();
+            let mut prepared: Vec<_> = lines
+                .into_iter()
+                .map(|(no, line)| {
+                    let prepared = match &rows {
+                        Rows::Json => prepare_line(&db.catalog, &d, line, &mut scratch),
+                        Rows::Csv(header) => prepare_row(&db.catalog, &d, header, &line),
+                    };
+                    (no, prepared)
+                })
+                .collect();
             plan_vectors_of(&db, &d, prepared.iter_mut().filter_map(|(_, p)| p.as_mut().ok()).collect());
             prepared
         })
@@ -373,6 +493,12 @@ impl Db {
         }
         Ok((good, failures))
     }
+}
+
+/// A CSV row, encoded by the splitter, into the chunk.
+fn push_row(chunk: &mut Chunk, bytes: &mut usize, no: u64, row: &[u8]) {
+    *bytes += row.len();
+    chunk.push((no, row.to_vec()));
 }
 
 fn push_line(chunk: &mut Chunk, bytes: &mut usize, no: u64, line: &[u8]) {
