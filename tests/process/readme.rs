@@ -262,7 +262,12 @@ impl Server {
         let child = Command::new(BIN)
             .args(["--addr", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(dir.path().join("data"))
+            // the defaults a reader has, whatever this environment sets
             .env_remove("MOSAIC_API_KEYS")
+            .env_remove("MOSAIC_API_KEYS_FILE")
+            .env_remove("MOSAIC_BACKEND")
+            .env_remove("MOSAIC_POSTGRES_URL")
+            .env_remove("MOSAIC_ADVERTISE_URL")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
