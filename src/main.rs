@@ -2,8 +2,8 @@
 
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
-use mosaicdb::api::HttpLimits;
 use mosaicdb::api::auth::{Access, ENV_KEYS, KeySet};
+use mosaicdb::api::{CorsOrigins, HttpLimits};
 use mosaicdb::background::TaskConfig;
 use mosaicdb::server::{self, ServerConfig};
 use mosaicdb::service::DbOptions;
@@ -216,6 +216,10 @@ struct ServeArgs {
     /// GET /metrics answers without an API key (by default it needs the read role)
     #[arg(long, env = "MOSAIC_METRICS_PUBLIC", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     metrics_public: bool,
+    /// browser origins allowed to call the API (CORS): `*`, or origins separated by commas
+    /// (`https://app.example.com,http://localhost:5173`); empty: none (no CORS headers)
+    #[arg(long, env = "MOSAIC_CORS_ORIGINS", default_value = "", value_parser = CorsOrigins::parse)]
+    cors_origins: CorsOrigins,
 }
 
 impl ServeArgs {
@@ -274,6 +278,7 @@ impl ServeArgs {
                 keys,
                 metrics_public: self.metrics_public,
                 allow_unauthenticated: self.allow_unauthenticated,
+                cors: self.cors_origins.clone(),
             },
             listener: None,
             max_databases: self.max_databases.max(1),

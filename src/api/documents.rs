@@ -7,7 +7,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
 use super::respond::with_etag;
 use super::spec::{DocumentPath, InsertAnswer, InsertBody, Inserted, TablePath};
 use super::stream::{NDJSON_TYPES, NdjsonDocuments, wants_ndjson};
-use crate::service::{DocumentPage, ImportReport, PutOutcome};
+use crate::service::{DocumentPage, ImportFormat, ImportReport, PutOutcome};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -270,17 +270,28 @@ async fn list_documents(
     Ok(super::stream::vary_accept(super::json_text(page.to_json())))
 }
 
-/// Imports newline-delimited JSON (one document per line), streamed: good lines are written in
-/// chunks as they arrive, bad lines are reported by number.
+/// Imports newline-delimited JSON (one document per line) or CSV (a header row naming the fields,
+/// then one document per row), streamed: good lines are written in chunks as they arrive, bad
+/// lines are reported by number.
+///
+/// A CSV field is typed by the table's column of its name where there is one, else inferred:
+/// empty is absent, `true`/`false` a boolean, a JSON number stored exactly a number, anything
+/// else a string; `_id` gives the document's id.
 #[utoipa::path(post, path = "/v1/tables/{table}/import", tag = "documents",
     params(TablePath),
-    request_body(content = String, content_type = "application/x-ndjson", description = "one JSON object per line"),
+    request_body(content(
+        (String = "application/x-ndjson", example = json!("{\"_id\":\"u1\",\"name\":\"Ann\",\"age\":30}\n{\"name\":\"Bo\"}\n")),
+        (String = "text/csv", example = json!("_id,name,age\nu1,Ann,30\n,Bo,\n")),
+    ), description = "NDJSON: one JSON object per line. CSV (RFC 4180, UTF-8): a header row naming the fields, then one \
+        document per row, each field typed by the table's column of that name, else inferred (empty: absent; `true`/`false`: \
+        a boolean; a JSON number stored exactly: a number; else a string); `_id`, `_from` and `_to` are strings"),
     responses(
         (status = 200, description = "what was written and which lines failed", body = ImportReport),
-        (status = 400, description = "invalid path, or the body could not be read", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "invalid path, the body could not be read, or a CSV header row that cannot name fields \
+            (an empty or repeated name)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "a line is longer than the body limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "not application/x-ndjson", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "a line (a CSV row) is longer than the body limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "neither application/x-ndjson nor text/csv (UTF-8)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn import(
@@ -291,20 +302,36 @@ async fn import(
     gone: Option<axum::Extension<super::ClientGone>>,
     body: Body,
 ) -> Result<Json<ImportReport>, ApiError> {
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let essence = content_type.split(';').next().unwrap_or("").trim();
-    if !NDJSON_TYPES.iter().any(|t| t.eq_ignore_ascii_case(essence)) {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "expected Content-Type: application/x-ndjson",
-        ));
-    }
+    let format = import_format(&headers)?;
     // When the client goes away, dropping the import stops it: no further line is read.
     tokio::select! {
-        report = db.import(table, body.into_data_stream(), state.import) => Ok(Json(report?)),
+        report = db.import_as(table, format, body.into_data_stream(), state.import) => Ok(Json(report?)),
         () = super::ClientGone::wait(gone.map(|g| g.0)) => {
             Err(ApiError::new(StatusCode::BAD_REQUEST, "client_gone", "the client closed the connection"))
         }
     }
+}
+
+/// What an import's `Content-Type` says its body is: NDJSON, or CSV in UTF-8 (the only charset
+/// taken).
+fn import_format(headers: &HeaderMap) -> Result<ImportFormat, ApiError> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let mut parts = content_type.split(';');
+    let essence = parts.next().unwrap_or("").trim();
+    if NDJSON_TYPES.iter().any(|t| t.eq_ignore_ascii_case(essence)) {
+        return Ok(ImportFormat::Ndjson);
+    }
+    let charset = parts.filter_map(|p| p.split_once('=')).find(|(k, _)| k.trim().eq_ignore_ascii_case("charset"));
+    let utf8 = charset.is_none_or(|(_, v)| {
+        let v = v.trim().trim_matches('"');
+        v.eq_ignore_ascii_case("utf-8") || v.eq_ignore_ascii_case("utf8")
+    });
+    if essence.eq_ignore_ascii_case("text/csv") && utf8 {
+        return Ok(ImportFormat::Csv);
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "expected Content-Type: application/x-ndjson, or text/csv in UTF-8",
+    ))
 }

@@ -113,6 +113,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::InvalidId(_)
         | ServiceError::InvalidRequest(_)
         | ServiceError::InvalidFilter(_)
+        | ServiceError::MalformedJson { .. }
         | ServiceError::Json(crate::entity::TextError::DuplicateKey(_) | crate::entity::TextError::InvalidNumber(..))
         | ServiceError::InvalidCursor(_)
         | ServiceError::QueryTooComplex(_)

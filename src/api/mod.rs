@@ -7,6 +7,7 @@ mod backup;
 mod batch;
 mod changes;
 mod cluster;
+mod cors;
 pub mod database;
 mod databases;
 mod documents;
@@ -30,6 +31,7 @@ mod timeseries;
 mod vectors;
 mod views;
 
+pub use cors::CorsOrigins;
 pub use error::{ApiError, Problem};
 pub use extract::ClientGone;
 pub use respond::encode_path;
@@ -159,6 +161,9 @@ pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access)
                 .layer(SetRequestIdLayer::x_request_id(SequentialRequestId::new()))
                 .layer(TraceLayer::new_for_http().make_span_with(auth::request_span).on_body_chunk(()).on_eos(()))
                 .layer(PropagateRequestIdLayer::x_request_id())
+                // cross-origin requests, when configured: preflights answered here, before the key
+                // check; every answer to an allowed origin with its headers, errors too
+                .option_layer(cors::layer(&access.cors))
                 .map_response(error::problem_for_bare_errors)
                 // Small bodies (a document, a status) cost more to deflate than they save on the
                 // wire. Streams (SSE, NDJSON) are not compressed: the encoder would hold pieces back.

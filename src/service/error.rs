@@ -182,6 +182,16 @@ pub enum ServiceError {
     /// The body is not a usable document (not an object, `_id` not a string, …).
     #[error("invalid document: {0}")]
     InvalidDocument(String),
+    /// An import line that is not JSON text: where the text stops being JSON, and why.
+    #[error("malformed JSON at byte {at} ({found}): {message}")]
+    MalformedJson {
+        /// the 0-based byte offset in the line
+        at: usize,
+        /// the character there, quoted, or "the end of the line"
+        found: String,
+        /// what the parser expected there
+        message: String,
+    },
     /// The document would have more entries in one index than a document may have.
     #[error(
         "the document would have {entries} entries in index {index:?}; a document may have at most 1000 per index (array lengths multiply in a composite index)"
@@ -415,6 +425,7 @@ impl ServiceError {
             ServiceError::InvalidVector { .. } => "invalid_vector",
             ServiceError::UniqueViolation { .. } => "unique_violation",
             ServiceError::InvalidDocument(_) => "invalid_document",
+            ServiceError::MalformedJson { .. } => "malformed_json",
             ServiceError::SchemaViolation { .. } => "schema_violation",
             ServiceError::Json(crate::entity::TextError::DuplicateKey(_)) => "duplicate_key",
             ServiceError::Json(crate::entity::TextError::InvalidNumber(..)) => "invalid_number",

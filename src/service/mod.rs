@@ -46,7 +46,7 @@ pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
 pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome, RawPage};
 pub use error::{Result, ServiceError};
-pub use import::{DEFAULT_MIN_IMPORT_BYTES, ImportLimits, ImportReport};
+pub use import::{DEFAULT_MIN_IMPORT_BYTES, ImportFormat, ImportLimits, ImportReport};
 pub use indexes::CreateIndex;
 pub use info::{Info, KeyCount};
 pub use metrics_snapshot::{IndexBuild, IndexFigures, MetricsSnapshot};

@@ -71,7 +71,8 @@ async fn import_streams_ndjson_and_reports_bad_lines() {
     assert_eq!(r.body["failed"], 3);
     let lines: Vec<u64> = r.body["failures"].as_array().unwrap().iter().map(|f| f["line"].as_u64().unwrap()).collect();
     assert_eq!(lines, [18, 43, 44]);
-    assert_eq!(r.body["failures"][0]["code"], "invalid_document");
+    assert_eq!(r.body["failures"][0]["code"], "malformed_json");
+    assert_eq!(r.body["failures"][1]["code"], "invalid_document", "JSON, but not an object");
     let (_, t) = s.get("/v1/tables/imp").await;
     assert_eq!(t["documents"], 9_997);
     assert_eq!(s.get("/v1/tables/imp/documents/d09999").await.1, json!({"_id": "d09999", "i": 9999, "name": "n9999"}));
@@ -81,6 +82,34 @@ async fn import_streams_ndjson_and_reports_bad_lines() {
     assert!(r.is_problem(415, "unsupported_media_type"));
     let r = s.raw(Method::POST, "/v1/tables/none/import", "application/x-ndjson", "{}").await;
     assert!(r.is_problem(404, "table_not_found"));
+}
+
+#[tokio::test]
+async fn a_malformed_import_line_says_what_json_error_it_has_and_at_which_byte() {
+    let s = TestServer::start().await;
+    s.create_table("bad_lines").await;
+    s.post("/v1/tables", json!({"name": "bad_typed", "columns": [{"name": "n", "type": "int", "nullable": true}]}))
+        .await;
+    let body = "{\"_id\":\"a\"}\nnot json\n{\"n\": 1,}\n{\"n\": 1\n{\"n\": tru}\r\n{\"n\": 1} x\n";
+    let want = [
+        (2, "malformed JSON at byte 1 ('o'): expected ident"),
+        (3, "malformed JSON at byte 8 ('}'): trailing comma"),
+        (4, "malformed JSON at byte 7 (the end of the line): EOF while parsing an object"),
+        (5, "malformed JSON at byte 9 ('}'): expected ident"),
+        (6, "malformed JSON at byte 9 ('x'): trailing characters"),
+    ];
+    // the schemaless path (simd-json) and the typed one (serde_json) tell the same
+    for table in ["bad_lines", "bad_typed"] {
+        let r = s.raw(Method::POST, &format!("/v1/tables/{table}/import"), "application/x-ndjson", body).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!((r.body["inserted"].as_u64(), r.body["failed"].as_u64()), (Some(1), Some(5)), "{}", r.body);
+        let failures = r.body["failures"].as_array().unwrap();
+        for (failure, (line, detail)) in failures.iter().zip(want) {
+            assert_eq!(failure["line"], line, "{table}: {failure}");
+            assert_eq!(failure["code"], "malformed_json", "{table}: {failure}");
+            assert_eq!(failure["detail"], detail, "{table}: {failure}");
+        }
+    }
 }
 
 #[tokio::test]

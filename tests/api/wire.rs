@@ -400,6 +400,17 @@ async fn requests_hyper_refuses_get_problem_documents_too() {
             r.body
         );
     }
+    // a placeholder left in a URL: the problem names the character, where it is and its encoding
+    let r = exchange(&s, b"GET /v1/tables/raw/documents?limit=2&cursor=<cursor> HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert!(r.is_problem(400, "malformed_request"), "{} {}", r.head, r.body);
+    let detail = r.body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("the request target holds '<' at byte 40, which a URL must percent-encode (as %3C)"),
+        "{detail}"
+    );
+    // the rest of the malformed requests are told as before
+    let r = exchange(&s, cases[0]);
+    assert!(r.body["detail"].as_str().unwrap_or_default().contains("Content-Length"), "{}", r.body);
     let huge = format!(
         "GET /health HTTP/1.1\r\nhost: x\r\n{}\r\n",
         "x-pad: yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\r\n".repeat(20_000)

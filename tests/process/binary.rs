@@ -79,6 +79,12 @@ fn prints_the_openapi_document_and_rejects_bad_flags() {
     let out = Command::new(BIN).args(["--durability", "sometimes"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("durability must be sync or buffered"));
+    // an origin is a scheme and a host: a bare host is refused before anything is served
+    let out = Command::new(BIN).args(["--cors-origins", "app.example.com"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not an origin such as https://app.example.com"));
+    let out = Command::new(BIN).env("MOSAIC_CORS_ORIGINS", "*,https://a.example").output().unwrap();
+    assert!(!out.status.success());
 }
 
 /// Serving on an address other than loopback needs API keys, or `--allow-unauthenticated`.

@@ -1,5 +1,6 @@
 //! The `mosaicdb` binary and its surroundings: the binary end to end (`binary`), the deployment
-//! files (`deploy`), and the descriptors a connection costs (`fds`). One test binary: `cargo test
+//! files (`deploy`), the descriptors a connection costs (`fds`), and the docs' walk-throughs run
+//! as written against it (`readme`). One test binary: `cargo test
 //! --test process`.
 
 #[path = "../common/mod.rs"]
@@ -9,3 +10,4 @@ mod binary;
 mod cluster;
 mod deploy;
 mod fds;
+mod readme;

@@ -4,6 +4,10 @@
 //! role is too low: 403 `forbidden`.
 //!
 //! With no keys configured the layer is not installed at all: authentication costs nothing then.
+//!
+//! A CORS preflight never reaches this layer: with `--cors-origins` the CORS layer, outside the
+//! routes, answers it (a browser sends no key with a preflight); an `OPTIONS` that is no preflight
+//! is checked like any request (see `api/cors.rs`).
 
 mod keys;
 mod roles;
@@ -31,6 +35,9 @@ pub struct Access {
     pub metrics_public: bool,
     /// serve on an address other than loopback with no keys (`--allow-unauthenticated`)
     pub allow_unauthenticated: bool,
+    /// the browser origins that may call the API (`--cors-origins`); their preflights need no
+    /// key (see `api/cors.rs`)
+    pub cors: super::CorsOrigins,
 }
 
 impl Access {
@@ -52,17 +59,22 @@ impl Access {
         ))
     }
 
-    /// One line for the start-up log: the mode and the count of keys per role, never a key.
+    /// One line for the start-up log: the mode and the count of keys per role, never a key, and
+    /// the origins allowed.
     pub fn describe(&self) -> String {
         if !self.enabled() {
-            return "authentication off (no API keys configured): every request is allowed".into();
+            return format!(
+                "authentication off (no API keys configured): every request is allowed; {}",
+                self.cors.describe()
+            );
         }
         let per_role: Vec<String> = Role::ALL.iter().map(|r| format!("{} {r}", self.keys.count(*r))).collect();
         format!(
-            "authentication on: {} API key(s): {}; /metrics {}",
+            "authentication on: {} API key(s): {}; /metrics {}; {}",
             self.keys.len(),
             per_role.join(", "),
-            if self.metrics_public { "public" } else { "needs the read role" }
+            if self.metrics_public { "public" } else { "needs the read role" },
+            self.cors.describe()
         )
     }
 }

@@ -1,10 +1,10 @@
-//! `POST /v1/tables/{table}/import`: an NDJSON body, streamed — parsed and encoded a chunk at a
-//! time on the blocking pool while the previous chunk commits. Each line is its own document:
-//! good lines are written, bad ones (unparsable, against the schema, or taken by a unique index)
-//! reported by line number.
+//! `POST /v1/tables/{table}/import`: an NDJSON or CSV body, streamed — parsed and encoded a chunk
+//! at a time on the blocking pool while the previous chunk commits. Each line (each CSV row after
+//! the header) is its own document: good ones are written, bad ones (unparsable, against the
+//! schema, or taken by a unique index) reported by line number.
 //!
-//! The body is split into lines as it arrives, each byte looked at once; a line over the limit
-//! ends the import as soon as the limit is passed. Imports are not bound by the request timeout,
+//! The body is split into lines ([`lines`]) or CSV records ([`csv`]) as it arrives, each byte
+//! looked at once; a line or record over the limit ends the import as soon as the limit is passed. Imports are not bound by the request timeout,
 //! so the body must keep coming: at least [`ImportLimits::min_bytes`] every
 //! [`ImportLimits::window`]. When the client goes away, the handler is dropped with this future:
 //! no further line is read, and at most the chunk already handed over is written.
@@ -15,7 +15,9 @@ use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
 use bytes::Bytes;
+use csv::{CsvSplitter, Header, SplitError};
 use futures_util::{Stream, StreamExt};
+use lines::{LineSplitter, malformed, not_json};
 use serde::Serialize;
 use simd_json::prelude::*;
 use std::sync::Arc;
@@ -24,6 +26,9 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use utoipa::ToSchema;
+
+mod csv;
+mod lines;
 
 /// Lines per commit.
 const CHUNK_LINES: usize = 4096;
@@ -49,12 +54,21 @@ pub struct ImportReport {
 /// Why one line was not written.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct LineFailure {
-    /// 1-based line number
+    /// 1-based line number (of a CSV row: the line it starts on)
     pub line: u64,
     /// error code, as in problem responses
     pub code: &'static str,
     /// what is wrong
     pub detail: String,
+}
+
+/// What an import body holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportFormat {
+    /// one JSON object per line (`application/x-ndjson`)
+    Ndjson,
+    /// a header row naming the fields, then one row per document (`text/csv`)
+    Csv,
 }
 
 /// The limits one import runs under.
@@ -91,71 +105,86 @@ type Chunk = Vec<(u64, Vec<u8>)>;
 /// Lines that failed, with why.
 type Failures = Vec<(u64, ServiceError)>;
 
-/// Splits a byte stream into lines. Each byte is examined once (only new bytes are searched for
-/// `\n`), and only the unfinished last line is kept between pushes.
-#[derive(Debug)]
-pub(crate) struct LineSplitter {
-    carry: Vec<u8>,
-    max_line: usize,
-    line_no: u64,
-    /// bytes searched for a newline so far (each byte once)
-    pub(crate) examined: u64,
+/// What a chunk's items are: JSON lines, or CSV rows of this header.
+#[derive(Debug, Clone)]
+enum Rows {
+    Json,
+    Csv(Arc<Header>),
 }
 
-impl LineSplitter {
-    pub(crate) fn new(max_line: usize) -> Self {
-        LineSplitter { carry: Vec::new(), max_line, line_no: 0, examined: 0 }
+/// The body cut into lines or records as it arrives.
+enum Splitter {
+    Lines(LineSplitter),
+    /// boxed: csv-core's reader holds its state machine's tables
+    Csv(Box<CsvSplitter>),
+}
+
+impl Splitter {
+    fn new(format: ImportFormat, max_line: usize) -> Self {
+        match format {
+            ImportFormat::Ndjson => Splitter::Lines(LineSplitter::new(max_line)),
+            ImportFormat::Csv => Splitter::Csv(Box::new(CsvSplitter::new(max_line))),
+        }
     }
 
-    /// Feeds `bytes`; `line` gets each complete line (without its `\n`) with its 1-based number.
-    /// Fails with the number of the line that grew past the limit, as soon as it does.
-    pub(crate) fn push(&mut self, bytes: &[u8], mut line: impl FnMut(u64, &[u8])) -> std::result::Result<(), u64> {
-        let mut start = 0;
-        while let Some(rest) = bytes.get(start..) {
-            let found = rest.iter().position(|&b| b == b'\n');
-            self.examined += found.map_or(rest.len(), |p| p + 1) as u64;
-            let Some(pos) = found else { break };
-            self.line_no += 1;
-            let piece = rest.get(..pos).unwrap_or_default();
-            if self.carry.len() + piece.len() > self.max_line {
-                return Err(self.line_no);
+    /// Feeds a piece of the body: its complete lines or rows go into `chunk`.
+    fn push(&mut self, piece: &[u8], chunk: &mut Chunk, size: &mut usize) -> std::result::Result<(), SplitError> {
+        match self {
+            Splitter::Lines(s) => {
+                s.push(piece, |no, line| push_line(chunk, size, no, line)).map_err(SplitError::TooLong)
             }
-            if self.carry.is_empty() {
-                line(self.line_no, piece);
-            } else {
-                self.carry.extend_from_slice(piece);
-                line(self.line_no, &self.carry);
-                self.carry.clear();
+            Splitter::Csv(s) => s.push(piece, &mut |no, row| push_row(chunk, size, no, row)),
+        }
+    }
+
+    /// Ends the body: its last line or row goes into `chunk`.
+    fn finish(&mut self, chunk: &mut Chunk, size: &mut usize) -> std::result::Result<(), SplitError> {
+        match self {
+            Splitter::Lines(s) => {
+                s.finish(|no, line| push_line(chunk, size, no, line));
+                Ok(())
             }
-            start += pos + 1;
-        }
-        let rest = bytes.get(start..).unwrap_or_default();
-        if self.carry.len() + rest.len() > self.max_line {
-            return Err(self.line_no + 1);
-        }
-        self.carry.extend_from_slice(rest);
-        Ok(())
-    }
-
-    /// Ends the stream: the unterminated last line, if any.
-    pub(crate) fn finish(&mut self, mut line: impl FnMut(u64, &[u8])) {
-        if !self.carry.is_empty() {
-            self.line_no += 1;
-            line(self.line_no, &self.carry);
-            self.carry.clear();
+            Splitter::Csv(s) => s.finish(&mut |no, row| push_row(chunk, size, no, row)),
         }
     }
 
+    /// The number of the line not complete yet.
     fn next_line(&self) -> u64 {
-        self.line_no + 1
+        match self {
+            Splitter::Lines(s) => s.next_line(),
+            Splitter::Csv(s) => s.next_line(),
+        }
     }
+
+    /// What the chunks hold (a CSV body has rows only once its header is read).
+    fn rows(&self) -> Rows {
+        match self {
+            Splitter::Lines(_) => Rows::Json,
+            Splitter::Csv(s) => Rows::Csv(s.header().cloned().unwrap_or_default()),
+        }
+    }
+}
+
+/// The error that ends an import whose body could not be split further.
+fn split_failed(e: SplitError, written: u64) -> ServiceError {
+    match e {
+        SplitError::TooLong(line) => ServiceError::LineTooLong { line, written },
+        SplitError::Header(why) => ServiceError::InvalidRequest(format!("{why}; nothing was written")),
+    }
+}
+
+/// A CSV row made a document (see [`csv`]) and checked against the table.
+fn prepare_row(catalog: &Catalog, table: &TableDef, header: &Header, row: &[u8]) -> Result<Prepared> {
+    let (id, doc) = csv::document(header, table, row)?;
+    prepare(catalog, table, id.unwrap_or_else(new_id), doc)
 }
 
 /// Parses and encodes one line, under the text rules every write path shares
 /// (`entity::check_text`). Schemaless document tables take the simd-json path straight into the
-/// blob encoder; typed and edge tables go through serde_json and the schema check.
-fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Result<Prepared> {
-    let invalid = |e: &dyn std::fmt::Display| ServiceError::InvalidDocument(format!("not a JSON object: {e}"));
+/// blob encoder (parsing a copy in `scratch`, since simd-json parses in place: a line it refuses is
+/// parsed again, as it came, for a message that says where and why); typed and edge tables go
+/// through serde_json and the schema check.
+fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>, scratch: &mut Vec<u8>) -> Result<Prepared> {
     if crate::entity::check_text(&line, crate::entity::MAX_DEPTH)?.negative_zero {
         crate::entity::rewrite_negative_zero(&mut line);
     }
@@ -163,15 +192,18 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
         let mut de = serde_json::Deserializer::from_slice(&line);
         // check_text bounded the depth
         de.disable_recursion_limit();
-        let value =
-            serde::Deserialize::deserialize(&mut de).and_then(|v| de.end().map(|()| v)).map_err(|e| invalid(&e))?;
+        let value = serde::Deserialize::deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v))
+            .map_err(|e| malformed(&line, &e))?;
         let serde_json::Value::Object(mut doc) = value else {
             return Err(ServiceError::InvalidDocument("a line must hold a JSON object".into()));
         };
         let id = take_id(&mut doc, None)?.unwrap_or_else(new_id);
         return prepare(catalog, table, id, doc);
     }
-    let mut value = simd_json::to_borrowed_value(&mut line).map_err(|e| invalid(&e))?;
+    scratch.clear();
+    scratch.extend_from_slice(&line);
+    let mut value = simd_json::to_borrowed_value(scratch).map_err(|e| not_json(&line, &e))?;
     let Some(obj) = value.as_object_mut() else {
         return Err(ServiceError::InvalidDocument("a line must hold a JSON object".into()));
     };
@@ -187,6 +219,12 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>) -> Resul
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
     super::ttl::expiry::check_blob(&blob, &catalog.dict())?;
     from_blob(catalog, table, id, blob, None)
+}
+
+/// What a chunk is committed with: the import's running count, and what its items are.
+struct Job {
+    running: Arc<Running>,
+    rows: Rows,
 }
 
 /// Counts one import as running while alive. Shared (`Arc`) by the import's future and the task
@@ -229,9 +267,20 @@ impl Db {
 
     /// Imports an NDJSON stream into `table`; a line longer than `limits.max_line` bytes, or a
     /// body that stalls, stops the import (what was committed before stays).
-    pub async fn import<S, E>(
+    pub async fn import<S, E>(self: &Arc<Self>, table: String, body: S, limits: ImportLimits) -> Result<ImportReport>
+    where
+        S: Stream<Item = std::result::Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        self.import_as(table, ImportFormat::Ndjson, body, limits).await
+    }
+
+    /// Imports a stream of `format` into `table`: NDJSON as [`Db::import`]; CSV a header row,
+    /// then a document per row (a header that cannot name fields refuses the import, 400).
+    pub async fn import_as<S, E>(
         self: &Arc<Self>,
         table: String,
+        format: ImportFormat,
         mut body: S,
         limits: ImportLimits,
     ) -> Result<ImportReport>
@@ -241,8 +290,9 @@ impl Db {
     {
         let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
         let running = Running::start(self);
+        let job = |split: &Splitter| Job { running: running.clone(), rows: split.rows() };
         let mut report = ImportReport::default();
-        let mut lines = LineSplitter::new(limits.max_line);
+        let mut lines = Splitter::new(format, limits.max_line);
         let mut chunk: Chunk = Vec::new();
         let mut chunk_bytes = 0;
         let mut pending: Option<JoinHandle<Result<ChunkOutcome>>> = None;
@@ -258,7 +308,7 @@ impl Db {
                     continue;
                 }
                 Err(_) => {
-                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
+                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &job(&lines))
                         .await?;
                     return Err(ServiceError::ImportStalled {
                         line: lines.next_line(),
@@ -276,16 +326,22 @@ impl Db {
                         window_end = now + limits.window;
                         window_bytes = 0;
                     }
-                    let pushed = lines.push(&bytes, |no, line| push_line(&mut chunk, &mut chunk_bytes, no, line));
-                    if let Err(line) = pushed {
-                        self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
-                            .await?;
-                        return Err(ServiceError::LineTooLong { line, written: report.inserted });
+                    if let Err(e) = lines.push(&bytes, &mut chunk, &mut chunk_bytes) {
+                        self.finish(
+                            &table,
+                            &def,
+                            std::mem::take(&mut chunk),
+                            pending.take(),
+                            &mut report,
+                            &job(&lines),
+                        )
+                        .await?;
+                        return Err(split_failed(e, report.inserted));
                     }
                 }
                 Some(Err(e)) => {
                     // The complete lines received so far are written; the error says how many.
-                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &running)
+                    self.finish(&table, &def, std::mem::take(&mut chunk), pending.take(), &mut report, &job(&lines))
                         .await?;
                     return Err(ServiceError::InvalidRequest(format!(
                         "reading the body failed at line {} ({} documents written): {e}",
@@ -297,14 +353,15 @@ impl Db {
             }
             if chunk.len() >= CHUNK_LINES || chunk_bytes >= CHUNK_BYTES {
                 chunk_bytes = 0;
-                let next = self.commit_chunk(&table, &def, std::mem::take(&mut chunk), &running).await?;
+                let next = self.commit_chunk(&table, &def, std::mem::take(&mut chunk), &job(&lines)).await?;
                 if let Some(p) = pending.replace(next) {
                     report.absorb(join(p).await?);
                 }
             }
         }
-        lines.finish(|no, line| push_line(&mut chunk, &mut chunk_bytes, no, line));
-        self.finish(&table, &def, chunk, pending, &mut report, &running).await?;
+        let ended = lines.finish(&mut chunk, &mut chunk_bytes);
+        self.finish(&table, &def, chunk, pending, &mut report, &job(&lines)).await?;
+        ended.map_err(|e| split_failed(e, report.inserted))?;
         Ok(report)
     }
 
@@ -316,13 +373,13 @@ impl Db {
         chunk: Chunk,
         pending: Option<JoinHandle<Result<ChunkOutcome>>>,
         report: &mut ImportReport,
-        running: &Arc<Running>,
+        job: &Job,
     ) -> Result<()> {
         if let Some(p) = pending {
             report.absorb(join(p).await?);
         }
         if !chunk.is_empty() {
-            let last = self.commit_chunk(table, def, chunk, running).await?;
+            let last = self.commit_chunk(table, def, chunk, job).await?;
             report.absorb(join(last).await?);
         }
         Ok(())
@@ -338,7 +395,7 @@ impl Db {
         table: &str,
         def: &Arc<TableDef>,
         lines: Chunk,
-        running: &Arc<Running>,
+        job: &Job,
     ) -> Result<JoinHandle<Result<ChunkOutcome>>> {
         // a streamed import is held to its database's quota chunk by chunk, not only at its start
         self.check_quota()?;
@@ -347,8 +404,9 @@ impl Db {
         let def = fresh.as_ref().unwrap_or(def);
         // Only a typed table can change its columns under the import: keep its lines to prepare again.
         let kept = def.columns.is_some().then(|| lines.clone());
-        let (good, failures) = self.prepare_chunk(def, lines).await?;
-        let (db, table, def, running) = (self.clone(), table.to_owned(), def.clone(), running.clone());
+        let (good, failures) = self.prepare_chunk(def, lines, &job.rows).await?;
+        let (db, table, def, running, rows) =
+            (self.clone(), table.to_owned(), def.clone(), job.running.clone(), job.rows.clone());
         Ok(tokio::spawn(async move {
             // the import counts as running until this chunk is written
             let _running = running;
@@ -387,7 +445,7 @@ impl Db {
                             let lines = kept.clone().ok_or_else(|| {
                                 ServiceError::Internal("a schemaless table's definition changed under an import".into())
                             })?;
-                            (good, failures) = db.prepare_chunk(&live, lines).await?;
+                            (good, failures) = db.prepare_chunk(&live, lines, &rows).await?;
                             def = live;
                             continue;
                         }
@@ -405,11 +463,21 @@ impl Db {
         self: &Arc<Self>,
         def: &Arc<TableDef>,
         lines: Chunk,
+        rows: &Rows,
     ) -> Result<(Vec<(u64, Prepared)>, Failures)> {
-        let (db, d) = (self.clone(), def.clone());
+        let (db, d, rows) = (self.clone(), def.clone(), rows.clone());
         let prepared = tokio::task::spawn_blocking(move || {
-            let mut prepared: Vec<_> =
-                lines.into_iter().map(|(no, line)| (no, prepare_line(&db.catalog, &d, line))).collect();
+            let mut scratch = Vec::new();
+            let mut prepared: Vec<_> = lines
+                .into_iter()
+                .map(|(no, line)| {
+                    let prepared = match &rows {
+                        Rows::Json => prepare_line(&db.catalog, &d, line, &mut scratch),
+                        Rows::Csv(header) => prepare_row(&db.catalog, &d, header, &line),
+                    };
+                    (no, prepared)
+                })
+                .collect();
             plan_vectors_of(&db, &d, prepared.iter_mut().filter_map(|(_, p)| p.as_mut().ok()).collect());
             prepared
         })
@@ -427,6 +495,12 @@ impl Db {
     }
 }
 
+/// A CSV row, encoded by the splitter, into the chunk.
+fn push_row(chunk: &mut Chunk, bytes: &mut usize, no: u64, row: &[u8]) {
+    *bytes += row.len();
+    chunk.push((no, row.to_vec()));
+}
+
 fn push_line(chunk: &mut Chunk, bytes: &mut usize, no: u64, line: &[u8]) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
@@ -438,60 +512,4 @@ fn push_line(chunk: &mut Chunk, bytes: &mut usize, no: u64, line: &[u8]) {
 
 async fn join(task: JoinHandle<Result<ChunkOutcome>>) -> Result<ChunkOutcome> {
     task.await.map_err(|e| ServiceError::Internal(format!("import commit failed: {e}")))?
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    type Lines = Vec<(u64, Vec<u8>)>;
-
-    /// The lines (or the number of the line over the cap) and the bytes examined.
-    fn split(chunks: &[&[u8]], max_line: usize) -> (std::result::Result<Lines, u64>, u64) {
-        let mut s = LineSplitter::new(max_line);
-        let mut out = Vec::new();
-        for c in chunks {
-            if let Err(line) = s.push(c, |no, l| out.push((no, l.to_vec()))) {
-                return (Err(line), s.examined);
-            }
-        }
-        s.finish(|no, l| out.push((no, l.to_vec())));
-        (Ok(out), s.examined)
-    }
-
-    #[test]
-    fn lines_are_split_across_chunks() {
-        let (lines, _) = split(&[b"ab", b"c\nd", b"\n\nef\ng", b"h"], 10);
-        let want: Vec<(u64, Vec<u8>)> =
-            vec![(1, b"abc".to_vec()), (2, b"d".to_vec()), (3, vec![]), (4, b"ef".to_vec()), (5, b"gh".to_vec())];
-        assert_eq!(lines, Ok(want));
-    }
-
-    #[test]
-    fn each_byte_is_examined_once_however_the_line_is_cut() {
-        // an 8 MiB line in 1 KiB pieces: the old splitter searched the whole carried line again
-        // at every piece (quadratic); this one looks at each byte once
-        let piece = vec![b'x'; 1 << 10];
-        let mut s = LineSplitter::new(16 << 20);
-        for _ in 0..(8 << 10) {
-            s.push(&piece, |_, _| panic!("no newline was sent")).unwrap();
-        }
-        assert_eq!(s.examined, 8 << 20);
-        let mut got = 0;
-        s.push(b"\n", |no, l| {
-            assert_eq!(no, 1);
-            got = l.len();
-        })
-        .unwrap();
-        assert_eq!((got, s.examined), (8 << 20, (8 << 20) + 1));
-    }
-
-    #[test]
-    fn the_cap_trips_at_the_piece_that_passes_it() {
-        // exactly the cap is fine, one byte more fails at once, before any newline
-        assert!(split(&[b"12345", b"\n"], 5).0.is_ok());
-        let (r, examined) = split(&[b"ok\n", b"123", b"456", b"never reached"], 5);
-        assert_eq!((r, examined), (Err(2), 9));
-        assert_eq!(split(&[b"1234567\n"], 5).0, Err(1));
-    }
 }
