@@ -35,7 +35,11 @@ pub(super) fn from_openmetrics(text: &str) -> String {
                 "TYPE" => {
                     family = Family::of(name, rest);
                     let renamed = family.renamed();
-                    flush_help(&mut out, help.take().filter(|(of, _)| *of == name), Some(&renamed));
+                    match help.take() {
+                        Some(held) if held.0 == name => flush_help(&mut out, Some(held), Some(&renamed)),
+                        // a HELP of another family, with no TYPE of its own: as it was
+                        other => flush_help(&mut out, other, None),
+                    }
                     out.push_str("# TYPE ");
                     out.push_str(&renamed);
                     out.push(' ');
@@ -213,18 +217,18 @@ mod tests {
         );
     }
 
-    /// Exemplars, `_created` samples and timestamps, which prometheus-client may write for other
-    /// metrics than this server's.
+    /// Exemplars, `_created` samples, timestamps and a HELP without its TYPE, which
+    /// prometheus-client may write for other metrics than this server's.
     #[test]
     fn exemplars_created_and_timestamps() {
         let text = "# HELP c a counter\n# TYPE c counter\nc_total{a=\"x # {y}\"} 4 # {trace=\"t\"} 1.0 1.5\n\
                     c_created 1700000000.25\n# HELP u what\n# TYPE u unknown\nu 1 1700000000.5\n\
-                    # HELP s a set\n# TYPE s stateset\ns{s=\"a\"} 1\n# EOF\n";
+                    # HELP s a set\n# TYPE s stateset\ns{s=\"a\"} 1\n# HELP lone no type\n# TYPE g gauge\ng 2\n# EOF\n";
         assert_eq!(
             from_openmetrics(text),
             "# HELP c_total a counter\n# TYPE c_total counter\nc_total{a=\"x # {y}\"} 4\n\
              # HELP u what\n# TYPE u untyped\nu 1 1700000000500\n\
-             # HELP s a set\n# TYPE s untyped\ns{s=\"a\"} 1\n"
+             # HELP s a set\n# TYPE s untyped\ns{s=\"a\"} 1\n# HELP lone no type\n# TYPE g gauge\ng 2\n"
         );
     }
 
