@@ -214,8 +214,11 @@ impl From<QueryRejection> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, axum::Json(self.problem())).into_response();
+        let problem = self.problem();
+        let mut response = (self.status, axum::Json(&problem)).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        // for a layer that answers in another protocol's shape (the Influx writes: `influx.rs`)
+        response.extensions_mut().insert(problem);
         if let Some(seconds) = self.retry_after {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }

@@ -16,6 +16,7 @@ mod extract;
 mod graph;
 mod history;
 mod indexes;
+mod influx;
 mod metrics;
 mod query;
 mod respond;
@@ -97,6 +98,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(batch::router())
         .merge(graph::router())
         .merge(timeseries::router())
+        .merge(influx::router())
         .merge(admin::router())
         .merge(changes::router())
 }
@@ -154,9 +156,12 @@ pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access)
         .layer(cluster)
         .layer(
             ServiceBuilder::new()
-                // outermost, so that a request's status is the one the client gets (a timeout's
-                // 408; a panic under it, which it answers with the 500 problem) and its latency
-                // covers every layer
+                // the Influx writes' errors in the shapes Influx clients read: around everything
+                // that may answer one (it changes no status, so the record below counts the same)
+                .layer(influx::InfluxErrorsLayer)
+                // outermost but for that, so that a request's status is the one the client gets
+                // (a timeout's 408; a panic under it, which it answers with the 500 problem) and
+                // its latency covers every layer
                 .layer(record)
                 .layer(SetRequestIdLayer::x_request_id(SequentialRequestId::new()))
                 .layer(TraceLayer::new_for_http().make_span_with(auth::request_span).on_body_chunk(()).on_eos(()))

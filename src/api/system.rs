@@ -14,22 +14,63 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 /// A status answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Status {
-    /// `ok` or `ready`
-    #[schema(example = "ok")]
+    /// `ready`
+    #[schema(example = "ready")]
     pub status: &'static str,
     /// cluster mode: this server's role, the leader, the epoch and how far behind it is
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterStatus>,
 }
 
+/// The liveness answer, in the shape of InfluxDB's `/health` (which InfluxDB 2.x clients call).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Liveness {
+    /// `influxdb`, as InfluxDB names itself here
+    #[schema(example = "influxdb")]
+    pub name: &'static str,
+    /// `ready for queries and writes`, as InfluxDB says (whether the store takes writes is
+    /// `/ready`'s answer)
+    #[schema(example = "ready for queries and writes")]
+    pub message: &'static str,
+    /// `pass`
+    pub status: LivenessStatus,
+    /// no component checks: always empty
+    #[schema(value_type = Vec<Object>, max_items = 0)]
+    pub checks: Vec<serde_json::Value>,
+    /// the InfluxDB version mosaicdb answers as (`1.8.10`, also `X-Influxdb-Version` of `/ping`)
+    #[schema(example = "1.8.10")]
+    pub version: &'static str,
+    /// the mosaicdb build that answers: `mosaicdb-{version}`
+    #[schema(example = "mosaicdb-0.1.0")]
+    pub commit: &'static str,
+}
+
+/// The one status `/health` answers: `pass`, the process is up and answers. InfluxDB's other
+/// value, `fail`, is never sent: a store that refuses writes is `/ready`'s 503.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LivenessStatus {
+    /// up
+    Pass,
+}
+
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(health)).routes(routes!(ready)).routes(routes!(info))
 }
 
-/// The process is up.
-#[utoipa::path(get, path = "/health", tag = "service", responses((status = 200, description = "up", body = Status)))]
-async fn health() -> Json<Status> {
-    Json(Status { status: "ok", cluster: None })
+/// The process is up. Answered in the shape of InfluxDB's `/health`, for InfluxDB 2.x clients.
+#[utoipa::path(get, path = "/health", tag = "service", responses((status = 200, description = "up", body = Liveness,
+    example = json!({"name": "influxdb", "message": "ready for queries and writes", "status": "pass", "checks": [],
+        "version": "1.8.10", "commit": "mosaicdb-0.1.0"}))))]
+async fn health() -> Json<Liveness> {
+    Json(Liveness {
+        name: "influxdb",
+        message: "ready for queries and writes",
+        status: LivenessStatus::Pass,
+        checks: Vec::new(),
+        version: super::influx::INFLUXDB_VERSION,
+        commit: concat!("mosaicdb-", env!("CARGO_PKG_VERSION")),
+    })
 }
 
 /// The store is open and takes writes (in cluster mode: here, or, on a follower, at the leader;

@@ -1,5 +1,5 @@
 //! `/v1/timeseries`: points as JSON or InfluxDB line protocol (also at `/write` and
-//! `/api/v2/write`, where Influx clients and Telegraf send them), page reads, bucket
+//! `/api/v2/write`, where Influx clients and Telegraf send them: `influx.rs`), page reads, bucket
 //! aggregation, retention, listing and deletes.
 
 use super::AppState;
@@ -27,9 +27,6 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_retention, put_retention))
         .routes(routes!(delete_metric))
         .routes(routes!(write_lines))
-        .routes(routes!(write_influx_v1))
-        .routes(routes!(write_influx_v2))
-        .routes(routes!(ping))
 }
 
 /// `/v1/timeseries/{metric}`
@@ -50,8 +47,9 @@ pub struct JsonWriteQuery {
     pub precision: Option<Precision>,
 }
 
-/// The query of the line-protocol writes. Influx's `db`, `rp`, `bucket` and `org` parameters are
-/// accepted and ignored: measurements are metrics.
+/// The query of the line-protocol writes. On the Influx routes, `db=` (1.x) and `bucket=` (2.x)
+/// name the database (read before routing: `database.rs`); `rp` and `org` are accepted and
+/// ignored: measurements are metrics.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct LineWriteQuery {
@@ -157,7 +155,7 @@ pub struct DeleteReport {
     pub points: u64,
 }
 
-fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(super) fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             too_large()
@@ -385,50 +383,4 @@ async fn write_lines(
 ) -> Result<Json<WriteReport>, ApiError> {
     let precision = q.precision.unwrap_or(Precision::Nanoseconds);
     Ok(Json(db.write_line_protocol(body_of(body)?, precision).await?))
-}
-
-/// The InfluxDB 1.x write endpoint (`/write?db=…&precision=…`), for Influx clients and Telegraf:
-/// the same write as `POST /v1/timeseries/write`, answering 204 as InfluxDB does.
-#[utoipa::path(post, path = "/write", tag = "timeseries", params(LineWriteQuery),
-    request_body(content = String, content_type = "text/plain"),
-    responses(
-        (status = 204, description = "written"),
-        (status = 400, description = "bad lines (`invalid_line_protocol`)", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "a metric is being deleted", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
-    ))]
-async fn write_influx_v1(
-    Database(db): Database,
-    ApiQuery(q): ApiQuery<LineWriteQuery>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<StatusCode, ApiError> {
-    let precision = q.precision.unwrap_or(Precision::Nanoseconds);
-    db.write_line_protocol(body_of(body)?, precision).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// The InfluxDB 2.x write endpoint (`/api/v2/write?bucket=…&org=…&precision=…`), for Influx
-/// clients and Telegraf: the same write as `POST /v1/timeseries/write`, answering 204.
-#[utoipa::path(post, path = "/api/v2/write", tag = "timeseries", params(LineWriteQuery),
-    request_body(content = String, content_type = "text/plain"),
-    responses(
-        (status = 204, description = "written"),
-        (status = 400, description = "bad lines (`invalid_line_protocol`)", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "a metric is being deleted", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
-    ))]
-async fn write_influx_v2(
-    db: Database,
-    ApiQuery(q): ApiQuery<LineWriteQuery>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<StatusCode, ApiError> {
-    write_influx_v1(db, ApiQuery(q), body).await
-}
-
-/// The InfluxDB liveness probe that Influx clients and Telegraf call before writing.
-#[utoipa::path(get, path = "/ping", tag = "timeseries", responses((status = 204, description = "alive")))]
-async fn ping() -> StatusCode {
-    StatusCode::NO_CONTENT
 }

@@ -192,8 +192,25 @@ async fn call(s: &TestServer, authorization: Option<&str>, method: &str, path: &
     Reply { status, headers, body }
 }
 
+/// Whether `r` is the error `code` with `status`: a problem, or on the Influx writes the error
+/// in the shape of their InfluxDB version.
+fn is_error(r: &Reply, what: &str, status: u16, influx_code: &str, code: &str) -> bool {
+    if what.contains(" /write") {
+        r.is_influx_v1_error(status, code)
+    } else if what.contains(" /api/v2/write") {
+        r.is_influx_v2_error(status, influx_code, code)
+    } else {
+        r.is_problem(status, code)
+    }
+}
+
+/// The human-readable text of an error, whatever its shape.
+fn detail(r: &Reply) -> &str {
+    ["detail", "error", "message"].iter().find_map(|field| r.body[*field].as_str()).unwrap_or_default()
+}
+
 fn assert_unauthenticated(r: &Reply, what: &str, presented: bool) {
-    assert!(r.is_problem(401, "unauthenticated"), "{what}: {} {}", r.status, r.body);
+    assert!(is_error(r, what, 401, "unauthorized", "unauthenticated"), "{what}: {} {}", r.status, r.body);
     let challenge = r.header("www-authenticate").unwrap_or_default();
     assert!(challenge.starts_with("Bearer realm=\"mosaicdb\""), "{what}: {challenge}");
     assert_eq!(challenge.contains("invalid_token"), presented, "{what}: {challenge}");
@@ -201,8 +218,8 @@ fn assert_unauthenticated(r: &Reply, what: &str, presented: bool) {
 }
 
 fn assert_forbidden(r: &Reply, what: &str, needed: &str, has: &str) {
-    assert!(r.is_problem(403, "forbidden"), "{what}: {} {}", r.status, r.body);
-    let detail = r.body["detail"].as_str().unwrap();
+    assert!(is_error(r, what, 403, "forbidden", "forbidden"), "{what}: {} {}", r.status, r.body);
+    let detail = detail(r);
     assert!(detail.contains(&format!("the {needed} role")) && detail.contains(&format!("the {has} role")), "{detail}");
     for key in [READ_KEY, WRITE_KEY, ADMIN_KEY] {
         assert!(!detail.contains(key), "{what}: the key is in {detail}");

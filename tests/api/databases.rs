@@ -192,7 +192,7 @@ async fn influx_writes_name_their_database() {
     assert_eq!(metrics["metrics"], json!([]));
     for query in ["db=nowhere", "db=", "db=%zz", "db"] {
         let r = s.raw(Method::POST, &format!("/write?{query}"), "text/plain", "cpu value=1\n").await;
-        assert!(r.is_problem(404, "database_not_found"), "{query}: {}", r.body);
+        assert!(r.is_influx_v1_error(404, "database_not_found"), "{query}: {}", r.body);
     }
     // no db: the default database
     let r = s.raw(Method::POST, "/write", "text/plain", "mem value=1\n").await;
@@ -278,7 +278,7 @@ databases = {{ shop = "write", other = "read" }}
     let r = s.send_as(who, Method::POST, "/write?db=shop", Some(&line)).await;
     assert_eq!(r.status, 204, "{}", r.body);
     let r = s.send_as(who, Method::POST, "/write?db=secret", Some(&line)).await;
-    assert!(r.is_problem(404, "database_not_found"), "{}", r.body);
+    assert!(r.is_influx_v1_error(404, "database_not_found"), "{}", r.body);
     // nothing refused was written; the admin key sees everything
     assert_eq!(s.get("/v1/db/other/tables/t/documents/a").await.0, 404);
     assert_eq!(s.get("/v1/db/secret/tables/t/documents/a").await.0, 404);

@@ -2,7 +2,8 @@
 //! periodic tasks' first runs; the answer is parsed strictly as OpenMetrics text (every line a
 //! `# HELP`/`# TYPE`/`# UNIT` comment or a sample of the family declared above it, `# EOF` last,
 //! histogram buckets cumulative with `_count` equal to the `+Inf` bucket) and the values those
-//! requests caused are checked. A second server in the same process sees only its own.
+//! requests caused are checked. A second server in the same process sees only its own. Asked for
+//! `text/plain`, the server answers the Prometheus text format 0.0.4, which `promtool` checks.
 
 use crate::common;
 use common::TestServer;
@@ -395,6 +396,143 @@ async fn time_series_bytes_per_metric() {
     assert_eq!(m.value("mosaicdb_timeseries_series", &[("metric", "gauge")]), Some(3.0));
     // check recounts every series' bytes from its keys
     s.check_ok().await;
+}
+
+/// A series: a sample's name and labels.
+type Series = (String, BTreeMap<String, String>);
+
+/// The series of a Prometheus 0.0.4 text, and its `# TYPE` lines (name → type), read with the
+/// OpenMetrics parser's pieces (the sample lines are the same).
+fn samples_and_types_004(text: &str) -> (BTreeSet<Series>, BTreeMap<String, String>) {
+    let (mut samples, mut types) = (BTreeSet::new(), BTreeMap::new());
+    for line in text.lines() {
+        if let Some(declared) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = declared.split_once(' ').unwrap();
+            assert!(types.insert(name.to_owned(), kind.to_owned()).is_none(), "{name} typed twice");
+            continue;
+        }
+        assert!(line.starts_with("# HELP ") || !line.starts_with('#'), "no other comment in 0.0.4: {line}");
+        if line.starts_with('#') {
+            continue;
+        }
+        let end = line.find(['{', ' ']).unwrap();
+        let (labels, rest) = if line[end..].starts_with('{') {
+            parse_labels(&line[end..]).unwrap()
+        } else {
+            (BTreeMap::new(), &line[end..])
+        };
+        parse_value(rest.trim_start()).unwrap();
+        samples.insert((line[..end].to_owned(), labels));
+    }
+    (samples, types)
+}
+
+/// A server that has done some work of every kind — tables, documents, an index, time-series
+/// points, several databases, refused requests — is scraped in both formats: the OpenMetrics
+/// answer parses strictly, the 0.0.4 answer passes `promtool check metrics` (Prometheus 2.42's,
+/// from Debian's `prometheus`; the test says it is skipped where promtool is missing) and holds
+/// the same families and series, renamed and retyped as 0.0.4 has them.
+#[tokio::test]
+async fn prometheus_text_0_0_4_when_asked_and_promtool_accepts_it() {
+    let s = TestServer::start().await;
+    for db in ["", "/db/shop", "/db/lab"] {
+        if !db.is_empty() {
+            assert_eq!(s.post("/v1/databases", json!({"name": &db[4..]})).await.0, 201);
+        }
+        s.post(&format!("/v1{db}/tables"), json!({"name": "people"})).await;
+        for id in ["a", "b"] {
+            let (status, body) = s.put(&format!("/v1{db}/tables/people/documents/{id}"), json!({"age": 30})).await;
+            assert_eq!(status, 201, "{body}");
+        }
+        let index = json!({"name": "by_age", "kind": "range", "fields": ["age"]});
+        assert!(s.post(&format!("/v1{db}/tables/people/indexes"), index).await.0.is_success());
+        let lines = "cpu,host=h1 value=0.5 1763719200\ncpu,host=h2 value=0.7,idle=97i 1763719260\n";
+        let r = s.raw(Method::POST, &format!("/v1{db}/timeseries/write?precision=s"), "text/plain", lines).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    // the builds end (a building index has series of its own, which would come and go)
+    for db in ["", "/db/shop", "/db/lab"] {
+        let path = format!("/v1{db}/tables/people/indexes/by_age");
+        let mut index = s.get(&path).await.1;
+        for _ in 0..500 {
+            if index["state"] != "building" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            index = s.get(&path).await.1;
+        }
+        assert_eq!(index["state"], "ready", "{index}");
+    }
+    let r = s.raw(Method::POST, "/write?db=lab&precision=s", "text/plain", "mem used=1 1763719200\n").await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(s.get("/v1/tables/people/documents/nobody").await.0, 404);
+    assert_eq!(s.get("/no/such/route").await.0, 404);
+
+    let get = |accept: &'static str| {
+        let request = s.client.get(format!("{}/metrics", s.base)).header("accept", accept);
+        async move {
+            let r = request.send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            assert_eq!(r.headers()["vary"], "accept");
+            let content_type = r.headers()["content-type"].to_str().unwrap().to_owned();
+            (content_type, r.text().await.unwrap())
+        }
+    };
+    // what Prometheus 2.x sends: OpenMetrics preferred
+    let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,\
+                      text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let (content_type, before) = get(prometheus).await;
+    assert_eq!(content_type, "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    let before = parse(&before).unwrap_or_else(|e| panic!("{e}\n{before}"));
+    // a scraper that prefers the 0.0.4 text
+    let (content_type, text) = get("text/plain;version=0.0.4;q=1,*/*;q=0.1").await;
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    let after = scrape(&s).await;
+
+    let (samples, types) = samples_and_types_004(&text);
+    assert!(!text.contains("# EOF") && !text.contains("# UNIT"), "{text}");
+    for (name, family) in &before.families {
+        let (renamed, kind) = match family.kind.as_str() {
+            "counter" => (format!("{name}_total"), "counter"),
+            "info" => (format!("{name}_info"), "gauge"),
+            "unknown" => (name.clone(), "untyped"),
+            other => (name.clone(), other),
+        };
+        assert_eq!(types.get(&renamed).map(String::as_str), Some(kind), "{name} ({})", family.kind);
+        // every series of the scrape before is in this one, and this one's are in the scrape after
+        for sample in &family.samples {
+            assert!(samples.contains(&(sample.name.clone(), sample.labels.clone())), "{sample:?} missing");
+        }
+    }
+    assert_eq!(types.len(), before.families.len(), "{types:?}");
+    let later: BTreeSet<_> =
+        after.families.values().flat_map(|f| &f.samples).map(|s| (s.name.clone(), s.labels.clone())).collect();
+    assert!(samples.is_subset(&later), "{:?}", samples.difference(&later).collect::<Vec<_>>());
+    // the work done shows: every database, the Influx write
+    for db in ["default", "shop", "lab"] {
+        assert!(samples.contains(&("mosaicdb_database_documents".into(), [("database".into(), db.into())].into())));
+    }
+    assert!(text.contains("mosaicdb_build_info{version=\""), "{text}");
+    assert!(text.contains("route=\"/write\",status=\"204\""), "{text}");
+
+    let promtool = match std::process::Command::new("promtool").arg("--version").output() {
+        Ok(out) if out.status.success() => "promtool",
+        _ => {
+            eprintln!("promtool check metrics skipped: no promtool here (Debian: apt-get install prometheus)");
+            return;
+        }
+    };
+    let mut check = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {:?} {said}\n{text}", out.status);
 }
 
 /// The parser is strict: each of these breaks a rule of the format.

@@ -7,7 +7,10 @@ use serde_json::json;
 #[tokio::test]
 async fn health_ready_and_info() {
     let s = TestServer::start().await;
-    assert_eq!(s.get("/health").await, (reqwest::StatusCode::OK, json!({"status": "ok"})));
+    // in the shape of InfluxDB's /health, which InfluxDB 2.x clients read
+    let health = json!({"name": "influxdb", "message": "ready for queries and writes", "status": "pass", "checks": [],
+        "version": "1.8.10", "commit": concat!("mosaicdb-", env!("CARGO_PKG_VERSION"))});
+    assert_eq!(s.get("/health").await, (reqwest::StatusCode::OK, health));
     assert_eq!(s.get("/ready").await, (reqwest::StatusCode::OK, json!({"status": "ready"})));
     s.create_table("info_t").await;
     s.put("/v1/tables/info_t/documents/a", json!({"x": 1})).await;

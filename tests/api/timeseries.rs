@@ -181,18 +181,25 @@ async fn bad_lines_are_all_reported_by_number_and_nothing_is_written() {
     assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
     for empty in ["", "\n\n", "# only a comment\n"] {
         let r = lines(&s, "/write", empty).await;
-        assert!(r.is_problem(400, "invalid_request"), "{empty:?}: {}", r.body);
+        assert!(r.is_influx_v1_error(400, "invalid_request"), "{empty:?}: {}", r.body);
     }
 }
 
 #[tokio::test]
 async fn influx_clients_write_at_their_own_paths() {
     let s = TestServer::start().await;
-    let r = s.send(Method::GET, "/ping", None, &[]).await;
-    assert_eq!(r.status, 204);
+    for method in [Method::GET, Method::HEAD] {
+        let r = s.send(method, "/ping", None, &[]).await;
+        assert_eq!(r.status, 204);
+        assert_eq!((r.header("x-influxdb-version"), r.header("x-influxdb-build")), (Some("1.8.10"), Some("OSS")));
+    }
     // db= and bucket= name the database (InfluxDB's answer to one that does not exist: 404)
     let r = lines(&s, "/write?db=telegraf&precision=s", "mem,host=h1 used_percent=42.5 10").await;
-    assert!(r.is_problem(404, "database_not_found"), "{}", r.body);
+    assert!(r.is_influx_v1_error(404, "database_not_found"), "{}", r.body);
+    assert_eq!(r.body["error"], "database \"telegraf\" does not exist");
+    let r = lines(&s, "/api/v2/write?bucket=telegraf&precision=s", "mem,host=h1 used_percent=42.5 10").await;
+    assert!(r.is_influx_v2_error(404, "not found", "database_not_found"), "{}", r.body);
+    assert_eq!(r.body["message"], "database \"telegraf\" does not exist");
     let r = lines(&s, "/write?db=default&rp=autogen&precision=s", "mem,host=h1 used_percent=42.5 10").await;
     assert_eq!(r.status, 204, "{}", r.body);
     let r = s
@@ -208,7 +215,20 @@ async fn influx_clients_write_at_their_own_paths() {
         points(&s, "mem.used_percent/points").await,
         [("host=h1".into(), 10_000, 42.5), ("host=h1".into(), 20_000, 43.5)]
     );
+    // errors in the shapes Influx clients read, with the bad lines
     let r = lines(&s, "/api/v2/write?bucket=default", "mem used_percent=\n").await;
+    assert!(r.is_influx_v2_error(400, "invalid", "invalid_line_protocol"), "{}", r.body);
+    assert_eq!(r.body["lines"][0]["line"], 1, "{}", r.body);
+    let r = lines(&s, "/write", "mem used_percent=1\nmem\n").await;
+    assert!(r.is_influx_v1_error(400, "invalid_line_protocol"), "{}", r.body);
+    assert!(r.body["error"].as_str().unwrap().contains("line 2"), "{}", r.body);
+    let r = lines(&s, "/write?precision=fortnights", "mem used_percent=1\n").await;
+    assert!(r.is_influx_v1_error(400, "invalid_query"), "{}", r.body);
+    // a method the route does not take (answered by the router)
+    let r = s.send(Method::GET, "/api/v2/write", None, &[]).await;
+    assert!(r.is_influx_v2_error(405, "method not allowed", "method_not_allowed"), "{}", r.body);
+    // the same errors elsewhere stay problems
+    let r = lines(&s, "/v1/timeseries/write", "mem\n").await;
     assert!(r.is_problem(400, "invalid_line_protocol"), "{}", r.body);
 }
 
@@ -243,6 +263,8 @@ async fn telegraf_s_gzip_bodies_are_accepted() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    let error: serde_json::Value = r.json().await.unwrap();
+    assert!(error["error"].as_str().is_some_and(|e| !e.is_empty()), "{error}");
     assert_eq!(s.get("/v1/timeseries/disk.used/series").await.1["series"].as_array().unwrap().len(), 1);
 }
 

@@ -107,6 +107,22 @@ impl Reply {
             && self.body["type"] == format!("urn:mosaicdb:problem:{code}")
             && self.body["detail"].is_string()
     }
+    /// An error of `/write` as InfluxDB 1.x answers one: `{"error": detail, "code"}`.
+    pub fn is_influx_v1_error(&self, status: u16, code: &str) -> bool {
+        self.status.as_u16() == status
+            && self.header("content-type") == Some("application/json")
+            && self.body["code"] == code
+            && self.body["error"].as_str().is_some_and(|e| !e.is_empty())
+    }
+    /// An error of `/api/v2/write` as InfluxDB 2.x answers one: `{"code": influx_code,
+    /// "message": detail, "mosaicdb_code": code}`.
+    pub fn is_influx_v2_error(&self, status: u16, influx_code: &str, code: &str) -> bool {
+        self.status.as_u16() == status
+            && self.header("content-type") == Some("application/json")
+            && self.body["code"] == influx_code
+            && self.body["mosaicdb_code"] == code
+            && self.body["message"].as_str().is_some_and(|m| !m.is_empty())
+    }
 }
 
 /// Set to `postgres` (with [`postgres::ENV`]), test servers keep their keys in PostgreSQL.

@@ -1,7 +1,7 @@
 //! The `mosaicdb` binary and its surroundings: the binary end to end (`binary`), the deployment
-//! files (`deploy`), the descriptors a connection costs (`fds`), and the docs' walk-throughs run
-//! as written against it (`readme`). One test binary: `cargo test
-//! --test process`.
+//! files (`deploy`), the descriptors a connection costs (`fds`), the official InfluxDB client
+//! libraries against a server (`influx`), and the docs' walk-throughs run as written against it
+//! (`readme`). One test binary: `cargo test --test process`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,4 +10,5 @@ mod binary;
 mod cluster;
 mod deploy;
 mod fds;
+mod influx;
 mod readme;

@@ -247,9 +247,12 @@ pub(super) fn document(doc: &mut utoipa::openapi::OpenApi) {
                 }
                 Need::Role(role) => {
                     let responses = &mut op.responses.responses;
-                    responses.insert("401".into(), RefOr::Ref(Ref::new("#/components/responses/unauthenticated")));
+                    // a route that answers in another shape (the Influx writes) says so itself
+                    let unauthenticated = RefOr::Ref(Ref::new("#/components/responses/unauthenticated"));
+                    responses.entry("401".into()).or_insert(unauthenticated);
                     if role > Role::Read {
-                        responses.insert("403".into(), RefOr::Ref(Ref::new("#/components/responses/forbidden")));
+                        let forbidden = RefOr::Ref(Ref::new("#/components/responses/forbidden"));
+                        responses.entry("403".into()).or_insert(forbidden);
                     }
                     format!("Role: `{role}`.")
                 }
