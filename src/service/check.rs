@@ -4,13 +4,15 @@
 //! time-series statistics that disagree with the points (see [`timeseries`]), and expiry entries
 //! that are not exactly one per expiring document at its expiry, and maintained views that differ
 //! from their recomputation from the documents (see [`view`]), and an in-memory graph adjacency
-//! that differs from the adjacency keys (see [`memory`]).
+//! that differs from the adjacency keys (see [`memory`]), and document histories that do not hold
+//! together (see [`history`]).
 //! Which entries a document should have is derived here independently of the write path
 //! ([`derive`]), so an entry the write path computes wrongly is reported too.
 
 mod changefeed;
 mod derive;
 mod fulltext;
+mod history;
 mod memory;
 mod report;
 mod timeseries;
@@ -49,6 +51,7 @@ impl Db {
         for table in &tables {
             stop.check()?;
             check_table(&view, &dict, table, &mut report, stop)?;
+            history::check_history(&view, &dict, table, &mut report, stop)?;
         }
         report.checked.tables = tables.len() as u64;
         report.checked.graph_memory = memory::check_memory(&view, &tables, &mut report, stop)?;

@@ -511,13 +511,22 @@ impl<'f> Run<'f> {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
-        // and no folder is left of a database that is not (a create in flight included)
-        let folders: BTreeSet<String> = match std::fs::read_dir(self.data.join("databases")) {
-            Ok(dir) => dir.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeSet::new(),
-            Err(e) => panic!("{label}: {e}"),
-        };
+        // and no folder is left of a database that is not (a create in flight included): the
+        // start removes such stores in the background, so this waits a while for it
         let live: BTreeSet<String> = self.dbs.values().filter(|k| k.id != 0).map(|k| k.id.to_string()).collect();
+        let read_folders = || -> BTreeSet<String> {
+            match std::fs::read_dir(self.data.join("databases")) {
+                Ok(dir) => dir.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeSet::new(),
+                Err(e) => panic!("{label}: {e}"),
+            }
+        };
+        let deadline = Instant::now() + WAIT;
+        let mut folders = read_folders();
+        while folders.difference(&live).next().is_some() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            folders = read_folders();
+        }
         let missing: Vec<&String> = live.difference(&folders).collect();
         assert!(missing.is_empty(), "{label}: no folder under databases/ for the live database ids {missing:?}");
         let stray: Vec<String> = folders

@@ -54,6 +54,8 @@ pub struct Checked {
     pub views: u64,
     /// view keys (`view:`)
     pub view_keys: u64,
+    /// kept document versions and deletions (`hist:`)
+    pub history_versions: u64,
 }
 
 /// One inconsistency.
@@ -61,7 +63,8 @@ pub struct Checked {
 pub struct CheckProblem {
     /// `missing_entry`, `stale_entry`, `orphan_entry`, `count_mismatch`, `undecodable_document`,
     /// `missing_adjacency`, `stale_adjacency`, `memory_adjacency`, `stat_mismatch` (fulltext or series statistics),
-    /// `undecodable_point`, `undecodable_event`, `bad_event`, `changefeed_gap`
+    /// `undecodable_point`, `undecodable_event`, `bad_event`, `changefeed_gap`,
+    /// `undecodable_history`, `history_order`
     pub kind: &'static str,
     /// the key concerned, in display form
     pub key: String,

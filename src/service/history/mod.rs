@@ -16,6 +16,8 @@
 //! versions of a document are in commit order whatever the wall clock did. `as_of` reads are
 //! against these commit times.
 
+#[cfg(test)]
+mod check_tests;
 pub mod read;
 mod retention;
 
