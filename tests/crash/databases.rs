@@ -564,22 +564,7 @@ impl<'f> Run<'f> {
 
 /// Each key of `db`'s table read back (without `_id`).
 async fn read_back<'a>(client: &reqwest::Client, base: &str, db: &str, ids: impl Iterator<Item = &'a String>) -> State {
-    let mut state = State::new();
-    for id in ids {
-        let r = client.get(doc_url(base, db, id)).send().await.unwrap();
-        let doc = match r.status() {
-            StatusCode::OK => {
-                let mut d: Value = r.json().await.unwrap();
-                assert_eq!(d["_id"], json!(id));
-                d.as_object_mut().unwrap().remove("_id");
-                Some(d)
-            }
-            StatusCode::NOT_FOUND => None,
-            s => panic!("GET {id} in {db}: {s} {}", r.text().await.unwrap()),
-        };
-        state.insert(id.clone(), doc);
-    }
-    state
+    workload::read_back_from(client, &format!("{base}{}/tables/{TABLE}", prefix(db)), ids).await
 }
 
 /// Every document of `db`'s table, by id, page by page.

@@ -279,10 +279,18 @@ pub async fn writer(
 
 /// What the server holds for each key, read over HTTP.
 pub async fn read_back(client: &reqwest::Client, base: &str, ids: impl Iterator<Item = &String>) -> State {
+    read_back_from(client, &format!("{base}/v1/tables/{TABLE}"), ids).await
+}
+
+/// What the table at `table_url` (`…/tables/{name}`, of any database) holds for each key.
+pub async fn read_back_from<'a>(
+    client: &reqwest::Client,
+    table_url: &str,
+    ids: impl Iterator<Item = &'a String>,
+) -> State {
     let mut state = State::new();
     for id in ids {
-        let r =
-            client.get(format!("{base}/v1/tables/{TABLE}/documents/{}", id.replace('/', "%2F"))).send().await.unwrap();
+        let r = client.get(format!("{table_url}/documents/{}", id.replace('/', "%2F"))).send().await.unwrap();
         let doc = match r.status() {
             StatusCode::OK => {
                 let mut d: Value = r.json().await.unwrap();
@@ -291,7 +299,7 @@ pub async fn read_back(client: &reqwest::Client, base: &str, ids: impl Iterator<
                 Some(d)
             }
             StatusCode::NOT_FOUND => None,
-            s => panic!("GET {id}: {s}"),
+            s => panic!("GET {table_url}/documents/{id}: {s} {}", r.text().await.unwrap_or_default()),
         };
         state.insert(id.clone(), doc);
     }
