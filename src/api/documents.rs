@@ -38,6 +38,9 @@ pub struct ListParams {
     pub limit: Option<usize>,
     /// the `cursor` of the previous page (opaque)
     pub cursor: Option<String>,
+    /// list (or export) the table as it was at this time: ms since the epoch or RFC 3339; only
+    /// for a table that keeps history (see `as_of` of the query)
+    pub as_of: Option<String>,
 }
 
 /// Creates (201) or replaces (200) the document `id`.
@@ -233,7 +236,8 @@ async fn insert_documents(
             (DocumentPage = "application/json"),
             (NdjsonDocuments = "application/x-ndjson"),
         )),
-        (status = 400, description = "bad limit, cursor or path; a limit or cursor with an export", body = Problem,
+        (status = 400, description = "bad limit, cursor, path or time; a limit or cursor with an export; `as_of` on a table \
+            without history", body = Problem,
             content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
         (status = 406, description = "an export asked for over HTTP/1.0, which cannot tell a cut stream from a whole one \
@@ -260,13 +264,31 @@ async fn list_documents(
         }
         super::stream::check_version(version)?;
         let slot = super::stream::slot(&state)?;
-        let mut stream = db.query_stream(table, crate::service::QueryRequest::default()).await?;
+        let req = crate::service::QueryRequest { as_of: params.as_of, ..Default::default() };
+        let mut stream = db.query_stream(table, req).await?;
         let guard = stream.abandon_guard();
         return Ok(super::stream::ndjson(&state, &db, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
         }));
     }
-    let page = db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?;
+    let page = match params.as_of {
+        // the table then, a page at a time in `_id` order (its cursors continue only this `as_of`)
+        Some(as_of) => {
+            let req = crate::service::QueryRequest {
+                as_of: Some(as_of),
+                limit: params.limit,
+                cursor: params.cursor,
+                ..Default::default()
+            };
+            match db.query(table, req).await? {
+                crate::service::QueryResult::Page(page) => page,
+                crate::service::QueryResult::Explain(_) => {
+                    return Err(crate::service::ServiceError::Internal("a listing was explained".into()).into());
+                }
+            }
+        }
+        None => db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?,
+    };
     Ok(super::stream::vary_accept(super::json_text(page.to_json())))
 }
 

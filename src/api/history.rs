@@ -7,7 +7,6 @@ use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::spec::DocumentPath;
 use crate::service::history::read::HistoryPage;
-use crate::service::timeseries::time::parse_bound;
 use axum::Json;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -38,13 +37,14 @@ pub struct HistoryQuery {
 #[serde(deny_unknown_fields)]
 pub struct RestoreBody {
     /// the time whose version is written back: ms since the epoch or RFC 3339
+    #[serde(deserialize_with = "crate::service::query::required_time_text")]
     #[schema(example = "2026-11-28T10:00:00Z")]
     pub as_of: String,
 }
 
 /// A time of a history read (`from`, `to`, `as_of`) in the versions' microseconds.
 pub(super) fn micros(name: &str, text: &str) -> Result<i64, ApiError> {
-    Ok(parse_bound(name, text)?.div_euclid(1000))
+    Ok(crate::service::history::parse_time(name, text)?)
 }
 
 /// A document's versions, newest first: the current one (`current: true`), then each version a

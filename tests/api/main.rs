@@ -17,6 +17,7 @@ mod databases_model;
 mod documents;
 mod graph;
 mod history;
+mod history_model;
 mod import_csv;
 mod indexes;
 mod metrics;

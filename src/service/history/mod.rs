@@ -20,6 +20,7 @@
 mod check_tests;
 pub mod read;
 mod retention;
+pub mod scan;
 
 use super::write::{Change, Write};
 use super::{Result, ServiceError};
@@ -112,6 +113,19 @@ impl Clock {
             }
         }
     }
+}
+
+/// A time of a history read (`as_of`, `from`, `to`): ms since the epoch or RFC 3339, in the
+/// versions' microseconds.
+pub fn parse_time(name: &str, text: &str) -> Result<i64> {
+    Ok(super::timeseries::time::parse_bound(name, text)?.div_euclid(1000))
+}
+
+/// The refusal of a history read on a table that keeps none.
+pub(crate) fn no_history(table: &str) -> ServiceError {
+    ServiceError::InvalidRequest(format!(
+        "table {table:?} keeps no history: set one with PATCH /v1/tables/{table} {{\"history\": {{\"max_age\": \"30d\"}}}}"
+    ))
 }
 
 /// Checks a history policy: at least one bound, a duration `max_age`, `max_versions` >= 1.

@@ -1,6 +1,6 @@
 //! Reading history: a document's versions newest first, and a document as of a time.
 
-use super::{How, decode_head, decode_version};
+use super::{How, decode_head, decode_version, no_history};
 use crate::keys::{EntityKey, HistKey};
 use crate::service::documents::etag;
 use crate::service::{Db, Result, ServiceError};
@@ -65,13 +65,16 @@ impl Db {
             let view = db.store.snapshot();
             let mut versions = Vec::new();
             // the current version first, from its head and the document itself
-            if let Some(head) = view.get(Space::Hist, &HistKey::head(&table, &id).encode())? {
-                let (how, start) = decode_head(&head).ok_or_else(|| damaged(&table, &id))?;
-                if (from..to).contains(&start)
-                    && let Some(blob) = view.get(Space::Entity, &EntityKey::new(&table, &id).encode())?
-                {
-                    versions.push(db.version(&id, start, how, Some(&blob), true)?);
-                }
+            // (no head but a document: written before the table kept history and never replaced
+            // since, so its start is unknown)
+            let (how, start) = match view.get(Space::Hist, &HistKey::head(&table, &id).encode())? {
+                Some(head) => decode_head(&head).ok_or_else(|| damaged(&table, &id))?,
+                None => (How::Unknown, 0),
+            };
+            if (from..to).contains(&start)
+                && let Some(blob) = view.get(Space::Entity, &EntityKey::new(&table, &id).encode())?
+            {
+                versions.push(db.version(&id, start, how, Some(&blob), true)?);
             }
             let lower = HistKey::version(&table, &id, from).encode();
             let upper = HistKey::version(&table, &id, to).encode();
@@ -110,13 +113,16 @@ impl Db {
             }
             let gone = || ServiceError::DocumentNotFound { table: table.clone(), id: id.clone() };
             let view = db.store.snapshot();
-            let head = view.get(Space::Hist, &HistKey::head(&table, &id).encode())?;
-            if let Some(head) = head {
-                let (_, start) = decode_head(&head).ok_or_else(|| damaged(&table, &id))?;
-                if start <= at {
-                    let blob = view.get(Space::Entity, &EntityKey::new(&table, &id).encode())?.ok_or_else(gone)?;
-                    return db.as_document(&id, &blob);
-                }
+            // the current version, if it started by then (no head but a document: written before
+            // the table kept history and never replaced since, so current at any time)
+            let start = match view.get(Space::Hist, &HistKey::head(&table, &id).encode())? {
+                Some(head) => decode_head(&head).ok_or_else(|| damaged(&table, &id))?.1,
+                None => i64::MIN,
+            };
+            if start <= at
+                && let Some(blob) = view.get(Space::Entity, &EntityKey::new(&table, &id).encode())?
+            {
+                return db.as_document(&id, &blob);
             }
             // the last version that started at or before `at`
             let lower = HistKey::version(&table, &id, i64::MIN).encode();
@@ -174,12 +180,6 @@ impl Db {
             },
         })
     }
-}
-
-fn no_history(table: &str) -> ServiceError {
-    ServiceError::InvalidRequest(format!(
-        "table {table:?} keeps no history: set one with PATCH /v1/tables/{table} {{\"history\": {{\"max_age\": \"30d\"}}}}"
-    ))
 }
 
 fn damaged(table: &str, id: &str) -> ServiceError {

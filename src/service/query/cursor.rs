@@ -76,11 +76,22 @@ pub(super) struct Cursor {
 
 /// What a query's cursors are bound to: the table (and its incarnation), the filter (with its
 /// keys in canonical order) and the requested sort.
-pub(super) fn binding(table: &str, created_at: i64, filter: Option<&Value>, sort: &[SortKey]) -> Binding {
+pub(super) fn binding(
+    table: &str,
+    created_at: i64,
+    filter: Option<&Value>,
+    sort: &[SortKey],
+    as_of: Option<i64>,
+) -> Binding {
     let mut f = Vec::new();
     cursor::canonical_json(filter.unwrap_or(&Value::Object(Default::default())), &mut f);
     let s: Vec<Value> = sort.iter().map(|k| serde_json::json!([k.field, k.desc])).collect();
-    Binding::table(table, created_at, &[b"query", &f, Value::Array(s).to_string().as_bytes()])
+    let s = Value::Array(s).to_string();
+    match as_of {
+        // a page of the table as of a time continues only that time's pages
+        Some(at) => Binding::table(table, created_at, &[b"query", &f, s.as_bytes(), &at.to_be_bytes()]),
+        None => Binding::table(table, created_at, &[b"query", &f, s.as_bytes()]),
+    }
 }
 
 /// The cursor after `k`, for pages in `order`.
@@ -157,7 +168,7 @@ mod tests {
     /// A cursor's payload can be altered behind its hash: what it asks for is checked anyway.
     #[test]
     fn altered_cursors_are_refused() {
-        let b = binding("t", 0, None, &[]);
+        let b = binding("t", 0, None, &[], None);
         let after = |n: usize| OrderKey { values: vec![(Component::Null, false); n], id: "x".into() };
         let ok = encode(b, &Order::Sort(vec![key("a")]), &after(1));
         assert!(decode(b, &ok, &[]).is_ok());
@@ -173,7 +184,7 @@ mod tests {
             assert!(matches!(decode(b, &c, &[]), Err(crate::service::ServiceError::InvalidCursor(_))), "{order:?}");
         }
         // under a requested sort, only that order
-        let sorted = binding("t", 0, None, &[key("a")]);
+        let sorted = binding("t", 0, None, &[key("a")], None);
         let c = encode(sorted, &Order::Id, &after(0));
         assert!(decode(sorted, &c, &[key("a")]).is_err());
         let c = encode(sorted, &Order::Sort(vec![key("b")]), &after(1));

@@ -29,8 +29,8 @@ pub use explain::ScanExplain;
 use filter::Filter;
 use matcher::{Hit, Matcher};
 use plan::{Access, Plan, SortKey};
-pub(crate) use request::integer;
 pub use request::{Explain, QueryExplain, QueryRequest, QueryResponse, QueryResult};
+pub(crate) use request::{integer, required_time_text};
 use serde_json::Value;
 pub use shape::MAX_FIELDS;
 pub(crate) use shape::project;
@@ -177,7 +177,11 @@ impl Db {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_LIMIT}")));
         }
         let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        let binding = cursor::binding(&table, def.created_at, req.filter.as_ref(), &requested);
+        let as_of = req.as_of_us()?;
+        if as_of.is_some() && def.history.is_none() {
+            return Err(super::history::no_history(&table));
+        }
+        let binding = cursor::binding(&table, def.created_at, req.filter.as_ref(), &requested, as_of);
         let cursor = req.cursor.as_deref().map(|c| cursor::decode(binding, c, &requested)).transpose()?;
         // A cursor keeps the order of its first page (which may be an index's natural order).
         let sort = match &cursor {
@@ -190,7 +194,7 @@ impl Db {
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
         // with it.
         let (stop, _abandon) = self.request_stop();
-        if paging.view.is_none() && plan::unique_point(&filter, &self.catalog.indexes(&table)) {
+        if paging.view.is_none() && as_of.is_none() && plan::unique_point(&filter, &self.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool (the
             // deadline still bounds it, should the plan not be the point it looks like)
             paging.inline = true;
@@ -214,7 +218,12 @@ impl Db {
         may_cover: bool,
         stop: &Stop,
     ) -> Result<Prepared> {
-        self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
+        let def = self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
+        // `as_of`: the table as it was then, walked from its history (indexes describe it now)
+        let as_of = req.as_of_us()?;
+        if as_of.is_some() && def.history.is_none() {
+            return Err(super::history::no_history(table));
+        }
         let view = self.store.snapshot();
         // after the snapshot: it names every field the snapshot's documents use
         let dict = self.catalog.dict();
@@ -230,10 +239,15 @@ impl Db {
             None => (None, None),
         };
         let filter = combined.as_ref().unwrap_or(filter);
-        let chosen = plan::choose(&view, filter, sort, table, &defs, limit, req.explain || members.is_some())?;
-        let Plan { access, mut sort_by_index } = match members {
-            Some(scan) => plan::with_view(chosen, scan),
-            None => chosen,
+        let Plan { access, mut sort_by_index } = match (as_of, members) {
+            (Some(at), _) => Plan { access: Access::AsOf(at), sort_by_index: false },
+            (None, members) => {
+                let chosen = plan::choose(&view, filter, sort, table, &defs, limit, req.explain || members.is_some())?;
+                match members {
+                    Some(scan) => plan::with_view(chosen, scan),
+                    None => chosen,
+                }
+            }
         };
         // Without a sort, a range scan's natural order (its field, then `_id`) is the result order,
         // so `limit` stops the scan early; other plans return `_id` order. The cursor records
@@ -246,7 +260,10 @@ impl Db {
             _ => sort.to_vec(),
         };
         let count = super::counts::decode(view.get(Space::Meta, &super::counts::key(table))?.as_deref());
-        if matches!(access, Access::FullScan) && req.allow_scan == Some(false) && count > self.scan_threshold {
+        if matches!(access, Access::FullScan | Access::AsOf(_))
+            && req.allow_scan == Some(false)
+            && count > self.scan_threshold
+        {
             return Err(ServiceError::ScanRefused {
                 table: table.to_owned(),
                 documents: count,
@@ -258,12 +275,14 @@ impl Db {
         let by_id = matches!(sort.as_slice(), [SortKey { field, desc: false }] if field == super::fields::ID_FIELD);
         let id_ordered = (sort.is_empty() || by_id)
             && match &access {
-                Access::FullScan | Access::Intersect(_) | Access::Ids(_) | Access::View(_) => true,
+                Access::FullScan | Access::AsOf(_) | Access::Intersect(_) | Access::Ids(_) | Access::View(_) => true,
                 Access::Index(s) => s.id_ordered(),
                 Access::Union(_) => false,
             };
-        let (expiry, now) = (Expiry::of(&self.catalog, &dict, table), now_ms());
-        let covered = match may_cover {
+        // as of a time, a document expired then was hidden then
+        let now = as_of.map_or_else(now_ms, |us| us.div_euclid(1000));
+        let expiry = Expiry::of(&self.catalog, &dict, table);
+        let covered = match may_cover && as_of.is_none() {
             true => covered::cover(
                 &view,
                 &self.catalog,
@@ -307,7 +326,7 @@ impl Db {
                 Access::View(s) => s.seek_after(id),
                 Access::Index(s) => s.seek_after_id(id),
                 Access::Intersect(scans) => scans.iter_mut().for_each(|s| s.seek_after_id(id)),
-                Access::FullScan | Access::Union(_) => {}
+                Access::FullScan | Access::AsOf(_) | Access::Union(_) => {}
             }
         }
         // A later page of an index-ordered scan starts at the cursor's value, not at the start.
@@ -372,6 +391,7 @@ impl Db {
         if req.explain {
             let (strategy, scans) = match &access {
                 Access::FullScan => ("full_scan", Vec::new()),
+                Access::AsOf(_) => ("as_of_scan", Vec::new()),
                 Access::Index(s) => ("index_scan", vec![ScanExplain::of(s)]),
                 Access::Intersect(ss) => ("intersection", ss.iter().map(ScanExplain::of).collect()),
                 Access::Union(bs) => ("union", bs.iter().map(|(s, _)| ScanExplain::of(s)).collect()),

@@ -140,12 +140,14 @@ pub enum Access {
     Ids(IdScan),
     /// the members of a filter view (`$view`), in id order
     View(ViewScan),
+    /// every document of the table as it was at a time (µs), from its history, in id order
+    AsOf(i64),
 }
 
 /// The estimate of a plan's access path (as `explain` shows it), `None` for a full scan.
 pub fn estimate_of(access: &Access) -> Option<u64> {
     match access {
-        Access::FullScan => None,
+        Access::FullScan | Access::AsOf(_) => None,
         Access::Index(s) => Some(s.estimate),
         Access::Intersect(ss) => Some(ss.iter().map(|s| s.estimate).min().unwrap_or(0)),
         Access::Union(bs) => Some(bs.iter().map(|(s, _)| s.estimate).sum()),

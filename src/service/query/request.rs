@@ -30,6 +30,47 @@ pub struct QueryRequest {
     pub explain: bool,
     /// false: refuse a full table scan over more documents than the server's scan threshold
     pub allow_scan: Option<bool>,
+    /// read the table as it was at this time (ms since the epoch or RFC 3339, against commit
+    /// times): only for a table that keeps history. Answered by one walk of the table's kept
+    /// versions and documents, without indexes (see docs/documents.md)
+    #[serde(default, deserialize_with = "time_text")]
+    #[schema(example = "2026-11-28T10:00:00Z")]
+    pub as_of: Option<String>,
+}
+
+impl QueryRequest {
+    /// `as_of` in the versions' microseconds.
+    pub(crate) fn as_of_us(&self) -> crate::service::Result<Option<i64>> {
+        self.as_of.as_deref().map(|t| crate::service::history::parse_time("as_of", t)).transpose()
+    }
+}
+
+/// A time as a request may give it: text (RFC 3339, or ms since the epoch) or a JSON integer of
+/// ms.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Time {
+    Text(String),
+    Ms(i64),
+}
+
+impl Time {
+    fn text(self) -> String {
+        match self {
+            Time::Text(text) => text,
+            Time::Ms(ms) => ms.to_string(),
+        }
+    }
+}
+
+/// An optional time given as text or as an integer of ms (see [`Time`]): the text.
+pub(crate) fn time_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    Ok(Option::<Time>::deserialize(d)?.map(Time::text))
+}
+
+/// A required time given as text or as an integer of ms (see [`Time`]): the text.
+pub(crate) fn required_time_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    Ok(Time::deserialize(d)?.text())
 }
 
 /// A JSON Schema integer: `20`, or `20.0` (a number without a fraction is an integer there, so a
@@ -48,8 +89,9 @@ pub(crate) fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Re
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Explain {
     /// `full_scan`, `index_scan`, `intersection`, `union` (an `$or` with an index per branch),
-    /// `id_lookup` (point reads by `_id`), `id_range` (a range of `_id`s) or `view_scan` (the
-    /// members of the filter view named by `$view`)
+    /// `id_lookup` (point reads by `_id`), `id_range` (a range of `_id`s), `view_scan` (the
+    /// members of the filter view named by `$view`) or `as_of_scan` (the table as it was at
+    /// `as_of`, from its history)
     pub strategy: &'static str,
     /// the index scans, in the order they are read
     pub scans: Vec<ScanExplain>,

@@ -109,7 +109,10 @@ impl QueryStream {
                     over = Some(ServiceError::StreamSortTooLarge { max: MAX_STREAM_SORT });
                     break;
                 }
-                if let Source::Blob(_) = hit.source {
+                // (a version as of a time cannot be read again by id: it is kept)
+                if let Source::Blob(_) = hit.source
+                    && !matches!(p.access, Access::AsOf(_))
+                {
                     hit.source = Source::Reread;
                 }
                 bytes = bytes.saturating_add(hit.kept_bytes());
@@ -138,7 +141,10 @@ impl QueryStream {
             });
         }
         let p = &mut self.prepared;
-        (p.access, p.covered, p.id_ordered, p.sort_by_index) = (Access::FullScan, None, true, false);
+        if !matches!(p.access, Access::AsOf(_)) {
+            p.access = Access::FullScan;
+        }
+        (p.covered, p.id_ordered, p.sort_by_index) = (None, true, false);
         Ok(())
     }
 
