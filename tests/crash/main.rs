@@ -1,5 +1,5 @@
 //! What survives a crash: SIGKILL of a process writing to the store (`store`) and of the
-//! `mosaicdb` binary serving writes (`server`, `changefeed`, `graph`, `timeseries`, `vectors`), power cuts and disk faults on
+//! `mosaicdb` binary serving writes (`server`, `changefeed`, `graph`, `history`, `timeseries`, `vectors`), power cuts and disk faults on
 //! powerfs (`power_loss`, `disk_faults`: they need root, `/dev/fuse` and the powerfs binary, and
 //! say so where one is missing), crashes of PostgreSQL under the binary on the PostgreSQL backend
 //! (`postgres`: it needs `MOSAIC_TEST_POSTGRES` set and PostgreSQL installed, and starts a
@@ -19,6 +19,7 @@ mod changefeed;
 mod databases;
 mod disk_faults;
 mod graph;
+mod history;
 mod postgres;
 mod power_loss;
 mod server;
