@@ -397,6 +397,11 @@ pub struct QueryBody {
     pub explain: bool,
     /// false: refuse a full table scan over more documents than the server's scan threshold
     pub allow_scan: Option<bool>,
+    /// read the table as it was at this time: ms since the epoch (a number or its text) or RFC
+    /// 3339, against commit times; only for a table that keeps history. Answered by one walk of
+    /// the table's kept versions and documents, without indexes (see docs/documents.md)
+    #[schema(example = "2026-11-28T10:00:00Z")]
+    pub as_of: Option<String>,
 }
 
 fn null_only() -> Object {

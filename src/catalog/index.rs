@@ -26,7 +26,8 @@ pub enum IndexKind {
 }
 
 /// Whether an index serves queries yet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// (Its OpenAPI schema is one flat object: see `state_schema`.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum IndexState {
     /// backfilling existing documents; queries do not use it yet
@@ -45,6 +46,14 @@ pub enum IndexState {
         error: String,
     },
 }
+
+impl utoipa::PartialSchema for IndexState {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        super::state_schema::flat_state("an index", &[])
+    }
+}
+
+impl ToSchema for IndexState {}
 
 /// An index definition as stored under `meta:index:{table}:{name}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -6,6 +6,7 @@
 
 mod index;
 mod metric;
+mod state_schema;
 mod table;
 mod view;
 

@@ -21,7 +21,8 @@ pub enum ViewKind {
 }
 
 /// Whether a view can be read yet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// (Its OpenAPI schema is one flat object: see `state_schema`.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum ViewState {
     /// a background job is adding the existing documents; not readable yet
@@ -43,6 +44,20 @@ pub enum ViewState {
         error: String,
     },
 }
+
+impl utoipa::PartialSchema for ViewState {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        super::state_schema::flat_state(
+            "a view",
+            &[(
+                "after",
+                "building: the last document id the build has added (writes maintain the view for documents up to it)",
+            )],
+        )
+    }
+}
+
+impl ToSchema for ViewState {}
 
 /// A view definition as stored under `meta:view:{table}:{name}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -205,3 +205,45 @@ async fn a_version_is_restored_as_a_new_write() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(s.get(doc).await.1["note"], "good");
 }
+
+/// A backup carries the history: the restored server lists the same versions, reads the same
+/// document as of each, and `check` counts them.
+#[tokio::test]
+async fn a_backup_carries_the_history() {
+    let s = TestServer::start().await;
+    s.post("/v1/tables", json!({"name": "t", "history": {"max_age": "30d"}})).await;
+    for v in 0..4 {
+        s.put("/v1/tables/t/documents/a", json!({"v": v})).await;
+    }
+    s.delete("/v1/tables/t/documents/a").await;
+    s.put("/v1/tables/t/documents/b", json!({"v": 9})).await;
+    let before = versions(&s, "/v1/tables/t/documents/a/history").await;
+    assert_eq!(ops(&before), ["delete", "update", "update", "update", "create"]);
+    let archive = s.client.post(format!("{}/v1/admin/backup", s.base)).send().await.unwrap();
+    assert_eq!(archive.status(), 200);
+    let archive = archive.bytes().await.unwrap().to_vec();
+
+    let dir = tempfile::tempdir().unwrap();
+    let restored = mosaicdb::service::backup::restore(
+        std::io::Cursor::new(archive),
+        mosaicdb::storage::StorageConfig::new(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert!(restored.check.ok);
+    let r = TestServer::start_in(dir, |_| {}).await;
+    assert_eq!(versions(&r, "/v1/tables/t/documents/a/history").await, before);
+    assert_eq!(
+        versions(&r, "/v1/tables/t/documents/b/history").await,
+        versions(&s, "/v1/tables/t/documents/b/history").await
+    );
+    let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(before[2]["at_us"].as_i64().unwrap()) * 1000)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let (st, doc) = r.get(&format!("/v1/tables/t/documents/a?as_of={at}")).await;
+    assert_eq!((st.as_u16(), &doc), (200, &before[2]["document"]));
+    let (_, report) = r.post("/v1/admin/check", json!({})).await;
+    // four replaced versions of `a` and its deletion
+    assert_eq!(report["checked"]["history_versions"], 5, "{report}");
+}
