@@ -207,3 +207,26 @@ async fn as_of_refusals_and_documents_older_than_the_history() {
     let r = s.send(Method::POST, "/v1/tables/plain/query", Some(&json!({"as_of": "noon"})), &[]).await;
     assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
 }
+
+/// As of a time, a document whose TTL had passed by then was hidden then, swept or not.
+#[tokio::test]
+async fn as_of_hides_what_had_expired_by_then() {
+    let s = TestServer::start().await;
+    s.post("/v1/tables", json!({"name": "tmp", "history": {"max_versions": 5}})).await;
+    let expires = now_ms() + 400;
+    let (st, _) = s.put("/v1/tables/tmp/documents/a", json!({"v": 1, "_expires_at": expires})).await;
+    assert_eq!(st, 201);
+    s.put("/v1/tables/tmp/documents/b", json!({"v": 2})).await;
+    let before = expires - 100;
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let (st, _) = s.get(&format!("/v1/tables/tmp/documents/a?as_of={before}")).await;
+    assert_eq!(st, 200);
+    let after = expires + 1;
+    let r = s.send(Method::GET, &format!("/v1/tables/tmp/documents/a?as_of={after}"), None, &[]).await;
+    assert!(r.is_problem(404, "document_not_found"), "{}", r.body);
+    let ids = |page: &Value| page["documents"].as_array().unwrap().iter().map(|d| d["_id"].clone()).collect::<Vec<_>>();
+    let (_, page) = s.post("/v1/tables/tmp/query", json!({"as_of": before})).await;
+    assert_eq!(ids(&page), [json!("a"), json!("b")], "{page}");
+    let (_, page) = s.post("/v1/tables/tmp/query", json!({"as_of": after})).await;
+    assert_eq!(ids(&page), [json!("b")], "{page}");
+}

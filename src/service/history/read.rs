@@ -119,10 +119,16 @@ impl Db {
                 Some(head) => decode_head(&head).ok_or_else(|| damaged(&table, &id))?.1,
                 None => i64::MIN,
             };
+            // (a version whose TTL had passed by then was hidden then)
+            let expired = |blob: &[u8]| {
+                db.catalog.with_dict(|dict| {
+                    crate::service::ttl::expiry::is_expired(&db.catalog, dict, &table, blob, at.div_euclid(1000))
+                })
+            };
             if start <= at
                 && let Some(blob) = view.get(Space::Entity, &EntityKey::new(&table, &id).encode())?
             {
-                return db.as_document(&id, &blob);
+                return if expired(&blob)? { Err(gone()) } else { db.as_document(&id, &blob) };
             }
             // the last version that started at or before `at`
             let lower = HistKey::version(&table, &id, i64::MIN).encode();
@@ -131,8 +137,8 @@ impl Db {
             let Some(item) = view.scan(Space::Hist, range, true).next() else { return Err(gone()) };
             let (_, value) = item?;
             match decode_version(&value).ok_or_else(|| damaged(&table, &id))? {
-                (_, Some(blob)) => db.as_document(&id, blob),
-                (_, None) => Err(gone()),
+                (_, Some(blob)) if !expired(blob)? => db.as_document(&id, blob),
+                _ => Err(gone()),
             }
         })
         .await
