@@ -104,7 +104,8 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::ViewNotReady { .. }
         | ServiceError::UniqueViolation { .. }
         | ServiceError::VertexHasEdges { .. }
-        | ServiceError::MetricDropping(_) => StatusCode::CONFLICT,
+        | ServiceError::MetricDropping(_)
+        | ServiceError::HistoryPurging(_) => StatusCode::CONFLICT,
         ServiceError::NoSearchIndex(_) | ServiceError::NoVectorIndex(_) | ServiceError::InvalidVector { .. } => {
             StatusCode::UNPROCESSABLE_ENTITY
         }

@@ -103,6 +103,8 @@ async fn get_table(Database(db): Database, ApiPath(table): ApiPath<String>) -> R
         (status = 400, description = "invalid columns (a name taken, neither nullable nor with a default, a default that does \
             not fit), or the table is schemaless", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "history turned on again before the `history_retention` task removed what was kept \
+            before it was turned off (`history_purging`)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "the body does not fit the schema", body = Problem, content_type = "application/problem+json"),

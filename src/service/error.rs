@@ -134,6 +134,13 @@ pub enum ServiceError {
     /// The metric is being deleted: retry once the delete has finished.
     #[error("metric {0:?} is being deleted; retry shortly")]
     MetricDropping(String),
+    /// History turned on again before the history turned off was removed (the next retention
+    /// run removes it): what was kept no longer follows the documents.
+    #[error(
+        "the history of table {0:?} that was turned off is still being removed: turn it on again once the \
+         history_retention task has run"
+    )]
+    HistoryPurging(String),
     /// Line protocol that does not parse: every bad line with its number; nothing was written.
     #[error("{}", describe_lines(.0))]
     InvalidLines(Vec<LineError>),
@@ -418,6 +425,7 @@ impl ServiceError {
             ServiceError::InvalidQuery { .. } => "invalid_query",
             ServiceError::MetricNotFound(_) => "metric_not_found",
             ServiceError::MetricDropping(_) => "metric_dropping",
+            ServiceError::HistoryPurging(_) => "history_purging",
             ServiceError::InvalidLines(_) => "invalid_line_protocol",
             ServiceError::TooManyBuckets(_) => "too_many_buckets",
             ServiceError::NoSearchIndex(_) => "no_search_index",

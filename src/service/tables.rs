@@ -197,7 +197,14 @@ impl Db {
                 def.changefeed = changefeed;
             }
             if let Some(history) = history {
-                // turned off: what was kept goes at the next retention run
+                // turned off: what was kept goes at the next retention run. Turned on again before
+                // that, the kept versions and heads would not follow the writes made meanwhile.
+                if history.is_some()
+                    && def.history.is_none()
+                    && !tx.scan_current(Space::Hist, &table_prefix(&name), 1)?.is_empty()
+                {
+                    return Err(ServiceError::HistoryPurging(name.clone()));
+                }
                 def.history = history;
             }
             if columns.is_empty() {

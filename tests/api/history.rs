@@ -119,6 +119,11 @@ async fn history_is_opt_in_and_can_be_turned_on_later() {
     assert!(def.get("history").is_none(), "{def}");
     let r = s.send(Method::GET, "/v1/tables/plain/documents/a/history", None, &[]).await;
     assert!(r.is_problem(400, "invalid_request"), "{}", r.body);
+    // on again before the retention task removed what was kept: refused, for the kept versions
+    // would not follow the writes made while it was off
+    s.put("/v1/tables/plain/documents/a", json!({"v": 4})).await;
+    let r = s.send(Method::PATCH, "/v1/tables/plain", Some(&json!({"history": {"max_age": "1d"}})), &[]).await;
+    assert!(r.is_problem(409, "history_purging"), "{}", r.body);
     s.check_ok().await;
 }
 
@@ -166,7 +171,8 @@ async fn retention_keeps_what_the_policy_says_and_an_off_history_goes() {
         assert!(std::time::Instant::now() < deadline, "the retention task did not run");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    s.patch("/v1/tables/few", json!({"history": {"max_versions": 5}})).await;
+    let (st, body) = s.patch("/v1/tables/few", json!({"history": {"max_versions": 5}})).await;
+    assert_eq!(st, 200, "{body}");
     s.put("/v1/tables/few/documents/a", json!({"v": 5})).await;
     assert_eq!(ops(&versions(&s, "/v1/tables/few/documents/a/history").await), ["update", "unknown"]);
     s.check_ok().await;
