@@ -253,3 +253,81 @@ async fn a_backup_carries_the_history() {
     // four replaced versions of `a` and its deletion
     assert_eq!(report["checked"]["history_versions"], 5, "{report}");
 }
+
+/// One write, one time: every document a batch changes gets the batch's time (an as-of read sees
+/// all of it or none of it), and a document changed twice in one batch keeps no version from
+/// between the two changes.
+#[tokio::test]
+async fn a_write_is_one_moment_of_the_history() {
+    let s = TestServer::start().await;
+    s.post("/v1/tables", json!({"name": "t", "history": {"max_versions": 10}})).await;
+    for id in ["a", "b", "d", "e"] {
+        s.put(&format!("/v1/tables/t/documents/{id}"), json!({"v": 1})).await;
+    }
+    let put = |id: &str, v: i64| json!({"op": "put", "table": "t", "id": id, "document": {"v": v}});
+    let delete = |id: &str| json!({"op": "delete", "table": "t", "id": id});
+    let ops_of = [
+        put("a", 2),
+        put("b", 2),
+        put("c", 1),
+        json!({"op": "patch", "table": "t", "id": "c", "document": {"v": 2}}),
+        put("d", 2),
+        delete("d"),
+        delete("e"),
+        put("e", 2),
+        put("f", 1),
+        delete("f"),
+    ];
+    let (st, body) = s.post("/v1/batch", json!({"operations": ops_of})).await;
+    assert_eq!(st, 200, "{body}");
+    let history = |id: &'static str| {
+        let s = &s;
+        async move { versions(s, &format!("/v1/tables/t/documents/{id}/history")).await }
+    };
+    let (a, b, c, d, e, f) = (
+        history("a").await,
+        history("b").await,
+        history("c").await,
+        history("d").await,
+        history("e").await,
+        history("f").await,
+    );
+    let at = a[0]["at_us"].clone();
+    for (name, h) in [("a", &a), ("b", &b), ("c", &c), ("d", &d), ("e", &e)] {
+        assert_eq!(h[0]["at_us"], at, "{name}: {h:?}");
+    }
+    assert_eq!(ops(&a), ["update", "create"]);
+    // created and patched in the write: created, as it is after the write
+    assert_eq!(ops(&c), ["create"]);
+    assert_eq!(c[0]["document"]["v"], 2);
+    // replaced, then deleted: its version from before the write, then the deletion
+    assert_eq!(ops(&d), ["delete", "create"]);
+    assert_eq!(d[1]["document"]["v"], 1);
+    // deleted, then written again: replaced
+    assert_eq!(ops(&e), ["update", "create"]);
+    assert_eq!((e[0]["document"]["v"].clone(), e[1]["document"]["v"].clone()), (json!(2), json!(1)));
+    // created and deleted in the write: nothing to keep
+    assert!(f.is_empty(), "{f:?}");
+    // as of the write's time: all of it; just before: none of it
+    let rfc = |us: i64| {
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(us) * 1000)
+            .unwrap()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let at = at.as_i64().unwrap();
+    let (_, now) = s.post("/v1/tables/t/query", json!({"as_of": rfc(at)})).await;
+    let (_, before) = s.post("/v1/tables/t/query", json!({"as_of": rfc(at - 1)})).await;
+    let vs = |page: &Value| {
+        page["documents"].as_array().unwrap().iter().map(|d| (d["_id"].clone(), d["v"].clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        vs(&now),
+        [(json!("a"), json!(2)), (json!("b"), json!(2)), (json!("c"), json!(2)), (json!("e"), json!(2))]
+    );
+    assert_eq!(
+        vs(&before),
+        [(json!("a"), json!(1)), (json!("b"), json!(1)), (json!("d"), json!(1)), (json!("e"), json!(1))]
+    );
+    s.check_ok().await;
+}

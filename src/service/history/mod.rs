@@ -149,11 +149,20 @@ pub fn check_policy(policy: &HistoryPolicy) -> Result<()> {
 
 /// The history step of a document change (see `service::write`): the replaced version kept, the
 /// head moved. Nothing for a table without history.
+///
+/// Every change of one write gets the write's time (`Write::history_at`), so an as-of read sees
+/// the whole write or none of it; only a document whose last version starts at or after that
+/// time (the clock set back across a restart) gets a later one of its own. A document changed
+/// twice in one write keeps no version from between the two: the write replaced what it had
+/// before with what it has after.
 pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
     if c.table.history.is_none() {
         return Ok(());
     }
     let (table, id) = (c.table.name.as_str(), c.id);
+    let write_at = *w.history_at.get_or_insert_with(|| CLOCK.next(0));
+    // the write's time, unless the document's last version is not older
+    let after = |start: i64| if write_at > start { write_at } else { CLOCK.next(start) };
     let head_key = HistKey::head(table, id).encode();
     let head = w.get(Space::Hist, &head_key)?;
     let head = match head.as_deref().map(decode_head) {
@@ -167,15 +176,32 @@ pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
         (None, None) => {}
         (None, Some(_)) => {
             // created (again, after a deletion whose tombstone is the last version)
-            let after = match head {
-                Some((_, start)) => start,
-                None => last_start(w, table, id)?.unwrap_or(0),
-            };
-            w.put(Space::Hist, head_key, encode_head(How::Created, CLOCK.next(after)));
+            let tombstone = HistKey::version(table, id, write_at).encode();
+            if head.is_none() && w.get(Space::Hist, &tombstone)?.is_some() {
+                // deleted earlier in this write, having existed before it: the write replaced it
+                w.delete(Space::Hist, tombstone);
+                w.put(Space::Hist, head_key, encode_head(How::Updated, write_at));
+            } else {
+                let last = match head {
+                    Some((_, start)) => Some(start),
+                    None => last_start(w, table, id)?,
+                };
+                w.put(Space::Hist, head_key, encode_head(How::Created, after(last.unwrap_or(0))));
+            }
+        }
+        (Some(_), Some(_)) if head.is_some_and(|(_, start)| start == write_at) => {
+            // changed earlier in this write: the head already says when and how
+        }
+        (Some(_), None) if head.is_some_and(|(_, start)| start == write_at) => {
+            // changed earlier in this write, deleted now: a tombstone only if it existed before
+            w.delete(Space::Hist, head_key);
+            if head.is_some_and(|(how, _)| how != How::Created) {
+                w.put(Space::Hist, HistKey::version(table, id, write_at).encode(), encode_version(How::Deleted, None));
+            }
         }
         (Some(old), new) => {
             let (how, start) = head.unwrap_or((How::Unknown, 0));
-            let at = CLOCK.next(start);
+            let at = after(start);
             w.put(Space::Hist, HistKey::version(table, id, start).encode(), encode_version(how, Some(old)));
             match new {
                 Some(_) => w.put(Space::Hist, head_key, encode_head(How::Updated, at)),

@@ -62,12 +62,16 @@ pub(crate) struct Write<'t, 'c> {
     /// the edge changes of the write, applied to the in-memory adjacency once it commits
     /// (`graph::memory::finish`)
     pub graph: Vec<EdgeOp>,
+    /// the time of the write's history versions, taken at its first change of a table with
+    /// history: one time for the whole write, so an as-of read sees all of it or none of it
+    /// (`service::history`)
+    pub history_at: Option<i64>,
 }
 
 impl<'t, 'c> Write<'t, 'c> {
     /// A write over `tx` with empty logs.
     pub fn new(tx: &'t mut WriteTx<'c>, catalog: &'t Arc<Catalog>) -> Self {
-        Write { tx, catalog, fulltext: Vec::new(), vectors: Vec::new(), graph: Vec::new() }
+        Write { tx, catalog, fulltext: Vec::new(), vectors: Vec::new(), graph: Vec::new(), history_at: None }
     }
 
     /// The catalog the write runs against.
@@ -84,6 +88,7 @@ impl<'t, 'c> Write<'t, 'c> {
         let (ft, vec, edges) = (self.fulltext.len(), self.vectors.len(), self.graph.len());
         let catalog = self.catalog;
         let (fulltext, vectors, graph) = (&mut self.fulltext, &mut self.vectors, &mut self.graph);
+        let history_at = &mut self.history_at;
         let result = self.tx.attempt(|tx| {
             let mut inner = Write {
                 tx,
@@ -91,9 +96,12 @@ impl<'t, 'c> Write<'t, 'c> {
                 fulltext: std::mem::take(fulltext),
                 vectors: std::mem::take(vectors),
                 graph: std::mem::take(graph),
+                history_at: *history_at,
             };
             let result = f(&mut inner);
             (*fulltext, *vectors, *graph) = (inner.fulltext, inner.vectors, inner.graph);
+            // (kept even when `f` failed: a time given out is never given again)
+            *history_at = inner.history_at;
             result
         });
         if result.is_err() {
