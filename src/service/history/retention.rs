@@ -11,7 +11,7 @@
 use super::read::MAX_PAGE;
 use crate::keys::{HistKey, table_prefix};
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::{KeyRange, Space, StorageError};
+use crate::storage::{KeyRange, Space};
 use std::sync::Arc;
 
 /// Keys one retention write removes.
@@ -29,9 +29,13 @@ impl Db {
         for table in self.catalog.tables() {
             let this = self.clone();
             let name = table.name.clone();
-            let policy = table.history.clone();
+            // the policy as the catalog has it when the table's turn comes (not when the run
+            // began), and checked again by each removal: see below
+            let Some(policy) = self.catalog.table(&name).map(|t| t.history.clone()) else { continue };
+            let (judged, scanned) = (policy.clone(), name.clone());
             let doomed = self
                 .read(move |db| {
+                    let (policy, name) = (judged, scanned);
                     let view = db.store.snapshot();
                     let keys = view.scan(Space::Hist, KeyRange::Prefix(table_prefix(&name)), false);
                     let max_age_us = match &policy {
@@ -72,14 +76,24 @@ impl Db {
                 }
                 let keys = chunk.to_vec();
                 let n = keys.len() as u64;
-                self.store
-                    .write(move |tx| {
+                let (name, policy) = (name.clone(), policy.clone());
+                // Only under the policy the keys were judged by: a table whose policy changed
+                // since (history turned on again after its purge, a new bound) is judged again by
+                // the next run. On the committer, so no write of the new policy comes between.
+                let done = self
+                    .write(move |tx, db| {
+                        if db.catalog.table(&name).map(|t| t.history.clone()) != Some(policy) {
+                            return Ok(false);
+                        }
                         for key in keys {
                             tx.delete(Space::Hist, key);
                         }
-                        Ok::<_, StorageError>(())
+                        Ok::<_, ServiceError>(true)
                     })
                     .await?;
+                if !done {
+                    break;
+                }
                 removed += n;
             }
         }

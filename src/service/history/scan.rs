@@ -15,22 +15,30 @@
 use super::decode_head;
 use super::decode_version;
 use crate::keys::{EntityKey, HistKey, prefix_successor, table_prefix};
+use crate::service::stop::Stop;
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Scan, Slice, Space};
 use std::iter::Peekable;
 use std::ops::Bound;
 
 /// The documents of a table as of a time (µs), in `_id` order: `(id, blob)`.
-pub struct TableAsOf {
+pub struct TableAsOf<'s> {
     table: String,
     at: i64,
     entities: Peekable<Scan>,
     hist: Peekable<Scan>,
+    /// checked every [`STOP_EVERY`] keys read, so that a walk finding little stops at the
+    /// request's deadline or when its reader goes away
+    stop: &'s Stop,
+    read: u32,
 }
 
-impl TableAsOf {
+/// Keys read between two looks at the stop.
+const STOP_EVERY: u32 = 256;
+
+impl<'s> TableAsOf<'s> {
     /// The walk over `table` as of `at`, starting after the id `after` when given.
-    pub fn new(view: &ReadView, table: &str, at: i64, after: Option<&str>) -> TableAsOf {
+    pub fn new(view: &ReadView, table: &str, at: i64, after: Option<&str>, stop: &'s Stop) -> TableAsOf<'s> {
         let prefix = table_prefix(table);
         let hi = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
         let (entity_lo, hist_lo) = match after {
@@ -43,7 +51,7 @@ impl TableAsOf {
         };
         let entities = view.scan(Space::Entity, KeyRange::Between(entity_lo, hi.clone()), false).peekable();
         let hist = view.scan(Space::Hist, KeyRange::Between(hist_lo, hi), false).peekable();
-        TableAsOf { table: table.to_owned(), at, entities, hist }
+        TableAsOf { table: table.to_owned(), at, entities, hist, stop, read: 0 }
     }
 
     fn damaged(&self, what: &str) -> ServiceError {
@@ -66,9 +74,19 @@ impl TableAsOf {
         }
     }
 
+    /// Counts a key read, and looks at the stop every so often.
+    fn tick(&mut self) -> Result<()> {
+        self.read = self.read.wrapping_add(1);
+        if self.read.is_multiple_of(STOP_EVERY) {
+            self.stop.check()?;
+        }
+        Ok(())
+    }
+
     /// The next document that existed at the time, if any is left.
     fn step(&mut self) -> Result<Option<(String, Slice)>> {
         loop {
+            self.tick()?;
             let entity = Self::peek_id(&mut self.entities, false)?;
             let hist = Self::peek_id(&mut self.hist, true)?;
             let id = match (entity, hist) {
@@ -82,10 +100,10 @@ impl TableAsOf {
                 None => None,
             };
             // the document's history keys: its head first, then its versions oldest first
-            let (mut head, mut kept, mut any) = (None, None, false);
+            let (mut head, mut kept) = (None, None);
             while let Some(item) = self.hist.next_if(|item| item.as_ref().is_ok_and(|(k, _)| same_id(k, &id, true))) {
                 let (key, value) = item?;
-                any = true;
+                self.tick()?;
                 match HistKey::decode(&key).map_err(|e| self.damaged(&e.to_string()))?.start {
                     None => head = Some(decode_head(&value).ok_or_else(|| self.damaged("a head does not decode"))?.1),
                     Some(start) if start <= self.at => {
@@ -95,10 +113,11 @@ impl TableAsOf {
                     Some(_) => {}
                 }
             }
-            let blob = match (any, head) {
-                // never replaced since the table kept history
-                (false, _) => current,
-                (true, Some(start)) if start <= self.at => current,
+            let blob = match head {
+                Some(start) if start <= self.at => current,
+                // no head but a document: written before the table kept history and never
+                // replaced since (as `Db::get_document_as_of` reads it too)
+                None if current.is_some() => current,
                 _ => match kept.as_deref().and_then(decode_version) {
                     Some((_, Some(blob))) => Some(Slice::from(blob)),
                     _ => None,
@@ -116,7 +135,7 @@ fn same_id(key: &[u8], id: &str, hist: bool) -> bool {
     if hist { HistKey::decode(key).is_ok_and(|k| k.id == id) } else { EntityKey::decode(key).is_ok_and(|k| k.id == id) }
 }
 
-impl Iterator for TableAsOf {
+impl Iterator for TableAsOf<'_> {
     type Item = Result<(String, Slice)>;
     fn next(&mut self) -> Option<Self::Item> {
         self.step().transpose()

@@ -156,12 +156,12 @@ pub fn candidates<'v>(
             let hi = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
             entity_range(view, lo, hi, stop)
         }
-        Access::AsOf(at) => Box::new(
-            Watched::new(crate::service::history::scan::TableAsOf::new(view, table, *at, after_id), stop).map(|item| {
+        Access::AsOf(at) => {
+            Box::new(crate::service::history::scan::TableAsOf::new(view, table, *at, after_id, stop).map(|item| {
                 let (id, blob) = item?;
                 Ok(Candidate { branch: 0, id, key: None, scan_value: None, blob: Some(blob) })
-            }),
-        ),
+            }))
+        }
         Access::Index(scan) => index_candidates(view, scan, stop),
         Access::Ids(scan) => id_candidates(view, scan, stop),
         Access::View(scan) => view_candidates(view, scan, stop),

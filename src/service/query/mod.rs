@@ -234,7 +234,13 @@ impl Db {
             Some(name) => {
                 let (def, prefix) = super::views::member_scan(&view, table, name)?;
                 let own = super::views::def::compile(&def)?.filter.unwrap_or(Filter::And(Vec::new()));
-                (Some(Filter::And(vec![own, filter.clone()])), Some(plan::ViewScan::new(&view, table, name, prefix)?))
+                // (as of a time, the view's filter applies to the documents then: its members,
+                // which are today's, are not read)
+                let members = match as_of {
+                    Some(_) => None,
+                    None => Some(plan::ViewScan::new(&view, table, name, prefix)?),
+                };
+                (Some(Filter::And(vec![own, filter.clone()])), members)
             }
             None => (None, None),
         };

@@ -4,9 +4,9 @@
 //! The order is the one pages give. Where the scan yields it (`_id` order — also for a sort of
 //! `["_id"]` alone —, a range scan's natural order, or a one-key sort served by a range index), results are written as the scan meets them.
 //! Any other order needs the results in memory: their positions (sort values and id; for a
-//! covered plan the key values too, never the documents, which are read again as they are
-//! written) are collected before the answer starts, up to [`MAX_STREAM_SORT`] results and
-//! [`MAX_STREAM_SORT_BYTES`]. Beyond that, a requested sort is refused (422
+//! covered plan the key values too; the documents only as of a time (`as_of`), whose versions
+//! cannot be read again by id — otherwise they are read again as they are written) are collected
+//! before the answer starts, up to [`MAX_STREAM_SORT`] results and [`MAX_STREAM_SORT_BYTES`]. Beyond that, a requested sort is refused (422
 //! `stream_sort_too_large`); without a sort, the query streams a
 //! full scan in `_id` order instead, which checks every document against the filter and gives
 //! the same results.
@@ -24,7 +24,7 @@ use std::sync::Arc;
 /// Most results a stream sorts in memory.
 pub const MAX_STREAM_SORT: usize = 10_000;
 /// Most memory the results a stream sorts in memory may take (their sort values, ids and covered
-/// values: sort values are as long as the documents' fields).
+/// values — sort values are as long as the documents' fields — and, as of a time, the documents).
 pub const MAX_STREAM_SORT_BYTES: usize = 64 << 20;
 
 /// A query planned for streaming; [`QueryStream::write_to`] writes its results.
