@@ -8,9 +8,9 @@
 
 use super::ast::{FieldExpr, Fill, Func, Select};
 use super::cond::Filter;
+use super::ctx::{Ctx, MAX_BUCKETS};
 use super::out::{SeriesOut, number};
-use super::select::{self, Scan};
-use super::{Ctx, MAX_BUCKETS};
+use super::reads::{self, Scan};
 use crate::service::{Result, ServiceError};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -143,8 +143,8 @@ pub fn run(
         return Ok(Vec::new());
     }
     let keep: Vec<bool> = cols.iter().map(|c| c.func == Func::Median).collect();
-    let grouped = select::group(ctx, s, &metrics, filter, scan)?;
-    let mut window = select::window(filter);
+    let grouped = reads::group(ctx, s, &metrics, filter, scan)?;
+    let mut window = reads::window(filter);
     let interval = s.interval;
     if interval.is_some() && window.to.is_none() {
         // as InfluxDB: GROUP BY time without an end ends now
@@ -169,7 +169,7 @@ pub fn run(
         let mut accs: BTreeMap<i64, Vec<Acc>> = BTreeMap::new();
         for (entity, member) in members {
             for (i, record) in &member.metrics {
-                let points = select::points(ctx, (&metrics[*i], entity, record), window, false, scan);
+                let points = reads::points(ctx, (&metrics[*i], entity, record), window, false, scan);
                 for point in points {
                     let point = point?;
                     let bucket = start_of(point.ts);
@@ -223,7 +223,7 @@ pub fn run(
         if rows.is_empty() {
             continue;
         }
-        select::add_rows(ctx, rows.len())?;
+        reads::add_rows(ctx, rows.len())?;
         let values_out = rows
             .into_iter()
             .map(|(ts, vals)| {

@@ -73,7 +73,9 @@ pub fn split(cond: Option<&Cond>, is_field: &dyn Fn(&str) -> bool) -> Result<Fil
             Operand::Number(n) if n.fract() == 0.0 => *n as i64,
             Operand::Str(s) => time_string(s)?,
             _ => {
-                return Err("time is compared with a time: '2026-01-01T00:00:00Z', 1700000000000ms or now() - 1h".into());
+                return Err(
+                    "time is compared with a time: '2026-01-01T00:00:00Z', 1700000000000ms or now() - 1h".into()
+                );
             }
         };
         let (from, to) = match op {
@@ -142,7 +144,7 @@ pub fn eval(c: &Cond, labels: &[Label]) -> bool {
                 (Operand::Ident(k), v) | (v, Operand::Ident(k)) => (k, v),
                 _ => return false,
             };
-            let tag = super::model::tag(labels, key);
+            let tag = self::tag(labels, key);
             match (op, value) {
                 (CmpOp::Eq, Operand::Str(s)) => tag == s,
                 (CmpOp::Ne, Operand::Str(s)) => tag != s,
@@ -152,4 +154,9 @@ pub fn eval(c: &Cond, labels: &[Label]) -> bool {
             }
         }
     }
+}
+
+/// The value of tag `key` in `labels` (`""` without it, as InfluxDB has it).
+pub fn tag<'l>(labels: &'l [Label], key: &str) -> &'l str {
+    labels.iter().find(|(k, _)| k == key).map_or("", |(_, v)| v.as_str())
 }

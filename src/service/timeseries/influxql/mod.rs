@@ -11,47 +11,24 @@
 mod agg;
 pub mod ast;
 mod cond;
+mod ctx;
 mod lex;
 mod model;
 mod out;
 mod parse;
 mod raw;
+mod reads;
 mod select;
 mod show;
 
 pub use out::{Epoch, QueryResults, SeriesOut, StatementResult};
 pub use parse::{MAX_QUERY_BYTES, MAX_STATEMENTS, parse};
 
-use crate::service::stop::Stop;
+pub use ctx::{MAX_BUCKETS, MAX_POINTS_SCANNED, MAX_ROWS, MAX_SERIES};
+
 use crate::service::{Db, Result, ServiceError};
-use crate::storage::ReadView;
+use ctx::Ctx;
 use std::sync::Arc;
-
-/// Most points one statement may read.
-pub const MAX_POINTS_SCANNED: u64 = 10_000_000;
-/// Most rows (values of one time, over every series) one query may answer.
-pub const MAX_ROWS: usize = 100_000;
-/// Most series one statement may read (of each measurement's fields together).
-pub const MAX_SERIES: usize = 100_000;
-/// Most `GROUP BY time` intervals one statement may answer, over every series.
-pub const MAX_BUCKETS: usize = super::MAX_BUCKETS;
-
-/// A statement's own error: answered in its result, the other statements still run.
-fn refuse(why: impl Into<String>) -> ServiceError {
-    ServiceError::InvalidRequest(why.into())
-}
-
-/// What statements read, and how much of the limits they have used.
-pub(super) struct Ctx<'a> {
-    pub view: ReadView,
-    pub stop: &'a Stop,
-    pub now: i64,
-    pub epoch: Epoch,
-    /// the metric names, sorted
-    pub metrics: Vec<String>,
-    /// rows answered so far by the query
-    pub rows: usize,
-}
 
 impl Db {
     /// Runs parsed statements (`now` is the `now()` they were parsed with); `databases` answers

@@ -8,7 +8,7 @@ use super::super::labels::{self, Label};
 use super::super::stats::{self, SeriesStats};
 use super::ast::Source;
 use super::cond::Filter;
-use super::{Ctx, MAX_SERIES, refuse};
+use super::ctx::{Ctx, MAX_SERIES, refuse};
 use crate::service::Result;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,11 +84,6 @@ pub fn series(ctx: &Ctx<'_>, metric: &str, filter: &Filter, seen: &mut usize) ->
         }
     }
     Ok(out)
-}
-
-/// The value of tag `key` in `labels` (`""` without it, as InfluxDB has it).
-pub fn tag<'l>(labels: &'l [Label], key: &str) -> &'l str {
-    labels.iter().find(|(k, _)| k == key).map_or("", |(_, v)| v.as_str())
 }
 
 /// The series key InfluxDB lists: the measurement and the tags, `,` `=` and spaces escaped.

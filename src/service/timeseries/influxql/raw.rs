@@ -4,10 +4,11 @@
 //! that tag's value.
 
 use super::ast::{FieldExpr, Select};
+use super::cond;
 use super::cond::Filter;
+use super::ctx::Ctx;
 use super::out::{SeriesOut, number};
-use super::select::{self, Scan};
-use super::{Ctx, model};
+use super::reads::{self, Scan};
 use crate::service::Result;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,7 +63,7 @@ pub fn run(
     if metrics.is_empty() {
         return Ok(Vec::new());
     }
-    let grouped = select::group(ctx, s, &metrics, filter, scan)?;
+    let grouped = reads::group(ctx, s, &metrics, filter, scan)?;
     let all_tags: BTreeSet<String> = (grouped.groups.values().flat_map(|g| g.values()))
         .flat_map(|m| m.labels.iter().map(|(k, _)| k.clone()))
         .filter(|k| !grouped.keys.contains(k))
@@ -92,7 +93,7 @@ pub fn run(
             }
         }
     }
-    let window = select::window(filter);
+    let window = reads::window(filter);
     // each series' rows past the OFFSET and within the LIMIT come from its first points
     let cap = s.rows.limit.map_or(usize::MAX, |l| l.saturating_add(s.rows.offset));
     let mut out = Vec::new();
@@ -102,7 +103,7 @@ pub fn run(
         for (position, (entity, member)) in members.iter().enumerate() {
             let mut joined: BTreeMap<i64, Vec<Option<f64>>> = BTreeMap::new();
             for (i, record) in &member.metrics {
-                let points = select::points(ctx, (&metrics[*i], entity, record), window, s.desc, scan);
+                let points = reads::points(ctx, (&metrics[*i], entity, record), window, s.desc, scan);
                 for point in points.take(cap) {
                     let point = point?;
                     joined.entry(point.ts).or_insert_with(|| vec![None; metrics.len()])[*i] = Some(point.value);
@@ -119,7 +120,7 @@ pub fn run(
         if rows.is_empty() {
             continue;
         }
-        select::add_rows(ctx, rows.len())?;
+        reads::add_rows(ctx, rows.len())?;
         let labels: Vec<&Vec<(String, String)>> = members.values().map(|m| &m.labels).collect();
         let values_out = rows
             .into_iter()
@@ -130,7 +131,7 @@ pub fn run(
                     row.push(match col {
                         Col::Field(Some(i)) => vals[*i].map_or(Value::Null, number),
                         Col::Field(None) => Value::Null,
-                        Col::Tag(key) => match model::tag(labels[position], key) {
+                        Col::Tag(key) => match cond::tag(labels[position], key) {
                             "" => Value::Null,
                             v => Value::String(v.to_owned()),
                         },
@@ -150,5 +151,5 @@ pub fn run(
 }
 
 fn unreachable_call() -> Result<()> {
-    Err(super::refuse("mixing aggregate and non-aggregate columns is not supported"))
+    Err(super::ctx::refuse("mixing aggregate and non-aggregate columns is not supported"))
 }

@@ -5,9 +5,9 @@
 
 use super::ast::{Cond, Source, Statement};
 use super::cond::{self, Filter};
+use super::ctx::{Ctx, refuse};
 use super::model::{self, Series};
 use super::out::SeriesOut;
-use super::{Ctx, refuse};
 use crate::service::Result;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
