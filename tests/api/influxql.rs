@@ -316,6 +316,13 @@ async fn errors_of_the_query_and_of_one_statement() {
         ("SELECT usage FROM cpu WHERE host = 5", "tag values are strings"),
         ("SELECT usage FROM cpu WHERE time > now() - 1h OR host = 'a'", "only be joined with AND"),
         ("SELECT mean(usage) FROM cpu WHERE time >= 0 GROUP BY time(1s)", "more than 100000 GROUP BY time intervals"),
+        ("SELECT usage FROM cpu LIMIT 1 OFFSET 100001", "OFFSET is at most 100000"),
+        (
+            "SELECT mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), \
+             mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), \
+             mean(usage), mean(usage), mean(usage), mean(usage), mean(usage) FROM cpu WHERE time >= 0 GROUP BY time(1s)",
+            "more than 2000000 values",
+        ),
     ] {
         assert!(statement_error(&s, q).await.contains(says), "{q}");
     }

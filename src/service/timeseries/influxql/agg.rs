@@ -143,6 +143,8 @@ pub fn run(
         return Ok(Vec::new());
     }
     let keep: Vec<bool> = cols.iter().map(|c| c.func == Func::Median).collect();
+    // the intervals one group may gather: at most MAX_BUCKETS, and MAX_CELLS values
+    let most_buckets = MAX_BUCKETS.min(MAX_CELLS / cols.len().max(1));
     let grouped = reads::group(ctx, s, &metrics, filter, scan)?;
     let mut window = reads::window(filter);
     let interval = s.interval;
@@ -173,8 +175,8 @@ pub fn run(
                 for point in points {
                     let point = point?;
                     let bucket = start_of(point.ts);
-                    if !accs.contains_key(&bucket) && accs.len() == MAX_BUCKETS {
-                        return Err(ServiceError::TooManyBuckets(MAX_BUCKETS));
+                    if !accs.contains_key(&bucket) && accs.len() >= most_buckets {
+                        return Err(too_many(cols.len()));
                     }
                     let row = accs.entry(bucket).or_insert_with(|| vec![Acc::default(); cols.len()]);
                     for (c, col) in cols.iter().enumerate() {
@@ -204,8 +206,8 @@ pub fn run(
             Some((every, _)) => {
                 let (Some(lo), Some(hi)) = (lower, upper) else { continue };
                 let n = (i128::from(hi) - i128::from(lo)) / i128::from(every) + 1;
-                if n <= 0 || buckets_answered as i128 + n > MAX_BUCKETS as i128 {
-                    return Err(ServiceError::TooManyBuckets(MAX_BUCKETS));
+                if n <= 0 || buckets_answered as i128 + n > most_buckets as i128 {
+                    return Err(too_many(cols.len()));
                 }
                 let mut t = lo;
                 for _ in 0..n {
@@ -242,6 +244,18 @@ pub fn run(
     Ok(out)
 }
 
+/// Most values (intervals × columns) one statement may gather.
+const MAX_CELLS: usize = 2_000_000;
+
+fn too_many(columns: usize) -> ServiceError {
+    if MAX_BUCKETS.saturating_mul(columns) > MAX_CELLS {
+        return super::ctx::refuse(format!(
+            "more than {MAX_CELLS} values (GROUP BY time intervals × {columns} columns): use a longer interval, a narrower time range or fewer columns"
+        ));
+    }
+    ServiceError::TooManyBuckets(MAX_BUCKETS)
+}
+
 /// Fills the intervals without a value, column by column (rows in time order).
 fn fill(rows: &mut [(i64, Vec<Option<f64>>)], cols: &[Col], how: Fill) {
     for (c, col) in cols.iter().enumerate() {
@@ -269,7 +283,7 @@ fn fill(rows: &mut [(i64, Vec<Option<f64>>)], cols: &[Col], how: Fill) {
                 for pair in known.windows(2) {
                     let ((i, ta, a), (j, tb, b)) = (pair[0], pair[1]);
                     for row in &mut rows[i + 1..j] {
-                        let share = (row.0 - ta) as f64 / (tb - ta) as f64;
+                        let share = (row.0 as f64 - ta as f64) / (tb as f64 - ta as f64);
                         row.1[c] = Some(a + (b - a) * share);
                     }
                 }

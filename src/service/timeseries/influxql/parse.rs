@@ -11,6 +11,8 @@ pub const MAX_QUERY_BYTES: usize = 64 * 1024;
 pub const MAX_STATEMENTS: usize = 32;
 /// Most columns, measurements, `GROUP BY` tags, `IN` names or conditions in one statement.
 const MAX_ITEMS: usize = 256;
+/// Deepest nesting of parentheses in a condition.
+const MAX_DEPTH: usize = 32;
 /// The compiled size a regular expression may take.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -21,7 +23,7 @@ pub fn parse(text: &str, now: i64) -> Result<Vec<Statement>, String> {
         return Err(format!("the query is longer than {MAX_QUERY_BYTES} bytes"));
     }
     let toks = tokens(text)?;
-    let mut p = Parser { toks, at: 0, now, conds: 0 };
+    let mut p = Parser { toks, at: 0, now, conds: 0, depth: 0 };
     let mut out = Vec::new();
     loop {
         while p.eat_sym(";") {}
@@ -69,6 +71,8 @@ struct Parser {
     now: i64,
     /// comparisons read in this statement
     conds: usize,
+    /// parentheses open around the condition being read
+    depth: usize,
 }
 
 impl Parser {
@@ -311,8 +315,13 @@ impl Parser {
 
     fn unary(&mut self) -> Result<Cond, String> {
         if self.eat_sym("(") {
+            self.depth += 1;
+            if self.depth > MAX_DEPTH {
+                return Err(format!("conditions nest at most {MAX_DEPTH} parentheses deep"));
+            }
             let inner = self.or()?;
             self.sym(")")?;
+            self.depth -= 1;
             return Ok(inner);
         }
         self.conds += 1;
@@ -377,10 +386,21 @@ impl Parser {
             Tok::Float(f) => Operand::Number(f),
             Tok::Duration(d) => Operand::Time(d),
             Tok::Regex(re) => Operand::Regex(compile(&re)?),
-            Tok::Sym("-") => match self.term()? {
-                Operand::Number(n) => Operand::Number(-n),
-                Operand::Time(t) => Operand::Time(-t),
-                _ => return Err("a minus sign stands before a number or a duration only".into()),
+            // not recursive: `- - - 1` would nest as deep as the text is long
+            Tok::Sym("-") => match self.peek().cloned() {
+                Some(Tok::Int(n)) => {
+                    self.at += 1;
+                    Operand::Number(-(n as f64))
+                }
+                Some(Tok::Float(f)) => {
+                    self.at += 1;
+                    Operand::Number(-f)
+                }
+                Some(Tok::Duration(d)) => {
+                    self.at += 1;
+                    Operand::Time(-d)
+                }
+                _ => return Err(self.expected("a number or a duration after `-`")),
             },
             Tok::Ident { name, quoted: false } if name.eq_ignore_ascii_case("now") && self.eat_sym("(") => {
                 self.sym(")")?;
@@ -517,13 +537,10 @@ impl Parser {
                 self.at += 1;
                 Fill::Value(f)
             }
-            Some(Tok::Sym("-")) => {
-                self.at += 1;
-                match self.term()? {
-                    Operand::Number(n) => Fill::Value(-n),
-                    _ => return Err("fill(-…) takes a number".into()),
-                }
-            }
+            Some(Tok::Sym("-")) => match self.term()? {
+                Operand::Number(n) => Fill::Value(n),
+                _ => return Err("fill(-…) takes a number".into()),
+            },
             _ => return Err(self.expected("null, none, previous, linear or a number")),
         };
         self.sym(")")?;
@@ -533,6 +550,8 @@ impl Parser {
     fn field(&mut self) -> Result<Field, String> {
         let expr = if self.eat_sym("*") {
             FieldExpr::Wildcard
+        } else if self.is_kw("FROM") {
+            return Err(self.expected("a field, * or an aggregate"));
         } else {
             let name = self.ident("a field, * or an aggregate")?;
             let quoted = matches!(self.toks.get(self.at - 1), Some((Tok::Ident { quoted: true, .. }, _)));

@@ -106,12 +106,20 @@ fn bad_queries_say_what_and_where() {
         ("SHOW TAG VALUES FROM cpu", "WITH"),
         ("SELECT v FROM m x", "`;` or the end"),
         ("SELECT v FROM m WHERE time > 'yesterday' + 1h", "not a time"),
+        ("SELECT FROM m", "expected a field"),
+        ("SELECT v FROM m WHERE time > - - 1h", "after `-`"),
     ] {
         let err = parse(text, NOW).unwrap_err();
         assert!(err.contains(says), "{text}: {err}");
     }
     assert!(parse(&"x".repeat(MAX_QUERY_BYTES + 1), NOW).unwrap_err().contains("longer than"));
     assert!(parse(&"SHOW DATABASES;".repeat(MAX_STATEMENTS + 1), NOW).unwrap_err().contains("at most"));
+    // nesting and signs bounded, not recursed into as deep as the text goes
+    let nested = format!("SELECT v FROM m WHERE {}a = 'b'{}", "(".repeat(20_000), ")".repeat(20_000));
+    assert!(parse(&nested, NOW).unwrap_err().contains("parentheses deep"));
+    let signs = format!("SELECT v FROM m WHERE time > {}1", "- ".repeat(20_000));
+    assert!(parse(&signs, NOW).is_err());
+    assert!(matches!(select("SELECT v FROM m fill(-2)").fill, Fill::Value(v) if v == -2.0));
     let deep = format!("SELECT v FROM m WHERE {}", vec!["a = 'b'"; 300].join(" AND "));
     assert!(parse(&deep, NOW).unwrap_err().contains("at most"));
 }

@@ -6,7 +6,7 @@
 use super::ast::{FieldExpr, Select};
 use super::cond;
 use super::cond::Filter;
-use super::ctx::Ctx;
+use super::ctx::{Ctx, MAX_ROWS, refuse};
 use super::out::{SeriesOut, number};
 use super::reads::{self, Scan};
 use crate::service::Result;
@@ -94,8 +94,17 @@ pub fn run(
         }
     }
     let window = reads::window(filter);
-    // each series' rows past the OFFSET and within the LIMIT come from its first points
-    let cap = s.rows.limit.map_or(usize::MAX, |l| l.saturating_add(s.rows.offset));
+    // the rows a group may hold: those past the OFFSET, up to the LIMIT or one more than the
+    // answer has room for (so that going over is seen), which each series' first points make
+    let room = MAX_ROWS.saturating_sub(ctx.rows).saturating_add(1);
+    let keep = s.rows.offset.saturating_add(s.rows.limit.map_or(room, |l| l.min(room)));
+    if s.rows.offset > MAX_ROWS {
+        return Err(refuse(format!("OFFSET is at most {MAX_ROWS}")));
+    }
+    let order = |a: &(i64, usize, Vec<Option<f64>>), b: &(i64, usize, Vec<Option<f64>>)| {
+        let by_time = if s.desc { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) };
+        by_time.then(a.1.cmp(&b.1))
+    };
     let mut out = Vec::new();
     for (values, members) in &grouped.groups {
         // (time, the member's position, its fields' values)
@@ -104,18 +113,18 @@ pub fn run(
             let mut joined: BTreeMap<i64, Vec<Option<f64>>> = BTreeMap::new();
             for (i, record) in &member.metrics {
                 let points = reads::points(ctx, (&metrics[*i], entity, record), window, s.desc, scan);
-                for point in points.take(cap) {
+                for point in points.take(keep) {
                     let point = point?;
                     joined.entry(point.ts).or_insert_with(|| vec![None; metrics.len()])[*i] = Some(point.value);
                 }
             }
             rows.extend(joined.into_iter().map(|(ts, vals)| (ts, position, vals)));
+            if rows.len() > keep {
+                rows.sort_by(order);
+                rows.truncate(keep);
+            }
         }
-        if s.desc {
-            rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        } else {
-            rows.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-        }
+        rows.sort_by(order);
         let rows = s.rows.of(rows);
         if rows.is_empty() {
             continue;
@@ -151,5 +160,5 @@ pub fn run(
 }
 
 fn unreachable_call() -> Result<()> {
-    Err(super::ctx::refuse("mixing aggregate and non-aggregate columns is not supported"))
+    Err(refuse("mixing aggregate and non-aggregate columns is not supported"))
 }
