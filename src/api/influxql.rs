@@ -151,7 +151,8 @@ async fn answer(
     let statements = influxql::parse(&q, now).map_err(|e| bad(format!("error parsing query: {e}")))?;
     let databases: Vec<String> =
         state.databases.all().into_iter().map(|(name, _)| name).filter(|name| sees(name)).collect();
-    let answer = db.influxql(statements, now, epoch, databases).await?;
+    let name = p.db.clone().unwrap_or_else(|| resolved.to_owned());
+    let answer = db.influxql(statements, now, epoch, (name, databases)).await?;
     let pretty = p.pretty.as_deref().is_some_and(|v| v == "true");
     let body = if pretty { serde_json::to_vec_pretty(&answer) } else { serde_json::to_vec(&answer) }
         .map_err(|e| ApiError::from(ServiceError::Internal(format!("encoding an answer: {e}"))))?;

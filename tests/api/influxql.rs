@@ -274,7 +274,7 @@ async fn databases_forms_and_pretty_answers() {
     assert_eq!(s.post("/v1/databases", json!({"name": "shop"})).await.0, 201);
     let r = s.raw(Method::POST, "/write?db=shop&precision=s", "text/plain", "disk,host=x free=7 1767225600").await;
     assert_eq!(r.status, 204);
-    let got = series(&s, "SHOW MEASUREMENTS", "&db=shop").await;
+    let got = series(&s, "SHOW MEASUREMENTS ON \"shop\"", "&db=shop").await;
     assert_eq!(got[0]["values"], json!([["disk"]]));
     assert_eq!(series(&s, "SELECT free FROM disk", "&db=shop").await[0]["values"], json!([[at(0), 7]]));
     assert_eq!(series(&s, "SELECT free FROM disk", "&db=default").await, Value::Null);
@@ -317,6 +317,7 @@ async fn errors_of_the_query_and_of_one_statement() {
         ("SELECT usage FROM cpu WHERE time > now() - 1h OR host = 'a'", "only be joined with AND"),
         ("SELECT mean(usage) FROM cpu WHERE time >= 0 GROUP BY time(1s)", "more than 100000 GROUP BY time intervals"),
         ("SELECT usage FROM cpu LIMIT 1 OFFSET 100001", "OFFSET is at most 100000"),
+        ("SHOW MEASUREMENTS ON shop", "ON \"shop\": this query reads the database \"default\""),
         (
             "SELECT mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), \
              mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), \

@@ -8,9 +8,9 @@ pub enum Statement {
     /// `SHOW DATABASES`
     ShowDatabases,
     /// `SHOW RETENTION POLICIES [ON db]`
-    ShowRetentionPolicies,
+    ShowRetentionPolicies { on: Option<String> },
     /// `SHOW MEASUREMENTS [WITH MEASUREMENT op x] [WHERE …] [LIMIT n] [OFFSET n]`
-    ShowMeasurements { name: Option<NameFilter>, cond: Option<Cond>, page: Page },
+    ShowMeasurements { on: Option<String>, name: Option<NameFilter>, cond: Option<Cond>, page: Page },
     /// `SHOW TAG KEYS [FROM …] [WHERE …] [LIMIT n] [OFFSET n]`
     ShowTagKeys { from: Vec<Source>, cond: Option<Cond>, page: Page },
     /// `SHOW TAG VALUES [FROM …] WITH KEY op x [WHERE …] [LIMIT n] [OFFSET n]`
@@ -19,6 +19,16 @@ pub enum Statement {
     ShowFieldKeys { from: Vec<Source>, page: Page },
     /// `SHOW SERIES [FROM …] [WHERE …] [LIMIT n] [OFFSET n]`
     ShowSeries { from: Vec<Source>, cond: Option<Cond>, page: Page },
+}
+
+impl Statement {
+    /// The database an `ON db` clause names.
+    pub fn on(&self) -> Option<&str> {
+        match self {
+            Statement::ShowRetentionPolicies { on } | Statement::ShowMeasurements { on, .. } => on.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// `LIMIT` and `OFFSET`.

@@ -31,15 +31,16 @@ use ctx::Ctx;
 use std::sync::Arc;
 
 impl Db {
-    /// Runs parsed statements (`now` is the `now()` they were parsed with); `databases` answers
-    /// `SHOW DATABASES` (those the caller may see). A statement's own error (a limit, a condition
+    /// Runs parsed statements (`now` is the `now()` they were parsed with) against this database,
+    /// named `database` (an `ON` clause naming another is refused); `databases` answers `SHOW
+    /// DATABASES` (those the caller may see). A statement's own error (a limit, a condition
     /// it cannot evaluate) is its result's `error`; the store's errors fail the whole query.
     pub async fn influxql(
         self: &Arc<Self>,
         statements: Vec<ast::Statement>,
         now: i64,
         epoch: Epoch,
-        databases: Vec<String>,
+        (database, databases): (String, Vec<String>),
     ) -> Result<QueryResults> {
         let (stop, _abandon) = self.request_stop();
         self.read(move |db| {
@@ -49,6 +50,10 @@ impl Db {
             let mut results = Vec::with_capacity(statements.len());
             for (statement_id, statement) in statements.iter().enumerate() {
                 let answer = match statement {
+                    s if s.on().is_some_and(|on| on != database) => Err(ctx::refuse(format!(
+                        "ON {:?}: this query reads the database {database:?} (ask for another with db=)",
+                        s.on().unwrap_or_default()
+                    ))),
                     ast::Statement::ShowDatabases => Ok(show::databases(&databases)),
                     ast::Statement::Select(s) => select::run(&mut ctx, s),
                     other => show::run(&mut ctx, other),

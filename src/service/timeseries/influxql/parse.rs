@@ -154,15 +154,11 @@ impl Parser {
         }
         if self.eat_kw("RETENTION") {
             self.kw("POLICIES")?;
-            if self.eat_kw("ON") {
-                self.ident("a database")?;
-            }
-            return Ok(Statement::ShowRetentionPolicies);
+            let on = if self.eat_kw("ON") { Some(self.ident("a database")?) } else { None };
+            return Ok(Statement::ShowRetentionPolicies { on });
         }
         if self.eat_kw("MEASUREMENTS") {
-            if self.eat_kw("ON") {
-                self.ident("a database")?;
-            }
+            let on = if self.eat_kw("ON") { Some(self.ident("a database")?) } else { None };
             let name = if self.eat_kw("WITH") {
                 self.kw("MEASUREMENT")?;
                 Some(self.name_filter()?)
@@ -170,7 +166,7 @@ impl Parser {
                 None
             };
             let cond = self.where_clause()?;
-            return Ok(Statement::ShowMeasurements { name, cond, page: self.page("LIMIT", "OFFSET")? });
+            return Ok(Statement::ShowMeasurements { on, name, cond, page: self.page("LIMIT", "OFFSET")? });
         }
         if self.eat_kw("TAG") {
             if self.eat_kw("KEYS") {

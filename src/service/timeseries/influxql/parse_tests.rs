@@ -40,7 +40,7 @@ fn a_grafana_query() {
 #[test]
 fn every_show_statement() {
     assert!(matches!(one("show databases"), Statement::ShowDatabases));
-    assert!(matches!(one("SHOW RETENTION POLICIES ON \"db\""), Statement::ShowRetentionPolicies));
+    assert!(matches!(one("SHOW RETENTION POLICIES ON \"db\""), Statement::ShowRetentionPolicies { on: Some(_) }));
     assert!(matches!(
         one("SHOW MEASUREMENTS WITH MEASUREMENT =~ /cp.*/ LIMIT 100"),
         Statement::ShowMeasurements { name: Some(NameFilter::Re(_)), page: Page { limit: Some(100), .. }, .. }

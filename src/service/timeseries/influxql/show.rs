@@ -19,7 +19,7 @@ pub fn databases(names: &[String]) -> Vec<SeriesOut> {
 
 pub fn run(ctx: &mut Ctx<'_>, statement: &Statement) -> Result<Vec<SeriesOut>> {
     match statement {
-        Statement::ShowRetentionPolicies => Ok(vec![SeriesOut {
+        Statement::ShowRetentionPolicies { .. } => Ok(vec![SeriesOut {
             name: None,
             tags: None,
             columns: ["name", "duration", "shardGroupDuration", "replicaN", "default"].map(String::from).to_vec(),
@@ -31,7 +31,7 @@ pub fn run(ctx: &mut Ctx<'_>, statement: &Statement) -> Result<Vec<SeriesOut>> {
                 Value::from(true),
             ]],
         }]),
-        Statement::ShowMeasurements { name, cond, page } => {
+        Statement::ShowMeasurements { name, cond, page, .. } => {
             let mut names = Vec::new();
             for m in model::measurements(ctx) {
                 if name.as_ref().is_some_and(|f| !f.matches(&m)) {
