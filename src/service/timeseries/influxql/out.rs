@@ -112,8 +112,7 @@ pub struct SeriesOut {
     pub tags: Option<BTreeMap<String, String>>,
     /// the columns' names; `time` first in a `SELECT`'s
     pub columns: Vec<String>,
-    /// the rows
-    #[schema(value_type = Vec<Vec<Object>>)]
+    /// the rows: the time (RFC 3339 text or an integer), then numbers, strings (tags) or null
     pub values: Vec<Vec<Value>>,
 }
 
