@@ -20,6 +20,7 @@ pub const PREFIX: &str = "/v1/db/";
 /// write never meets the follower's catalog, which may be a poll behind the leader's: see
 /// `cluster.rs`); a database over its quota serves them.
 pub(super) const READ_ONLY_POSTS: &[&str] = &[
+    "/query",
     "/v1/admin/backup",
     "/v1/admin/check",
     "/v1/graph/shortest-path",
@@ -101,12 +102,12 @@ pub fn scope<B>(mut req: Request<B>) -> Request<B> {
     req
 }
 
-/// The InfluxDB write endpoints name their database in the query: `db=` (1.x, `/write`) or
+/// The InfluxDB endpoints name their database in the query: `db=` (1.x, `/write`, `/query`) or
 /// `bucket=` (2.x, `/api/v2/write`). A value that does not decode is left to the handler's
 /// query parsing.
 fn influx<B>(mut req: Request<B>) -> Request<B> {
     let param = match req.uri().path() {
-        "/write" => "db",
+        "/write" | "/query" => "db",
         "/api/v2/write" => "bucket",
         _ => return req,
     };
@@ -199,7 +200,10 @@ pub(super) fn document(doc: &mut utoipa::openapi::OpenApi) {
 /// `bucket=`).
 pub fn is_database_route(route: &str) -> bool {
     let of_database = |rest: &str| !rest.starts_with("databases") && !rest.starts_with("db/");
-    route.strip_prefix("/v1/").is_some_and(of_database) || route == "/write" || route == "/api/v2/write"
+    route.strip_prefix("/v1/").is_some_and(of_database)
+        || route == "/write"
+        || route == "/api/v2/write"
+        || route == "/query"
 }
 
 #[cfg(test)]

@@ -169,6 +169,7 @@ impl Api {
         match path {
             "/write" => Some(Api::V1),
             "/api/v2/write" => Some(Api::V2),
+            "/query" => Some(Api::V1),
             _ => None,
         }
     }

@@ -17,6 +17,7 @@ mod graph;
 mod history;
 mod indexes;
 mod influx;
+mod influxql;
 mod metrics;
 mod query;
 mod respond;
@@ -99,6 +100,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(graph::router())
         .merge(timeseries::router())
         .merge(influx::router())
+        .merge(influxql::router())
         .merge(admin::router())
         .merge(changes::router())
 }

@@ -65,6 +65,8 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("POST", "/v1/timeseries/write", Write),
     ("POST", "/write", Write),
     ("POST", "/api/v2/write", Write),
+    ("GET", "/query", Read),
+    ("POST", "/query", Read),
     ("POST", "/v1/timeseries/{metric}/points", Write),
     ("GET", "/v1/timeseries/{metric}/points", Read),
     ("GET", "/v1/timeseries/{metric}/aggregate", Read),
@@ -132,6 +134,7 @@ fn concrete(path: &str) -> String {
         "/v1/graph/neighbors" => format!("{filled}?vertex=people/alice"),
         "/v1/timeseries/{metric}/aggregate" => format!("{filled}?step=1m&from=0&to=60000"),
         "/v1/timeseries/{metric}" => format!("{filled}?entity=gone"),
+        "/query" => format!("{filled}?q=SHOW%20MEASUREMENTS"),
         _ => filled,
     }
 }
@@ -144,6 +147,7 @@ fn body_for(method: &str, path: &str) -> Option<Value> {
         (_, "/v1/timeseries/write" | "/write" | "/api/v2/write") => {
             Some(Value::String("cpu,entity=b value=2 2000".into()))
         }
+        (_, "/query") => Some(Value::String("q=SHOW+DATABASES".into())),
         (_, "/v1/tables/{table}/import") => Some(Value::String("{\"_id\": \"imported\"}\n".into())),
         (_, "/v1/tables/{table}/documents/{id}") => Some(json!({"name": "Alice", "age": 31})),
         (_, "/v1/tables/{table}/query") => Some(json!({"filter": {"name": "Alice"}})),
@@ -195,7 +199,7 @@ async fn call(s: &TestServer, authorization: Option<&str>, method: &str, path: &
 /// Whether `r` is the error `code` with `status`: a problem, or on the Influx writes the error
 /// in the shape of their InfluxDB version.
 fn is_error(r: &Reply, what: &str, status: u16, influx_code: &str, code: &str) -> bool {
-    if what.contains(" /write") {
+    if what.contains(" /write") || what.contains(" /query") {
         r.is_influx_v1_error(status, code)
     } else if what.contains(" /api/v2/write") {
         r.is_influx_v2_error(status, influx_code, code)

@@ -20,6 +20,7 @@ mod history;
 mod history_model;
 mod import_csv;
 mod indexes;
+mod influxql;
 mod metrics;
 mod query;
 mod search;

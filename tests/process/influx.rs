@@ -1,6 +1,7 @@
 //! The official InfluxDB client libraries, from PyPI, against a server with API keys:
 //! `influx_clients.py` beside this file pings, checks the health, writes and meets errors with
-//! `influxdb-client` 1.50.0 (InfluxDB 2.x's) and `influxdb` 5.3.2 (1.x's). The libraries are
+//! `influxdb-client` 1.50.0 (InfluxDB 2.x's) and `influxdb` 5.3.2 (1.x's), which also reads back
+//! what both wrote with InfluxQL on `/query`. The libraries are
 //! installed once into a venv under the target directory; where python3, its venv module or PyPI
 //! cannot be had, the test says so and is skipped.
 
@@ -48,7 +49,7 @@ fn versions_match(python: &Path) -> bool {
 }
 
 #[tokio::test]
-async fn official_influx_clients_ping_check_health_write_and_read_errors() {
+async fn official_influx_clients_ping_check_health_write_query_and_read_errors() {
     let python = match python_with_clients() {
         Ok(python) => python,
         Err(why) => {

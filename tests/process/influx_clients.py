@@ -1,6 +1,7 @@
 """The official InfluxDB client libraries against a running mosaicdb: `influxdb-client` (for
 InfluxDB 2.x) and `influxdb` (for 1.x), from PyPI. Each pings, writes and meets errors the way an
-application would, and what it wrote is read back through mosaicdb's own API.
+application would, and what it wrote is read back through mosaicdb's own API; the 1.x client also
+reads it back through InfluxQL (`query`, `get_list_measurements`, `get_list_database`).
 
 Run by tests/process/influx.rs, which installs the libraries into a venv and starts the server:
     python influx_clients.py   # with MOSAIC_URL, MOSAIC_ADMIN_KEY, MOSAIC_WRITE_KEY, MOSAIC_READ_KEY
@@ -109,6 +110,34 @@ def influxdb_1x_client():
     body = json.loads(e.content)
     expect(body["code"] == "unauthenticated" and body["error"], f"body {body}")
     expect(anonymous.ping() == VERSION, "ping needs no key")
+
+    # and reads back what it wrote through InfluxQL on /query, with a read key
+    reader = influxdb.InfluxDBClient(
+        host=parts.hostname, port=parts.port, database="default", headers={"Authorization": f"Token {READ}"}
+    )
+    got = list(reader.query("SELECT used FROM mem").get_points())
+    expect(got == [{"time": "2025-11-21T10:00:00Z", "used": 42.5}], f"raw {got}")
+    got = list(reader.query('SELECT "used" FROM "mem" WHERE "host" = \'py1\'', database="shop", epoch="s").get_points())
+    expect(got == [{"time": 1763719200, "used": 43.5}], f"shop {got}")
+    result = reader.query("SELECT mean(used), count(used) FROM mem WHERE time >= '2025-11-21T10:00:00Z' GROUP BY host")
+    got = list(result.get_points(measurement="mem", tags={"host": "py1"}))
+    expect(got == [{"time": "2025-11-21T10:00:00Z", "mean": 42.5, "count": 1}], f"aggregate {got}")
+    got = list(reader.query("SELECT mean(value) FROM cpu GROUP BY time(1m) fill(none)", epoch="ms").get_points())
+    expect(got == [{"time": 1763719200000, "mean": 0.5}], f"2.x client's point {got}")
+    got = reader.get_list_measurements()
+    expect(got == [{"name": "cpu"}, {"name": "mem"}], f"measurements {got}")
+    got = reader.get_list_database()
+    expect(got == [{"name": "default"}, {"name": "shop"}], f"databases {got}")
+    got = list(reader.query('SHOW TAG VALUES FROM "mem" WITH KEY = "host"').get_points())
+    expect(got == [{"key": "host", "value": "py1"}], f"tag values {got}")
+    # a query that does not parse: 400 with InfluxDB's {"error"}; a statement's error is raised too
+    e = fails(lambda: reader.query("SELECT FROM mem"), 400)
+    expect("error parsing query" in json.loads(e.content)["error"], f"body {e.content!r}")
+    try:
+        reader.query("SELECT used FROM mem WHERE used > 1")
+        raise AssertionError("a statement's error was not raised")
+    except InfluxDBClientError as e:
+        expect("conditions on fields" in str(e.content), f"statement error {e.content!r}")
     print("influxdb", influxdb.__version__, "ok")
 
 

@@ -134,6 +134,8 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
             role(Read)
         }
         "/v1/timeseries/{metric}/points" | "/v1/timeseries/write" | "/write" | "/api/v2/write" if post => role(Write),
+        // InfluxQL reads, the long ones POSTed as forms
+        "/query" if get || post => role(Read),
         // Deleting points (a series, or a metric with all of its): a metric is made by the
         // writes themselves, so whoever may write it may delete it.
         "/v1/timeseries/{metric}" if delete => role(Write),

@@ -7,6 +7,7 @@ mod agg_read;
 mod aggregate;
 mod batch;
 pub(crate) mod block;
+pub mod influxql;
 pub(crate) mod labels;
 mod line;
 mod lineparse;
