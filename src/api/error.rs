@@ -130,6 +130,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::MaxVisited(_)
         | ServiceError::InvalidWeight(_)
         | ServiceError::TooManyBuckets(_)
+        | ServiceError::QueryTooLarge(_)
         | ServiceError::StreamSortTooLarge { .. }
         | ServiceError::StreamSortTooLargeBytes { .. }
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,

@@ -140,6 +140,9 @@ pub enum ServiceError {
     /// An aggregation would answer with more buckets than allowed: widen `step` or narrow the window.
     #[error("the aggregation would return more than {0} buckets: widen step or narrow from/to")]
     TooManyBuckets(usize),
+    /// A PromQL query would read or produce more samples, series or steps than a query may.
+    #[error("{0}")]
+    QueryTooLarge(String),
     /// A search query that does not parse; `position` counts characters from 0.
     #[error("invalid search query at character {position}: {reason}")]
     InvalidQuery {
@@ -420,6 +423,7 @@ impl ServiceError {
             ServiceError::MetricDropping(_) => "metric_dropping",
             ServiceError::InvalidLines(_) => "invalid_line_protocol",
             ServiceError::TooManyBuckets(_) => "too_many_buckets",
+            ServiceError::QueryTooLarge(_) => "query_too_large",
             ServiceError::NoSearchIndex(_) => "no_search_index",
             ServiceError::NoVectorIndex(_) => "no_vector_index",
             ServiceError::InvalidVector { .. } => "invalid_vector",

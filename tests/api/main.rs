@@ -21,6 +21,7 @@ mod history_model;
 mod import_csv;
 mod indexes;
 mod metrics;
+mod prometheus;
 mod query;
 mod search;
 mod service;
