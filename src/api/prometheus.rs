@@ -231,7 +231,7 @@ async fn query_get(
 
 /// An instant query with its parameters in a form body (as Grafana sends it).
 #[utoipa::path(post, path = "/api/v1/query", tag = "prometheus",
-    request_body(content = InstantQuery, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = Option<InstantQuery>, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "the result", body = QueryAnswer),
         (status = 400, description = "a query that does not parse, or is outside the subset; a bad time (`bad_data`)", body = PromError),
@@ -273,7 +273,7 @@ async fn query_range_get(
 
 /// A range query with its parameters in a form body (as Grafana sends it).
 #[utoipa::path(post, path = "/api/v1/query_range", tag = "prometheus",
-    request_body(content = RangeQuery, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = Option<RangeQuery>, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "the result", body = QueryAnswer),
         (status = 400, description = "a query that does not parse, is outside the subset or yields a range vector; bad times or step; more than 11000 steps (`bad_data`)",
@@ -314,7 +314,7 @@ async fn series_get(
 
 /// The series listing with its parameters in a form body.
 #[utoipa::path(post, path = "/api/v1/series", tag = "prometheus",
-    request_body(content = Listing, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = Option<Listing>, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "the series' labels", body = SeriesAnswer),
         (status = 400, description = "no `match[]`, one that is not a series selector, or a bad time (`bad_data`)", body = PromError),
@@ -354,7 +354,7 @@ async fn labels_get(
 
 /// The label names listing with its parameters in a form body.
 #[utoipa::path(post, path = "/api/v1/labels", tag = "prometheus",
-    request_body(content = Listing, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = Option<Listing>, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "the label names, sorted", body = NamesAnswer),
         (status = 400, description = "a `match[]` that is not a series selector, or a bad time (`bad_data`)", body = PromError),

@@ -3,7 +3,8 @@
 //! `promtool tsdb create-blocks-from openmetrics`, into mosaicdb as line protocol — and the same
 //! instant and range queries (every selector form, range function, aggregation and operator of
 //! the subset) must answer alike: the same result type, series and times, values within 1e-9
-//! (relative). Where `prometheus` or `promtool` is missing, the test says so and is skipped.
+//! (relative); and `promtool query` prints the same from both. Where `prometheus` or `promtool` is
+//! missing, the test says so and is skipped.
 
 use crate::common::TestServer;
 use reqwest::Method;
@@ -282,4 +283,29 @@ async fn the_same_queries_answer_as_prometheus_does() {
         assert_eq!(got, want, "{path}");
     }
     eprintln!("{compared} queries answered as Prometheus answers them");
+    // promtool, a client of the API, reads mosaicdb's answers as it reads Prometheus'
+    let instant = format!("--time={}", T0 + 300);
+    let (start, end) = (format!("--start={T0}"), format!("--end={}", T0 + 3000));
+    for args in [
+        vec!["query", "instant", &instant, &s.base, "sum by (region) (http_requests)"],
+        vec!["query", "series", "--match=cpu_usage_idle{host=\"a\"}", &start, &end, &s.base],
+        vec!["query", "labels", &start, &end, &s.base, "region"],
+    ] {
+        let out = Command::new(&promtool).args(&args).output().unwrap();
+        let want = Command::new(&promtool)
+            .args(args.iter().map(|a| if *a == s.base { &prom.base } else { *a }))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        // the same lines (an instant vector of Prometheus comes in no set order)
+        let lines = |bytes: &[u8]| {
+            let mut lines: Vec<String> = String::from_utf8_lossy(bytes).lines().map(str::to_owned).collect();
+            lines.sort();
+            lines
+        };
+        assert_eq!(lines(&out.stdout), lines(&want.stdout), "{args:?}");
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+    let out = Command::new(&promtool).args(["query", "instant", &s.base, "topk(1, http_requests)"]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("bad_data"));
 }
