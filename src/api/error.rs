@@ -131,6 +131,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::InvalidWeight(_)
         | ServiceError::TooManyBuckets(_)
         | ServiceError::QueryTooLarge(_)
+        | ServiceError::DuplicateLabelset(_)
         | ServiceError::StreamSortTooLarge { .. }
         | ServiceError::StreamSortTooLargeBytes { .. }
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,

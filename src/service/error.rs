@@ -143,6 +143,10 @@ pub enum ServiceError {
     /// A PromQL query would read or produce more samples, series or steps than a query may.
     #[error("{0}")]
     QueryTooLarge(String),
+    /// A PromQL operation left two series of an instant vector with the same labels at one step
+    /// (a function or an operator dropped the metric name that told them apart).
+    #[error("vector cannot contain metrics with the same labelset: {0}")]
+    DuplicateLabelset(String),
     /// A search query that does not parse; `position` counts characters from 0.
     #[error("invalid search query at character {position}: {reason}")]
     InvalidQuery {
@@ -424,6 +428,7 @@ impl ServiceError {
             ServiceError::InvalidLines(_) => "invalid_line_protocol",
             ServiceError::TooManyBuckets(_) => "too_many_buckets",
             ServiceError::QueryTooLarge(_) => "query_too_large",
+            ServiceError::DuplicateLabelset(_) => "duplicate_labelset",
             ServiceError::NoSearchIndex(_) => "no_search_index",
             ServiceError::NoVectorIndex(_) => "no_vector_index",
             ServiceError::InvalidVector { .. } => "invalid_vector",

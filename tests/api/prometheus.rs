@@ -340,6 +340,25 @@ async fn errors_in_prometheus_shape() {
         .raw(Method::POST, "/api/v1/query", "application/x-www-form-urlencoded", format!("query={}", enc(&deep)))
         .await;
     assert_eq!((r.status.as_u16(), &r.body["errorType"]), (400, &json!("bad_data")));
+    // a function that drops the names apart: two series with one label set
+    let (status, _) = s
+        .post(
+            "/v1/timeseries/http_errors/points",
+            serde_json::json!({"points": [
+        {"entity": "host=a,region=eu", "ts": T0 * 1000, "value": 1.0},
+        {"entity": "host=a,region=eu", "ts": (T0 + 15) * 1000, "value": 2.0}]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let e = error(
+        &s,
+        &q("rate({__name__=~\"http_.*\",host=\"a\"}[1m])").replace(&format!("time={T0}"), &format!("time={}", T0 + 30)),
+        422,
+        "execution",
+    )
+    .await;
+    assert!(e.contains("same labelset") && e.contains("host=\"a\""), "{e}");
+    assert_eq!(vector(&s, "http_requests{host=\"a\"} offset 1m", T0 + 30).await, vec![]);
     let chain = vec!["1"; 2000].join("*");
     let r = s
         .raw(Method::POST, "/api/v1/query", "application/x-www-form-urlencoded", format!("query={}", enc(&chain)))

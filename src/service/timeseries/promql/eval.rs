@@ -8,7 +8,7 @@ use super::binary::{OPERATORS, binary};
 use super::functions::{self, RANGE_FUNCTIONS};
 use super::limits::{Budget, MAX_DEPTH};
 use super::series::{self, Labels, NAME, drop_name, unsupported};
-use super::value::{RangeSeries, StepSeries, Value};
+use super::value::{RangeSeries, StepSeries, Value, unique_labelsets};
 use crate::catalog::MetricConfig;
 use crate::service::stop::Stop;
 use crate::service::{Result, ServiceError};
@@ -38,6 +38,15 @@ fn invalid(detail: String) -> ServiceError {
 impl Eval<'_> {
     /// The value of `expr` at every step.
     pub fn eval(&mut self, expr: &Expr, depth: usize) -> Result<Value> {
+        let value = self.node(expr, depth)?;
+        // a function or an operator may have dropped the names that told two series apart
+        if let (Value::Vector(series), Expr::Call(_) | Expr::Unary(_) | Expr::Binary(_)) = (&value, expr) {
+            unique_labelsets(series)?;
+        }
+        Ok(value)
+    }
+
+    fn node(&mut self, expr: &Expr, depth: usize) -> Result<Value> {
         if depth > MAX_DEPTH {
             return Err(invalid(format!("the query nests expressions deeper than {MAX_DEPTH}")));
         }

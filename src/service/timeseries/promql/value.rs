@@ -14,6 +14,21 @@ pub(crate) struct StepSeries {
     pub values: Vec<Option<f64>>,
 }
 
+/// Refuses an instant vector holding two series with the same labels that both have a value at
+/// one step (as Prometheus does once a function or operator dropped the names apart).
+pub(crate) fn unique_labelsets(series: &[StepSeries]) -> crate::service::Result<()> {
+    let mut order: Vec<usize> = (0..series.len()).collect();
+    order.sort_by(|&a, &b| series[a].labels.cmp(&series[b].labels));
+    for pair in order.windows(2) {
+        let (a, b) = (&series[pair[0]], &series[pair[1]]);
+        if a.labels == b.labels && a.values.iter().zip(&b.values).any(|(x, y)| x.is_some() && y.is_some()) {
+            let text: Vec<String> = a.labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
+            return Err(crate::service::ServiceError::DuplicateLabelset(format!("{{{}}}", text.join(", "))));
+        }
+    }
+    Ok(())
+}
+
 /// A range vector: each series' points (ms, value), for the range functions.
 #[derive(Debug, Clone)]
 pub(crate) struct RangeSeries {
