@@ -359,6 +359,12 @@ async fn errors_in_prometheus_shape() {
     .await;
     assert!(e.contains("same labelset") && e.contains("host=\"a\""), "{e}");
     assert_eq!(vector(&s, "http_requests{host=\"a\"} offset 1m", T0 + 30).await, vec![]);
+    for huge in
+        ["rate(http_requests[100000000y])", "http_requests offset 100000000y", "http_requests offset -100000000y"]
+    {
+        assert!(error(&s, &q(huge), 400, "bad_data").await.contains("292 years"), "{huge}");
+    }
+    assert_eq!(vector(&s, "rate(http_requests[200y])", T0 + 30).await.len(), 3);
     let chain = vec!["1"; 2000].join("*");
     let r = s
         .raw(Method::POST, "/api/v1/query", "application/x-www-form-urlencoded", format!("query={}", enc(&chain)))

@@ -228,9 +228,16 @@ impl Eval<'_> {
     }
 }
 
+/// The longest range or offset, in ms: the span of the times a point may have (1678-2262), so
+/// that no time computed from one overflows.
+const MAX_DURATION_MS: i64 = i64::MAX / 1_000_000;
+
 /// A duration of the query in ms.
 fn millis(d: std::time::Duration) -> Result<i64> {
-    i64::try_from(d.as_millis()).map_err(|_| invalid("a duration of the query is too long".into()))
+    i64::try_from(d.as_millis())
+        .ok()
+        .filter(|ms| *ms <= MAX_DURATION_MS)
+        .ok_or_else(|| invalid("a range or offset of the query is longer than 292 years".into()))
 }
 
 /// Sorts series by their labels (a query's answer lists them so).
