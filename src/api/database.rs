@@ -29,6 +29,10 @@ pub(super) const READ_ONLY_POSTS: &[&str] = &[
     "/v1/tables/{table}/query",
     "/v1/tables/{table}/search",
     "/v1/tables/{table}/vector-search",
+    "/api/v1/query",
+    "/api/v1/query_range",
+    "/api/v1/series",
+    "/api/v1/labels",
 ];
 
 /// The database a request named with `/v1/db/{db}/…` (percent-decoded).
@@ -85,9 +89,12 @@ pub fn scope<B>(mut req: Request<B>) -> Request<B> {
     let Some(name) = percent_decode(raw_name).filter(|n| !n.is_empty() && routed) else {
         return req;
     };
+    // the Prometheus API of a database: `/v1/db/{db}/api/v1/…` is `/api/v1/…` (a Grafana data
+    // source's URL is `…/v1/db/{db}`)
+    let root = if rest.starts_with("api/v1/") { "/" } else { "/v1/" };
     let path_and_query = match req.uri().query() {
-        Some(q) => format!("/v1/{rest}?{q}"),
-        None => format!("/v1/{rest}"),
+        Some(q) => format!("{root}{rest}?{q}"),
+        None => format!("{root}{rest}"),
     };
     let mut parts = req.uri().clone().into_parts();
     let Ok(path_and_query) = path_and_query.parse() else {
@@ -171,7 +178,7 @@ pub(super) fn document(doc: &mut utoipa::openapi::OpenApi) {
         .paths
         .paths
         .iter()
-        .filter(|(path, _)| path.starts_with("/v1/") && is_database_route(path))
+        .filter(|(path, _)| (path.starts_with("/v1/") || path.starts_with("/api/v1/")) && is_database_route(path))
         .map(|(path, item)| {
             let mut item = item.clone();
             let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
@@ -189,21 +196,23 @@ pub(super) fn document(doc: &mut utoipa::openapi::OpenApi) {
                     parameters.insert(i, p.clone().into());
                 }
             }
-            (format!("{PREFIX}{{db}}/{}", &path["/v1/".len()..]), item)
+            let rest = path.strip_prefix("/v1/").unwrap_or_else(|| path.trim_start_matches('/'));
+            (format!("{PREFIX}{{db}}/{rest}"), item)
         })
         .collect();
     doc.paths.paths.extend(copies);
 }
 
 /// Whether `route` (a route template) is a route of one database: every `/v1/…` route but the
-/// databases' own (which `/v1/db/{db}/…` reaches too), and the InfluxDB writes (`db=`,
-/// `bucket=`).
+/// databases' own (which `/v1/db/{db}/…` reaches too), the InfluxDB writes (`db=`,
+/// `bucket=`) and the Prometheus API (`/v1/db/{db}/api/v1/…`).
 pub fn is_database_route(route: &str) -> bool {
     let of_database = |rest: &str| !rest.starts_with("databases") && !rest.starts_with("db/");
     route.strip_prefix("/v1/").is_some_and(of_database)
         || route == "/write"
         || route == "/api/v2/write"
         || route == "/query"
+        || route.starts_with("/api/v1/")
 }
 
 #[cfg(test)]
@@ -243,5 +252,10 @@ mod tests {
         assert_eq!(rewritten("/v1/db/%+1/tables"), ("/v1/db/%+1/tables".into(), None));
         assert_eq!(path_in("a b", "/v1/tables/t?x=1"), "/v1/db/a%20b/tables/t?x=1");
         assert_eq!(rewritten("/v1/db/shop/db/other/tables"), ("/v1/db/shop/db/other/tables".into(), None));
+        assert_eq!(
+            rewritten("/v1/db/shop/api/v1/query?query=up"),
+            ("/api/v1/query?query=up".into(), Some("shop".into()))
+        );
+        assert_eq!(rewritten("/api/v1/query?query=up"), ("/api/v1/query?query=up".into(), None));
     }
 }

@@ -131,6 +131,8 @@ fn status_of(e: &ServiceError) -> StatusCode {
         | ServiceError::MaxVisited(_)
         | ServiceError::InvalidWeight(_)
         | ServiceError::TooManyBuckets(_)
+        | ServiceError::QueryTooLarge(_)
+        | ServiceError::DuplicateLabelset(_)
         | ServiceError::StreamSortTooLarge { .. }
         | ServiceError::StreamSortTooLargeBytes { .. }
         | ServiceError::Json(crate::entity::TextError::TooDeep(_)) => StatusCode::UNPROCESSABLE_ENTITY,

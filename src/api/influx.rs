@@ -162,6 +162,8 @@ fn influx_code(status: StatusCode) -> &'static str {
 enum Api {
     V1,
     V2,
+    /// the Prometheus query API (`prometheus.rs`)
+    Prometheus,
 }
 
 impl Api {
@@ -170,6 +172,7 @@ impl Api {
             "/write" => Some(Api::V1),
             "/api/v2/write" => Some(Api::V2),
             "/query" => Some(Api::V1),
+            p if p.starts_with(super::prometheus::PREFIX) => Some(Api::Prometheus),
             _ => None,
         }
     }
@@ -195,6 +198,7 @@ fn reshape(api: Api, response: Response) -> Response {
             mosaicdb_code: problem.code.clone(),
             lines: problem.lines.clone(),
         }),
+        Api::Prometheus => super::prometheus::error_body(status, problem),
     };
     let Ok(body) = body else { return response };
     let (mut parts, _) = response.into_parts();
@@ -205,7 +209,8 @@ fn reshape(api: Api, response: Response) -> Response {
     Response::from_parts(parts, Body::from(body))
 }
 
-/// Gives the error answers of the Influx writes their Influx shape. Outermost in the stack
+/// Gives the error answers of the Influx writes their Influx shape (and those of the Prometheus
+/// API theirs: `prometheus.rs`). Outermost in the stack
 /// `api::app` adds, so that it sees every error of those routes as the client would (the auth
 /// layer's 401 and 403, a timeout's 408, a panic's 500); it changes no status. Costs every other
 /// request one comparison of its path.

@@ -19,6 +19,7 @@ mod indexes;
 mod influx;
 mod influxql;
 mod metrics;
+mod prometheus;
 mod query;
 mod respond;
 #[cfg(test)]
@@ -76,6 +77,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "batch", description = "several writes, all or nothing"),
         (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
         (name = "timeseries", description = "points as JSON or InfluxDB line protocol, bucket aggregation, retention"),
+        (name = "prometheus", description = "the Prometheus HTTP query API over the time series (a PromQL subset), for Grafana and promtool; also under `/v1/db/{db}/api/v1/…`"),
         (name = "admin", description = "consistency check, background tasks, online backup"),
         (name = "changes", description = "the changefeed: every committed document change, in order (long-poll and SSE)"),
     ),
@@ -101,6 +103,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(timeseries::router())
         .merge(influx::router())
         .merge(influxql::router())
+        .merge(prometheus::router())
         .merge(admin::router())
         .merge(changes::router())
 }

@@ -147,6 +147,13 @@ pub enum ServiceError {
     /// An aggregation would answer with more buckets than allowed: widen `step` or narrow the window.
     #[error("the aggregation would return more than {0} buckets: widen step or narrow from/to")]
     TooManyBuckets(usize),
+    /// A PromQL query would read or produce more samples, series or steps than a query may.
+    #[error("{0}")]
+    QueryTooLarge(String),
+    /// A PromQL operation left two series of an instant vector with the same labels at one step
+    /// (a function or an operator dropped the metric name that told them apart).
+    #[error("vector cannot contain metrics with the same labelset: {0}")]
+    DuplicateLabelset(String),
     /// A search query that does not parse; `position` counts characters from 0.
     #[error("invalid search query at character {position}: {reason}")]
     InvalidQuery {
@@ -428,6 +435,8 @@ impl ServiceError {
             ServiceError::HistoryPurging(_) => "history_purging",
             ServiceError::InvalidLines(_) => "invalid_line_protocol",
             ServiceError::TooManyBuckets(_) => "too_many_buckets",
+            ServiceError::QueryTooLarge(_) => "query_too_large",
+            ServiceError::DuplicateLabelset(_) => "duplicate_labelset",
             ServiceError::NoSearchIndex(_) => "no_search_index",
             ServiceError::NoVectorIndex(_) => "no_vector_index",
             ServiceError::InvalidVector { .. } => "invalid_vector",

@@ -80,11 +80,22 @@ const EXPECTED: &[(&str, &str, Needs)] = &[
     ("GET", "/v1/changes", Read),
     ("GET", "/v1/changes/stream", Read),
     ("GET", "/v1/changes/stats", Read),
+    ("GET", "/api/v1/query", Read),
+    ("POST", "/api/v1/query", Read),
+    ("GET", "/api/v1/query_range", Read),
+    ("POST", "/api/v1/query_range", Read),
+    ("GET", "/api/v1/series", Read),
+    ("POST", "/api/v1/series", Read),
+    ("GET", "/api/v1/labels", Read),
+    ("POST", "/api/v1/labels", Read),
+    ("GET", "/api/v1/label/{name}/values", Read),
 ];
 
-/// The plain route of a database's route under `/v1/db/{db}/…`.
+/// The plain route of a database's route under `/v1/db/{db}/…` (its Prometheus API,
+/// `/v1/db/{db}/api/v1/…`, is `/api/v1/…`).
 fn plain(path: &str) -> String {
     match path.strip_prefix("/v1/db/{db}/") {
+        Some(rest) if rest.starts_with("api/v1/") => format!("/{rest}"),
         Some(rest) => format!("/v1/{rest}"),
         None => path.to_owned(),
     }
@@ -135,6 +146,8 @@ fn concrete(path: &str) -> String {
         "/v1/timeseries/{metric}/aggregate" => format!("{filled}?step=1m&from=0&to=60000"),
         "/v1/timeseries/{metric}" => format!("{filled}?entity=gone"),
         "/query" => format!("{filled}?q=SHOW%20MEASUREMENTS"),
+        "/api/v1/query" | "/api/v1/query_range" => format!("{filled}?query=cpu&time=1&start=0&end=60&step=15"),
+        "/api/v1/series" => format!("{filled}?match[]=cpu"),
         _ => filled,
     }
 }
@@ -197,9 +210,15 @@ async fn call(s: &TestServer, authorization: Option<&str>, method: &str, path: &
 }
 
 /// Whether `r` is the error `code` with `status`: a problem, or on the Influx writes the error
-/// in the shape of their InfluxDB version.
+/// in the shape of their InfluxDB version, on the Prometheus API in Prometheus' shape.
 fn is_error(r: &Reply, what: &str, status: u16, influx_code: &str, code: &str) -> bool {
-    if what.contains(" /write") || what.contains(" /query") {
+    if what.contains("/api/v1/") {
+        r.status.as_u16() == status
+            && r.header("content-type") == Some("application/json")
+            && r.body["status"] == "error"
+            && r.body["code"] == code
+            && r.body["error"].as_str().is_some_and(|e| !e.is_empty())
+    } else if what.contains(" /write") || what.contains(" /query") {
         r.is_influx_v1_error(status, code)
     } else if what.contains(" /api/v2/write") {
         r.is_influx_v2_error(status, influx_code, code)
@@ -262,7 +281,10 @@ async fn every_operation_refuses_missing_unknown_and_weak_keys_and_lets_its_role
     assert_eq!(documented, listed, "documented operations and EXPECTED differ");
     // every route of a database is there in both forms
     let in_db = ops.iter().filter(|(_, p, _)| p.starts_with("/v1/db/{db}/")).count();
-    let of_db = EXPECTED.iter().filter(|(_, p, _)| p.starts_with("/v1/") && !p.starts_with("/v1/databases")).count();
+    let of_db = EXPECTED
+        .iter()
+        .filter(|(_, p, _)| (p.starts_with("/v1/") && !p.starts_with("/v1/databases")) || p.starts_with("/api/v1/"))
+        .count();
     assert_eq!(in_db, of_db);
     let wrong = "Bearer not-a-configured-key-0123456789";
     let mut refused_writes = 0;

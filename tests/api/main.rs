@@ -22,6 +22,7 @@ mod import_csv;
 mod indexes;
 mod influxql;
 mod metrics;
+mod prometheus;
 mod query;
 mod search;
 mod service;

@@ -299,8 +299,10 @@ fn every_route_flag_and_variable_is_documented() {
         .as_object()
         .expect("openapi paths")
         .keys()
-        // a database's routes are the plain ones under `/v1/db/{db}/` (one page says so)
+        // a database's routes are the plain ones under `/v1/db/{db}/` (one page says so); its
+        // Prometheus API is `/api/v1/…` under it
         .map(|route| match route.strip_prefix("/v1/db/{db}/") {
+            Some(rest) if rest.starts_with("api/v1/") => format!("/{rest}"),
             Some(rest) if pages.contains("/v1/db/{db}/…`") => format!("/v1/{rest}"),
             _ => route.clone(),
         })

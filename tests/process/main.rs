@@ -11,4 +11,5 @@ mod cluster;
 mod deploy;
 mod fds;
 mod influx;
+mod prometheus;
 mod readme;

@@ -70,7 +70,8 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
     // a database's routes under `/v1/db/{db}/…` need what the plain ones need (the router
     // matches the plain template; the OpenAPI document names both)
     if let Some(rest) = route.strip_prefix("/v1/db/{db}/") {
-        return explicit(method, &format!("/v1/{rest}"), metrics_public);
+        let root = if rest.starts_with("api/v1/") { "/" } else { "/v1/" };
+        return explicit(method, &format!("{root}{rest}"), metrics_public);
     }
     if route.starts_with("/v1/admin/") {
         // check, tasks, backup and whatever joins them
@@ -141,6 +142,10 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         "/v1/timeseries/{metric}" if delete => role(Write),
         "/v1/timeseries/{metric}/retention" if get => role(Read),
         "/v1/timeseries/{metric}/retention" if put => role(Admin),
+
+        // the Prometheus query API: reads, whether asked with GET or with a form POST
+        "/api/v1/query" | "/api/v1/query_range" | "/api/v1/series" | "/api/v1/labels" if get || post => role(Read),
+        "/api/v1/label/{name}/values" if get => role(Read),
 
         // the changefeed: reads of what was written
         "/v1/changes" | "/v1/changes/stream" | "/v1/changes/stats" if get => role(Read),

@@ -14,6 +14,7 @@ mod lineparse;
 mod listing;
 mod merge;
 mod metric_scan;
+pub mod promql;
 mod read;
 mod retention;
 mod select;

@@ -85,6 +85,12 @@ impl Selector {
         Ok(Selector { matchers })
     }
 
+    /// The selector of `name="value"` matchers only (a PromQL selector's equal matchers, which
+    /// the series index answers; the caller checks the rest).
+    pub(crate) fn equal(pairs: Vec<(String, String)>) -> Selector {
+        Selector { matchers: pairs.into_iter().map(|(name, v)| Matcher { name, op: Op::Eq(v) }).collect() }
+    }
+
     /// True when the selector selects every series.
     pub fn is_empty(&self) -> bool {
         self.matchers.is_empty()
