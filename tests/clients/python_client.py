@@ -100,6 +100,18 @@ points = read_points.sync("temp", client=client, entity="s1")
 assert not isinstance(points, Problem), points
 assert [(p.ts, p.value) for p in points.points] == [(1000, 20.5), (2000, 21.0)], points.to_dict()
 
+# the same points through the Prometheus query API and InfluxQL
+from mosaicdb_client.api.prometheus import query_get as prom_query  # noqa: E402
+from mosaicdb_client.api.timeseries import query_get as influxql  # noqa: E402
+from mosaicdb_client.models import QueryAnswer  # noqa: E402
+
+answer = ok(prom_query.sync(client=client, query="max_over_time(temp[5s])", time="2.5"), QueryAnswer)
+assert answer.data.result_type.value == "vector", answer.to_dict()
+assert [r["value"] for r in answer.data.result] == [[2.5, "21"]], answer.to_dict()
+rows = influxql.sync(client=client, q="SELECT mean(value) FROM temp")
+assert not isinstance(rows, Problem), rows
+assert rows.to_dict()["results"][0]["series"][0]["values"][0][1] == 20.75, rows.to_dict()
+
 info = ok(get_table.sync("people", client=client), TableInfo)
 assert (info.documents, info.history.max_versions) == (3, 10), info.to_dict()
 print("python client: every call answered as its model says")

@@ -134,20 +134,48 @@ impl Serialize for MatrixSeries {
 }
 
 /// The `data` of a query's answer: `{"resultType": "vector"|"matrix"|"scalar", "result": …}`.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+///
+/// Its OpenAPI schema is one object (`resultType` an enum, `result` an array) rather than a
+/// `oneOf` per result type, which client generators turn into clashing models; the description
+/// says which `result` goes with which type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
 pub enum QueryData {
     /// an instant query's vector: `[{"metric": {labels}, "value": [t, "v"]}]`
-    #[schema(value_type = Vec<Object>)]
     Vector(Vec<VectorSample>),
     /// a range query's series (or an instant query of a range selector):
     /// `[{"metric": {labels}, "values": [[t, "v"], …]}]`
-    #[schema(value_type = Vec<Object>)]
     Matrix(Vec<MatrixSeries>),
     /// an instant query's number: `[t, "v"]`
-    #[schema(value_type = Vec<Object>)]
     Scalar(SamplePair),
 }
+
+impl utoipa::PartialSchema for QueryData {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .description(Some(
+                "The `data` of a query's answer. `vector` (an instant query): `result` is \
+                 `[{\"metric\": {labels}, \"value\": [t, \"v\"]}, …]`; `matrix` (a range query, or an \
+                 instant query of a range selector): `[{\"metric\": {labels}, \"values\": [[t, \"v\"], …]}, …]`; \
+                 `scalar`: `[t, \"v\"]` (t in seconds, v the value as text).",
+            ))
+            .property(
+                "resultType",
+                ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["vector", "matrix", "scalar"])),
+            )
+            .required("resultType")
+            .property(
+                "result",
+                ArrayBuilder::new()
+                    .items(ObjectBuilder::new().schema_type(utoipa::openapi::schema::SchemaType::AnyValue)),
+            )
+            .required("result")
+            .into()
+    }
+}
+
+impl ToSchema for QueryData {}
 
 #[cfg(test)]
 mod tests {
