@@ -105,10 +105,7 @@ mod tests {
     use super::*;
 
     fn s(labels: &[(&str, &str)], values: &[Option<f64>]) -> StepSeries {
-        StepSeries {
-            labels: labels.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect(),
-            values: values.to_vec(),
-        }
+        StepSeries::of(labels, values)
     }
 
     #[test]

@@ -14,6 +14,17 @@ pub(crate) struct StepSeries {
     pub values: Vec<Option<f64>>,
 }
 
+#[cfg(test)]
+impl StepSeries {
+    /// A series of `labels` (name, value) with `values` per step, for tests.
+    pub(crate) fn of(labels: &[(&str, &str)], values: &[Option<f64>]) -> StepSeries {
+        StepSeries {
+            labels: labels.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect(),
+            values: values.to_vec(),
+        }
+    }
+}
+
 /// Refuses an instant vector holding two series with the same labels that both have a value at
 /// one step (as Prometheus does once a function or operator dropped the names apart).
 pub(crate) fn unique_labelsets(series: &[StepSeries]) -> crate::service::Result<()> {
