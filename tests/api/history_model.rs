@@ -230,3 +230,28 @@ async fn as_of_hides_what_had_expired_by_then() {
     let (_, page) = s.post("/v1/tables/tmp/query", json!({"as_of": after})).await;
     assert_eq!(ids(&page), [json!("b")], "{page}");
 }
+
+/// The as-of walk tells a document's keys from those of an id it is a prefix of.
+#[tokio::test]
+async fn as_of_walks_ids_that_prefix_one_another() {
+    let s = TestServer::start().await;
+    s.post("/v1/tables", json!({"name": "p", "history": {"max_versions": 5}})).await;
+    for id in ["a", "ab", "a.b", "b"] {
+        s.put(&format!("/v1/tables/p/documents/{id}"), json!({"v": 1})).await;
+    }
+    let mid = mark(&BTreeMap::new()).await.at_ms;
+    for id in ["a", "ab", "a.b", "b"] {
+        s.put(&format!("/v1/tables/p/documents/{id}"), json!({"v": 2})).await;
+    }
+    s.delete("/v1/tables/p/documents/ab").await;
+    let (_, then) = s.post("/v1/tables/p/query", json!({"as_of": mid})).await;
+    let (_, now) = s.post("/v1/tables/p/query", json!({"as_of": now_ms() + 1000})).await;
+    let pairs = |page: &Value| {
+        page["documents"].as_array().unwrap().iter().map(|d| (d["_id"].clone(), d["v"].clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        pairs(&then),
+        [(json!("a"), json!(1)), (json!("a.b"), json!(1)), (json!("ab"), json!(1)), (json!("b"), json!(1))]
+    );
+    assert_eq!(pairs(&now), [(json!("a"), json!(2)), (json!("a.b"), json!(2)), (json!("b"), json!(2))]);
+}

@@ -95,13 +95,19 @@ impl<'s> TableAsOf<'s> {
                 (None, Some(h)) => h,
                 (Some(e), Some(h)) => e.min(h),
             };
-            let current = match self.entities.next_if(|item| item.as_ref().is_ok_and(|(k, _)| same_id(k, &id, false))) {
+            // the document's keys, by their bytes: its entity key, and every hist key under its
+            // prefix (a tuple's string ends in a terminator, so no other id's keys share it)
+            let entity_key = EntityKey::new(&self.table, &id).encode();
+            let doc_prefix = HistKey::of_document(&self.table, &id);
+            let current = match self.entities.next_if(|item| item.as_ref().is_ok_and(|(k, _)| **k == *entity_key)) {
                 Some(item) => Some(item?.1),
                 None => None,
             };
             // the document's history keys: its head first, then its versions oldest first
             let (mut head, mut kept) = (None, None);
-            while let Some(item) = self.hist.next_if(|item| item.as_ref().is_ok_and(|(k, _)| same_id(k, &id, true))) {
+            while let Some(item) =
+                self.hist.next_if(|item| item.as_ref().is_ok_and(|(k, _)| k.starts_with(&doc_prefix)))
+            {
                 let (key, value) = item?;
                 self.tick()?;
                 match HistKey::decode(&key).map_err(|e| self.damaged(&e.to_string()))?.start {
@@ -128,11 +134,6 @@ impl<'s> TableAsOf<'s> {
             }
         }
     }
-}
-
-/// True when `key` (of the entity or history family) belongs to document `id`.
-fn same_id(key: &[u8], id: &str, hist: bool) -> bool {
-    if hist { HistKey::decode(key).is_ok_and(|k| k.id == id) } else { EntityKey::decode(key).is_ok_and(|k| k.id == id) }
 }
 
 impl Iterator for TableAsOf<'_> {
