@@ -134,7 +134,8 @@ pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access)
     let record = metrics.layer();
     let max_streams = limits.max_streams.max(1);
     let streams = Arc::new(tokio::sync::Semaphore::new(max_streams));
-    let state = AppState { databases, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics, admission };
+    let state =
+        AppState { databases, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics, admission };
     let cluster = axum::middleware::from_fn_with_state(state.clone(), cluster::layer);
     let (timed, _) = routes().split_for_parts();
     // imports and backups stream for as long as they take: no request timeout

@@ -186,7 +186,10 @@ async fn an_influxql_query_past_the_memory_budget_is_refused() {
     assert_eq!(r.status, 200, "one interval only: {}", r.body);
     let grouped = format!(
         "/query?q={}",
-        common::seg(&format!("SELECT median(*) FROM m WHERE time >= {T0}s AND time < {}s GROUP BY time(1s)", T0 + 2000))
+        common::seg(&format!(
+            "SELECT median(*) FROM m WHERE time >= {T0}s AND time < {}s GROUP BY time(1s)",
+            T0 + 2000
+        ))
     );
     let r = s.send(Method::GET, &grouped, None, &[]).await;
     assert!(r.is_influx_v1_error(422, "query_too_large"), "{} {}", r.status, r.body);
@@ -194,7 +197,10 @@ async fn an_influxql_query_past_the_memory_budget_is_refused() {
     // within the budget: the same query over 100 seconds
     let small = format!(
         "/query?q={}",
-        common::seg(&format!("SELECT median(f3) FROM m WHERE time >= {T0}s AND time < {}s GROUP BY time(1s)", T0 + 100))
+        common::seg(&format!(
+            "SELECT median(f3) FROM m WHERE time >= {T0}s AND time < {}s GROUP BY time(1s)",
+            T0 + 100
+        ))
     );
     let r = s.send(Method::GET, &small, None, &[]).await;
     assert_eq!(r.status, 200, "{}", r.body);

@@ -46,7 +46,8 @@ impl Db {
         self.read(move |db| {
             let mut metrics: Vec<String> = db.catalog.metrics().iter().map(|m| m.name.clone()).collect();
             metrics.sort();
-            let mut ctx = Ctx { view: db.store.snapshot(), stop: &stop, now, epoch, metrics, rows: 0, memory: db.mem_budget() };
+            let mut ctx =
+                Ctx { view: db.store.snapshot(), stop: &stop, now, epoch, metrics, rows: 0, memory: db.mem_budget() };
             let mut results = Vec::with_capacity(statements.len());
             for (statement_id, statement) in statements.iter().enumerate() {
                 let held = ctx.memory.used();

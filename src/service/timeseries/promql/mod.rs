@@ -81,8 +81,13 @@ impl Db {
         let (stop, _abandon) = self.request_stop();
         self.read(move |db| {
             let view = db.store.snapshot();
-            let mut eval =
-                Eval { view: &view, metrics: db.catalog.metrics(), steps, stop: &stop, budget: Budget::new(db.mem_budget()) };
+            let mut eval = Eval {
+                view: &view,
+                metrics: db.catalog.metrics(),
+                steps,
+                stop: &stop,
+                budget: Budget::new(db.mem_budget()),
+            };
             let value = eval.eval(&expr, 0)?;
             answer(value, &eval.steps, range)
         })

@@ -110,10 +110,8 @@ impl<'p> Sliding<'p> {
     fn leave(&mut self, i: usize) {
         match self.func {
             "sum_over_time" | "avg_over_time" => self.sum.remove(self.points[i].1),
-            "min_over_time" | "max_over_time" => {
-                if self.queue.front() == Some(&i) {
-                    self.queue.pop_front();
-                }
+            "min_over_time" | "max_over_time" if self.queue.front() == Some(&i) => {
+                self.queue.pop_front();
             }
             _ => {}
         }
