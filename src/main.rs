@@ -2,6 +2,7 @@
 
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
+use mosaicdb::api::admission::HeavyReads;
 use mosaicdb::api::auth::{Access, ENV_KEYS, KeySet};
 use mosaicdb::api::{CorsOrigins, HttpLimits};
 use mosaicdb::background::TaskConfig;
@@ -183,6 +184,14 @@ struct ServeArgs {
     /// most streamed answers (NDJSON query streams and exports, backups) written at once; beyond, 503
     #[arg(long, env = "MOSAIC_MAX_STREAMS", default_value_t = mosaicdb::server::DEFAULT_MAX_STREAMS)]
     max_streams: usize,
+    /// most heavy reads of one class (PromQL, InfluxQL, as-of reads, graph walks, queries) run at
+    /// once; beyond, a request waits up to a second, then 503 (0: twice the cores)
+    #[arg(long, env = "MOSAIC_MAX_HEAVY_READS", default_value_t = 0)]
+    max_heavy_reads: usize,
+    /// most memory one heavy read (PromQL, InfluxQL) may hold while it works, in MiB; beyond, 422
+    /// `query_too_large` (0: no budget)
+    #[arg(long, env = "MOSAIC_MAX_QUERY_MEMORY_MB", default_value_t = mosaicdb::service::mem_budget::DEFAULT_MAX_QUERY_BYTES >> 20)]
+    max_query_memory_mb: usize,
     /// a query with `allow_scan: false` refuses a full scan of a table with more documents than this
     #[arg(long, env = "MOSAIC_SCAN_THRESHOLD", default_value_t = 1000)]
     scan_threshold: u64,
@@ -262,10 +271,15 @@ impl ServeArgs {
                 timeout: Duration::from_secs(self.timeout_secs.max(1)),
                 min_import_bytes: self.import_min_bytes.max(1),
                 max_streams: self.max_streams.max(1),
+                heavy_reads: match self.max_heavy_reads {
+                    0 => HeavyReads::default(),
+                    n => HeavyReads { per_class: n, ..HeavyReads::default() },
+                },
             },
             options: DbOptions {
                 scan_threshold: self.scan_threshold,
                 graph_memory_bytes: self.graph_memory_mb << 20,
+                max_query_bytes: self.max_query_memory_mb.saturating_mul(1 << 20),
                 ..DbOptions::default()
             },
             tasks: TaskConfig {

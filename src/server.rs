@@ -50,6 +50,7 @@ impl ServerConfig {
                 timeout: Duration::from_secs(30),
                 min_import_bytes: crate::service::DEFAULT_MIN_IMPORT_BYTES,
                 max_streams: DEFAULT_MAX_STREAMS,
+                heavy_reads: crate::api::admission::HeavyReads::default(),
             },
             options: DbOptions::default(),
             tasks: TaskConfig::default(),

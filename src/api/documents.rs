@@ -243,7 +243,8 @@ async fn insert_documents(
         (status = 406, description = "an export asked for over HTTP/1.0, which cannot tell a cut stream from a whole one \
             (`not_acceptable`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "an export asked for while the server already writes `--max-streams` streamed answers \
-            (`too_many_streams`, with `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+            (`too_many_streams`), or an `as_of` page while every place of the history class is taken (`--max-heavy-reads`: \
+            `too_many_heavy_reads`); both with `Retry-After`", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_documents(
     Database(db): Database,
@@ -280,6 +281,7 @@ async fn list_documents(
                 cursor: params.cursor,
                 ..Default::default()
             };
+            let _permit = state.admission.enter(super::admission::HeavyClass::History).await?;
             match db.query(table, req).await? {
                 crate::service::QueryResult::Page(page) => page,
                 crate::service::QueryResult::Explain(_) => {

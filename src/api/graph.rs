@@ -1,6 +1,7 @@
 //! `/v1/graph`: neighbours, traversals and shortest paths over the edge tables.
 
 use super::AppState;
+use super::admission::HeavyClass;
 use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiQuery};
@@ -9,6 +10,7 @@ use crate::service::graph::{
     WalkDirection,
 };
 use axum::Json;
+use axum::extract::State;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -90,8 +92,15 @@ async fn neighbors(
             example = json!({"type": "urn:mosaicdb:problem:max_visited_exceeded", "title": "Unprocessable Entity", "status": 422,
                 "detail": "the walk read more than max_visited = 1000 adjacency entries: narrow it (depth, edges, filters) or raise max_visited",
                 "code": "max_visited_exceeded"})),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`",
+            body = Problem, content_type = "application/problem+json"),
     ))]
-async fn traverse(Database(db): Database, ApiJson(req): ApiJson<TraverseRequest>) -> Result<Response, ApiError> {
+async fn traverse(
+    State(state): State<AppState>,
+    Database(db): Database,
+    ApiJson(req): ApiJson<TraverseRequest>,
+) -> Result<Response, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Graph).await?;
     let answer = db.traverse(req).await?;
     // `{"_id":"…","depth":N}` per vertex, about; paths about twice that again
     let per_vertex = if answer.paths.is_some() { 160 } else { 48 };
@@ -118,10 +127,14 @@ async fn traverse(Database(db): Database, ApiJson(req): ApiJson<TraverseRequest>
         (status = 422, description = "a body of the wrong shape; an edge whose weight is missing, not a number or negative \
             (`invalid_weight`); or more than `max_visited` entries read (`max_visited_exceeded`)", body = Problem,
             content_type = "application/problem+json"),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`",
+            body = Problem, content_type = "application/problem+json"),
     ))]
 async fn shortest_path(
+    State(state): State<AppState>,
     Database(db): Database,
     ApiJson(req): ApiJson<ShortestPathRequest>,
 ) -> Result<Json<ShortestPathResponse>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Graph).await?;
     Ok(Json(db.shortest_path(req).await?))
 }

@@ -4,6 +4,7 @@
 //! a form-encoded POST body; errors of the whole request answer `{"error": "…"}` (`influx.rs`).
 
 use super::AppState;
+use super::admission::HeavyClass;
 use super::auth::Caller;
 use super::database::{Database, Named};
 use super::error::ApiError;
@@ -58,6 +59,10 @@ pub struct InfluxQueryParams {
                 "code": "invalid_request"})),
         (status = 401, description = "no API key, or one the server does not know (`unauthenticated`)", body = InfluxV1Error),
         (status = 404, description = "`db` names no database (`database_not_found`)", body = InfluxV1Error),
+        (status = 422, description = "the query would hold more than `--max-query-memory-mb` in memory (`query_too_large`)",
+            body = InfluxV1Error),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`",
+            body = InfluxV1Error),
     ))]
 async fn query_get(
     State(state): State<AppState>,
@@ -81,6 +86,10 @@ async fn query_get(
         (status = 401, description = "no API key, or one the server does not know (`unauthenticated`)", body = InfluxV1Error),
         (status = 404, description = "`db` names no database (`database_not_found`)", body = InfluxV1Error),
         (status = 413, description = "body too large", body = InfluxV1Error),
+        (status = 422, description = "the query would hold more than `--max-query-memory-mb` in memory (`query_too_large`)",
+            body = InfluxV1Error),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`",
+            body = InfluxV1Error),
     ))]
 async fn query_post(
     State(state): State<AppState>,
@@ -152,6 +161,7 @@ async fn answer(
     let databases: Vec<String> =
         state.databases.all().into_iter().map(|(name, _)| name).filter(|name| sees(name)).collect();
     let name = p.db.clone().unwrap_or_else(|| resolved.to_owned());
+    let _permit = state.admission.enter(HeavyClass::Influxql).await?;
     let answer = db.influxql(statements, now, epoch, (name, databases)).await?;
     let pretty = p.pretty.as_deref().is_some_and(|v| v == "true");
     let body = if pretty { serde_json::to_vec_pretty(&answer) } else { serde_json::to_vec(&answer) }

@@ -2,6 +2,7 @@
 //! Handlers are thin: extract, call one service function, map the result.
 
 mod admin;
+pub mod admission;
 pub mod auth;
 mod backup;
 mod batch;
@@ -128,11 +129,13 @@ pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access)
         window: limits.timeout,
         min_bytes: limits.min_import_bytes,
     };
-    let metrics = Arc::new(metrics::Metrics::new(databases.clone()));
+    let admission = Arc::new(admission::Admission::new(limits.heavy_reads));
+    let metrics = Arc::new(metrics::Metrics::new(databases.clone(), admission.clone()));
     let record = metrics.layer();
     let max_streams = limits.max_streams.max(1);
     let streams = Arc::new(tokio::sync::Semaphore::new(max_streams));
-    let state = AppState { databases, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics };
+    let state =
+        AppState { databases, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics, admission };
     let cluster = axum::middleware::from_fn_with_state(state.clone(), cluster::layer);
     let (timed, _) = routes().split_for_parts();
     // imports and backups stream for as long as they take: no request timeout

@@ -8,6 +8,7 @@
 //! `http://host:8080` (the `default` database) or `http://host:8080/v1/db/{db}`.
 
 use super::AppState;
+use super::admission::HeavyClass;
 use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::ApiPath;
@@ -15,8 +16,8 @@ use super::timeseries::body_of;
 use crate::service::timeseries::promql::{Metric, PromParams, QueryData};
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::RawQuery;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -219,13 +220,16 @@ pub struct LabelPath {
         (status = 401, description = "no API key, or one the server does not know (`unauthenticated`), when the server has keys", body = PromError),
         (status = 404, description = "under `/v1/db/{db}/…`: no such database (`database_not_found`)", body = PromError),
         (status = 408, description = "the query passed the request timeout (`timeout`)", body = PromError),
-        (status = 422, description = "more series or samples than a query may take (`execution`, `query_too_large`)", body = PromError),
+        (status = 422, description = "more series, samples or memory (`--max-query-memory-mb`) than a query may take (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn query_get(
+    State(state): State<AppState>,
     Database(db): Database,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Result<Json<QueryAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(QueryAnswer { status: SUCCESS, data: db.prom_query(params(q.as_deref(), &headers, None)).await? }))
 }
 
@@ -239,14 +243,17 @@ async fn query_get(
         (status = 404, description = "under `/v1/db/{db}/…`: no such database (`database_not_found`)", body = PromError),
         (status = 408, description = "the query passed the request timeout (`timeout`)", body = PromError),
         (status = 413, description = "body too large", body = PromError),
-        (status = 422, description = "more series or samples than a query may take (`execution`, `query_too_large`)", body = PromError),
+        (status = 422, description = "more series, samples or memory (`--max-query-memory-mb`) than a query may take (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn query_post(
+    State(state): State<AppState>,
     Database(db): Database,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<QueryAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(QueryAnswer { status: SUCCESS, data: db.prom_query(posted(q, &headers, body)?).await? }))
 }
 
@@ -261,13 +268,16 @@ async fn query_post(
         (status = 401, description = "no API key, or one the server does not know (`unauthenticated`), when the server has keys", body = PromError),
         (status = 404, description = "under `/v1/db/{db}/…`: no such database (`database_not_found`)", body = PromError),
         (status = 408, description = "the query passed the request timeout (`timeout`)", body = PromError),
-        (status = 422, description = "more series or samples than a query may take (`execution`, `query_too_large`)", body = PromError),
+        (status = 422, description = "more series, samples or memory (`--max-query-memory-mb`) than a query may take (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn query_range_get(
+    State(state): State<AppState>,
     Database(db): Database,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Result<Json<QueryAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(QueryAnswer { status: SUCCESS, data: db.prom_query_range(params(q.as_deref(), &headers, None)).await? }))
 }
 
@@ -282,14 +292,17 @@ async fn query_range_get(
         (status = 404, description = "under `/v1/db/{db}/…`: no such database (`database_not_found`)", body = PromError),
         (status = 408, description = "the query passed the request timeout (`timeout`)", body = PromError),
         (status = 413, description = "body too large", body = PromError),
-        (status = 422, description = "more series or samples than a query may take (`execution`, `query_too_large`)", body = PromError),
+        (status = 422, description = "more series, samples or memory (`--max-query-memory-mb`) than a query may take (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn query_range_post(
+    State(state): State<AppState>,
     Database(db): Database,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<QueryAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(QueryAnswer { status: SUCCESS, data: db.prom_query_range(posted(q, &headers, body)?).await? }))
 }
 
@@ -303,12 +316,15 @@ async fn query_range_post(
         (status = 404, description = "under `/v1/db/{db}/…`: no such database (`database_not_found`)", body = PromError),
         (status = 408, description = "the listing passed the request timeout (`timeout`)", body = PromError),
         (status = 422, description = "more than 100000 series (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn series_get(
+    State(state): State<AppState>,
     Database(db): Database,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Result<Json<SeriesAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(SeriesAnswer { status: SUCCESS, data: db.prom_series(params(q.as_deref(), &headers, None)).await? }))
 }
 
@@ -323,13 +339,16 @@ async fn series_get(
         (status = 408, description = "the listing passed the request timeout (`timeout`)", body = PromError),
         (status = 413, description = "body too large", body = PromError),
         (status = 422, description = "more than 100000 series (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn series_post(
+    State(state): State<AppState>,
     Database(db): Database,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SeriesAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(SeriesAnswer { status: SUCCESS, data: db.prom_series(posted(q, &headers, body)?).await? }))
 }
 
@@ -343,12 +362,15 @@ async fn series_post(
         (status = 404, description = "under `/v1/db/{db}/…`: no such database (`database_not_found`)", body = PromError),
         (status = 408, description = "the listing passed the request timeout (`timeout`)", body = PromError),
         (status = 422, description = "more than 100000 series (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn labels_get(
+    State(state): State<AppState>,
     Database(db): Database,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Result<Json<NamesAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(NamesAnswer { status: SUCCESS, data: db.prom_labels(params(q.as_deref(), &headers, None)).await? }))
 }
 
@@ -363,13 +385,16 @@ async fn labels_get(
         (status = 408, description = "the listing passed the request timeout (`timeout`)", body = PromError),
         (status = 413, description = "body too large", body = PromError),
         (status = 422, description = "more than 100000 series (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn labels_post(
+    State(state): State<AppState>,
     Database(db): Database,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<NamesAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(NamesAnswer { status: SUCCESS, data: db.prom_labels(posted(q, &headers, body)?).await? }))
 }
 
@@ -385,13 +410,16 @@ async fn labels_post(
         (status = 404, description = "under `/v1/db/{db}/…`: no such database (`database_not_found`)", body = PromError),
         (status = 408, description = "the listing passed the request timeout (`timeout`)", body = PromError),
         (status = 422, description = "more than 100000 series (`execution`, `query_too_large`)", body = PromError),
+        (status = 503, description = "every place of the class taken (`--max-heavy-reads`): `too_many_heavy_reads`, with `Retry-After`", body = PromError),
     ))]
 async fn label_values(
+    State(state): State<AppState>,
     Database(db): Database,
     ApiPath(path): ApiPath<LabelPath>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Result<Json<NamesAnswer>, ApiError> {
+    let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(NamesAnswer {
         status: SUCCESS,
         data: db.prom_label_values(path.name, params(q.as_deref(), &headers, None)).await?,

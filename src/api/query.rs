@@ -1,5 +1,6 @@
 //! `POST /v1/tables/{table}/query`.
 
+use super::admission::HeavyClass;
 use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
@@ -52,7 +53,9 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
             sort no index gives matches more than 10,000 documents, or sort values over 64 MiB (`stream_sort_too_large`)", body = Problem,
             content_type = "application/problem+json"),
         (status = 503, description = "a stream asked for while the server already writes `--max-streams` streamed answers \
-            (`too_many_streams`, with `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+            (`too_many_streams`), or a page while every place of the query class (or, with `as_of`, of the history class) is \
+            taken (`--max-heavy-reads`: `too_many_heavy_reads`); both with `Retry-After`", body = Problem,
+            content_type = "application/problem+json"),
     ))]
 async fn query(
     Database(db): Database,
@@ -73,6 +76,8 @@ async fn query(
             stream.write_to(pipe).map(drop)
         }));
     }
+    let class = if req.as_of.is_some() { HeavyClass::History } else { HeavyClass::Query };
+    let _permit = state.admission.enter(class).await?;
     let response = match db.query(table, req).await? {
         QueryResult::Page(page) => super::json_text(page.to_json()),
         QueryResult::Explain(plan) => Json(plan).into_response(),

@@ -21,6 +21,8 @@ pub struct AppState {
     pub(crate) max_streams: usize,
     /// this server's metrics (`GET /metrics`)
     pub(crate) metrics: Arc<Metrics>,
+    /// the places of the heavy reads (`--max-heavy-reads`)
+    pub(crate) admission: Arc<super::admission::Admission>,
 }
 
 /// Limits of the HTTP layer.
@@ -37,4 +39,6 @@ pub struct HttpLimits {
     /// most streamed answers (NDJSON streams of queries and exports, backups) written at once;
     /// beyond, 503 `too_many_streams`
     pub max_streams: usize,
+    /// heavy reads run at once per class (`--max-heavy-reads`); beyond, 503 `too_many_heavy_reads`
+    pub heavy_reads: super::admission::HeavyReads,
 }

@@ -22,6 +22,7 @@ mod import;
 pub mod indexes;
 mod info;
 mod jobs;
+pub mod mem_budget;
 mod metrics_snapshot;
 mod options;
 mod patch;
@@ -76,6 +77,8 @@ pub struct Db {
     /// backups whose snapshot is held (see `backup`)
     backups_running: Arc<std::sync::atomic::AtomicU64>,
     query_timeout: Option<std::time::Duration>,
+    /// a heavy read's memory budget, in bytes (see `mem_budget`)
+    max_query_bytes: usize,
     backfill_chunk: usize,
     /// background jobs, stopped and awaited at shutdown
     jobs: Arc<jobs::Jobs>,
@@ -137,6 +140,7 @@ impl Db {
             imports_running: Default::default(),
             backups_running: Default::default(),
             query_timeout: options.query_timeout,
+            max_query_bytes: options.max_query_bytes,
             backfill_chunk: options.backfill_chunk,
             jobs: Default::default(),
             purge_chunk: options.purge_chunk,
@@ -235,6 +239,11 @@ impl Db {
     /// once the returned guard — held by the request's future — is dropped.
     fn request_stop(&self) -> (stop::Stop, stop::AbandonOnDrop) {
         stop::Stop::new(self.query_timeout.and_then(|t| Instant::now().checked_add(t)))
+    }
+
+    /// A heavy read's memory budget (`--max-query-memory-mb`).
+    pub(crate) fn mem_budget(&self) -> mem_budget::MemBudget {
+        mem_budget::MemBudget::new(self.max_query_bytes)
     }
 
     /// Runs a read on the blocking pool: fjall calls block.

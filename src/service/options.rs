@@ -23,6 +23,9 @@ pub struct DbOptions {
     pub purge_chunk: usize,
     /// most bytes the in-memory graph adjacency may take (0: walks always read the keys)
     pub graph_memory_bytes: usize,
+    /// most bytes one heavy read (PromQL, InfluxQL) may hold while it works (0: no budget);
+    /// past it, 422 `query_too_large` (`--max-query-memory-mb`)
+    pub max_query_bytes: usize,
 }
 
 /// [`DbOptions::graph_memory_bytes`] unless said otherwise: 2 GiB.
@@ -37,6 +40,7 @@ impl Default for DbOptions {
             backfill_chunk: BACKFILL_CHUNK,
             purge_chunk: PURGE_CHUNK,
             graph_memory_bytes: GRAPH_MEMORY_BYTES,
+            max_query_bytes: super::mem_budget::DEFAULT_MAX_QUERY_BYTES,
         }
     }
 }

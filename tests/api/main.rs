@@ -16,6 +16,7 @@ mod databases;
 mod databases_model;
 mod documents;
 mod graph;
+mod heavy_reads;
 mod history;
 mod history_model;
 mod import_csv;

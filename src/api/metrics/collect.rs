@@ -113,6 +113,30 @@ impl Collector for HttpMetrics {
     }
 }
 
+/// The heavy reads' places (`--max-heavy-reads`): running and refused, by class.
+#[derive(Debug)]
+pub(super) struct AdmissionCollector(pub(super) Arc<crate::api::admission::Admission>);
+
+impl Collector for AdmissionCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result {
+        let figures = self.0.figures();
+        gauges(
+            &mut encoder,
+            "mosaicdb_heavy_reads_running",
+            "heavy reads running (holding one of the --max-heavy-reads places of their class), by class",
+            None,
+            figures.iter().map(|(class, running, _)| ([("class", *class)], *running as i64)),
+        )?;
+        counters(
+            &mut encoder,
+            "mosaicdb_heavy_reads_refused",
+            "heavy reads refused with 503 too_many_heavy_reads (every place of their class taken), by class",
+            None,
+            figures.iter().map(|(class, _, refused)| ([("class", *class)], *refused)),
+        )
+    }
+}
+
 /// The database's figures, read at each scrape.
 pub(super) struct DbCollector(pub(super) Arc<Db>);
 

@@ -21,12 +21,13 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// A registry of the request metrics, of the default database's figures and of every
     /// database's, labelled.
-    pub(crate) fn new(databases: Arc<Databases>) -> Metrics {
+    pub(crate) fn new(databases: Arc<Databases>, admission: Arc<crate::api::admission::Admission>) -> Metrics {
         let http = Arc::new(http::HttpMetrics::default());
         let mut registry = Registry::default();
         registry.register_collector(Box::new(http.clone()));
         registry.register_collector(Box::new(collect::DbCollector(databases.default_db().clone())));
         registry.register_collector(Box::new(super::databases::DatabasesCollector(databases)));
+        registry.register_collector(Box::new(collect::AdmissionCollector(admission)));
         Metrics { registry, http }
     }
 

@@ -167,28 +167,56 @@ pub fn run(
     let upper = window.to.map(|t| start_of(t.saturating_sub(1)));
     let mut buckets_answered = 0usize;
     let mut out = Vec::new();
+    // what an interval's state takes in memory: its accumulators and its entry in the map
+    let interval_bytes = cols.len() * std::mem::size_of::<Acc>() + 64;
+    let medians = keep.iter().filter(|k| **k).count();
+    // the bytes the group's state holds, released once the group is answered (at the next)
+    let mut held = 0usize;
     for (values, members) in &grouped.groups {
+        ctx.memory.release(std::mem::take(&mut held));
         let mut accs: BTreeMap<i64, Vec<Acc>> = BTreeMap::new();
         for (entity, member) in members {
             for (i, record) in &member.metrics {
                 let points = reads::points(ctx, (&metrics[*i], entity, record), window, false, scan);
+                let mut fresh = 0usize;
+                let mut kept = 0usize;
                 for point in points {
                     let point = point?;
                     let bucket = start_of(point.ts);
-                    if !accs.contains_key(&bucket) && accs.len() >= most_buckets {
-                        return Err(too_many(cols.len()));
+                    if !accs.contains_key(&bucket) {
+                        if accs.len() >= most_buckets {
+                            return Err(too_many(cols.len()));
+                        }
+                        fresh += 1;
                     }
                     let row = accs.entry(bucket).or_insert_with(|| vec![Acc::default(); cols.len()]);
                     for (c, col) in cols.iter().enumerate() {
                         if col.metric == Some(*i) {
                             row[c].add(point.ts, point.value, keep[c]);
+                            kept += usize::from(keep[c]);
                         }
                     }
+                    if fresh + kept >= 1024 {
+                        // a median keeps every value (8 bytes)
+                        let bytes = fresh * interval_bytes + kept * 8;
+                        ctx.memory.charge(bytes)?;
+                        held += bytes;
+                        (fresh, kept) = (0, 0);
+                    }
                 }
+                let bytes = fresh * interval_bytes + kept * 8;
+                ctx.memory.charge(bytes)?;
+                held += bytes;
             }
         }
         if accs.is_empty() {
             continue;
+        }
+        if medians > 0 {
+            // a median sorts a copy of its interval's values
+            let largest = accs.values().flat_map(|a| a.iter().map(|a| a.values.len())).max().unwrap_or(0);
+            ctx.memory.charge(largest * 8)?;
+            held += largest * 8;
         }
         // (time, a value per column)
         let mut rows: Vec<(i64, Vec<Option<f64>>)> = Vec::new();
@@ -225,7 +253,7 @@ pub fn run(
         if rows.is_empty() {
             continue;
         }
-        reads::add_rows(ctx, rows.len())?;
+        reads::add_rows(ctx, rows.len(), cols.len() + 1)?;
         let values_out = rows
             .into_iter()
             .map(|(ts, vals)| {
@@ -241,6 +269,7 @@ pub fn run(
             values: values_out,
         });
     }
+    ctx.memory.release(held);
     Ok(out)
 }
 

@@ -1,6 +1,7 @@
 //! What a query's statements share: the read view, the limits and how much of them is used.
 
 use crate::service::ServiceError;
+use crate::service::mem_budget::MemBudget;
 use crate::service::stop::Stop;
 use crate::storage::ReadView;
 
@@ -28,4 +29,6 @@ pub struct Ctx<'a> {
     pub metrics: Vec<String>,
     /// rows answered so far by the query
     pub rows: usize,
+    /// the bytes the query holds (groups, aggregate state, answer rows), against its budget
+    pub memory: MemBudget,
 }

@@ -46,9 +46,11 @@ impl Db {
         self.read(move |db| {
             let mut metrics: Vec<String> = db.catalog.metrics().iter().map(|m| m.name.clone()).collect();
             metrics.sort();
-            let mut ctx = Ctx { view: db.store.snapshot(), stop: &stop, now, epoch, metrics, rows: 0 };
+            let mut ctx =
+                Ctx { view: db.store.snapshot(), stop: &stop, now, epoch, metrics, rows: 0, memory: db.mem_budget() };
             let mut results = Vec::with_capacity(statements.len());
             for (statement_id, statement) in statements.iter().enumerate() {
+                let held = ctx.memory.used();
                 let answer = match statement {
                     s if s.on().is_some_and(|on| on != database) => Err(ctx::refuse(format!(
                         "ON {:?}: this query reads the database {database:?} (ask for another with db=)",
@@ -58,6 +60,10 @@ impl Db {
                     ast::Statement::Select(s) => select::run(&mut ctx, s),
                     other => show::run(&mut ctx, other),
                 };
+                if answer.is_err() {
+                    // what a refused statement held is gone; the next statements go on
+                    ctx.memory.reset_to(held);
+                }
                 results.push(match answer {
                     Ok(series) => StatementResult::series(statement_id, series),
                     Err(ServiceError::InvalidRequest(why)) => StatementResult::error(statement_id, why),

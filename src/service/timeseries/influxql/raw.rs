@@ -129,7 +129,7 @@ pub fn run(
         if rows.is_empty() {
             continue;
         }
-        reads::add_rows(ctx, rows.len())?;
+        reads::add_rows(ctx, rows.len(), cols.len() + 1)?;
         let labels: Vec<&Vec<(String, String)>> = members.values().map(|m| &m.labels).collect();
         let values_out = rows
             .into_iter()

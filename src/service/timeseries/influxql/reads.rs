@@ -69,8 +69,12 @@ pub fn group(ctx: &Ctx<'_>, s: &Select, metrics: &[String], filter: &Filter, sca
     Ok(Grouped { keys, groups })
 }
 
-/// Counts `n` rows answered against [`MAX_ROWS`].
-pub fn add_rows(ctx: &mut Ctx<'_>, n: usize) -> Result<()> {
+/// The bytes of one answered value (a JSON value).
+const VALUE_BYTES: usize = 32;
+
+/// Counts `n` rows of `columns` values answered against [`MAX_ROWS`] and the memory budget.
+pub fn add_rows(ctx: &mut Ctx<'_>, n: usize, columns: usize) -> Result<()> {
+    ctx.memory.charge(n.saturating_mul(24 + columns.saturating_mul(VALUE_BYTES)))?;
     ctx.rows += n;
     if ctx.rows > MAX_ROWS {
         return Err(refuse(format!(

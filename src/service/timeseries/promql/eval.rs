@@ -8,6 +8,7 @@ use super::binary::{OPERATORS, binary};
 use super::functions::{self, RANGE_FUNCTIONS};
 use super::limits::{Budget, MAX_DEPTH};
 use super::series::{self, Labels, NAME, drop_name, unsupported};
+use super::sliding::Sliding;
 use super::value::{RangeSeries, StepSeries, Value, unique_labelsets};
 use crate::catalog::MetricConfig;
 use crate::service::stop::Stop;
@@ -20,6 +21,10 @@ use std::sync::Arc;
 /// How far back an instant selector looks for a series' latest sample (Prometheus' default
 /// `--query.lookback-delta`).
 pub(crate) const LOOKBACK_MS: i64 = 5 * 60 * 1000;
+
+/// Steps evaluated between two looks at the request's [`Stop`] (a few thousand: a step costs
+/// well under a microsecond, so a request whose client left stops within milliseconds).
+const STOP_CHECK_STEPS: usize = 4096;
 
 /// An evaluation: what it reads and the steps it answers for.
 pub(crate) struct Eval<'a> {
@@ -164,16 +169,19 @@ impl Eval<'_> {
         for s in &selected {
             let points = series::points(self.view, s, span, &mut self.budget, self.stop)?;
             let mut seen = 0;
-            let values: Vec<Option<f64>> = (self.steps.iter())
-                .map(|t| {
+            let values: Vec<Option<f64>> = (self.steps.iter().enumerate())
+                .map(|(i, t)| {
+                    if i % STOP_CHECK_STEPS == 0 {
+                        self.stop.check()?;
+                    }
                     let at = t.saturating_sub(offset);
                     while seen < points.len() && points[seen].0 <= at {
                         seen += 1;
                     }
                     let latest = seen.checked_sub(1).map(|i| points[i]);
-                    latest.filter(|p| p.0 >= at.saturating_sub(LOOKBACK_MS)).map(|p| p.1)
+                    Ok(latest.filter(|p| p.0 >= at.saturating_sub(LOOKBACK_MS)).map(|p| p.1))
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             if values.iter().any(Option::is_some) {
                 self.budget.samples(values.len())?;
                 out.push(StepSeries { labels: s.labels.clone(), values });
@@ -198,26 +206,25 @@ impl Eval<'_> {
         Ok(Value::Matrix { series: out, range, offset })
     }
 
-    /// A range function at every step over the window `[t - offset - range, t - offset]`.
+    /// A range function at every step over the window `[t - offset - range, t - offset]`, the
+    /// window sliding along each series' points ([`Sliding`]).
     fn range_function(&mut self, name: &str, series: Vec<RangeSeries>, range: i64, offset: i64) -> Result<Value> {
         let mut out = Vec::new();
         for s in series {
-            self.stop.check()?;
-            let (mut lo, mut hi) = (0, 0);
-            let values: Vec<Option<f64>> = (self.steps.iter())
-                .map(|t| {
-                    let end = t.saturating_sub(offset);
-                    let start = end.saturating_sub(range);
-                    while lo < s.points.len() && s.points[lo].0 < start {
-                        lo += 1;
-                    }
-                    hi = hi.max(lo);
-                    while hi < s.points.len() && s.points[hi].0 <= end {
-                        hi += 1;
-                    }
-                    functions::apply(name, &s.points[lo..hi], start, end, range)
-                })
-                .collect();
+            let mut sliding = Sliding::new(name, &s.points);
+            let mut values: Vec<Option<f64>> = Vec::with_capacity(self.steps.len());
+            for (i, t) in self.steps.iter().enumerate() {
+                if i % STOP_CHECK_STEPS == 0 {
+                    self.stop.check()?;
+                }
+                let end = t.saturating_sub(offset);
+                let (value, touched) = sliding.at(end.saturating_sub(range), end, range);
+                if touched > 0 {
+                    self.budget.touched(touched)?;
+                }
+                values.push(value);
+            }
+            drop(sliding);
             if values.iter().any(Option::is_some) {
                 self.budget.samples(values.len())?;
                 let labels = if functions::keeps_name(name) { s.labels } else { drop_name(s.labels) };

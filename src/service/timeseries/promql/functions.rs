@@ -57,6 +57,20 @@ fn extrapolated(points: &[(i64, f64)], start: i64, end: i64, range: i64, per_sec
         }
         previous = v;
     }
+    extrapolate(result, points, start, end, range, per_second)
+}
+
+/// The increase `result` over `points` (at least two; counter resets added back) extrapolated
+/// to the window's edges, per second for `rate`.
+pub(crate) fn extrapolate(
+    mut result: f64,
+    points: &[(i64, f64)],
+    start: i64,
+    end: i64,
+    range: i64,
+    per_second: bool,
+) -> Option<f64> {
+    let (first, last) = (points[0], points[points.len() - 1]);
     let mut to_start = (first.0 - start) as f64 / 1000.0;
     let to_end = (end - last.0) as f64 / 1000.0;
     let sampled = (last.0 - first.0) as f64 / 1000.0;

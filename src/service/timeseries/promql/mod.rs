@@ -15,6 +15,7 @@ mod functions;
 pub mod limits;
 mod params;
 mod series;
+mod sliding;
 mod value;
 
 pub use value::{MatrixSeries, Metric, QueryData, SamplePair, VectorSample};
@@ -80,8 +81,13 @@ impl Db {
         let (stop, _abandon) = self.request_stop();
         self.read(move |db| {
             let view = db.store.snapshot();
-            let mut eval =
-                Eval { view: &view, metrics: db.catalog.metrics(), steps, stop: &stop, budget: Budget::new() };
+            let mut eval = Eval {
+                view: &view,
+                metrics: db.catalog.metrics(),
+                steps,
+                stop: &stop,
+                budget: Budget::new(db.mem_budget()),
+            };
             let value = eval.eval(&expr, 0)?;
             answer(value, &eval.steps, range)
         })
@@ -151,7 +157,7 @@ impl Db {
         self.read(move |db| {
             let view = db.store.snapshot();
             let metrics = db.catalog.metrics();
-            let mut budget = Budget::listing();
+            let mut budget = Budget::listing(db.mem_budget());
             let mut out = BTreeSet::new();
             for matchers in &selectors {
                 list(&view, &metrics, matchers, span, &mut budget, &stop, &mut out)?;

@@ -105,6 +105,7 @@ pub(crate) fn select(
             let labels = series_labels(&prom, &entity);
             if matchers.iter().all(|m| m.is_match(value_of(&labels, &m.name))) {
                 budget.series(1)?;
+                budget.labels(&labels)?;
                 out.push(Selected { metric: config.name.clone(), entity, labels, record });
             }
         }
