@@ -21,6 +21,9 @@ pub struct AppState {
     pub(crate) max_streams: usize,
     /// this server's metrics (`GET /metrics`)
     pub(crate) metrics: Arc<Metrics>,
+    /// `GET /ready` names the leader and the epoch to any caller (`--ready-details`, or no keys
+    /// configured), not only to one with a valid key
+    pub(crate) ready_details: bool,
 }
 
 /// Limits of the HTTP layer.
