@@ -229,6 +229,31 @@ struct ServeArgs {
     /// (`https://app.example.com,http://localhost:5173`); empty: none (no CORS headers)
     #[arg(long, env = "MOSAIC_CORS_ORIGINS", default_value = "", value_parser = CorsOrigins::parse)]
     cors_origins: CorsOrigins,
+    /// GET /ready names the leader, the epoch and the state applied to callers without an API
+    /// key too (by default only a request with a valid key sees them, when keys are configured)
+    #[arg(long, env = "MOSAIC_READY_DETAILS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    ready_details: bool,
+    /// host names (the `Host` header) a server without API keys answers, besides localhost and
+    /// IP addresses, separated by commas (`db.internal,mosaicdb`): the defence against DNS
+    /// rebinding; ignored when keys are configured
+    #[arg(long, env = "MOSAIC_ALLOWED_HOSTS", default_value = "", value_parser = parse_hosts)]
+    allowed_hosts: AllowedHosts,
+}
+
+/// The host names of `--allowed-hosts`.
+#[derive(Debug, Clone, Default)]
+struct AllowedHosts(Vec<String>);
+
+fn parse_hosts(text: &str) -> Result<AllowedHosts, String> {
+    let mut hosts = Vec::new();
+    for host in text.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let ok = host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+        if !ok {
+            return Err(format!("{host:?} is not a host name such as db.internal (no scheme, port or path)"));
+        }
+        hosts.push(host.to_ascii_lowercase());
+    }
+    Ok(AllowedHosts(hosts))
 }
 
 impl ServeArgs {
@@ -293,6 +318,8 @@ impl ServeArgs {
                 metrics_public: self.metrics_public,
                 allow_unauthenticated: self.allow_unauthenticated,
                 cors: self.cors_origins.clone(),
+                ready_details: self.ready_details,
+                allowed_hosts: self.allowed_hosts.0.clone(),
             },
             listener: None,
             max_databases: self.max_databases.max(1),

@@ -1,6 +1,7 @@
 //! Cluster mode over HTTP (see `service::cluster`): every answer says the state the server has
 //! applied (`X-Mosaic-Seq`), a request may ask for one first (`X-Mosaic-Min-Seq`), and a
-//! follower's refusal of a write becomes a redirect to the leader.
+//! follower's refusal of a write becomes a redirect to the leader. The wait and the refusal come
+//! after the key check; a 401 and the open routes (`/health`, `/ready`, …) carry no state.
 
 use super::AppState;
 use super::error::{ApiError, ToLeader};
@@ -30,13 +31,24 @@ fn goes_to_leader(req: &Request) -> bool {
     }
 }
 
-/// The layer: see the module's comment.
-pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    // The states are `default`'s, whatever database the request names: cluster mode serves
-    // only `default`, and a database's own state would tell a caller it may not reach (this layer
-    // runs before the keys are checked) that the database exists, and when it is written.
-    let db = state.databases.default_db().clone();
-    let named = req.extensions().get::<super::database::Named>().map(|n| n.0.clone());
+/// Whether `req`'s route needs no key (liveness, readiness, the document): such answers carry
+/// no state number, which would tell anyone when the server is written.
+fn open_route(req: &Request) -> bool {
+    req.extensions()
+        .get::<axum::extract::MatchedPath>()
+        .is_some_and(|route| super::auth::required(req.method(), route.as_str(), false) == super::auth::Need::Open)
+}
+
+/// The route layer, inside the key check (a request without a valid key is refused before it
+/// may make the server wait, and learns nothing of the cluster): waits for the state the
+/// request asks for, then turns a follower's write away (the outer [`layer`] makes that a
+/// redirect to the leader).
+pub(super) async fn gate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if open_route(&req) {
+        return next.run(req).await;
+    }
+    // `default`'s states, whatever database the request names: cluster mode serves only `default`
+    let db = state.databases.default_db();
     if let Some(value) = req.headers().get(&MIN_SEQ) {
         let Some(wanted) = value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) else {
             return ApiError::new(
@@ -50,18 +62,28 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             return ApiError::from(e).into_response();
         }
     }
+    if db.role() == crate::storage::Role::Follower && goes_to_leader(&req) {
+        return ApiError::from(crate::service::ServiceError::NotLeader).into_response();
+    }
+    next.run(req).await
+}
+
+/// The layer around every route: the state applied on each answer but a 401's and an open
+/// route's, and a follower's refusal of a write (see [`gate`]) made a redirect to the leader.
+pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    // The states are `default`'s, whatever database the request names: cluster mode serves
+    // only `default`, and a database's own state would tell a caller it may not reach that the
+    // database exists, and when it is written.
+    let db = state.databases.default_db().clone();
+    let named = req.extensions().get::<super::database::Named>().map(|n| n.0.clone());
+    let open = open_route(&req);
     // where a redirect goes: the leader, at this request's path (as the client sent it) and query
     let target = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
     let target = match &named {
         Some(name) => super::database::path_in(name, &target),
         None => target,
     };
-    let follows = db.role() == crate::storage::Role::Follower;
-    let mut response = if follows && goes_to_leader(&req) {
-        ApiError::from(crate::service::ServiceError::NotLeader).into_response()
-    } else {
-        next.run(req).await
-    };
+    let mut response = next.run(req).await;
     if response.extensions().get::<ToLeader>().is_some() {
         let leader = db.cluster_status().leader;
         let location = HeaderValue::from_str(&format!("{}{target}", leader.trim_end_matches('/')));
@@ -90,6 +112,9 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             response.headers_mut().insert(header::LOCATION, location);
         }
     }
-    response.headers_mut().insert(SEQ, HeaderValue::from(db.applied_state()));
+    // a request without a valid key learns nothing of the writes
+    if !open && response.status() != StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(SEQ, HeaderValue::from(db.applied_state()));
+    }
     response
 }

@@ -20,6 +20,7 @@ mod indexes;
 mod influx;
 mod influxql;
 mod metrics;
+mod origin;
 mod prometheus;
 mod query;
 mod respond;
@@ -134,8 +135,17 @@ pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access)
     let record = metrics.layer();
     let max_streams = limits.max_streams.max(1);
     let streams = Arc::new(tokio::sync::Semaphore::new(max_streams));
-    let state =
-        AppState { databases, max_body_bytes: limits.max_body_bytes, import, streams, max_streams, metrics, admission };
+    let ready_details = access.ready_details || !access.enabled();
+    let state = AppState {
+        databases,
+        max_body_bytes: limits.max_body_bytes,
+        import,
+        streams,
+        max_streams,
+        metrics,
+        admission,
+        ready_details,
+    };
     let cluster = axum::middleware::from_fn_with_state(state.clone(), cluster::layer);
     let (timed, _) = routes().split_for_parts();
     // imports and backups stream for as long as they take: no request timeout
@@ -153,13 +163,15 @@ pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access)
     let swagger = SwaggerUi::new("/docs")
         .url("/openapi.json", openapi())
         .config(utoipa_swagger_ui::Config::default().persist_authorization(true));
-    let mut router = Router::new().merge(timed).merge(import).merge(backup).merge(waiting).merge(swagger);
+    let router = Router::new().merge(timed).merge(import).merge(backup).merge(waiting).merge(swagger);
     // Last, over every route merged above: a route layer runs once the route is matched (its
-    // template known) and before the handler reads the body. Without keys it is not there at all.
-    if let Some(guard) = auth::Guard::new(access) {
-        router = router.route_layer(axum::middleware::from_fn_with_state(guard, auth::authorize));
-    }
-    // every route: the state applied, the state asked for, the redirect of a follower's writes
+    // template known) and before the handler reads the body. The key check (not there at all
+    // without keys) comes first: a request it refuses makes the server wait for nothing (the
+    // gate's `X-Mosaic-Min-Seq`) and learns nothing of the cluster.
+    let guard = auth::Guard::new(access).map(|guard| axum::middleware::from_fn_with_state(guard, auth::authorize));
+    let gate = axum::middleware::from_fn_with_state(state.clone(), cluster::gate);
+    let router = router.route_layer(ServiceBuilder::new().option_layer(guard).layer(gate));
+    // every route: the state applied, the redirect of a follower's writes
     router
         .layer(cluster)
         .layer(
@@ -177,6 +189,9 @@ pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access)
                 // cross-origin requests, when configured: preflights answered here, before the key
                 // check; every answer to an allowed origin with its headers, errors too
                 .option_layer(cors::layer(&access.cors))
+                // without keys: requests to a foreign host name (DNS rebinding) and writes from
+                // foreign web pages refused, before anything runs
+                .option_layer(origin::layer(access))
                 .map_response(error::problem_for_bare_errors)
                 // Small bodies (a document, a status) cost more to deflate than they save on the
                 // wire. Streams (SSE, NDJSON) are not compressed: the encoder would hold pieces back.

@@ -23,6 +23,9 @@ pub struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     /// the places of the heavy reads (`--max-heavy-reads`)
     pub(crate) admission: Arc<super::admission::Admission>,
+    /// `GET /ready` names the leader and the epoch to any caller (`--ready-details`, or no keys
+    /// configured), not only to one with a valid key
+    pub(crate) ready_details: bool,
 }
 
 /// Limits of the HTTP layer.

@@ -1,12 +1,14 @@
 //! Liveness, readiness and server information.
 
 use super::AppState;
+use super::auth::{Caller, Role};
 use super::database::Database;
 use super::error::{ApiError, Problem};
 use crate::service::cluster::ClusterStatus;
 use crate::service::{Health, Info};
-use axum::Json;
+use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -17,9 +19,41 @@ pub struct Status {
     /// `ready`
     #[schema(example = "ready")]
     pub status: &'static str,
-    /// cluster mode: this server's role, the leader, the epoch and how far behind it is
+    /// cluster mode: this server's role and how far behind it is; the leader, the epoch and the
+    /// state applied only to a caller with a valid API key (or with `--ready-details`, or when
+    /// no keys are configured)
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<ClusterStatus>,
+    pub cluster: Option<ReadyCluster>,
+}
+
+/// What `/ready` says of the cluster.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReadyCluster {
+    /// `leader` or `follower`
+    pub role: crate::storage::Role,
+    /// how far behind the leader's last state the follower is, in milliseconds (0: caught up)
+    pub lag_ms: u64,
+    /// the leader's advertised URL (empty: none known); only to a caller with a key
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// the backend's epoch; only to a caller with a key
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// the last state this server has applied; only to a caller with a key
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied: Option<u64>,
+}
+
+impl ReadyCluster {
+    /// `status`, whole when `details`, else its role and lag only.
+    fn of(status: ClusterStatus, details: bool) -> ReadyCluster {
+        let ClusterStatus { role, leader, epoch, applied, lag_ms } = status;
+        if details {
+            ReadyCluster { role, lag_ms, leader: Some(leader), epoch: Some(epoch), applied: Some(applied) }
+        } else {
+            ReadyCluster { role, lag_ms, leader: None, epoch: None, applied: None }
+        }
+    }
 }
 
 /// The liveness answer, in the shape of InfluxDB's `/health` (which InfluxDB 2.x clients call).
@@ -74,7 +108,8 @@ async fn health() -> Json<Liveness> {
 }
 
 /// The store is open and takes writes (in cluster mode: here, or, on a follower, at the leader;
-/// the answer says the role). When it does not, the problem says why: `store_failed` (a write to
+/// the answer says the role; the leader, the epoch and the state applied only to a caller with
+/// an API key, unless `--ready-details` or no keys are configured). When it does not, the problem says why: `store_failed` (a write to
 /// disk failed, or in cluster mode another server took the lead: writes are refused until a
 /// restart, which cluster mode does on its own), `insufficient_storage` (the disk is nearly
 /// full; writes resume once space is freed) or `unavailable` (shutting down).
@@ -83,8 +118,14 @@ async fn health() -> Json<Liveness> {
     (status = 503, description = "the store refuses writes: `store_failed`, `insufficient_storage` or `unavailable`",
         body = Problem, content_type = "application/problem+json"),
 ))]
-async fn ready(Database(db): Database) -> Result<Json<Status>, ApiError> {
-    let cluster = (db.role() != crate::storage::Role::Sole).then(|| db.cluster_status());
+async fn ready(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    Database(db): Database,
+) -> Result<Json<Status>, ApiError> {
+    // the leader's address and epoch tell an outsider where to go next: a key's holder only
+    let details = state.ready_details || caller.is_some();
+    let cluster = (db.role() != crate::storage::Role::Sole).then(|| ReadyCluster::of(db.cluster_status(), details));
     let (code, detail) = match db.health() {
         Health::Ok => return Ok(Json(Status { status: "ready", cluster })),
         Health::DiskFull { free, reserve } => (
@@ -103,8 +144,39 @@ async fn ready(Database(db): Database) -> Result<Json<Status>, ApiError> {
     Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, detail))
 }
 
-/// Version, uptime, data directory, durability and key counts per family.
+/// Version, uptime, data directory (to an admin key of every database only), durability and key
+/// counts per family.
 #[utoipa::path(get, path = "/v1/info", tag = "service", responses((status = 200, description = "server information", body = Info)))]
-async fn info(Database(db): Database) -> Result<Json<Info>, ApiError> {
-    Ok(Json(db.info().await?))
+async fn info(caller: Option<Extension<Caller>>, Database(db): Database) -> Result<Json<Info>, ApiError> {
+    let mut info = db.info().await?;
+    // where the files are is the server's operator's business: an admin key of every database
+    // (or no keys configured) sees it
+    let admin = caller.is_none_or(|Extension(c)| c.role == Role::Admin && c.databases.is_none());
+    if !admin {
+        info.data_dir = None;
+    }
+    Ok(Json(info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_tells_the_leader_with_details_only() {
+        let status = || ClusterStatus {
+            role: crate::storage::Role::Follower,
+            leader: "http://10.0.0.1:8080".into(),
+            epoch: 7,
+            applied: 42,
+            lag_ms: 3,
+        };
+        let open = serde_json::to_value(ReadyCluster::of(status(), false)).unwrap_or_default();
+        assert_eq!(open, serde_json::json!({"role": "follower", "lag_ms": 3}));
+        let told = serde_json::to_value(ReadyCluster::of(status(), true)).unwrap_or_default();
+        assert_eq!(
+            told,
+            serde_json::json!({"role": "follower", "lag_ms": 3, "leader": "http://10.0.0.1:8080", "epoch": 7, "applied": 42})
+        );
+    }
 }

@@ -3,6 +3,7 @@
 //! aggregation, retention, listing and deletes.
 
 use super::AppState;
+use super::auth::{self, Granted, Role};
 use super::database::Database;
 use super::error::{ApiError, Problem, too_large};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
@@ -10,10 +11,10 @@ use crate::service::timeseries::{
     AggregateFn, AggregateRequest, AggregateResponse, Grouping, MetricList, Order, PointsPage, PointsRequest,
     Precision, Retention, SeriesPage, WritePoints, WriteReport,
 };
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -342,6 +343,7 @@ async fn put_retention(
 }
 
 /// Deletes one series (`?entity=`) or the whole metric with its retention, in bounded writes.
+/// A series needs the `write` role; the whole metric needs `admin`, as dropping a table does.
 #[utoipa::path(delete, path = "/v1/timeseries/{metric}", tag = "timeseries", params(MetricPath, DeleteQuery),
     responses(
         (status = 200, description = "deleted", body = DeleteReport, example = json!({"points": 1440})),
@@ -351,10 +353,14 @@ async fn put_retention(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn delete_metric(
+    granted: Option<Extension<Granted>>,
     Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
     ApiQuery(q): ApiQuery<DeleteQuery>,
 ) -> Result<Json<DeleteReport>, ApiError> {
+    if q.entity.is_none() {
+        auth::require(granted.map(|g| g.0), Role::Admin, "deleting a whole metric (without `entity`)")?;
+    }
     Ok(Json(DeleteReport { points: db.delete_timeseries(path.metric, q.entity).await? }))
 }
 

@@ -13,8 +13,9 @@ pub struct Info {
     pub version: &'static str,
     /// seconds since the server started
     pub uptime_seconds: u64,
-    /// the data directory
-    pub data_dir: String,
+    /// the data directory (shown to an admin key of every database only)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
     /// when writes are acknowledged
     pub durability: Durability,
     /// whether the store takes writes
@@ -47,7 +48,7 @@ impl Db {
             Ok(Info {
                 version: env!("CARGO_PKG_VERSION"),
                 uptime_seconds: db.started.elapsed().as_secs(),
-                data_dir: db.store.config().path.display().to_string(),
+                data_dir: Some(db.store.config().path.display().to_string()),
                 durability: db.store.config().durability,
                 writable: db.is_writable(),
                 imports_running: db.imports_running(),

@@ -144,7 +144,7 @@ impl Store {
         if !follower {
             engine.end_group(Some(first.state()))?;
         }
-        let views: Views = Arc::new(arc_swap::ArcSwap::new(first));
+        let views: Views = Arc::new(sync::PublishedViews::new(first));
         let derived_source = Arc::new(std::sync::OnceLock::new());
         let republish = Arc::new(AtomicBool::new(false));
         // PostgreSQL: each group's commit is durable, and reads see it once committed
@@ -276,6 +276,12 @@ impl Store {
     /// acknowledged so far; see [`ReadView::state`](super::ReadView::state)).
     pub fn published_state(&self) -> u64 {
         self.inner.views.load().state()
+    }
+
+    /// The number of each state as it is published (see [`Store::published_state`]): a waiter
+    /// for a state sleeps until a publication reaches it.
+    pub fn published_states(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.views.subscribe()
     }
 
     /// A follower's: the changefeed's last event, written by the leader, is `seq` (what

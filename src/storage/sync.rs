@@ -37,7 +37,41 @@ pub(super) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
 /// The state that reads see: the committer takes a snapshot after each group that changed
 /// something, with the derived state as of it; in sync mode the fsync thread swaps it in once the
 /// group is durable, in buffered mode the committer does at once.
-pub(super) type Views = Arc<arc_swap::ArcSwap<Published>>;
+pub(super) type Views = Arc<PublishedViews>;
+
+/// The view reads see, and the number of its state for whoever waits for one (a request's
+/// `X-Mosaic-Min-Seq`): told on each swap, so that a waiter sleeps until then instead of polling.
+pub(super) struct PublishedViews {
+    current: arc_swap::ArcSwap<Published>,
+    state: tokio::sync::watch::Sender<u64>,
+}
+
+impl PublishedViews {
+    pub(super) fn new(first: Arc<Published>) -> PublishedViews {
+        let state = tokio::sync::watch::Sender::new(first.state());
+        PublishedViews { current: arc_swap::ArcSwap::new(first), state }
+    }
+
+    pub(super) fn load(&self) -> arc_swap::Guard<Arc<Published>> {
+        self.current.load()
+    }
+
+    pub(super) fn load_full(&self) -> Arc<Published> {
+        self.current.load_full()
+    }
+
+    /// Shows `view` to reads, then wakes whoever waits for its state.
+    pub(super) fn store(&self, view: Arc<Published>) {
+        let state = view.state();
+        self.current.store(view);
+        self.state.send_if_modified(|s| std::mem::replace(s, state) != state);
+    }
+
+    /// The published states as they come.
+    pub(super) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.state.subscribe()
+    }
+}
 
 /// One committed group's answers, waiting for the fsync that makes it durable.
 pub(super) struct Ticket {

@@ -437,3 +437,101 @@ async fn without_keys_nothing_is_asked() {
     assert_eq!(r.status, 201);
     assert_eq!(s.send_as(None, Method::DELETE, "/v1/tables/t", None).await.status, 204);
 }
+
+/// `X-Mosaic-Min-Seq` is waited for only once the key is checked: a request without one is
+/// refused at once (not after the 5 s wait); a keyed one waits until a write publishes the state
+/// it asks for, and 503 `lagging` past the wait.
+#[tokio::test]
+async fn min_seq_waits_after_the_key_check_and_until_a_write_publishes_it() {
+    let s = TestServer::start_with_keys(|_| {}).await;
+    s.create_table("t").await;
+    let far = (u64::MAX / 2).to_string();
+    let started = std::time::Instant::now();
+    let r = s.send_as(None, Method::GET, "/v1/tables", None).await;
+    assert_eq!(r.status, 401);
+    let mut anon = s.anon.get(format!("{}/v1/tables", s.base)).header("x-mosaic-min-seq", &far);
+    anon = anon.header("accept", "application/json");
+    assert_eq!(anon.send().await.unwrap().status(), 401);
+    // the wait is 5 s: well under it, on a loaded machine too
+    assert!(started.elapsed() < std::time::Duration::from_secs(4), "{:?}", started.elapsed());
+
+    // the state after the next write, asked for before it: answered once the write is published
+    let now: u64 = s.send(Method::GET, "/v1/tables", None, &[]).await.header("x-mosaic-seq").unwrap().parse().unwrap();
+    let wanted = (now + 1).to_string();
+    let read = {
+        let (client, url) = (s.client.clone(), format!("{}/v1/tables/t/documents/a", s.base));
+        tokio::spawn(async move { client.get(url).header("x-mosaic-min-seq", wanted).send().await.unwrap() })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(!read.is_finished(), "answered before the state it asks for was published");
+    assert_eq!(s.put("/v1/tables/t/documents/a", json!({"n": 1})).await.0, 201);
+    let read = tokio::time::timeout(std::time::Duration::from_secs(4), read).await.expect("still waiting").unwrap();
+    assert_eq!(read.status(), 200, "the write it waited for is read");
+    let seen: u64 = read.headers()["x-mosaic-seq"].to_str().unwrap().parse().unwrap();
+    assert!(seen > now);
+    // a state no write reaches within the wait
+    let r = s.send(Method::GET, "/v1/tables", None, &[("x-mosaic-min-seq", &far)]).await;
+    assert!(r.is_problem(503, "lagging"), "{}", r.body);
+    let r = s.send(Method::GET, "/v1/tables", None, &[("x-mosaic-min-seq", "soon")]).await;
+    assert!(r.is_problem(400, "invalid_header"), "{}", r.body);
+}
+
+/// The state number tells when the server is written: not to a request without a valid key,
+/// nor on the open routes; a keyed request gets it.
+#[tokio::test]
+async fn no_state_number_on_a_401_or_an_open_route() {
+    for keyed in [true, false] {
+        let s = if keyed { TestServer::start_with_keys(|_| {}).await } else { TestServer::start().await };
+        for path in ["/health", "/ready", "/ping", "/openapi.json"] {
+            let r = s.send_as(None, Method::GET, path, None).await;
+            assert!(r.status.is_success(), "{path}: {}", r.status);
+            assert_eq!(r.header("x-mosaic-seq"), None, "{path}");
+        }
+        let r = s.send_as(None, Method::GET, "/v1/tables", None).await;
+        assert_eq!(r.status, if keyed { 401 } else { 200 });
+        assert_eq!(r.header("x-mosaic-seq").is_some(), !keyed);
+        let r = s.send_as(Some("Bearer not-a-configured-key-0123456789"), Method::GET, "/v1/tables", None).await;
+        assert_eq!(r.header("x-mosaic-seq").is_some(), !keyed);
+        let r = s.send_as(Some(&bearer(READ_KEY)), Method::GET, "/v1/tables", None).await;
+        assert!(r.header("x-mosaic-seq").is_some());
+        // a key's holder too is refused a route above its role, and told the state
+        let r = s.send_as(Some(&bearer(READ_KEY)), Method::POST, "/v1/tables", Some(&json!({"name": "x"}))).await;
+        assert!(r.header("x-mosaic-seq").is_some(), "{}", r.status);
+    }
+}
+
+/// A series is deleted with the write role; the whole metric (its retention too) needs admin,
+/// as dropping a table does.
+#[tokio::test]
+async fn deleting_a_whole_metric_needs_admin() {
+    let s = TestServer::start_with_keys(|_| {}).await;
+    let points =
+        json!({"points": [{"entity": "a", "ts": 1000, "value": 1.0}, {"entity": "b", "ts": 1000, "value": 2.0}]});
+    assert_eq!(s.post("/v1/timeseries/cpu/points", points).await.0, 200);
+    let write = Some(bearer(WRITE_KEY));
+    let r = s.send_as(write.as_deref(), Method::DELETE, "/v1/timeseries/cpu?entity=a", None).await;
+    assert_eq!((r.status, &r.body["points"]), (StatusCode::OK, &json!(1)), "{}", r.body);
+    let r = s.send_as(write.as_deref(), Method::DELETE, "/v1/timeseries/cpu", None).await;
+    assert_forbidden(&r, "DELETE /v1/timeseries/cpu, write key", "admin", "write");
+    let r = s.send_as(write.as_deref(), Method::DELETE, "/v1/db/default/timeseries/cpu", None).await;
+    assert!(r.is_problem(403, "forbidden"), "{}", r.body);
+    assert_eq!(s.get("/v1/timeseries/cpu/points").await.1["points"].as_array().map(Vec::len), Some(1));
+    let r = s.send_as(Some(&bearer(ADMIN_KEY)), Method::DELETE, "/v1/timeseries/cpu", None).await;
+    assert_eq!((r.status, &r.body["points"]), (StatusCode::OK, &json!(1)), "{}", r.body);
+}
+
+/// `/v1/info` names the data directory to an admin key only (and to anyone without keys).
+#[tokio::test]
+async fn info_shows_the_data_directory_to_admins_only() {
+    let s = TestServer::start_with_keys(|_| {}).await;
+    let dir = s.dir.path().display().to_string();
+    for (key, shown) in [(READ_KEY, false), (WRITE_KEY, false), (ADMIN_KEY, true)] {
+        let r = s.send_as(Some(&bearer(key)), Method::GET, "/v1/info", None).await;
+        assert_eq!(r.status, 200);
+        assert!(r.body["version"].is_string() && r.body["keys"].is_array(), "{}", r.body);
+        assert_eq!(r.body.get("data_dir").is_some(), shown, "{key}: {}", r.body);
+        assert!(!r.body.to_string().contains(&dir) || shown, "{}", r.body);
+    }
+    let open = TestServer::start().await;
+    assert_eq!(open.get("/v1/info").await.1["data_dir"], open.dir.path().display().to_string());
+}

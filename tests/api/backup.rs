@@ -351,7 +351,7 @@ fn ask_for_backup(addr: &str) -> (std::net::TcpStream, Vec<u8>) {
     use std::io::{Read, Write};
     let mut tcp = std::net::TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    tcp.write_all(b"POST /v1/admin/backup HTTP/1.1\r\nhost: db\r\ncontent-length: 0\r\n\r\n").unwrap();
+    tcp.write_all(b"POST /v1/admin/backup HTTP/1.1\r\nhost: localhost\r\ncontent-length: 0\r\n\r\n").unwrap();
     let mut got = Vec::new();
     while !got.windows(4).any(|w| w == b"\r\n\r\n") {
         let mut buf = [0u8; 1024];

@@ -95,7 +95,7 @@ async fn a_follower_reads_the_leaders_writes_and_redirects_writes_to_it() {
     let idx = json!({"name": "by_n", "kind": "range", "fields": ["n"]});
     assert_eq!(leader.post("/v1/tables/c/indexes", idx).await.0, 202);
     leader.index_settled("c", "by_n").await;
-    let seq = leader.send(Method::GET, "/health", None, &[]).await.header("x-mosaic-seq").unwrap().to_owned();
+    let seq = leader.send(Method::GET, "/v1/tables", None, &[]).await.header("x-mosaic-seq").unwrap().to_owned();
     let q = json!({"filter": {"n": {"$gte": 2}}, "allow_scan": false});
     let found = follower.send(Method::POST, "/v1/tables/c/query", Some(&q), &[("x-mosaic-min-seq", &seq)]).await;
     assert_eq!(found.status, 200, "{}", found.body);
@@ -141,4 +141,38 @@ async fn a_read_waits_for_the_state_it_asks_for_at_most_a_while() {
     assert!(r.is_problem(503, "lagging"), "{}", r.body);
     assert_eq!(r.header("retry-after"), Some("1"));
     assert!(started.elapsed() >= std::time::Duration::from_secs(4), "the follower waited for it");
+}
+
+/// With keys, `/ready` tells a caller without one the role and the lag, not where the leader is
+/// nor its epoch; a key (any role) sees them. A follower redirects a write only once its key is
+/// checked.
+#[tokio::test]
+async fn ready_hides_the_leader_from_callers_without_a_key() {
+    let Some(url) = postgres::fresh_database("cluster ready details") else { return };
+    let port = free_port();
+    let member = |port: u16| {
+        let url = url.clone();
+        TestServer::start_with_keys(move |c| {
+            c.addr = format!("127.0.0.1:{port}").parse().unwrap();
+            c.storage.backend = mosaicdb::storage::Backend::Postgres { url };
+            c.storage.advertise = Some(format!("http://127.0.0.1:{port}"));
+        })
+    };
+    let leader = member(port).await;
+    let follower = member(free_port()).await;
+    for s in [&leader, &follower] {
+        let r = s.send_as(None, Method::GET, "/ready", None).await;
+        assert_eq!(r.status, 200);
+        let cluster = &r.body["cluster"];
+        assert!(cluster["role"].is_string() && cluster["lag_ms"].is_u64(), "{}", r.body);
+        for hidden in ["leader", "epoch", "applied"] {
+            assert!(cluster.get(hidden).is_none(), "{hidden}: {}", r.body);
+        }
+        assert_eq!(r.header("x-mosaic-seq"), None);
+        let r = s.send_as(Some(&crate::common::bearer(crate::common::READ_KEY)), Method::GET, "/ready", None).await;
+        assert!(r.body["cluster"]["epoch"].as_u64().is_some_and(|e| e >= 1), "{}", r.body);
+        assert_eq!(r.body["cluster"]["leader"], leader.base);
+    }
+    let r = follower.send_as(None, Method::PUT, "/v1/tables/t/documents/a", Some(&json!({}))).await;
+    assert_eq!(r.status, 401, "no redirect (naming the leader) before the key check");
 }

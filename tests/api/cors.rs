@@ -1,6 +1,8 @@
 //! Cross-origin requests (`--cors-origins`): off by default (no CORS header on any answer, an
 //! `OPTIONS` is no route); with origins, preflights answered without a key, the headers the API
 //! reads allowed and the ones it sets exposed, errors readable by the page, other origins not.
+//! Without keys: other host names than loopback ones refused (DNS rebinding), and writes from
+//! pages of other origins.
 
 use crate::common::{ADMIN_KEY, TestServer, bearer};
 use mosaicdb::api::CorsOrigins;
@@ -137,9 +139,138 @@ async fn preflights_need_no_key_and_answers_carry_the_headers_of_an_allowed_orig
 
 #[tokio::test]
 async fn a_star_allows_every_origin() {
-    let s = TestServer::start_with(|c| c.access.cors = CorsOrigins::Any).await;
+    // without keys, on purpose only (see below)
+    let s = TestServer::start_with(|c| {
+        c.access.cors = CorsOrigins::Any;
+        c.access.allow_unauthenticated = true;
+    })
+    .await;
     let r = preflight(&s, "/v1/tables", "https://anywhere.example", "POST", "content-type").await;
     assert_eq!((r.status().as_u16(), header(&r, "access-control-allow-origin")), (200, "*"));
     let r = send(&s, Method::GET, "/v1/tables", None, &[("origin", "https://anywhere.example")]).await;
     assert_eq!((r.status().as_u16(), header(&r, "access-control-allow-origin")), (200, "*"));
+}
+
+/// Sends `method path` with `Host: host` (and `Origin`, if given), a text body for a write.
+async fn as_host(s: &TestServer, method: Method, path: &str, host: &str, origin: Option<&str>) -> reqwest::Response {
+    let mut headers = vec![("host", host)];
+    headers.extend(origin.map(|o| ("origin", o)));
+    if method == Method::POST || method == Method::PUT {
+        let mut req = s.anon.request(method, format!("{}{path}", s.base));
+        for (name, value) in headers {
+            req = req.header(name, value);
+        }
+        let body = if path.starts_with("/write") { "cpu value=1 1000000000" } else { "{\"n\": 1}" };
+        let content_type = if path.starts_with("/write") { "text/plain" } else { "application/json" };
+        return req.header("content-type", content_type).body(body).send().await.unwrap();
+    }
+    send(s, method, path, None, &headers).await
+}
+
+/// Without keys, a page whose name an attacker points at 127.0.0.1 (DNS rebinding) reaches
+/// nothing: only loopback names and addresses are answered.
+#[tokio::test]
+async fn without_keys_a_foreign_host_is_refused() {
+    let s = TestServer::start().await;
+    s.create_table("t").await;
+    let port = s.base.rsplit(':').next().unwrap().to_owned();
+    for host in
+        [format!("attacker.example:{port}"), "attacker.example".into(), format!("localhost.evil.example:{port}")]
+    {
+        for (method, path) in [(Method::GET, "/v1/tables"), (Method::POST, "/write"), (Method::GET, "/health")] {
+            let r = as_host(&s, method.clone(), path, &host, None).await;
+            assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST, "{host} {method} {path}");
+            // a problem; on Influx's `/write`, in the shape Influx clients read
+            let problem = if path == "/write" { "application/json" } else { "application/problem+json" };
+            assert_eq!(header(&r, "content-type"), problem);
+            let body: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(body["code"], "host_not_allowed", "{body}");
+        }
+    }
+    assert_eq!(s.get("/v1/timeseries").await.1["metrics"], serde_json::json!([]), "nothing was written");
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "LOCALHOST".into(),
+        format!("[::1]:{port}"),
+        "app.localhost".into(),
+        "127.0.0.2".into(),
+        "10.1.2.3:8080".into(),
+    ] {
+        let r = as_host(&s, Method::GET, "/v1/tables", &host, None).await;
+        assert_eq!(r.status(), 200, "{host}");
+    }
+    // a name the operator allows
+    let named = TestServer::start_with(|c| c.access.allowed_hosts = vec!["db.internal".into()]).await;
+    assert_eq!(as_host(&named, Method::GET, "/v1/tables", "db.internal:8080", None).await.status(), 200);
+    assert_eq!(as_host(&named, Method::GET, "/v1/tables", "db.external", None).await.status(), 421);
+    // with keys, the keys protect: a foreign host with a key is answered, without one refused as ever
+    let keyed = TestServer::start_with_keys(|_| {}).await;
+    let r = send(&keyed, Method::GET, "/v1/tables", Some(ADMIN_KEY), &[("host", "attacker.example")]).await;
+    assert_eq!(r.status(), 200);
+    let r = send(&keyed, Method::GET, "/v1/tables", None, &[("host", "attacker.example")]).await;
+    assert_eq!(r.status(), 401);
+}
+
+/// Without keys, a page of another origin cannot write (a `text/plain` line-protocol POST needs
+/// no preflight): a write carrying a foreign `Origin` is refused, the server's own origin and
+/// the configured ones pass, and reads pass (their answers are the browser's to hide).
+#[tokio::test]
+async fn without_keys_writes_from_foreign_origins_are_refused() {
+    let s = TestServer::start().await;
+    s.create_table("t").await;
+    let own = s.base.clone();
+    let host = own.strip_prefix("http://").unwrap().to_owned();
+    for origin in ["https://evil.example", "null", "http://localhost:1", "http://127.0.0.1:1"] {
+        for (method, path) in [
+            (Method::POST, "/write"),
+            (Method::PUT, "/v1/tables/t/documents/a"),
+            (Method::DELETE, "/v1/tables/t"),
+            (Method::POST, "/v1/admin/check"),
+        ] {
+            let r = as_host(&s, method.clone(), path, &host, Some(origin)).await;
+            assert_eq!(r.status(), StatusCode::FORBIDDEN, "{origin} {method} {path}");
+            let body: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(body["code"], "origin_not_allowed", "{body}");
+        }
+        assert_eq!(as_host(&s, Method::GET, "/v1/tables/t", &host, Some(origin)).await.status(), 200);
+    }
+    assert_eq!(s.get("/v1/tables/t/documents/a").await.0, 404, "nothing was written");
+    assert_eq!(s.get("/v1/timeseries").await.1["metrics"], serde_json::json!([]));
+    // the server's own pages (its Swagger UI) write
+    assert_eq!(as_host(&s, Method::PUT, "/v1/tables/t/documents/a", &host, Some(&own)).await.status(), 201);
+    assert_eq!(as_host(&s, Method::POST, "/write", &host, Some(&own)).await.status(), 204);
+    // a configured origin too (allowed without keys on purpose only)
+    let cors = TestServer::start_with(|c| {
+        c.access.cors = CorsOrigins::parse(APP).unwrap();
+        c.access.allow_unauthenticated = true;
+    })
+    .await;
+    let host = cors.base.strip_prefix("http://").unwrap().to_owned();
+    assert_eq!(as_host(&cors, Method::POST, "/write", &host, Some(APP)).await.status(), 204);
+    assert_eq!(as_host(&cors, Method::POST, "/write", &host, Some("https://evil.example")).await.status(), 403);
+    // with keys: a page needs the key anyway, and sends it only where CORS lets it
+    let keyed = TestServer::start_with_keys(|_| {}).await;
+    keyed.create_table("t").await;
+    let r = send(&keyed, Method::DELETE, "/v1/tables/t", Some(ADMIN_KEY), &[("origin", "https://evil.example")]).await;
+    assert_eq!(r.status(), 204);
+}
+
+/// `--cors-origins` without keys lets every page of those origins do everything: refused at
+/// start unless `--allow-unauthenticated` says it is meant.
+#[tokio::test]
+async fn cors_origins_without_keys_need_allow_unauthenticated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = mosaicdb::server::ServerConfig::new(dir.path().join("db"));
+    config.addr = "127.0.0.1:0".parse().unwrap();
+    config.access.cors = CorsOrigins::parse(APP).unwrap();
+    let Err(refused) = mosaicdb::server::Server::start(config.clone()).await else { panic!("it started") };
+    let message = refused.to_string();
+    assert!(message.contains("--cors-origins") && message.contains("--allow-unauthenticated"), "{message}");
+    assert!(!dir.path().join("db").exists(), "the data directory was opened before the refusal");
+    config.access.allow_unauthenticated = true;
+    assert!(config.access.check_exposure(config.addr).is_ok());
+    config.access.allow_unauthenticated = false;
+    config.access.keys = mosaicdb::api::auth::KeySet::parse_env("a:admin:0123456789abcdef").unwrap();
+    assert!(config.access.check_exposure(config.addr).is_ok());
 }

@@ -331,3 +331,37 @@ async fn a_write_is_one_moment_of_the_history() {
     );
     s.check_ok().await;
 }
+
+/// A table whose history goes off loses it in writes of a page each (the task never holds a
+/// table's whole history): here more than three pages, all gone, the heads with them.
+#[tokio::test]
+async fn an_off_history_larger_than_a_page_goes_page_by_page() {
+    let s = TestServer::start_with(|c| c.tasks.retention_interval = std::time::Duration::from_secs(1)).await;
+    s.post("/v1/tables", json!({"name": "big", "history": {"max_versions": 100}})).await;
+    // 400 documents of 9 replaced versions and a head: 4000 keys of history
+    for v in 0..10 {
+        let lines: String = (0..400).map(|d| format!("{{\"_id\": \"d{d}\", \"v\": {v}}}\n")).collect();
+        let r = s.raw(Method::POST, "/v1/tables/big/import", "application/x-ndjson", lines).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert_eq!(versions(&s, "/v1/tables/big/documents/d399/history").await.len(), 10);
+    let (st, _) = s.patch("/v1/tables/big", json!({"history": null})).await;
+    assert_eq!(st, 200);
+    // on again only once every key of the old history is gone (409 `history_purging` until then)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = s.send(Method::PATCH, "/v1/tables/big", Some(&json!({"history": {"max_versions": 5}})), &[]).await;
+        if r.status == 200 {
+            break;
+        }
+        assert!(r.is_problem(409, "history_purging"), "{}", r.body);
+        assert!(std::time::Instant::now() < deadline, "the history was not removed");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for d in [0, 199, 399] {
+        s.put(&format!("/v1/tables/big/documents/d{d}"), json!({"v": 10})).await;
+        let kept = versions(&s, &format!("/v1/tables/big/documents/d{d}/history")).await;
+        assert_eq!(ops(&kept), ["update", "unknown"], "d{d}: nothing of the old history is left");
+    }
+    s.check_ok().await;
+}

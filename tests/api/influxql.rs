@@ -317,6 +317,13 @@ async fn errors_of_the_query_and_of_one_statement() {
         ("SELECT usage FROM cpu WHERE time > now() - 1h OR host = 'a'", "only be joined with AND"),
         ("SELECT mean(usage) FROM cpu WHERE time >= 0 GROUP BY time(1s)", "more than 100000 GROUP BY time intervals"),
         ("SELECT usage FROM cpu LIMIT 1 OFFSET 100001", "OFFSET is at most 100000"),
+        // the interval holding the earliest times would start before the earliest time: refused,
+        // not answered with intervals off the grid
+        (
+            "SELECT mean(usage) FROM cpu WHERE time >= '1677-09-21T00:12:44Z' AND time < '1677-09-21T03:00:00Z' \
+             GROUP BY time(1h)",
+            "narrow the time range",
+        ),
         ("SHOW MEASUREMENTS ON shop", "ON \"shop\": this query reads the database \"default\""),
         (
             "SELECT mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), mean(usage), \

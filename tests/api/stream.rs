@@ -283,7 +283,7 @@ async fn shutdown_ends_a_stream_nobody_reads() {
     fill(&s, "big", 20_000, 1000).await;
     let addr = s.base.trim_start_matches("http://").to_owned();
     let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
-    let request = "GET /v1/tables/big/documents HTTP/1.1\r\nhost: x\r\naccept: application/x-ndjson\r\n\r\n";
+    let request = "GET /v1/tables/big/documents HTTP/1.1\r\nhost: localhost\r\naccept: application/x-ndjson\r\n\r\n";
     std::io::Write::write_all(&mut tcp, request.as_bytes()).unwrap();
     // let the server fill every buffer on the way
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -300,8 +300,7 @@ async fn shutdown_ends_a_stream_nobody_reads() {
 async fn a_half_closed_client_gets_the_whole_stream() {
     let s = TestServer::start().await;
     fill(&s, "t", 3000, 300).await;
-    let request =
-        "GET /v1/tables/t/documents HTTP/1.1\r\nhost: x\r\naccept: application/x-ndjson\r\nconnection: close\r\n\r\n";
+    let request = "GET /v1/tables/t/documents HTTP/1.1\r\nhost: localhost\r\naccept: application/x-ndjson\r\nconnection: close\r\n\r\n";
     let answer = raw_exchange(&s, request, true, Duration::from_secs(20)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{}", &answer[..answer.len().min(300)]);
     assert!(answer.ends_with("\r\n0\r\n\r\n"), "the stream was cut: {} bytes", answer.len());
@@ -326,7 +325,7 @@ async fn stream_and_page_headers() {
         .await;
     assert!(tie.header("content-type").is_some_and(|c| c.starts_with("application/json")), "{:?}", tie.headers);
 
-    let request = "GET /v1/tables/t/documents HTTP/1.1\r\nhost: x\r\naccept: application/x-ndjson\r\n\
+    let request = "GET /v1/tables/t/documents HTTP/1.1\r\nhost: localhost\r\naccept: application/x-ndjson\r\n\
         accept-encoding: gzip\r\nconnection: close\r\n\r\n";
     let answer = raw_exchange(&s, request, false, Duration::from_secs(20)).await;
     let head = answer.split("\r\n\r\n").next().unwrap_or("").to_ascii_lowercase();

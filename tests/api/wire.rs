@@ -266,7 +266,7 @@ async fn a_content_length_over_the_limit_is_refused_before_the_body() {
     // the head only: the server must not wait for 2 GB that will never come
     write!(
         tcp,
-        "PUT /v1/tables/cl/documents/x HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2000000000\r\n\r\n"
+        "PUT /v1/tables/cl/documents/x HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 2000000000\r\n\r\n"
     )
     .unwrap();
     let r = read_reply(&mut tcp);
@@ -281,7 +281,7 @@ async fn an_import_line_over_the_cap_is_refused_while_the_client_still_sends() {
     let mut tcp = connect(&s);
     write!(
         tcp,
-        "POST /v1/tables/cap/import HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
+        "POST /v1/tables/cap/import HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
     )
     .unwrap();
     let mut send = |data: &[u8]| {
@@ -308,7 +308,7 @@ async fn an_import_whose_body_stalls_is_stopped() {
     let line = "{\"_id\":\"a\"}\n";
     write!(
         tcp,
-        "POST /v1/tables/stall/import HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{line}\r\n",
+        "POST /v1/tables/stall/import HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{line}\r\n",
         line.len()
     )
     .unwrap();
@@ -326,7 +326,7 @@ async fn an_import_stops_when_its_client_goes_away() {
     let mut tcp = connect(&s);
     write!(
         tcp,
-        "POST /v1/tables/gone/import HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
+        "POST /v1/tables/gone/import HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
     )
     .unwrap();
     let lines: String =
@@ -381,14 +381,14 @@ fn exchange(s: &TestServer, request: &[u8]) -> RawReply {
 async fn requests_hyper_refuses_get_problem_documents_too() {
     let s = TestServer::start().await;
     s.create_table("raw").await;
-    let long = format!("GET /v1/tables/raw/documents/{} HTTP/1.1\r\nhost: x\r\n\r\n", "a".repeat(70 << 10));
+    let long = format!("GET /v1/tables/raw/documents/{} HTTP/1.1\r\nhost: localhost\r\n\r\n", "a".repeat(70 << 10));
     let r = exchange(&s, long.as_bytes());
     assert!(r.is_problem(414, "uri_too_long"), "{} {} {}", r.status, r.head, r.body);
     let cases: [&[u8]; 4] = [
-        b"PUT /v1/tables/raw/documents/a HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1x\r\n\r\n{}",
-        b"PUT /v1/tables/raw/documents/a HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
-        b"GET /health HTTP/1.1\r\nhost: x\r\nbad header: 1\r\n\r\n",
-        b"GET /health HTTP/1.1\r\nhost: x\r\nx-bytes: \x01\x02\r\n\r\n",
+        b"PUT /v1/tables/raw/documents/a HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 1x\r\n\r\n{}",
+        b"PUT /v1/tables/raw/documents/a HTTP/1.1\r\nhost: localhost\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
+        b"GET /health HTTP/1.1\r\nhost: localhost\r\nbad header: 1\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nhost: localhost\r\nx-bytes: \x01\x02\r\n\r\n",
     ];
     for request in cases {
         let r = exchange(&s, request);
@@ -401,7 +401,7 @@ async fn requests_hyper_refuses_get_problem_documents_too() {
         );
     }
     // a placeholder left in a URL: the problem names the character, where it is and its encoding
-    let r = exchange(&s, b"GET /v1/tables/raw/documents?limit=2&cursor=<cursor> HTTP/1.1\r\nhost: x\r\n\r\n");
+    let r = exchange(&s, b"GET /v1/tables/raw/documents?limit=2&cursor=<cursor> HTTP/1.1\r\nhost: localhost\r\n\r\n");
     assert!(r.is_problem(400, "malformed_request"), "{} {}", r.head, r.body);
     let detail = r.body["detail"].as_str().unwrap_or_default();
     assert!(
@@ -412,7 +412,7 @@ async fn requests_hyper_refuses_get_problem_documents_too() {
     let r = exchange(&s, cases[0]);
     assert!(r.body["detail"].as_str().unwrap_or_default().contains("Content-Length"), "{}", r.body);
     let huge = format!(
-        "GET /health HTTP/1.1\r\nhost: x\r\n{}\r\n",
+        "GET /health HTTP/1.1\r\nhost: localhost\r\n{}\r\n",
         "x-pad: yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\r\n".repeat(20_000)
     );
     let r = exchange(&s, huge.as_bytes());
@@ -423,7 +423,7 @@ async fn requests_hyper_refuses_get_problem_documents_too() {
     // normally, the second with a problem
     let mut tcp = connect(&s);
     tcp.write_all(
-        b"GET /health HTTP/1.1\r\nhost: x\r\n\r\nGET /health HTTP/1.1\r\nhost: x\r\ncontent-length: -1\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nhost: localhost\r\n\r\nGET /health HTTP/1.1\r\nhost: localhost\r\ncontent-length: -1\r\n\r\n",
     )
     .unwrap();
     // the server closes after the second: read both
@@ -441,7 +441,7 @@ async fn requests_hyper_refuses_get_problem_documents_too() {
     assert!(all.ends_with("\"code\":\"malformed_request\"}"), "{all}");
     // a HEAD answer for an error (no body) passes untouched
     let mut tcp = connect(&s);
-    tcp.write_all(b"HEAD /v1/tables/none HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    tcp.write_all(b"HEAD /v1/tables/none HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
     let r = read_response(&mut tcp, false);
     assert_eq!(r.status, 404, "{}", r.head);
     assert!(r.head.contains("content-type: application/problem+json"));
@@ -454,7 +454,7 @@ async fn an_import_stops_when_its_client_closes_with_body_bytes_still_unread() {
     let mut tcp = connect(&s);
     write!(
         tcp,
-        "POST /v1/tables/unread/import HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ncontent-length: 1000000000\r\n\r\n"
+        "POST /v1/tables/unread/import HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/x-ndjson\r\ncontent-length: 1000000000\r\n\r\n"
     )
     .unwrap();
     // fill the socket buffers with short lines, faster than the import takes them, then close:

@@ -106,6 +106,23 @@ fn refuses_to_serve_a_public_address_without_keys() {
     }
     assert!(!data.exists(), "the data directory was opened before the refusal");
 
+    // cross-origin pages without keys: on purpose only, even on loopback
+    let out = Command::new(BIN)
+        .args(["--addr", &format!("127.0.0.1:{}", free_port()), "--data-dir", data.to_str().unwrap()])
+        .args(["--cors-origins", "https://app.example.com"])
+        .env_remove("MOSAIC_API_KEYS")
+        .env_remove("MOSAIC_API_KEYS_FILE")
+        .env_remove("MOSAIC_ALLOW_UNAUTHENTICATED")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--cors-origins") && stderr.contains("--allow-unauthenticated"), "{stderr}");
+    assert!(!data.exists(), "the data directory was opened before the refusal");
+    let out = Command::new(BIN).args(["--allowed-hosts", "http://db.internal"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a host name"));
+
     // a weak key is refused by name, never shown
     let out = Command::new(BIN)
         .args(["--data-dir", data.to_str().unwrap()])

@@ -45,7 +45,7 @@ async fn idle_connections() {
             .map(|_| {
                 let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
                 // one answered request: the server has accepted and served the connection
-                write!(tcp, "GET /v1/tables HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+                write!(tcp, "GET /v1/tables HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
                 let mut seen = Vec::new();
                 let mut buf = [0u8; 4096];
                 while !seen.windows(4).any(|w| w == b"\r\n\r\n") {

@@ -38,6 +38,12 @@ pub struct Access {
     /// the browser origins that may call the API (`--cors-origins`); their preflights need no
     /// key (see `api/cors.rs`)
     pub cors: super::CorsOrigins,
+    /// `GET /ready` names the leader and the epoch (and the state applied) to a caller without a
+    /// key too (`--ready-details`); without keys configured it does anyway
+    pub ready_details: bool,
+    /// host names a server without keys answers besides loopback ones and IP addresses
+    /// (`--allowed-hosts`; see `api/origin.rs`)
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Access {
@@ -46,8 +52,18 @@ impl Access {
         !self.keys.is_empty()
     }
 
-    /// Refuses to serve `addr` with no keys unless that is allowed or `addr` is loopback.
+    /// Refuses to serve `addr` with no keys unless that is allowed or `addr` is loopback; and
+    /// refuses cross-origin requests (`--cors-origins`) with no keys unless that is allowed.
     pub fn check_exposure(&self, addr: std::net::SocketAddr) -> Result<(), String> {
+        if !self.enabled() && self.cors.enabled() && !self.allow_unauthenticated {
+            return Err(format!(
+                "refusing --cors-origins ({}) without authentication: every web page of those origins, opened in \
+                 any browser that can reach this server, could read, write and drop everything. Configure API keys \
+                 (--api-keys-file / MOSAIC_API_KEYS_FILE, or MOSAIC_API_KEYS=name:role:key), or pass \
+                 --allow-unauthenticated (MOSAIC_ALLOW_UNAUTHENTICATED=true) to allow it on purpose",
+                self.cors.describe()
+            ));
+        }
         if self.enabled() || self.allow_unauthenticated || addr.ip().to_canonical().is_loopback() {
             return Ok(());
         }
@@ -120,7 +136,15 @@ pub(super) async fn authorize(State(guard): State<Arc<Guard>>, mut req: Request,
         Some(route) => required(req.method(), route, guard.metrics_public),
         None => Need::Role(Role::Admin),
     };
-    let Need::Role(needed) = need else { return next.run(req).await };
+    let Need::Role(needed) = need else {
+        // an open route answers anyone; a valid key still names its caller (`/ready` tells it more)
+        if let Presented::Key(key) = presented(req.headers())
+            && let Some(caller) = guard.keys.verify(key)
+        {
+            req.extensions_mut().insert(caller);
+        }
+        return next.run(req).await;
+    };
     let caller = match presented(req.headers()) {
         Presented::Nothing => return unauthenticated(false),
         Presented::Key(key) => match guard.keys.verify(key) {
@@ -161,7 +185,27 @@ pub(super) async fn authorize(State(guard): State<Arc<Guard>>, mut req: Request,
         .into_response();
     }
     req.extensions_mut().insert(caller);
+    req.extensions_mut().insert(Granted(role));
     next.run(req).await
+}
+
+/// The role a request's key has where it goes (in the database it names), for the handlers
+/// whose answer depends on more than the route's role. Absent without keys configured: every
+/// request may do everything then.
+#[derive(Debug, Clone, Copy)]
+pub struct Granted(pub Role);
+
+/// Refuses (403 `forbidden`) a request whose key has less than `needed` where it goes, for
+/// `what` (such as "deleting a whole metric"); without keys configured nothing is refused.
+pub(super) fn require(granted: Option<Granted>, needed: Role, what: &str) -> Result<(), ApiError> {
+    match granted {
+        Some(Granted(role)) if role < needed => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("{what} needs the {needed} role; the API key presented has the {role} role"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// 401 with the challenge (RFC 6750: `error="invalid_token"` when a key was presented).

@@ -73,21 +73,14 @@ impl Db {
             return Ok(());
         }
         let lagging = || ServiceError::Lagging { wanted: state, applied: self.applied_state() };
-        if self.cluster.role != Role::Follower {
-            // a state committed and not yet published (a follower saw its number in the row
-            // first) is published within moments; a number no state of this leader reached
-            // yet is waited for as long
-            let deadline = tokio::time::Instant::now() + wait;
-            while self.applied_state() < state {
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(lagging());
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            return Ok(());
-        }
-        let mut applied = self.cluster.applied.subscribe();
-        match tokio::time::timeout(wait, applied.wait_for(|&a| a >= state)).await {
+        // Woken by each state as it is applied (a follower) or published (a leader or a sole
+        // server): a state committed and not yet published (a follower saw its number in the
+        // row first) comes within moments; a number no state reached yet is waited for as long.
+        let mut states = match self.cluster.role {
+            Role::Follower => self.cluster.applied.subscribe(),
+            Role::Leader | Role::Sole => self.store.published_states(),
+        };
+        match tokio::time::timeout(wait, states.wait_for(|&a| a >= state)).await {
             Ok(Ok(_)) => Ok(()),
             _ => Err(lagging()),
         }

@@ -14,7 +14,9 @@
 //! (a wall clock stepped back gives the last time + 1), and a version always starts after the
 //! one before it of the same document (the head's start + 1 at least), restarts included: the
 //! versions of a document are in commit order whatever the wall clock did. `as_of` reads are
-//! against these commit times.
+//! against these commit times. The clock follows a document's start only up to a minute past
+//! the wall clock ([`AHEAD_US`]): a far-future start (a restored archive's) moves that document
+//! on, not the clock of every write.
 
 #[cfg(test)]
 mod check_tests;
@@ -98,15 +100,27 @@ pub struct Clock(AtomicI64);
 /// The process's clock of versions (the committers run on it in turn).
 pub static CLOCK: Clock = Clock(AtomicI64::new(0));
 
+/// How far ahead of the wall clock the clock follows a start it is told of (µs): a minute covers
+/// a clock stepped back a little across a restart. A start further ahead (a clock once set far
+/// forward; a restored archive from one, or a forged one) is passed for its own document only.
+pub const AHEAD_US: i64 = 60_000_000;
+
 impl Clock {
-    /// A time after every one given out before, and not before `after + 1`.
+    /// A time after every one given out before, and not before `after + 1`. The clock itself
+    /// moves on to it only while it is at most [`AHEAD_US`] past the wall clock: one document
+    /// whose head starts in the far future gets a time after it, every other write keeps the
+    /// wall clock's (rather than the clock jumping ahead for good, up to where it saturates).
     pub fn next(&self, after: i64) -> i64 {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
         let mut last = self.0.load(Ordering::Relaxed);
         loop {
-            let t = now.max(last.saturating_add(1)).max(after.saturating_add(1));
+            let floor = now.max(last.saturating_add(1));
+            if after >= floor && after > now.saturating_add(AHEAD_US) {
+                return after.saturating_add(1);
+            }
+            let t = floor.max(after.saturating_add(1));
             match self.0.compare_exchange_weak(last, t, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return t,
                 Err(seen) => last = seen,
@@ -166,10 +180,12 @@ pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
     let head_key = HistKey::head(table, id).encode();
     let head = w.get(Space::Hist, &head_key)?;
     let head = match head.as_deref().map(decode_head) {
-        Some(Some(head)) => Some(head),
-        Some(None) => {
+        // a start no later time can follow (a damaged or forged archive's) would make two
+        // versions one key
+        Some(Some((_, i64::MAX)) | None) => {
             return Err(ServiceError::Internal(format!("the history head of {table}/{id} is damaged")));
         }
+        Some(Some(head)) => Some(head),
         None => None,
     };
     match (c.old, c.new) {
@@ -246,8 +262,17 @@ mod tests {
         let a = clock.next(0);
         let b = clock.next(0);
         assert!(b > a);
+        // a start a little ahead (a clock stepped back across a restart): the clock follows it
+        let soon = b + AHEAD_US / 2;
+        assert_eq!(clock.next(soon), soon + 1);
+        assert!(clock.next(0) > soon + 1);
+        // one far ahead (a restored archive's): passed for its document, the clock stays put
         let far = i64::MAX / 2;
         assert_eq!(clock.next(far), far + 1);
-        assert_eq!(clock.next(0), far + 2);
+        let then = clock.next(0);
+        assert!(then > soon && then < far / 2, "{then}");
+        // nor does it saturate
+        assert_eq!(clock.next(i64::MAX - 1), i64::MAX);
+        assert!(clock.next(0) < far / 2);
     }
 }

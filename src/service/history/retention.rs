@@ -5,21 +5,43 @@
 //! A version's age is counted from its end — when a write replaced it (the next version's start,
 //! or the head's) — for that is how long ago it stopped being the document; a deletion ages from
 //! its own time. `max_versions` counts the replaced versions and deletions of a document, not its
-//! current version. Each run reads a table's whole history once (one prefix scan), so its cost
-//! grows with what is kept, not with what is written.
+//! current version. Each run reads a table's whole history once (page by page, each page's keys
+//! removed before the next is read), so its cost grows with what is kept, not with what is
+//! written, and its memory with a page.
 
 use super::read::MAX_PAGE;
-use crate::keys::{HistKey, table_prefix};
+use crate::keys::{HistKey, prefix_successor, table_prefix};
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, Space};
+use std::ops::Bound;
 use std::sync::Arc;
 
-/// Keys one retention write removes.
+/// Keys one retention write removes, and about the most one page of a table's history collects.
 const CHUNK: usize = MAX_PAGE;
+/// Keys one page reads at most (then it ends at the next document): a page that removes little
+/// still ends, so that a run's stop is heeded and a snapshot is not held for a whole table.
+const SCAN_PAGE: usize = 16 * CHUNK;
+
+/// A table's policy as [`judge`] takes it: max age in µs and max versions; `None`: history off.
+type Bounds = Option<(Option<i64>, Option<u32>)>;
+
+/// One page of a table's history, judged.
+#[derive(Debug, Default)]
+struct Page {
+    /// the keys the policy no longer keeps (about [`CHUNK`] at most: see [`judge_page`])
+    doomed: Vec<Vec<u8>>,
+    /// where the next page begins (the first key of a document not judged yet); `None`: the
+    /// table's history is all judged
+    next: Option<Vec<u8>>,
+}
 
 impl Db {
     /// Removes what every table's history policy no longer keeps, as of `now_us`; returns the
     /// keys removed. Stops between writes when `stop` says so (or the database closes).
+    ///
+    /// A table's history is read page by page ([`judge_page`]), each page's keys removed before
+    /// the next is read: memory is bounded by a page (and one document's history), not by what
+    /// a table keeps, so turning history off on a large table removes it all in bounded steps.
     pub async fn apply_history_retention(
         self: &Arc<Self>,
         now_us: i64,
@@ -27,78 +49,104 @@ impl Db {
     ) -> Result<u64> {
         let mut removed = 0;
         for table in self.catalog.tables() {
-            let this = self.clone();
             let name = table.name.clone();
             // the policy as the catalog has it when the table's turn comes (not when the run
             // began), and checked again by each removal: see below
             let Some(policy) = self.catalog.table(&name).map(|t| t.history.clone()) else { continue };
-            let (judged, scanned) = (policy.clone(), name.clone());
-            let doomed = self
-                .read(move |db| {
-                    let (policy, name) = (judged, scanned);
-                    let view = db.store.snapshot();
-                    let keys = view.scan(Space::Hist, KeyRange::Prefix(table_prefix(&name)), false);
-                    let max_age_us = match &policy {
-                        Some(p) => p
-                            .max_age
-                            .as_deref()
-                            .and_then(crate::service::duration::parse_duration_ms)
-                            .map(|ms| ms * 1000),
-                        None => None,
-                    };
-                    let mut doomed = Vec::new();
-                    // one document's keys: (key, its start; for the head, the current version's)
-                    let mut doc: Vec<(Vec<u8>, Start)> = Vec::new();
-                    let mut current: Option<Vec<u8>> = None;
-                    for item in keys {
-                        let (key, value) = item?;
-                        let parsed = HistKey::decode(&key).map_err(|e| {
-                            ServiceError::Internal(format!("a history key of {name:?} does not decode: {e}"))
-                        })?;
-                        let of = HistKey::of_document(&parsed.table, &parsed.id);
-                        if current.as_ref() != Some(&of) {
-                            judge(&mut doc, policy.as_ref().map(|p| (max_age_us, p.max_versions)), now_us, &mut doomed);
-                            current = Some(of);
-                        }
-                        let start = match parsed.start {
-                            Some(start) => Start::Version(start),
-                            None => Start::Head(super::decode_head(&value).map_or(i64::MAX, |(_, s)| s)),
-                        };
-                        doc.push((key.to_vec(), start));
-                    }
-                    judge(&mut doc, policy.as_ref().map(|p| (max_age_us, p.max_versions)), now_us, &mut doomed);
-                    Ok(doomed)
-                })
-                .await?;
-            for chunk in doomed.chunks(CHUNK) {
-                if stop() || this.closing() {
+            let bounds: Bounds = policy.as_ref().map(|p| {
+                let max_age_us =
+                    p.max_age.as_deref().and_then(crate::service::duration::parse_duration_ms).map(|ms| ms * 1000);
+                (max_age_us, p.max_versions)
+            });
+            let prefix = table_prefix(&name);
+            let end = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+            let mut from = Bound::Included(prefix);
+            loop {
+                if stop() || self.closing() {
                     return Ok(removed);
                 }
-                let keys = chunk.to_vec();
-                let n = keys.len() as u64;
-                let (name, policy) = (name.clone(), policy.clone());
-                // Only under the policy the keys were judged by: a table whose policy changed
-                // since (history turned on again after its purge, a new bound) is judged again by
-                // the next run. On the committer, so no write of the new policy comes between.
-                let done = self
-                    .write(move |tx, db| {
-                        if db.catalog.table(&name).map(|t| t.history.clone()) != Some(policy) {
-                            return Ok(false);
-                        }
-                        for key in keys {
-                            tx.delete(Space::Hist, key);
-                        }
-                        Ok::<_, ServiceError>(true)
+                let range = KeyRange::Between(from, end.clone());
+                let scanned = name.clone();
+                let page = self
+                    .read(move |db| {
+                        let view = db.store.snapshot();
+                        judge_page(view.scan(Space::Hist, range, false), &scanned, bounds, now_us, CHUNK, SCAN_PAGE)
                     })
                     .await?;
-                if !done {
-                    break;
+                if !page.doomed.is_empty() {
+                    let n = page.doomed.len() as u64;
+                    let (keys, name, policy) = (page.doomed, name.clone(), policy.clone());
+                    // Only under the policy the keys were judged by: a table whose policy changed
+                    // since (history turned on again after its purge, a new bound) is judged
+                    // again by the next run. On the committer, so no write of the new policy
+                    // comes between.
+                    let done = self
+                        .write(move |tx, db| {
+                            if db.catalog.table(&name).map(|t| t.history.clone()) != Some(policy) {
+                                return Ok(false);
+                            }
+                            for key in keys {
+                                tx.delete(Space::Hist, key);
+                            }
+                            Ok::<_, ServiceError>(true)
+                        })
+                        .await?;
+                    if !done {
+                        break;
+                    }
+                    removed += n;
                 }
-                removed += n;
+                match page.next {
+                    Some(next) => from = Bound::Included(next),
+                    None => break,
+                }
             }
         }
         Ok(removed)
     }
+}
+
+/// Judges the history keys `keys` yields (a table's, in order, from a document's first key)
+/// until the end, or until, at the end of a document, `chunk` keys are doomed or `scan` keys
+/// were read: what the page holds is then at most `chunk` keys plus one document's.
+fn judge_page<K: AsRef<[u8]>, V: AsRef<[u8]>, E>(
+    keys: impl Iterator<Item = std::result::Result<(K, V), E>>,
+    table: &str,
+    bounds: Bounds,
+    now_us: i64,
+    chunk: usize,
+    scan: usize,
+) -> Result<Page>
+where
+    ServiceError: From<E>,
+{
+    let mut page = Page::default();
+    // one document's keys: (key, its start; for the head, the current version's)
+    let mut doc: Vec<(Vec<u8>, Start)> = Vec::new();
+    let mut current: Option<Vec<u8>> = None;
+    for (read, item) in keys.enumerate() {
+        let (key, value) = item?;
+        let key = key.as_ref();
+        let parsed = HistKey::decode(key)
+            .map_err(|e| ServiceError::Internal(format!("a history key of {table:?} does not decode: {e}")))?;
+        let of = HistKey::of_document(&parsed.table, &parsed.id);
+        if current.as_ref() != Some(&of) {
+            judge(&mut doc, bounds, now_us, &mut page.doomed);
+            if page.doomed.len() >= chunk || read >= scan {
+                // this document is the next page's first
+                page.next = Some(key.to_vec());
+                return Ok(page);
+            }
+            current = Some(of);
+        }
+        let start = match parsed.start {
+            Some(start) => Start::Version(start),
+            None => Start::Head(super::decode_head(value.as_ref()).map_or(i64::MAX, |(_, s)| s)),
+        };
+        doc.push((key.to_vec(), start));
+    }
+    judge(&mut doc, bounds, now_us, &mut page.doomed);
+    Ok(page)
 }
 
 /// Where one key of a document's history starts.
@@ -113,12 +161,7 @@ enum Start {
 /// Adds to `doomed` the keys of one document's history (`doc`: its keys in order, the head
 /// first) that `bounds` (max age in µs, max versions; `None`: history off) no longer keeps, and
 /// empties `doc`.
-fn judge(
-    doc: &mut Vec<(Vec<u8>, Start)>,
-    bounds: Option<(Option<i64>, Option<u32>)>,
-    now_us: i64,
-    doomed: &mut Vec<Vec<u8>>,
-) {
+fn judge(doc: &mut Vec<(Vec<u8>, Start)>, bounds: Bounds, now_us: i64, doomed: &mut Vec<Vec<u8>>) {
     let keys = std::mem::take(doc);
     let Some((max_age_us, max_versions)) = bounds else {
         // history off: everything goes, the head too
@@ -181,5 +224,57 @@ mod tests {
         assert_eq!(doomed(doc(None, &[10, 20]), Some((Some(35), None)), 50), Vec::<String>::new());
         // history off: everything, the head included
         assert_eq!(doomed(d(), None, 50), ["h", "10", "20", "30"]);
+    }
+
+    /// A table's history as the store holds it: per document its head, then `versions`.
+    fn history(docs: usize, versions: i64) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut keys = Vec::new();
+        for d in 0..docs {
+            let id = format!("doc{d:04}");
+            keys.push((HistKey::head("t", &id).encode(), super::super::encode_head(super::super::How::Created, 100)));
+            for v in 0..versions {
+                keys.push((HistKey::version("t", &id, v).encode(), vec![super::super::How::Updated as u8]));
+            }
+        }
+        keys
+    }
+
+    /// Pages of `keys` judged as the task does, each from where the last one ended.
+    fn pages(keys: &[(Vec<u8>, Vec<u8>)], bounds: Bounds, chunk: usize, scan: usize) -> Vec<Page> {
+        let mut out: Vec<Page> = Vec::new();
+        let mut from = 0;
+        loop {
+            let rest = keys[from..].iter().map(|(k, v)| Ok::<_, ServiceError>((k.as_slice(), v.as_slice())));
+            let page = judge_page(rest, "t", bounds, 1_000, chunk, scan).unwrap();
+            let next = page.next.clone();
+            out.push(page);
+            match next {
+                Some(next) => from = keys.iter().position(|(k, _)| *k == next).unwrap(),
+                None => return out,
+            }
+        }
+    }
+
+    #[test]
+    fn a_page_holds_a_chunk_and_one_document_at_most_and_the_pages_cover_everything() {
+        let keys = history(50, 3);
+        // history off: every key goes, 4 per document, in pages of at most 10 + 4 keys
+        let off = pages(&keys, None, 10, usize::MAX);
+        assert!(off.len() > 5, "{}", off.len());
+        assert!(
+            off.iter().all(|p| p.doomed.len() < 10 + 4),
+            "{:?}",
+            off.iter().map(|p| p.doomed.len()).collect::<Vec<_>>()
+        );
+        let all: Vec<Vec<u8>> = off.into_iter().flat_map(|p| p.doomed).collect();
+        assert_eq!(all, keys.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(), "each key once, in order");
+        // a policy that keeps everything: no key doomed, the pages still end after `scan` keys
+        let kept = pages(&keys, Some((None, None)), 10, 40);
+        assert!(kept.iter().all(|p| p.doomed.is_empty()));
+        assert_eq!(kept.len(), 5, "200 keys read 40 (ten documents) a page");
+        // one version kept per document: 2 of each document's 3 go
+        let one = pages(&keys, Some((None, Some(1))), 10, usize::MAX);
+        assert!(one.iter().all(|p| p.doomed.len() < 10 + 3));
+        assert_eq!(one.iter().map(|p| p.doomed.len()).sum::<usize>(), 100);
     }
 }

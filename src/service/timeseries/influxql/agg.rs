@@ -152,19 +152,24 @@ pub fn run(
         // as InfluxDB: GROUP BY time without an end ends now
         window.to = Some(ctx.now.saturating_add(1));
     }
-    let start_of = |t: i64| -> i64 {
-        match interval {
-            Some((every, offset)) => {
-                t.saturating_sub(offset).div_euclid(every).saturating_mul(every).saturating_add(offset)
-            }
-            None => 0,
-        }
+    // the start of the interval holding `t`, counted wide: near the earliest time it can fall
+    // before it, and an interval whose start cannot be told is refused (not answered off the grid)
+    let start_of = |t: i64| -> Result<i64> {
+        let Some((every, offset)) = interval else { return Ok(0) };
+        let (wide, every, offset) = (i128::from(t), i128::from(every), i128::from(offset));
+        i64::try_from((wide - offset).div_euclid(every) * every + offset).map_err(|_| {
+            super::ctx::refuse(format!(
+                "GROUP BY time({every}ns): the interval holding time {t} (ns) would start before the earliest time \
+                 that can be represented ({}): narrow the time range",
+                i64::MIN
+            ))
+        })
     };
     // the first and last intervals answered: those of the window's ends, or of the data's
     let first_data =
         (grouped.groups.values().flat_map(|g| g.values())).flat_map(|m| m.metrics.iter().map(|(_, r)| r.first)).min();
-    let lower = window.from.or(first_data).map(start_of);
-    let upper = window.to.map(|t| start_of(t.saturating_sub(1)));
+    let lower = window.from.or(first_data).map(start_of).transpose()?;
+    let upper = window.to.map(|t| start_of(t.saturating_sub(1))).transpose()?;
     let mut buckets_answered = 0usize;
     let mut out = Vec::new();
     // what an interval's state takes in memory: its accumulators and its entry in the map
@@ -182,7 +187,7 @@ pub fn run(
                 let mut kept = 0usize;
                 for point in points {
                     let point = point?;
-                    let bucket = start_of(point.ts);
+                    let bucket = start_of(point.ts)?;
                     if !accs.contains_key(&bucket) {
                         if accs.len() >= most_buckets {
                             return Err(too_many(cols.len()));
