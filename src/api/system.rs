@@ -76,11 +76,13 @@ async fn health() -> Json<Liveness> {
 /// The store is open and takes writes (in cluster mode: here, or, on a follower, at the leader;
 /// the answer says the role). When it does not, the problem says why: `store_failed` (a write to
 /// disk failed, or in cluster mode another server took the lead: writes are refused until a
-/// restart, which cluster mode does on its own), `insufficient_storage` (the disk is nearly
-/// full; writes resume once space is freed) or `unavailable` (shutting down).
+/// restart, which cluster mode does on its own), `store_recovering` (the storage engine stopped
+/// for a cause that passes, such as too many open files, named in the detail: the store opens
+/// it again on its own; with `Retry-After`), `insufficient_storage` (the disk is nearly full;
+/// writes resume once space is freed) or `unavailable` (shutting down).
 #[utoipa::path(get, path = "/ready", tag = "service", responses(
     (status = 200, description = "ready", body = Status),
-    (status = 503, description = "the store refuses writes: `store_failed`, `insufficient_storage` or `unavailable`",
+    (status = 503, description = "the store refuses writes: `store_failed`, `store_recovering`, `insufficient_storage` or `unavailable`",
         body = Problem, content_type = "application/problem+json"),
 ))]
 async fn ready(Database(db): Database) -> Result<Json<Status>, ApiError> {
@@ -98,6 +100,13 @@ async fn ready(Database(db): Database) -> Result<Json<Status>, ApiError> {
             "store_failed",
             format!("a write to disk failed ({reason}): writes are refused until a restart; check the disk first"),
         ),
+        Health::Recovering { reason, attempts } => {
+            let detail = format!(
+                "the storage engine stopped for a cause that passes ({reason}): writes are refused while the store \
+                 opens it again, on its own, once the cause is gone ({attempts} attempt(s) failed so far)"
+            );
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_recovering", detail).retry_after(1));
+        }
         _ => ("unavailable", "the store is shutting down or its write path stopped: restart the server".to_owned()),
     };
     Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, detail))
