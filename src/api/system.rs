@@ -100,16 +100,18 @@ async fn ready(Database(db): Database) -> Result<Json<Status>, ApiError> {
             "store_failed",
             format!("a write to disk failed ({reason}): writes are refused until a restart; check the disk first"),
         ),
-        Health::Recovering { reason, attempts } => {
-            let detail = format!(
+        Health::Recovering { reason, attempts } => (
+            "store_recovering",
+            format!(
                 "the storage engine stopped for a cause that passes ({reason}): writes are refused while the store \
                  opens it again, on its own, once the cause is gone ({attempts} attempt(s) failed so far)"
-            );
-            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_recovering", detail).retry_after(1));
-        }
+            ),
+        ),
         _ => ("unavailable", "the store is shutting down or its write path stopped: restart the server".to_owned()),
     };
-    Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, detail))
+    let problem = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, detail);
+    // a recovery ends on its own: ask again soon
+    Err(if code == "store_recovering" { problem.retry_after(1) } else { problem })
 }
 
 /// Version, uptime, data directory, durability and key counts per family.
