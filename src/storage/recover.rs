@@ -151,8 +151,7 @@ impl Committer {
         }
         // what closing it logged counts too: a failed fsync of its journal stops the store
         if let Cause::Lasting(reason) = engine_log::cause_since(self.recovery.mark.load(Ordering::Acquire)) {
-            self.poison(StorageError::Engine(format!("the storage engine failed while it was closed: {reason}")));
-            return;
+            return self.give_up(format!("the storage engine failed while it was closed: {reason}"), derived);
         }
         let mark = engine_log::mark();
         match self.open_again() {
@@ -168,10 +167,15 @@ impl Committer {
                 // no database now: reads answer `Recovering` too until the next attempt
                 self.not_yet(format!("opening the store again failed: {e}"));
             }
-            Err(e) => {
-                self.poison(StorageError::Engine(format!("opening the store again failed: {e}")));
-            }
+            Err(e) => self.give_up(format!("opening the store again failed: {e}"), derived),
         }
+    }
+
+    /// The old database is closed and no new one can be opened: the store stops for good, and
+    /// reads answer why.
+    fn give_up(&self, reason: String, derived: Option<super::Derived>) {
+        self.views.store(Published::new(Some(View::Broken(reason.clone())), derived));
+        self.poison(StorageError::Engine(reason));
     }
 
     fn not_yet(&self, reason: String) {

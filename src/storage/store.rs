@@ -566,6 +566,11 @@ impl Store {
         if self.is_poisoned() {
             return Err(StorageError::Poisoned);
         }
+        if self.inner.recovery.is_active() {
+            // every acknowledged write is durable (sync) or with the OS (buffered) all the same:
+            // the next open replays the journal
+            return Err(self.inner.recovery.refusal());
+        }
         self.inner.engine.persist(true)?;
         // Everything is durable now; the flush only saves the next open its replay. Sealing a
         // keyspace's active memtable queues its flush, and journal files every keyspace has
