@@ -183,6 +183,10 @@ impl From<ServiceError> for ApiError {
             ServiceError::Lagging { .. }
             | ServiceError::FieldsBehind(_)
             | ServiceError::Unavailable(crate::storage::StorageError::Deposed) => Some(1),
+            // the store opens its engine again on its own: try once it next does
+            ServiceError::Unavailable(crate::storage::StorageError::Recovering { retry_after, .. }) => {
+                Some(u32::try_from(*retry_after).unwrap_or(u32::MAX))
+            }
             _ => None,
         };
         ApiError { status, code: e.code(), detail, operation, lines, oldest_seq, retry_after }

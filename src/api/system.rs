@@ -111,11 +111,13 @@ async fn health() -> Json<Liveness> {
 /// the answer says the role; the leader, the epoch and the state applied only to a caller with
 /// an API key, unless `--ready-details` or no keys are configured). When it does not, the problem says why: `store_failed` (a write to
 /// disk failed, or in cluster mode another server took the lead: writes are refused until a
-/// restart, which cluster mode does on its own), `insufficient_storage` (the disk is nearly
-/// full; writes resume once space is freed) or `unavailable` (shutting down).
+/// restart, which cluster mode does on its own), `store_recovering` (the storage engine stopped
+/// for a cause that passes, such as too many open files, named in the detail: the store opens
+/// it again on its own; with `Retry-After`), `insufficient_storage` (the disk is nearly full;
+/// writes resume once space is freed) or `unavailable` (shutting down).
 #[utoipa::path(get, path = "/ready", tag = "service", responses(
     (status = 200, description = "ready", body = Status),
-    (status = 503, description = "the store refuses writes: `store_failed`, `insufficient_storage` or `unavailable`",
+    (status = 503, description = "the store refuses writes: `store_failed`, `store_recovering`, `insufficient_storage` or `unavailable`",
         body = Problem, content_type = "application/problem+json"),
 ))]
 async fn ready(
@@ -139,9 +141,18 @@ async fn ready(
             "store_failed",
             format!("a write to disk failed ({reason}): writes are refused until a restart; check the disk first"),
         ),
+        Health::Recovering { reason, attempts } => (
+            "store_recovering",
+            format!(
+                "the storage engine stopped for a cause that passes ({reason}): writes are refused while the store \
+                 opens it again, on its own, once the cause is gone ({attempts} attempt(s) failed so far)"
+            ),
+        ),
         _ => ("unavailable", "the store is shutting down or its write path stopped: restart the server".to_owned()),
     };
-    Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, detail))
+    let problem = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, detail);
+    // a recovery ends on its own: ask again soon
+    Err(if code == "store_recovering" { problem.retry_after(1) } else { problem })
 }
 
 /// Version, uptime, data directory (to an admin key of every database only), durability and key

@@ -479,6 +479,7 @@ impl ServiceError {
             ServiceError::Unavailable(StorageError::Deposed) => "not_leader",
             ServiceError::Unavailable(StorageError::DiskFull { .. }) => "insufficient_storage",
             ServiceError::Unavailable(StorageError::Poisoned) => "store_failed",
+            ServiceError::Unavailable(StorageError::Recovering { .. }) => "store_recovering",
             ServiceError::Unavailable(StorageError::Corrupt(_)) => "data_corrupted",
             ServiceError::Unavailable(StorageError::Io { .. }) => "io_error",
             ServiceError::Unavailable(StorageError::Backend(_)) => "backend_unavailable",
@@ -523,6 +524,7 @@ impl From<StorageError> for ServiceError {
         match e {
             StorageError::NotLeader => ServiceError::NotLeader,
             StorageError::Poisoned
+            | StorageError::Recovering { .. }
             | StorageError::Deposed
             | StorageError::Closed
             | StorageError::CommitterDown

@@ -2,7 +2,7 @@
 //! commits by group (PostgreSQL), the end of the group.
 
 use super::Space;
-use super::error::Result;
+use super::error::{Result, StorageError};
 use super::staged::Staged;
 use super::sync::Completion;
 use super::write::Committer;
@@ -21,7 +21,7 @@ impl Committer {
             return Ok(());
         }
         // Handed to the OS as it commits: the fsync thread relies on it.
-        let mut batch = self.engine.batch();
+        let mut batch = self.engine.batch()?;
         let mut present = self.present.borrow_mut();
         let mut values = self.values.borrow_mut();
         let tracking = !present.is_empty();
@@ -76,6 +76,11 @@ impl Committer {
         committed.map_err(|e| {
             present.clear();
             values.clear();
+            if matches!(e, StorageError::Poisoned) && self.engine.embedded().is_some() {
+                // fjall refused the batch before writing any of it: its background work stopped
+                // (`recover.rs` tells whether for a cause that passes)
+                return self.engine_stopped();
+            }
             // The write's outcome is unknown (part of it may have reached the journal, and
             // fjall's buffer may still write it out): it is answered as the store's failure.
             self.poison(e);

@@ -1,6 +1,13 @@
 //! The embedded backend: one fjall database per data directory, one keyspace per key family.
 //! Everything the store asks of fjall goes through here (the journal's fsync in `sync.rs` reads
 //! its files, and `dirs.rs` closes its gaps in directory fsyncs, without calling it).
+//!
+//! **Reopening.** The open database sits in a cell that every clone of [`Embedded`] shares, so
+//! that the store can open it again in place (`recover.rs`) after fjall's background work
+//! stopped it for a cause that passed: [`Embedded::retire`] takes it out (calls then fail with
+//! [`StorageError::Recovering`]), [`Embedded::install`] puts a new one in. Each snapshot,
+//! iterator and batch holds the database it was made from, so a read under way finishes on it;
+//! and the count of those holders says when the old database is free to close.
 
 use super::config::StorageConfig;
 use super::error::{Result, StorageError};
@@ -9,29 +16,48 @@ use super::range::KeyRange;
 use super::slice::Slice;
 use super::space::Space;
 use super::stats::{FamilyStats, StoreStats};
+use arc_swap::ArcSwapOption;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 use std::sync::Arc;
 
-/// An open fjall database and its keyspaces (in `Space as usize` order).
+/// An open fjall database: shared by the store's handles, replaced when it is reopened.
 #[derive(Clone)]
 pub(super) struct Embedded {
+    open: Arc<ArcSwapOption<Open>>,
+}
+
+/// One open fjall database and its keyspaces (in `Space as usize` order).
+pub(super) struct Open {
+    // (the keyspaces first: dropped before the database)
+    spaces: Box<[Keyspace]>,
     db: Database,
-    spaces: Arc<[Keyspace]>,
 }
 
 /// A consistent view of every keyspace, as of when it was taken.
 pub(super) struct EmbeddedView {
     snapshot: fjall::Snapshot,
-    spaces: Arc<[Keyspace]>,
+    open: Arc<Open>,
 }
 
-/// A scan's key-value pairs, in key order (both ends).
-pub(super) struct EmbeddedIter(fjall::Iter);
+/// A scan's key-value pairs, in key order (both ends); or the one error of a scan that could not
+/// begin.
+pub(super) struct EmbeddedIter {
+    iter: Option<fjall::Iter>,
+    failed: Option<StorageError>,
+    /// the database the iterator reads (see [`Embedded::retire`])
+    _open: Option<Arc<Open>>,
+}
 
 /// One write's keys, committed together or not at all.
 pub(super) struct EmbeddedBatch {
     batch: fjall::OwnedWriteBatch,
-    spaces: Arc<[Keyspace]>,
+    open: Arc<Open>,
+}
+
+/// What a call meets while the store is being reopened (between [`Embedded::retire`] and
+/// [`Embedded::install`]).
+pub(super) fn reopening() -> StorageError {
+    StorageError::Recovering { reason: "the store is being opened again".into(), retry_after: 1 }
 }
 
 /// How fjall creates a keyspace (it keeps these with it: a data directory keeps the options it
@@ -66,71 +92,94 @@ impl Embedded {
 
     /// Opens (or creates) the database in `config.path` with every keyspace.
     pub(super) fn open(config: &StorageConfig) -> Result<Embedded> {
-        let db = Database::builder(&config.path)
-            .cache_size(config.cache_bytes)
-            .worker_threads(config.worker_threads.max(2))
-            .max_journaling_size(config.max_journal_bytes)
-            .open()?;
-        let memtable = config.memtable_bytes;
-        let spaces: Arc<[Keyspace]> = Space::ALL
-            .iter()
-            .map(|&s| db.keyspace(s.name(), || options(s, memtable)))
-            .collect::<Result<Vec<_>, fjall::Error>>()?
-            .into();
-        Ok(Embedded { db, spaces })
+        let open = Open::new(config)?;
+        Ok(Embedded { open: Arc::new(ArcSwapOption::from_pointee(open)) })
     }
 
-    fn ks(&self, space: Space) -> &Keyspace {
-        &self.spaces[space as usize]
+    /// The database open now, for one call.
+    fn with<T>(&self, f: impl FnOnce(&Open) -> Result<T>) -> Result<T> {
+        match &*self.open.load() {
+            Some(open) => f(open),
+            None => Err(reopening()),
+        }
+    }
+
+    /// Takes the open database out: from now on calls fail with [`reopening`], and what was made
+    /// from it (snapshots, iterators) goes on reading it. Once the caller holds the last
+    /// reference ([`Arc::strong_count`] is 1) nothing reads it any more, and dropping it closes
+    /// it (fjall stops its workers and frees the directory's lock).
+    pub(super) fn retire(&self) -> Option<Arc<Open>> {
+        self.open.swap(None)
+    }
+
+    /// Puts an open database in (a new one, or the one [`Embedded::retire`] took out).
+    pub(super) fn install(&self, open: Arc<Open>) {
+        self.open.store(Some(open));
+    }
+
+    /// Whether fjall stopped taking writes, its background work having failed: `Ok(false)`
+    /// when sound, `Err` for another failure (flushing the journal's buffer, which each commit
+    /// already emptied). A cheap call, made about once a second.
+    pub(super) fn stopped(&self) -> Result<bool> {
+        self.with(|open| match open.db.persist(PersistMode::Buffer) {
+            Ok(()) => Ok(false),
+            Err(fjall::Error::Poisoned) => Ok(true),
+            Err(e) => Err(e.into()),
+        })
     }
 
     /// The latest committed value of `key` (durable or not).
     pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        Ok(self.ks(space).get(key)?.map(Slice))
+        self.with(|open| Ok(open.ks(space).get(key)?.map(Slice)))
     }
 
     /// Whether `key` exists, as committed.
     pub(super) fn contains(&self, space: Space, key: &[u8]) -> Result<bool> {
-        Ok(self.ks(space).contains_key(key)?)
+        self.with(|open| Ok(open.ks(space).contains_key(key)?))
     }
 
     /// The committed pairs in `range` (within the limits: see [`Limits::clamp`]).
     pub(super) fn scan(&self, space: Space, range: KeyRange) -> EmbeddedIter {
-        EmbeddedIter(match range {
-            KeyRange::Prefix(p) => self.ks(space).prefix(p),
-            KeyRange::Between(lo, hi) => self.ks(space).range((lo, hi)),
-        })
+        let Some(open) = self.open.load_full() else { return EmbeddedIter::failed(reopening()) };
+        let ks = open.ks(space);
+        let iter = match range {
+            KeyRange::Prefix(p) => ks.prefix(p),
+            KeyRange::Between(lo, hi) => ks.range((lo, hi)),
+        };
+        EmbeddedIter { iter: Some(iter), failed: None, _open: Some(open) }
     }
 
     /// A view of every keyspace as committed now.
-    pub(super) fn snapshot(&self) -> EmbeddedView {
-        EmbeddedView { snapshot: self.db.snapshot(), spaces: self.spaces.clone() }
+    pub(super) fn snapshot(&self) -> Result<EmbeddedView> {
+        let open = self.open.load_full().ok_or_else(reopening)?;
+        Ok(EmbeddedView { snapshot: open.db.snapshot(), open })
     }
 
     /// An empty batch, handed to the OS as it commits (fjall's default, said here: the fsync
     /// thread relies on it).
-    pub(super) fn batch(&self) -> EmbeddedBatch {
-        EmbeddedBatch { batch: self.db.batch().durability(Some(PersistMode::Buffer)), spaces: self.spaces.clone() }
+    pub(super) fn batch(&self) -> Result<EmbeddedBatch> {
+        let open = self.open.load_full().ok_or_else(reopening)?;
+        Ok(EmbeddedBatch { batch: open.db.batch().durability(Some(PersistMode::Buffer)), open })
     }
 
     /// Makes everything committed so far durable (`all`: the journal's metadata too).
     pub(super) fn persist(&self, all: bool) -> Result<()> {
-        Ok(self.db.persist(if all { PersistMode::SyncAll } else { PersistMode::SyncData })?)
+        self.with(|open| open.persist(all))
     }
 
     /// The bytes of every keyspace's memtables, active and sealed.
     pub(super) fn write_buffer_bytes(&self) -> u64 {
-        self.db.write_buffer_size()
+        self.with(|open| Ok(open.db.write_buffer_size())).unwrap_or(0)
     }
 
     /// The disk space a keyspace's table files take.
     pub(super) fn disk_space(&self, space: Space) -> u64 {
-        self.ks(space).disk_space()
+        self.with(|open| Ok(open.ks(space).disk_space())).unwrap_or(0)
     }
 
     /// A cheap estimate of a keyspace's key count.
     pub(super) fn approximate_len(&self, space: Space) -> usize {
-        self.ks(space).approximate_len()
+        self.with(|open| Ok(open.ks(space).approximate_len())).unwrap_or(0)
     }
 
     /// Flushes a keyspace's memtable, then compacts its tables into one sorted run.
@@ -138,8 +187,52 @@ impl Embedded {
     /// fjall 3.1.13 keeps `Keyspace::major_compact` (and the memtable rotation) out of its docs
     /// (`#[doc(hidden)]`); the version is pinned, and this is the one place that calls it.
     pub(super) fn compact(&self, space: Space) -> Result<()> {
-        self.flush_memtables(std::slice::from_ref(&space))?;
-        Ok(self.ks(space).major_compact()?)
+        let open = self.open.load_full().ok_or_else(reopening)?;
+        open.flush_memtables(std::slice::from_ref(&space))?;
+        Ok(open.ks(space).major_compact()?)
+    }
+
+    /// Seals the keyspaces' active memtables and waits until fjall's workers have written them
+    /// all to table files (or one of them failed): see [`Open::flush_memtables`].
+    pub(super) fn flush_memtables(&self, spaces: &[Space]) -> Result<()> {
+        let open = self.open.load_full().ok_or_else(reopening)?;
+        open.flush_memtables(spaces)
+    }
+
+    /// The store's figures that fjall keeps (the committer's counters are filled in by the caller).
+    pub(super) fn stats(&self, stats: StoreStats) -> StoreStats {
+        match self.open.load_full() {
+            Some(open) => open.stats(stats),
+            None => stats,
+        }
+    }
+}
+
+impl Open {
+    /// Opens (or creates) the database in `config.path` with every keyspace.
+    pub(super) fn new(config: &StorageConfig) -> Result<Open> {
+        super::engine_log::install();
+        let db = Database::builder(&config.path)
+            .cache_size(config.cache_bytes)
+            .worker_threads(config.worker_threads.max(2))
+            .max_journaling_size(config.max_journal_bytes)
+            .open()?;
+        let memtable = config.memtable_bytes;
+        let spaces = Space::ALL
+            .iter()
+            .map(|&s| db.keyspace(s.name(), || options(s, memtable)))
+            .collect::<Result<Vec<_>, fjall::Error>>()?
+            .into_boxed_slice();
+        Ok(Open { spaces, db })
+    }
+
+    fn ks(&self, space: Space) -> &Keyspace {
+        &self.spaces[space as usize]
+    }
+
+    /// Makes everything committed so far durable (`all`: the journal's metadata too).
+    pub(super) fn persist(&self, all: bool) -> Result<()> {
+        Ok(self.db.persist(if all { PersistMode::SyncAll } else { PersistMode::SyncData })?)
     }
 
     /// Seals the keyspaces' active memtables and waits until fjall's workers have written them
@@ -156,7 +249,7 @@ impl Embedded {
     /// an fsync before this emptied). It seals every keyspace first and then waits once, so the
     /// flushes run on all the workers together. When fjall's own wait gives up on a poisoned
     /// database, this can go back to calling it.
-    pub(super) fn flush_memtables(&self, spaces: &[Space]) -> Result<()> {
+    fn flush_memtables(&self, spaces: &[Space]) -> Result<()> {
         for &space in spaces {
             self.ks(space).rotate_memtable()?;
         }
@@ -167,8 +260,7 @@ impl Embedded {
         Ok(())
     }
 
-    /// The store's figures that fjall keeps (the committer's counters are filled in by the caller).
-    pub(super) fn stats(&self, mut stats: StoreStats) -> StoreStats {
+    fn stats(&self, mut stats: StoreStats) -> StoreStats {
         let db = &self.db;
         stats.families = Space::ALL
             .iter()
@@ -205,41 +297,55 @@ impl Embedded {
 impl EmbeddedView {
     /// The value under `key` in the view.
     pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Slice>> {
-        Ok(self.snapshot.get(&self.spaces[space as usize], key)?.map(Slice))
+        Ok(self.snapshot.get(self.open.ks(space), key)?.map(Slice))
     }
 
     /// The view's pairs in `range` (within the limits).
     pub(super) fn scan(&self, space: Space, range: KeyRange) -> EmbeddedIter {
-        let ks = &self.spaces[space as usize];
-        EmbeddedIter(match range {
+        let ks = self.open.ks(space);
+        let iter = match range {
             KeyRange::Prefix(p) => self.snapshot.prefix(ks, p),
             KeyRange::Between(lo, hi) => self.snapshot.range(ks, (lo, hi)),
-        })
+        };
+        EmbeddedIter { iter: Some(iter), failed: None, _open: Some(self.open.clone()) }
+    }
+}
+
+impl EmbeddedIter {
+    /// A scan that yields `e`, once.
+    pub(super) fn failed(e: StorageError) -> EmbeddedIter {
+        EmbeddedIter { iter: None, failed: Some(e), _open: None }
     }
 }
 
 impl Iterator for EmbeddedIter {
     type Item = Result<(Slice, Slice)>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(pair)
+        match &mut self.iter {
+            Some(iter) => iter.next().map(pair),
+            None => self.failed.take().map(Err),
+        }
     }
 }
 
 impl DoubleEndedIterator for EmbeddedIter {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(pair)
+        match &mut self.iter {
+            Some(iter) => iter.next_back().map(pair),
+            None => self.failed.take().map(Err),
+        }
     }
 }
 
 impl EmbeddedBatch {
     /// Adds `key = value`.
     pub(super) fn insert(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
-        self.batch.insert(&self.spaces[space as usize], key, value);
+        self.batch.insert(self.open.ks(space), key, value);
     }
 
     /// Adds the removal of `key`.
     pub(super) fn remove(&mut self, space: Space, key: Vec<u8>) {
-        self.batch.remove(&self.spaces[space as usize], key);
+        self.batch.remove(self.open.ks(space), key);
     }
 
     /// Commits the batch atomically (handed to the OS).

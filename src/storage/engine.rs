@@ -3,7 +3,7 @@
 //! object: two backends, known here, and no virtual call on the hot paths.
 
 use super::config::{Backend, StorageConfig};
-use super::embedded::{Embedded, EmbeddedBatch, EmbeddedIter, EmbeddedView};
+use super::embedded::{self, Embedded, EmbeddedBatch, EmbeddedIter, EmbeddedView};
 use super::error::{Result, StorageError};
 use super::limits::Limits;
 use super::postgres::{self, Lease, PgBatch, PgIter, Postgres};
@@ -31,6 +31,9 @@ pub(super) enum View {
     Postgres(Arc<Lease>),
     /// a view that could not be begun: each read fails with this
     Broken(String),
+    /// fjall's, while the store is being opened again (see `recover.rs`): each read fails with
+    /// [`StorageError::Recovering`]
+    Reopening,
 }
 
 /// A scan's pairs, in key order from either end.
@@ -106,7 +109,7 @@ impl Engine {
     /// each reader begins its own (PostgreSQL's, see `Store::snapshot`).
     pub(super) fn shared_snapshot(&self) -> Option<View> {
         match self {
-            Engine::Embedded(e) => Some(View::Snapshot(e.snapshot())),
+            Engine::Embedded(e) => Some(e.snapshot().map_or(View::Reopening, View::Snapshot)),
             Engine::Postgres(_) => None,
         }
     }
@@ -115,7 +118,7 @@ impl Engine {
     /// (it sees the group's earlier writes, as fjall's snapshot does).
     pub(super) fn committed_view(&self) -> View {
         match self {
-            Engine::Embedded(e) => View::Snapshot(e.snapshot()),
+            Engine::Embedded(e) => e.snapshot().map_or(View::Reopening, View::Snapshot),
             Engine::Postgres(pg) if pg.on_committer() => View::Postgres(pg.writer()),
             Engine::Postgres(pg) => match pg.begin_view() {
                 Ok((lease, _, _)) => View::Postgres(lease),
@@ -125,11 +128,11 @@ impl Engine {
     }
 
     /// An empty batch.
-    pub(super) fn batch(&self) -> Batch {
-        match self {
-            Engine::Embedded(e) => Batch::Embedded(e.batch()),
+    pub(super) fn batch(&self) -> Result<Batch> {
+        Ok(match self {
+            Engine::Embedded(e) => Batch::Embedded(e.batch()?),
             Engine::Postgres(pg) => Batch::Postgres(pg.batch()),
-        }
+        })
     }
 
     /// Makes everything committed so far durable (fjall: an fsync, `all` with the journal's
@@ -201,6 +204,14 @@ impl Engine {
         }
     }
 
+    /// The embedded backend, if this is it.
+    pub(super) fn embedded(&self) -> Option<&Embedded> {
+        match self {
+            Engine::Embedded(e) => Some(e),
+            Engine::Postgres(_) => None,
+        }
+    }
+
     /// The PostgreSQL backend, if this is it.
     pub(super) fn postgres(&self) -> Option<&Postgres> {
         match self {
@@ -218,6 +229,7 @@ impl View {
             View::Snapshot(s) => s.get(space, key),
             View::Postgres(lease) => postgres::get(lease, space, key),
             View::Broken(why) => Err(StorageError::Backend(why.clone())),
+            View::Reopening => Err(embedded::reopening()),
         }
     }
 
@@ -228,6 +240,7 @@ impl View {
             View::Snapshot(s) => Ok(s.get(space, key)?.is_some()),
             View::Postgres(lease) => postgres::contains(lease, space, key),
             View::Broken(why) => Err(StorageError::Backend(why.clone())),
+            View::Reopening => Err(embedded::reopening()),
         }
     }
 
@@ -238,6 +251,7 @@ impl View {
             View::Snapshot(s) => Iter::Embedded(s.scan(space, range)),
             View::Postgres(lease) => Iter::Postgres(postgres::scan(lease, space, range)),
             View::Broken(why) => Iter::Failed(Some(why.clone())),
+            View::Reopening => Iter::Embedded(EmbeddedIter::failed(embedded::reopening())),
         }
     }
 }

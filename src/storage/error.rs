@@ -22,6 +22,19 @@ pub enum StorageError {
         /// bytes kept free
         reserve: u64,
     },
+    /// The storage engine stopped its background work for a cause that passes (too many open
+    /// files, out of memory): the write was refused before anything of it was written, and the
+    /// store opens its engine again on its own once the cause is gone (see `recover.rs`). Retry
+    /// after `retry_after` seconds.
+    #[error(
+        "the store is recovering from a storage engine failure that passes ({reason}): writes are refused until it has opened its data again, on its own"
+    )]
+    Recovering {
+        /// the failure, as the engine logged it
+        reason: String,
+        /// seconds until the store next tries to reopen
+        retry_after: u64,
+    },
     /// The store is shutting down and takes no more writes.
     #[error("the store is closed")]
     Closed,

@@ -1,5 +1,6 @@
 //! Whether the store takes writes, and why not: a failed write to disk (the store is poisoned
-//! for good, until a restart), or a disk too full to take more (writes wait for space).
+//! for good, until a restart), a storage engine that stopped for a cause that passes (the store
+//! opens it again: see `recover.rs`), or a disk too full to take more (writes wait for space).
 //!
 //! **Disk full.** A journal write or a flush that meets ENOSPC poisons fjall (its journal may
 //! hold half a batch), and only a restart recovers. So the committer refuses writes *before* the
@@ -36,6 +37,15 @@ pub enum Health {
     Failed {
         /// the first failure
         reason: String,
+    },
+    /// Reads (except for the moment the engine is opened again); writes are refused while the
+    /// store recovers from a storage engine failure that passes (too many open files, out of
+    /// memory): it opens the engine again, trying with a growing delay while the cause lasts.
+    Recovering {
+        /// the failure, or the last attempt's
+        reason: String,
+        /// attempts to reopen that failed so far
+        attempts: u32,
     },
     /// Reads; the write path stopped (shut down, or a bug took it down).
     Stopped,
@@ -75,6 +85,90 @@ impl Poison {
     /// Why the store was poisoned.
     pub(super) fn reason(&self) -> Option<String> {
         self.reason.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// The recovery from a storage engine failure that passes (see `recover.rs`): whether one is
+/// under way, why, and when the committer tries next. Written by the committer, read by
+/// [`super::Store::health`] and by each refused write.
+#[derive(Default)]
+pub(super) struct Recovery {
+    active: AtomicBool,
+    /// the engine log's mark (`engine_log::mark`) as of the last time the engine was seen sound
+    pub(super) mark: AtomicU64,
+    detail: Mutex<Detail>,
+}
+
+#[derive(Default)]
+struct Detail {
+    reason: String,
+    attempts: u32,
+    /// when the committer tries to reopen next
+    next: Option<Instant>,
+    /// the delay after the next failed attempt
+    delay: Duration,
+}
+
+/// The first delay before a reopen; it doubles after each failed attempt, up to [`RETRY_MAX`].
+pub(super) const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest delay between two attempts to reopen.
+pub(super) const RETRY_MAX: Duration = Duration::from_secs(30);
+
+impl Recovery {
+    /// Whether writes are refused for a recovery.
+    pub(super) fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    fn detail(&self) -> std::sync::MutexGuard<'_, Detail> {
+        self.detail.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A recovery begins: the first attempt after [`RETRY_FIRST`].
+    pub(super) fn begin(&self, reason: String) {
+        *self.detail() =
+            Detail { reason, attempts: 0, next: Some(Instant::now() + RETRY_FIRST), delay: RETRY_FIRST * 2 };
+        self.active.store(true, Ordering::Release);
+    }
+
+    /// An attempt failed for `reason`: the next one after a delay twice as long (at most
+    /// [`RETRY_MAX`]).
+    pub(super) fn failed(&self, reason: String) {
+        let mut d = self.detail();
+        d.reason = reason;
+        d.attempts += 1;
+        d.next = Some(Instant::now() + d.delay);
+        d.delay = (d.delay * 2).min(RETRY_MAX);
+    }
+
+    /// The engine is open and sound again.
+    pub(super) fn end(&self) {
+        self.active.store(false, Ordering::Release);
+        *self.detail() = Detail::default();
+    }
+
+    /// When the committer tries next (`None`: no recovery under way).
+    pub(super) fn next_attempt(&self) -> Option<Instant> {
+        if !self.is_active() {
+            return None;
+        }
+        self.detail().next
+    }
+
+    /// The refusal of a write during the recovery: retry once the next attempt is made.
+    pub(super) fn refusal(&self) -> StorageError {
+        let d = self.detail();
+        let wait = d.next.map_or(Duration::ZERO, |at| at.saturating_duration_since(Instant::now()));
+        StorageError::Recovering { reason: d.reason.clone(), retry_after: wait.as_secs().clamp(1, RETRY_MAX.as_secs()) }
+    }
+
+    /// Health while a recovery is under way.
+    pub(super) fn health(&self) -> Option<Health> {
+        if !self.is_active() {
+            return None;
+        }
+        let d = self.detail();
+        Some(Health::Recovering { reason: d.reason.clone(), attempts: d.attempts })
     }
 }
 

@@ -15,6 +15,7 @@ mod destroy;
 mod dirs;
 mod embedded;
 mod engine;
+mod engine_log;
 mod error;
 mod health;
 mod limits;
@@ -22,6 +23,7 @@ mod load;
 mod postgres;
 mod range;
 mod read;
+mod recover;
 mod rows;
 mod size;
 mod slice;
@@ -53,5 +55,7 @@ pub use write::WriteTx;
 mod cluster_tests;
 #[cfg(test)]
 mod contract_tests;
+#[cfg(test)]
+mod recover_tests;
 #[cfg(test)]
 mod tests;

@@ -33,6 +33,8 @@ pub(super) struct Inner {
     rows: Arc<rows::Rows>,
     config: StorageConfig,
     poisoned: Arc<health::Poison>,
+    /// a recovery from an engine failure that passes (`recover.rs`)
+    recovery: Arc<health::Recovery>,
     /// the free disk space the committer keeps
     reserve: Arc<health::DiskReserve>,
     /// false once the committer thread has ended (closed, or taken down by a panic)
@@ -116,6 +118,9 @@ impl Store {
             None => 1,
         };
         let poisoned = Arc::new(health::Poison::default());
+        let recovery = Arc::new(health::Recovery::default());
+        // the engine's errors logged before this store opened are not its own
+        recovery.mark.store(super::engine_log::mark(), Ordering::Release);
         // the free space of a PostgreSQL server's disk is its operator's to watch
         let min_free = if embedded { config.min_free_bytes } else { 0 };
         let reserve = Arc::new(health::DiskReserve::new(config.path.clone(), min_free));
@@ -195,6 +200,9 @@ impl Store {
             derived: None,
             republish: republish.clone(),
             follower,
+            recovery: recovery.clone(),
+            config: config.clone(),
+            checked: std::cell::Cell::new(std::time::Instant::now()),
         };
         let (tx, rx) = mpsc::channel();
         let running = Arc::new(AtomicBool::new(true));
@@ -214,6 +222,7 @@ impl Store {
                 rows,
                 config,
                 poisoned,
+                recovery,
                 reserve,
                 running,
                 #[cfg(test)]
@@ -329,7 +338,7 @@ impl Store {
         if !self.is_running() {
             return Health::Stopped;
         }
-        self.inner.reserve.health().unwrap_or(Health::Ok)
+        self.inner.recovery.health().or_else(|| self.inner.reserve.health()).unwrap_or(Health::Ok)
     }
 
     /// True while the committer thread runs (false after [`Store::close`], or once a bug took
@@ -562,6 +571,11 @@ impl Store {
         }
         if self.is_poisoned() {
             return Err(StorageError::Poisoned);
+        }
+        if self.inner.recovery.is_active() {
+            // every acknowledged write is durable (sync) or with the OS (buffered) all the same:
+            // the next open replays the journal
+            return Err(self.inner.recovery.refusal());
         }
         self.inner.engine.persist(true)?;
         // Everything is durable now; the flush only saves the next open its replay. Sealing a

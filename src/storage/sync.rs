@@ -214,6 +214,23 @@ impl Journal {
         }
     }
 
+    /// [`Journal::open`], waiting while descriptors or memory are short (EMFILE and the like:
+    /// `engine_log::passing_code`): the groups waiting for this fsync wait longer, and the
+    /// committer behind them, but nothing fails for a cause that passes.
+    fn open_waiting(dir: &Path) -> std::io::Result<Journal> {
+        let mut delay = std::time::Duration::from_millis(10);
+        loop {
+            match Journal::open(dir) {
+                Err(e) if super::engine_log::passing_io(&e) => {
+                    tracing::warn!(error = %e, "cannot open the new journal file for its fsync: trying again");
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(std::time::Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Makes every byte handed to the OS for the journal before this call durable.
     pub(super) fn sync(&mut self) -> std::io::Result<()> {
         // A newer journal means this one was sealed, and fsynced whole, before it was created.
@@ -221,7 +238,7 @@ impl Journal {
         // file up after creating it, its writes would still have gone to this one.
         if journal_path(&self.dir, self.id + 1).exists() {
             self.file.sync_data()?;
-            let newer = Journal::open(&self.dir)?;
+            let newer = Journal::open_waiting(&self.dir)?;
             (self.id, self.file) = (newer.id, newer.file);
         }
         self.file.sync_data()?;

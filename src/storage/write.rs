@@ -300,6 +300,8 @@ impl<'c> WriteTx<'c> {
             Some(StorageError::NotLeader)
         } else if self.committer.poisoned.is_set() {
             Some(self.committer.poisoned.refusal())
+        } else if self.committer.recovery.is_active() {
+            Some(self.committer.recovery.refusal())
         } else if self.committer.full.get() {
             Some(self.committer.reserve.refusal())
         } else {
@@ -409,6 +411,12 @@ pub(super) struct Committer {
     /// set by [`super::Store::compact`]: the next group publishes a view even if it wrote
     /// nothing (a view taken before a compaction keeps reading the tables it replaced)
     pub(super) republish: Arc<AtomicBool>,
+    /// the recovery from an engine failure that passes (`recover.rs`)
+    pub(super) recovery: Arc<super::health::Recovery>,
+    /// how the store was opened: how the engine is opened again
+    pub(super) config: super::StorageConfig,
+    /// when the committer last checked that the engine is sound (see `recover.rs`)
+    pub(super) checked: std::cell::Cell<std::time::Instant>,
 }
 
 /// Most keys [`Committer::present`] remembers.
@@ -416,7 +424,15 @@ const MAX_PRESENT: usize = 1 << 20;
 
 impl Committer {
     pub(super) fn run(mut self, queue: mpsc::Receiver<Job>) {
-        while let Ok(first) = queue.recv() {
+        loop {
+            // between groups, and when idle at least once a second: is the engine sound, is a
+            // reopen due (`recover.rs`)
+            self.tend();
+            let first = match queue.recv_timeout(self.idle_wait()) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
             let mut group = vec![first];
             while group.len() < self.max_group {
                 match queue.try_recv() {
