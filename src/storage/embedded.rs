@@ -70,6 +70,7 @@ impl Embedded {
             .cache_size(config.cache_bytes)
             .worker_threads(config.worker_threads.max(2))
             .max_journaling_size(config.max_journal_bytes)
+            .max_cached_files(Some(config.max_table_files.max(10)))
             .open()?;
         let memtable = config.memtable_bytes;
         let spaces: Arc<[Keyspace]> = Space::ALL
