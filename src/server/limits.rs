@@ -68,7 +68,10 @@ pub fn reserve(limit: u64) -> u64 {
 /// the duplicated sockets of imports and streams, and the process's own files.
 pub fn table_files(limit: Option<u64>) -> usize {
     const FJALL_DEFAULT: usize = 900;
-    limit.map_or(FJALL_DEFAULT, |l| usize::try_from(reserve(l) / 2).unwrap_or(FJALL_DEFAULT).clamp(32, FJALL_DEFAULT))
+    // (under a tiny limit the reserve is more than half of it: half of that half, then; fjall
+    // takes no fewer than 10)
+    let files = |l: u64| usize::try_from(reserve(l).min(l / 2) / 2).unwrap_or(FJALL_DEFAULT);
+    limit.map_or(FJALL_DEFAULT, |l| files(l).clamp(10, FJALL_DEFAULT))
 }
 
 /// The connection cap: the `asked` one (`--max-connections`; `None`: the default), within what
@@ -114,6 +117,7 @@ mod tests {
         assert_eq!(connection_cap(None, None).0, UNLIMITED_DEFAULT);
         assert_eq!(table_files(Some(1024)), 128);
         assert_eq!(table_files(Some(1 << 20)), 900);
-        assert_eq!(table_files(Some(64)), 32);
+        assert_eq!(table_files(Some(64)), 16);
+        assert_eq!(table_files(Some(16)), 10);
     }
 }

@@ -14,7 +14,7 @@ pub fn free_port() -> u16 {
 pub struct Spawned {
     pub child: Child,
     pub addr: String,
-    pub dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
     log: std::path::PathBuf,
 }
 
@@ -42,7 +42,7 @@ impl Spawned {
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(Stdio::null());
         let child = command.spawn().expect("cannot start the server (is prlimit, from util-linux, installed?)");
-        Spawned { child, addr, dir, log }
+        Spawned { child, addr, _dir: dir, log }
     }
 
     /// The server's log so far.

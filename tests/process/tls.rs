@@ -1,5 +1,7 @@
 //! HTTPS on the binary (`--tls-cert`, `--tls-key`), with test certificates made here by rcgen: a
-//! request over HTTP/1.1 and one over HTTP/2 (ALPN), a malformed HTTP/1.1 request over TLS that
+//! request over HTTP/1.1 and one over HTTP/2 (ALPN; hyper's client over tokio-rustls, since
+//! reqwest's rustls wants a process-wide crypto provider that every other test's plain client
+//! would then need too), a malformed HTTP/1.1 request over TLS that
 //! gets the problem document, the certificate replaced while the server runs (new connections
 //! present the new one, no restart), a broken replacement that leaves the previous one in use, and
 //! the start-up warning about keys sent in clear text.
@@ -55,12 +57,43 @@ fn client_config(cas: &[&str], alpn: &[&[u8]]) -> rustls::ClientConfig {
     config
 }
 
-fn https_client(ca: &str, alpn: &[&[u8]]) -> reqwest::Client {
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(client_config(&[ca], alpn))
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap()
+/// An answer: status, HTTP version, body.
+type Answer = (u16, axum::http::Version, String);
+
+/// One HTTPS request on a new connection to `addr` (as `localhost`) trusting `ca`, offering
+/// `alpn`; HTTP/2 when the server chose it.
+async fn https(addr: &str, ca: &str, alpn: &[&[u8]], method: &str, path: &str, body: &str) -> Result<Answer, String> {
+    use http_body_util::BodyExt;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client_config(&[ca], alpn)));
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = connector.connect(name, tcp).await.map_err(|e| e.to_string())?;
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let io = hyper_util::rt::TokioIo::new(tls);
+    let request = axum::http::Request::builder()
+        .method(method)
+        .uri(format!("https://localhost{path}"))
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body.to_owned())))
+        .unwrap();
+    let response = if h2 {
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        sender.send_request(request).await
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        let mut request = request;
+        *request.uri_mut() = path.parse().unwrap();
+        request.headers_mut().insert("host", "localhost".parse().unwrap());
+        sender.send_request(request).await
+    }
+    .map_err(|e| e.to_string())?;
+    let (status, version) = (response.status().as_u16(), response.version());
+    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok((status, version, String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// A TLS connection to `addr` trusting `cas`, speaking HTTP/1.1.
@@ -85,21 +118,20 @@ async fn https_over_http1_and_http2_with_a_certificate_replaced_while_running() 
     std::fs::write(&key, &first.key_pem).unwrap();
     let mut server = Spawned::start(&["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()], None);
     server.wait_listening();
-    let base = format!("https://localhost:{}", server.addr.rsplit(':').next().unwrap());
     let addr = server.addr.clone();
 
     // HTTP/1.1 and HTTP/2, as ALPN agrees; a write over HTTP/2 read back over HTTP/1.1
-    let h1 = https_client(&first.ca_pem, &[b"http/1.1"]);
-    let h2 = https_client(&first.ca_pem, &[b"h2", b"http/1.1"]);
-    let r = h1.get(format!("{base}/health")).send().await.unwrap();
-    assert_eq!((r.status().as_u16(), r.version()), (200, reqwest::Version::HTTP_11));
-    let r = h2.post(format!("{base}/v1/tables")).json(&serde_json::json!({"name": "t"})).send().await.unwrap();
-    assert_eq!((r.status().as_u16(), r.version()), (201, reqwest::Version::HTTP_2));
-    let r = h2.put(format!("{base}/v1/tables/t/documents/a")).json(&serde_json::json!({"x": 1})).send().await.unwrap();
-    assert_eq!(r.status(), 201);
-    let doc: serde_json::Value =
-        h1.get(format!("{base}/v1/tables/t/documents/a")).send().await.unwrap().json().await.unwrap();
-    assert_eq!(doc["x"], 1);
+    let (h1, h2): (&[&[u8]], &[&[u8]]) = (&[b"http/1.1"], &[b"h2", b"http/1.1"]);
+    let ca = first.ca_pem.as_str();
+    let (status, version, _) = https(&addr, ca, h1, "GET", "/health", "").await.unwrap();
+    assert_eq!((status, version), (200, axum::http::Version::HTTP_11));
+    let (status, version, body) = https(&addr, ca, h2, "POST", "/v1/tables", r#"{"name": "t"}"#).await.unwrap();
+    assert_eq!((status, version), (201, axum::http::Version::HTTP_2), "{body}");
+    let (status, _, _) = https(&addr, ca, h2, "PUT", "/v1/tables/t/documents/a", r#"{"x": 1}"#).await.unwrap();
+    assert_eq!(status, 201);
+    let (status, _, body) = https(&addr, ca, h1, "GET", "/v1/tables/t/documents/a", "").await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap()["x"], 1);
     // plain HTTP on the TLS port gets no answer it could take for one
     let plain = reqwest::Client::new().get(format!("http://{addr}/health")).send().await;
     assert!(plain.is_err() || !plain.unwrap().status().is_success());
@@ -124,9 +156,9 @@ async fn https_over_http1_and_http2_with_a_certificate_replaced_while_running() 
         assert!(Instant::now() < deadline, "the new certificate was never presented: {}", server.log());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let r = https_client(&second.ca_pem, &[b"h2"]).get(format!("{base}/health")).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    assert!(https_client(&first.ca_pem, &[b"h2"]).get(format!("{base}/health")).send().await.is_err());
+    let (status, version, _) = https(&addr, &second.ca_pem, h2, "GET", "/health", "").await.unwrap();
+    assert_eq!((status, version), (200, axum::http::Version::HTTP_2));
+    assert!(https(&addr, ca, h2, "GET", "/health", "").await.is_err(), "the old CA no longer fits");
     assert!(server.log().contains("TLS certificate reloaded"), "{}", server.log());
 
     // a broken replacement is logged, and the certificate in use stays
