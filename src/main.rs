@@ -175,6 +175,25 @@ struct ServeArgs {
     /// request timeout in seconds (imports excepted)
     #[arg(long, env = "MOSAIC_TIMEOUT_SECS", default_value_t = 30)]
     timeout_secs: u64,
+    /// longest a client may take to send a request head (from its connection, or from the first
+    /// byte of the head on a kept-alive one; the TLS handshake included), in seconds; then the
+    /// connection is closed
+    #[arg(long, env = "MOSAIC_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    header_timeout_secs: u64,
+    /// longest a keep-alive connection may stay idle between requests, in seconds; then it is closed
+    #[arg(long, env = "MOSAIC_IDLE_TIMEOUT_SECS", default_value_t = 60)]
+    idle_timeout_secs: u64,
+    /// most connections served at once; more wait in the listen queue. Default: the open-file
+    /// limit less a quarter of it (at least 256) kept for the store, at most 16384; a larger value
+    /// is lowered to fit that limit
+    #[arg(long, env = "MOSAIC_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// serve HTTPS (HTTP/2 and HTTP/1.1): the certificate chain, PEM; re-read when the file changes
+    #[arg(long, env = "MOSAIC_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// the private key of --tls-cert, PEM (PKCS#8, PKCS#1 or SEC1); re-read when the file changes
+    #[arg(long, env = "MOSAIC_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// an import body must bring at least this many bytes in every --timeout-secs window
     #[arg(long, env = "MOSAIC_IMPORT_MIN_BYTES", default_value_t = mosaicdb::service::DEFAULT_MIN_IMPORT_BYTES)]
     import_min_bytes: usize,
@@ -323,6 +342,15 @@ impl ServeArgs {
             },
             listener: None,
             max_databases: self.max_databases.max(1),
+            max_connections: self.max_connections,
+            timeouts: server::ConnTimeouts {
+                header: Duration::from_secs(self.header_timeout_secs.max(1)),
+                idle: Duration::from_secs(self.idle_timeout_secs.max(1)),
+            },
+            tls: match (&self.tls_cert, &self.tls_key) {
+                (Some(cert), Some(key)) => Some(server::TlsFiles { cert: cert.clone(), key: key.clone() }),
+                _ => None,
+            },
         })
     }
 }

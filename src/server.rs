@@ -1,9 +1,16 @@
-//! Running the server: configuration, start, graceful shutdown.
+//! Running the server: configuration, start, the accept loop under the connection cap, graceful
+//! shutdown.
 
 mod conn;
+pub mod limits;
+mod timeouts;
+mod tls;
+
+pub use timeouts::ConnTimeouts;
+pub use tls::TlsFiles;
 
 use crate::api::auth::Access;
-use crate::api::{self, HttpLimits};
+use crate::api::{self, ConnectionMetrics, HttpLimits};
 use crate::background::{Scheduler, TaskConfig};
 use crate::service::databases::{Attach, Databases};
 use crate::service::{Db, DbOptions, ServiceError};
@@ -37,6 +44,13 @@ pub struct ServerConfig {
     pub listener: Option<std::sync::Arc<std::net::TcpListener>>,
     /// most databases the server holds, `default` among them (`--max-databases`)
     pub max_databases: usize,
+    /// most connections served at once (`--max-connections`; `None`: sized from the open-file
+    /// limit), always kept under that limit less a reserve for the store (see [`limits`])
+    pub max_connections: Option<usize>,
+    /// the header-read and keep-alive timeouts of connections
+    pub timeouts: ConnTimeouts,
+    /// TLS on the listener (`--tls-cert`, `--tls-key`); `None`: plain TCP
+    pub tls: Option<TlsFiles>,
 }
 
 impl ServerConfig {
@@ -57,6 +71,9 @@ impl ServerConfig {
             access: Access::default(),
             listener: None,
             max_databases: crate::service::databases::DEFAULT_MAX_DATABASES,
+            max_connections: None,
+            timeouts: ConnTimeouts::default(),
+            tls: None,
         }
     }
 }
@@ -77,6 +94,9 @@ pub enum ServerError {
     /// a non-loopback address with no API keys, not explicitly allowed
     #[error("{0}")]
     Unprotected(String),
+    /// the TLS certificate or key cannot be used
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// A running server (tests and benches start it in-process).
@@ -91,12 +111,36 @@ impl Server {
     /// Opens the store and starts serving; returns once the socket listens.
     pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
         config.access.check_exposure(config.addr).map_err(ServerError::Unprotected)?;
+        let tls = config.tls.as_ref().map(tls::acceptor).transpose().map_err(ServerError::Tls)?;
         let (stop, stopped) = oneshot::channel::<()>();
         let listener = match &config.listener {
             Some(shared) => tokio::net::TcpListener::from_std(shared.try_clone()?)?,
             None => tokio::net::TcpListener::bind(config.addr).await?,
         };
         let addr = listener.local_addr()?;
+        if config.access.enabled() && tls.is_none() && !addr.ip().to_canonical().is_loopback() {
+            tracing::warn!(
+                %addr,
+                "API keys are configured but TLS is not: keys and data cross the network in clear text unless a \
+                 proxy in front terminates TLS (--tls-cert and --tls-key serve HTTPS)"
+            );
+        }
+        // The connection cap leaves descriptors for the store, which keeps at most so many
+        // table files open.
+        let open_files = limits::open_file_limit();
+        let (max_connections, note) = limits::connection_cap(config.max_connections, open_files);
+        if let Some(note) = note {
+            tracing::warn!("{note}");
+        }
+        tracing::info!(
+            max_connections,
+            open_file_limit = open_files.map_or_else(|| "unlimited".to_owned(), |l| l.to_string()),
+            header_timeout = ?config.timeouts.header,
+            idle_timeout = ?config.timeouts.idle,
+            "connections"
+        );
+        let mut storage = config.storage;
+        storage.max_table_files = storage.max_table_files.min(limits::table_files(open_files));
         // A query's scan stops when its request times out (unless configured otherwise).
         let options =
             DbOptions { query_timeout: config.options.query_timeout.or(Some(config.limits.timeout)), ..config.options };
@@ -106,12 +150,16 @@ impl Server {
             let scheduler = Scheduler::start(db.clone(), tasks);
             Box::new(move || Box::pin(scheduler.stop()) as _)
         });
-        let databases = Databases::open(config.storage, options, config.max_databases, attach)?;
-        let app = api::app(databases.clone(), config.limits, &config.access);
+        let databases = Databases::open(storage, options, config.max_databases, attach)?;
+        let metrics = std::sync::Arc::new(ConnectionMetrics::default());
+        metrics.set_max(max_connections);
+        let app = api::app(databases.clone(), config.limits, &config.access, metrics.clone());
         tracing::info!("{}", config.access.describe());
         let handle = databases.clone();
+        let accepting =
+            Accepting { max_connections, timeouts: config.timeouts, grace: config.limits.timeout, tls, metrics };
         let done = tokio::spawn(async move {
-            accept_until(listener, app, stopped, &databases, config.limits.timeout).await;
+            accept_until(listener, app, stopped, &databases, accepting).await;
             // In-flight requests have finished: stop the periodic tasks (each at its next step)
             // and the background jobs, flush and fsync, database by database.
             databases.shutdown().await.map_err(ServerError::Close)?;
@@ -149,34 +197,109 @@ impl Server {
     }
 }
 
+/// How the accept loop serves its connections.
+struct Accepting {
+    max_connections: usize,
+    timeouts: ConnTimeouts,
+    /// how long in-flight requests may take to finish at shutdown (the request timeout)
+    grace: Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    metrics: std::sync::Arc<ConnectionMetrics>,
+}
+
+/// An accepted connection, counted open and holding its place under the cap until dropped.
+struct Open {
+    metrics: std::sync::Arc<ConnectionMetrics>,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.metrics.closed();
+    }
+}
+
+/// How often at most a failing `accept` (out of descriptors) or the cap is logged.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
 /// Accepts connections until `stopped` fires, then lets every connection finish the request under
 /// way (idle ones close at once; long-polls, change streams and NDJSON streams end at once) and
-/// returns when all are closed — or once `grace` (the request timeout) has passed: a connection
-/// still open then (a client that stopped reading a response, an import still running) is
-/// dropped.
+/// returns when all are closed — or once the grace period (the request timeout) has passed: a
+/// connection still open then (a client that stopped reading a response, an import still running)
+/// is dropped.
+///
+/// At `max_connections` open connections the loop stops accepting until one closes: new
+/// connections wait in the kernel's listen queue (its backlog; past it the client's connect
+/// waits or fails), and the descriptors the cap leaves stay free for the store.
 async fn accept_until(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     mut stopped: oneshot::Receiver<()>,
     databases: &Databases,
-    grace: Duration,
+    accepting: Accepting,
 ) {
+    let Accepting { max_connections, timeouts, grace, tls, metrics } = accepting;
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+    let serving = conn::Serving { app, shutdown: shutdown_rx, tls, metrics: metrics.clone() };
+    let places = std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let sweeper = timeouts::Sweeper::new(timeouts, metrics.clone());
+    let sweeping = tokio::spawn(sweeper.clone().run());
     let mut connections = tokio::task::JoinSet::new();
+    let mut logged: Option<std::time::Instant> = None;
+    let mut log_due = move || {
+        let due = logged.is_none_or(|at| at.elapsed() >= LOG_EVERY);
+        if due {
+            logged = Some(std::time::Instant::now());
+        }
+        due
+    };
     loop {
+        // a place under the cap first: without one, nothing is accepted
+        let place = match places.clone().try_acquire_owned() {
+            Ok(place) => place,
+            Err(_) => {
+                metrics.limit_reached();
+                if log_due() {
+                    tracing::warn!(
+                        max_connections,
+                        "connection limit reached: new connections wait in the listen queue until one closes \
+                         (--max-connections)"
+                    );
+                }
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    place = places.clone().acquire_owned() => match place {
+                        Ok(place) => place,
+                        Err(_) => break,
+                    },
+                    Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                }
+            }
+        };
         tokio::select! {
             _ = &mut stopped => break,
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => {
                     // Small responses go out at once instead of waiting for Nagle's timer.
                     if let Err(e) = tcp.set_nodelay(true) {
-                        tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+                        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
                     }
-                    connections.spawn(conn::serve_connection(tcp, app.clone(), shutdown_rx.clone()));
+                    metrics.accepted();
+                    let open = Open { metrics: metrics.clone(), _place: place };
+                    let activity = sweeper.watch();
+                    let serving = serving.clone();
+                    connections.spawn(async move {
+                        conn::serve_connection(tcp, serving, activity).await;
+                        drop(open);
+                    });
                 }
                 Err(e) => {
-                    // Out of file descriptors and the like: wait instead of spinning.
-                    tracing::warn!(error = %e, "accepting a connection failed");
+                    // Out of file descriptors and the like: the connection stays queued; wait
+                    // instead of spinning, and say why.
+                    metrics.refused(crate::api::Refused::AcceptError);
+                    if log_due() {
+                        tracing::error!(error = %e, open = metrics.open(), "accepting a connection failed: waiting");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
@@ -184,6 +307,7 @@ async fn accept_until(
         }
     }
     drop(listener);
+    sweeping.abort();
     databases.stop_change_waits();
     let _ = shutdown.send(true);
     let finished = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
@@ -196,6 +320,14 @@ async fn accept_until(
 
 /// Serves until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn run(config: ServerConfig) -> Result<(), ServerError> {
+    // every connection and every file of the store takes a descriptor: take all the system allows
+    match limits::raise_open_file_limit() {
+        Some((before, after)) if after > before => {
+            tracing::info!(from = before, to = after, "raised the open-file limit (ulimit -n) to the hard limit");
+        }
+        Some((limit, _)) => tracing::info!(limit, "open-file limit (ulimit -n)"),
+        None => {}
+    }
     // caught from before the first request is served: a SIGTERM right after the start (a
     // container stopped at once) shuts down gracefully too, rather than killing the process
     let signal = shutdown_signal();
@@ -219,7 +351,7 @@ pub async fn run(config: ServerConfig) -> Result<(), ServerError> {
     loop {
         let server = match Server::start(config.clone()).await {
             Ok(server) => server,
-            Err(e @ ServerError::Unprotected(_)) => return Err(e),
+            Err(e @ (ServerError::Unprotected(_) | ServerError::Tls(_))) => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot open the database: trying again in a second");
                 tokio::select! {

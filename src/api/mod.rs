@@ -39,6 +39,7 @@ mod views;
 pub use cors::CorsOrigins;
 pub use error::{ApiError, Problem};
 pub use extract::ClientGone;
+pub use metrics::{ConnectionMetrics, Refused, TimedOut};
 pub use respond::encode_path;
 pub(crate) use respond::json_text;
 pub use state::{AppState, HttpLimits};
@@ -123,15 +124,21 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     doc
 }
 
-/// The whole application, ready to serve; `access` holds the API keys (none: no authentication).
-pub fn app(databases: Arc<Databases>, limits: HttpLimits, access: &auth::Access) -> Router {
+/// The whole application, ready to serve; `access` holds the API keys (none: no authentication);
+/// `connections`, the counts of the server's connections, which `GET /metrics` shows.
+pub fn app(
+    databases: Arc<Databases>,
+    limits: HttpLimits,
+    access: &auth::Access,
+    connections: Arc<ConnectionMetrics>,
+) -> Router {
     let import = crate::service::ImportLimits {
         max_line: limits.max_body_bytes,
         window: limits.timeout,
         min_bytes: limits.min_import_bytes,
     };
     let admission = Arc::new(admission::Admission::new(limits.heavy_reads));
-    let metrics = Arc::new(metrics::Metrics::new(databases.clone(), admission.clone()));
+    let metrics = Arc::new(metrics::Metrics::new(databases.clone(), connections, admission.clone()));
     let record = metrics.layer();
     let max_streams = limits.max_streams.max(1);
     let streams = Arc::new(tokio::sync::Semaphore::new(max_streams));

@@ -68,6 +68,9 @@ pub struct StorageConfig {
     pub worker_threads: usize,
     /// how many queued writes one commit group may take
     pub max_group: usize,
+    /// most table files the embedded store keeps open (fjall's descriptor cache; at least 10);
+    /// the server lowers it under a low open-file limit (`server::limits`)
+    pub max_table_files: usize,
     /// bytes kept free on the data directory's disk: writes are refused (and resume on their
     /// own) while less is free (0: no check); see `health.rs`
     pub min_free_bytes: u64,
@@ -97,6 +100,7 @@ impl StorageConfig {
             max_journal_bytes: 512 << 20,
             worker_threads: 2,
             max_group: 1024,
+            max_table_files: 900,
             min_free_bytes: 64 << 20,
             advertise: None,
             database: 0,

@@ -216,6 +216,7 @@ impl Open {
             .cache_size(config.cache_bytes)
             .worker_threads(config.worker_threads.max(2))
             .max_journaling_size(config.max_journal_bytes)
+            .max_cached_files(Some(config.max_table_files.max(10)))
             .open()?;
         let memtable = config.memtable_bytes;
         let spaces = Space::ALL

@@ -306,6 +306,16 @@ async fn a_scrape_parses_and_counts_what_the_requests_did() {
     assert_eq!(m.value("mosaicdb_http_requests_in_flight", &[]), Some(1.0));
     // earlier scrapes count like any request
     assert!(m.requests("GET", "/metrics", "200").is_some_and(|n| n >= 1.0));
+    // the connections: the scrape's among the open ones, none closed by a timeout or refused
+    assert!(m.value("mosaicdb_http_connections", &[]).is_some_and(|n| n >= 1.0));
+    assert!(m.value("mosaicdb_http_connections_max", &[]).is_some_and(|n| n >= 100.0));
+    assert!(m.value("mosaicdb_http_connections_accepted_total", &[]).is_some_and(|n| n >= 1.0));
+    for (family, label) in [("timed_out", ("phase", "header")), ("timed_out", ("phase", "idle"))]
+        .into_iter()
+        .chain([("refused", ("reason", "accept_error")), ("refused", ("reason", "tls_handshake"))])
+    {
+        assert_eq!(m.value(&format!("mosaicdb_http_connections_{family}_total"), &[label]), Some(0.0), "{family}");
+    }
 
     // every acknowledged write (table, 3 documents, index definition) was fsynced before the next
     // was sent, so each took a group and an fsync of its own; every fsynced group wrote

@@ -47,7 +47,7 @@ pub(super) fn gauges<L: EncodeLabelSet, V: EncodeGaugeValue>(
 }
 
 /// One counter without labels.
-fn counter<V: EncodeCounterValue>(
+pub(super) fn counter<V: EncodeCounterValue>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
@@ -58,7 +58,7 @@ fn counter<V: EncodeCounterValue>(
 }
 
 /// One gauge without labels (none at all when `value` is `None`).
-fn gauge<V: EncodeGaugeValue>(
+pub(super) fn gauge<V: EncodeGaugeValue>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

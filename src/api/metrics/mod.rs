@@ -5,6 +5,7 @@
 //! each scrape through [`crate::service::Db::metrics_snapshot`] ([`collect`]).
 
 mod collect;
+mod connections;
 mod databases;
 mod format;
 mod histogram;
@@ -19,6 +20,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+pub use connections::{ConnectionMetrics, Refused, TimedOut};
 use format::Format;
 pub(crate) use registry::Metrics;
 

@@ -1,6 +1,8 @@
-//! One server's metrics: its own registry of the request metrics and the database's figures.
+//! One server's metrics: its own registry of the request and connection metrics and the database's
+//! figures.
 
 use super::collect;
+use super::connections::ConnectionMetrics;
 use super::http::{self, RecordLayer};
 use crate::service::databases::Databases;
 use prometheus_client::registry::Registry;
@@ -21,10 +23,15 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// A registry of the request metrics, of the default database's figures and of every
     /// database's, labelled.
-    pub(crate) fn new(databases: Arc<Databases>, admission: Arc<crate::api::admission::Admission>) -> Metrics {
+    pub(crate) fn new(
+        databases: Arc<Databases>,
+        connections: Arc<ConnectionMetrics>,
+        admission: Arc<crate::api::admission::Admission>,
+    ) -> Metrics {
         let http = Arc::new(http::HttpMetrics::default());
         let mut registry = Registry::default();
         registry.register_collector(Box::new(http.clone()));
+        registry.register_collector(Box::new(connections));
         registry.register_collector(Box::new(collect::DbCollector(databases.default_db().clone())));
         registry.register_collector(Box::new(super::databases::DatabasesCollector(databases)));
         registry.register_collector(Box::new(collect::AdmissionCollector(admission)));
