@@ -296,7 +296,7 @@ async fn accept_until(
                 Err(e) => {
                     // Out of file descriptors and the like: the connection stays queued; wait
                     // instead of spinning, and say why.
-                    metrics.refused(crate::api::Refused::AcceptError);
+                    metrics.refused(crate::api::RefusedConnection::AcceptError);
                     if log_due() {
                         tracing::error!(error = %e, open = metrics.open(), "accepting a connection failed: waiting");
                     }

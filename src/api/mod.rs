@@ -39,7 +39,7 @@ mod views;
 pub use cors::CorsOrigins;
 pub use error::{ApiError, Problem};
 pub use extract::ClientGone;
-pub use metrics::{ConnectionMetrics, Refused, TimedOut};
+pub use metrics::{ConnectionMetrics, ConnectionTimeout, RefusedConnection};
 pub use respond::encode_path;
 pub(crate) use respond::json_text;
 pub use state::{AppState, HttpLimits};

@@ -85,7 +85,7 @@ pub(super) async fn serve_connection(tcp: TcpStream, serving: Serving, activity:
         accepted = tls.accept(io) => match accepted {
             Ok(stream) => stream,
             Err(e) => {
-                metrics.refused(crate::api::Refused::TlsHandshake);
+                metrics.refused(crate::api::RefusedConnection::TlsHandshake);
                 tracing::debug!(error = %e, "TLS handshake failed");
                 return;
             }

@@ -11,7 +11,7 @@
 //! timeout fires between its length and two ticks later. A connection answering a request (a
 //! stream, a long-poll, a change stream, an upload) is in no timed phase and is never cut here.
 
-use crate::api::{ConnectionMetrics, TimedOut};
+use crate::api::{ConnectionMetrics, ConnectionTimeout};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -108,8 +108,8 @@ impl Sweeper {
             let state = activity.state.load(Ordering::Relaxed);
             let since = state & !PHASE;
             let (limit, why) = match state & PHASE {
-                HEAD => (self.header_ticks, TimedOut::Header),
-                IDLE => (self.idle_ticks, TimedOut::Idle),
+                HEAD => (self.header_ticks, ConnectionTimeout::Header),
+                IDLE => (self.idle_ticks, ConnectionTimeout::Idle),
                 _ => return true,
             };
             if now.saturating_sub(since) < limit {

@@ -1,5 +1,6 @@
 //! Bad input from the wire: import's per-line promise, its limits and cancellation, duplicate
-//! keys, numbers, nesting, column names, and errors hyper would answer without a body.
+//! keys, numbers, nesting, column names, errors hyper would answer without a body, and slow or
+//! idle connections.
 
 use crate::common::TestServer;
 use reqwest::Method;
@@ -484,4 +485,69 @@ async fn an_import_stops_when_its_client_closes_with_body_bytes_still_unread() {
     // an import that read on until the connection's end would have written every line sent
     let written = count(&s, "unread").await;
     assert!(written < lines_sent, "{written} of {lines_sent} lines written after the client left");
+}
+
+/// Whether the server closed `tcp` (a FIN or a reset) within 10 s, reading nothing.
+fn closed_by_server(tcp: &mut TcpStream) -> bool {
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 64];
+    match tcp.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
+/// The header-read and keep-alive timeouts close a connection idle after its answer, one that
+/// sends half a head, and one that sends nothing — and never one whose request is being answered:
+/// a long-poll and a change stream outlast both timeouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_idle_connections_time_out_but_answers_under_way_do_not() {
+    let s = TestServer::start_with(|c| {
+        c.timeouts = mosaicdb::server::ConnTimeouts { header: Duration::from_secs(1), idle: Duration::from_secs(1) };
+    })
+    .await;
+    s.create_table("t").await;
+    let (a, b, c, d, e) = (connect(&s), connect(&s), connect(&s), connect(&s), connect(&s));
+    let waits = tokio::task::spawn_blocking(move || {
+        let (mut idle, mut half, mut silent, mut poll, mut stream) = (a, b, c, d, e);
+        write!(idle, "GET /health HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        assert_eq!(read_reply(&mut idle).status, 200);
+        write!(half, "GET /health HTTP/1.1\r\nhost: x\r\nx-slow").unwrap();
+        write!(poll, "GET /v1/changes?table=t&wait_ms=3000 HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        write!(stream, "GET /v1/changes/stream HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        let started = std::time::Instant::now();
+        for (what, tcp) in [("idle", &mut idle), ("half a head", &mut half), ("nothing sent", &mut silent)] {
+            assert!(closed_by_server(tcp), "{what}: not closed");
+        }
+        assert!(started.elapsed() >= Duration::from_millis(900), "closed before the timeout");
+        // the long-poll waited its 3 s, its connection kept
+        let reply = read_reply(&mut poll);
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert!(started.elapsed() >= Duration::from_millis(2900));
+        stream
+    });
+    let mut stream = waits.await.unwrap();
+    // the change stream, open for over 3 s, still carries the next event
+    assert_eq!(s.put("/v1/tables/t/documents/late", json!({"x": 1})).await.0, 201);
+    let seen = tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        let mut piece = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("late") {
+            let n = stream.read(&mut piece).expect("the stream goes on");
+            assert!(n > 0, "the stream was closed: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&piece[..n]);
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let seen = seen.await.unwrap();
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    let metrics = reqwest::get(format!("{}/metrics", s.base)).await.unwrap().text().await.unwrap();
+    let count = |phase: &str| {
+        let line = format!("mosaicdb_http_connections_timed_out_total{{phase=\"{phase}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(line.as_str())?.parse::<u64>().ok()).unwrap_or(0)
+    };
+    // the half head and the silent one; the idle one, and the test client's own pooled ones
+    assert_eq!(count("header"), 2, "{metrics}");
+    assert!(count("idle") >= 1, "{metrics}");
 }

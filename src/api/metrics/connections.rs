@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Why a connection was closed by the server before its client closed it.
 #[derive(Debug, Clone, Copy)]
-pub enum TimedOut {
+pub enum ConnectionTimeout {
     /// its request head (or TLS handshake) took longer than the header timeout
     Header,
     /// it stayed idle between requests longer than the keep-alive timeout
@@ -19,7 +19,7 @@ pub enum TimedOut {
 
 /// Why a connection the kernel had queued was not served.
 #[derive(Debug, Clone, Copy)]
-pub enum Refused {
+pub enum RefusedConnection {
     /// `accept` failed (out of descriptors and the like): it stays queued, tried again shortly
     AcceptError,
     /// its TLS handshake failed
@@ -55,12 +55,12 @@ impl ConnectionMetrics {
     }
 
     /// A connection was closed by a timeout.
-    pub fn timed_out(&self, why: TimedOut) {
+    pub fn timed_out(&self, why: ConnectionTimeout) {
         self.timed_out[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// A connection was refused.
-    pub fn refused(&self, why: Refused) {
+    pub fn refused(&self, why: RefusedConnection) {
         self.refused[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 

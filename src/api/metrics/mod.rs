@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub use connections::{ConnectionMetrics, Refused, TimedOut};
+pub use connections::{ConnectionMetrics, ConnectionTimeout, RefusedConnection};
 use format::Format;
 pub(crate) use registry::Metrics;
 
