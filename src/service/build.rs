@@ -41,7 +41,9 @@ impl Db {
     /// Runs a background build (an index's backfill, a view's build) chunk by chunk: `step` does
     /// one chunk from the position the previous one ended at. Closing stops it between chunks, and
     /// so does a store that refuses writes: the build stays `building` and resumes at the next
-    /// open. Any other error would fail again on a retry: `fail` records it in the definition (in
+    /// open — except while the store recovers from an engine failure that passes (it opens its
+    /// engine again on its own, `storage/recover.rs`): the chunk is tried again once it has. Any
+    /// other error would fail again on a retry: `fail` records it in the definition (in
     /// one write) and `purge` removes what the build wrote.
     pub(super) async fn run_build<P, F, Fut>(
         self: &Arc<Self>,
@@ -50,6 +52,7 @@ impl Db {
         purge: Purge,
     ) -> Result<()>
     where
+        P: Clone,
         F: FnMut(Option<P>) -> Fut,
         Fut: Future<Output = Result<Chunk<P>>>,
     {
@@ -58,9 +61,15 @@ impl Db {
             if self.closing() {
                 return Ok(());
             }
+            let from = position.clone();
             match step(position.take()).await {
                 Ok(Chunk::More(p)) => position = Some(p),
                 Ok(Chunk::Done) => return Ok(()),
+                Err(ServiceError::Unavailable(crate::storage::StorageError::Recovering { retry_after, .. })) => {
+                    // nothing of the chunk was written
+                    position = from;
+                    tokio::time::sleep(std::time::Duration::from_secs(retry_after.clamp(1, 5))).await;
+                }
                 Err(e @ ServiceError::Unavailable(_)) => return Err(e),
                 Err(e) => {
                     let error = e.to_string();

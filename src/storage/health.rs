@@ -94,8 +94,12 @@ impl Poison {
 #[derive(Default)]
 pub(super) struct Recovery {
     active: AtomicBool,
-    /// the engine log's mark (`engine_log::mark`) as of the last time the engine was seen sound
+    /// the engine log's mark (`engine_log::mark`) as of the check before the last one that saw
+    /// the engine sound: one check behind, so that an error logged a moment before fjall
+    /// poisoned itself (it logs first) is in the window even if a check ran between the two
     pub(super) mark: AtomicU64,
+    /// the mark read at the last check that saw the engine sound (the next `mark`)
+    pub(super) next_mark: AtomicU64,
     detail: Mutex<Detail>,
 }
 

@@ -115,11 +115,14 @@ impl Committer {
             return;
         }
         self.checked.set(Instant::now());
-        // read before the check: what is logged from here on is in the window of a failure found
-        // at the next check
+        // read before the check; the window of a failure found later starts one check behind
+        // (see `Recovery::mark`)
         let mark = engine_log::mark();
         match embedded.stopped() {
-            Ok(false) => self.recovery.mark.store(mark, Ordering::Release),
+            Ok(false) => {
+                let previous = self.recovery.next_mark.swap(mark, Ordering::AcqRel);
+                self.recovery.mark.store(previous, Ordering::Release);
+            }
             Ok(true) => {
                 self.engine_stopped();
             }
@@ -159,6 +162,7 @@ impl Committer {
                 embedded.install(Arc::new(open));
                 self.publish(derived);
                 self.recovery.mark.store(mark, Ordering::Release);
+                self.recovery.next_mark.store(mark, Ordering::Release);
                 self.recovery.end();
                 self.checked.set(Instant::now());
                 tracing::warn!(took = ?started.elapsed(), "the store opened its data again: writes are taken again");

@@ -120,7 +120,9 @@ impl Store {
         let poisoned = Arc::new(health::Poison::default());
         let recovery = Arc::new(health::Recovery::default());
         // the engine's errors logged before this store opened are not its own
-        recovery.mark.store(super::engine_log::mark(), Ordering::Release);
+        let mark = super::engine_log::mark();
+        recovery.mark.store(mark, Ordering::Release);
+        recovery.next_mark.store(mark, Ordering::Release);
         // the free space of a PostgreSQL server's disk is its operator's to watch
         let min_free = if embedded { config.min_free_bytes } else { 0 };
         let reserve = Arc::new(health::DiskReserve::new(config.path.clone(), min_free));
