@@ -511,11 +511,11 @@ async fn slow_and_idle_connections_time_out_but_answers_under_way_do_not() {
     let (a, b, c, d, e) = (connect(&s), connect(&s), connect(&s), connect(&s), connect(&s));
     let waits = tokio::task::spawn_blocking(move || {
         let (mut idle, mut half, mut silent, mut poll, mut stream) = (a, b, c, d, e);
-        write!(idle, "GET /health HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        write!(idle, "GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
         assert_eq!(read_reply(&mut idle).status, 200);
-        write!(half, "GET /health HTTP/1.1\r\nhost: x\r\nx-slow").unwrap();
-        write!(poll, "GET /v1/changes?table=t&wait_ms=3000 HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
-        write!(stream, "GET /v1/changes/stream HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        write!(half, "GET /health HTTP/1.1\r\nhost: localhost\r\nx-slow").unwrap();
+        write!(poll, "GET /v1/changes?table=t&wait_ms=3000 HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
+        write!(stream, "GET /v1/changes/stream HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
         let started = std::time::Instant::now();
         for (what, tcp) in [("idle", &mut idle), ("half a head", &mut half), ("nothing sent", &mut silent)] {
             assert!(closed_by_server(tcp), "{what}: not closed");

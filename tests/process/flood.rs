@@ -41,7 +41,7 @@ async fn half_open(addr: String) -> Fate {
         return Fate::NoConnect;
     };
     // a request head that never ends
-    if tcp.write_all(b"GET /v1/tables HTTP/1.1\r\nhost: x\r\nx-slow: ").await.is_err() {
+    if tcp.write_all(b"GET /v1/tables HTTP/1.1\r\nhost: localhost\r\nx-slow: ").await.is_err() {
         return Fate::Closed;
     }
     let mut buf = [0u8; 256];

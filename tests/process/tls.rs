@@ -138,7 +138,7 @@ async fn https_over_http1_and_http2_with_a_certificate_replaced_while_running() 
 
     // hyper's own 400 to a malformed head is still a problem document over TLS
     let mut tls = connect(&addr, &[&first.ca_pem]).await.unwrap();
-    tls.write_all(b"GET /v1/tables?cursor=<cursor> HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    tls.write_all(b"GET /v1/tables?cursor=<cursor> HTTP/1.1\r\nhost: localhost\r\n\r\n").await.unwrap();
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut answer)).await;
     let answer = String::from_utf8_lossy(&answer);
