@@ -92,13 +92,7 @@ fn prints_the_openapi_document_and_rejects_bad_flags() {
 fn refuses_to_serve_a_public_address_without_keys() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("db");
-    let out = Command::new(BIN)
-        .args(["--addr", &format!("0.0.0.0:{}", free_port()), "--data-dir", data.to_str().unwrap()])
-        .env_remove("MOSAIC_API_KEYS")
-        .env_remove("MOSAIC_API_KEYS_FILE")
-        .env_remove("MOSAIC_ALLOW_UNAUTHENTICATED")
-        .output()
-        .unwrap();
+    let out = start_without_keys(&data, &["--addr", &format!("0.0.0.0:{}", free_port())]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     for needle in ["without authentication", "--allow-unauthenticated", "MOSAIC_API_KEYS", "--api-keys-file"] {
@@ -107,14 +101,8 @@ fn refuses_to_serve_a_public_address_without_keys() {
     assert!(!data.exists(), "the data directory was opened before the refusal");
 
     // cross-origin pages without keys: on purpose only, even on loopback
-    let out = Command::new(BIN)
-        .args(["--addr", &format!("127.0.0.1:{}", free_port()), "--data-dir", data.to_str().unwrap()])
-        .args(["--cors-origins", "https://app.example.com"])
-        .env_remove("MOSAIC_API_KEYS")
-        .env_remove("MOSAIC_API_KEYS_FILE")
-        .env_remove("MOSAIC_ALLOW_UNAUTHENTICATED")
-        .output()
-        .unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let out = start_without_keys(&data, &["--addr", &addr, "--cors-origins", "https://app.example.com"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--cors-origins") && stderr.contains("--allow-unauthenticated"), "{stderr}");
@@ -195,4 +183,17 @@ async fn serves_a_public_address_with_keys_or_when_allowed() {
     let log = stop(child);
     assert!(log.contains("authentication on: 1 API key(s): 0 read, 0 write, 1 admin"), "{log}");
     assert!(!log.contains(key), "the key is in the log: {log}");
+}
+
+/// Runs the binary on `data` with `args` and no keys from the environment, to its exit.
+fn start_without_keys(data: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env_remove("MOSAIC_API_KEYS")
+        .env_remove("MOSAIC_API_KEYS_FILE")
+        .env_remove("MOSAIC_ALLOW_UNAUTHENTICATED")
+        .output()
+        .unwrap()
 }

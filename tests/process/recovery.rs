@@ -8,9 +8,10 @@
 //! connection opened before, which needs no new descriptor.
 #![cfg(target_os = "linux")]
 
+use crate::spawned::Spawned;
 use rustix::process::{Pid, Resource, Rlimit, prlimit};
 use serde_json::{Value, json};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mosaicdb");
@@ -31,16 +32,9 @@ fn body(i: u32) -> Value {
 }
 
 struct Server {
-    child: std::process::Child,
+    spawned: Spawned,
     base: String,
     client: reqwest::Client,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -60,20 +54,11 @@ impl Server {
 
 #[tokio::test]
 async fn writes_are_refused_while_descriptors_are_short_and_taken_again_after() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let log_path = dir.path().join("server.log");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(BIN)
-        .args(["--data-dir", data.to_str().unwrap(), "--addr", &format!("127.0.0.1:{port}")])
-        .args(["--memtable-mb", "1", "--cache-mb", "8", "--log", "info"])
-        .stdout(Stdio::from(std::fs::File::create(&log_path).unwrap()))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let spawned = Spawned::start(&["--memtable-mb", "1", "--cache-mb", "8"], None);
     // one connection, opened now and kept: the server cannot accept another while short
     let client = reqwest::Client::builder().pool_max_idle_per_host(1).timeout(Duration::from_secs(60)).build().unwrap();
-    let server = Server { child, base: format!("http://127.0.0.1:{port}"), client };
+    let base = format!("http://{}", spawned.addr);
+    let mut server = Server { spawned, base, client };
     let deadline = Instant::now() + Duration::from_secs(20);
     while server.client.get(format!("{}/ready", server.base)).send().await.is_err() {
         assert!(Instant::now() < deadline, "the server did not start");
@@ -94,10 +79,10 @@ async fn writes_are_refused_while_descriptors_are_short_and_taken_again_after() 
     }
 
     // Short of descriptors: writes are acknowledged until a flush fails, then refused.
-    let pid = Pid::from_raw(server.child.id() as i32).unwrap();
+    let pid = Pid::from_raw(server.spawned.child.id() as i32).unwrap();
     let limit = prlimit(Some(pid), Resource::Nofile, Rlimit { current: None, maximum: None }).ok();
     let limit = limit.unwrap_or_else(|| rustix::process::getrlimit(Resource::Nofile));
-    let short = Rlimit { current: Some(lowest_free_fd(server.child.id())), maximum: limit.maximum };
+    let short = Rlimit { current: Some(lowest_free_fd(server.spawned.child.id())), maximum: limit.maximum };
     prlimit(Some(pid), Resource::Nofile, short).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let (retry, problem) = loop {
@@ -114,7 +99,7 @@ async fn writes_are_refused_while_descriptors_are_short_and_taken_again_after() 
         }
         i += 1;
         // a descriptor the server closed meanwhile is taken by the next open: close it too
-        let free = lowest_free_fd(server.child.id());
+        let free = lowest_free_fd(server.spawned.child.id());
         if free < short.current.unwrap() {
             prlimit(Some(pid), Resource::Nofile, Rlimit { current: Some(free), maximum: limit.maximum }).unwrap();
         }
@@ -164,21 +149,11 @@ async fn writes_are_refused_while_descriptors_are_short_and_taken_again_after() 
     assert_eq!(report["ok"], true, "{report}");
 
     // a clean stop, and the offline check finds the indexes whole
-    let mut server = server;
-    assert!(Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let exit = loop {
-        if let Some(s) = server.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(exit.success(), "exit status {exit:?}");
-    let out = Command::new(BIN).args(["check", data.to_str().unwrap()]).output().unwrap();
+    server.spawned.stop();
+    let out = Command::new(BIN).arg("check").arg(server.spawned.data_dir()).output().unwrap();
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     // the engine's own words reach the log, and the store's
-    let log = std::fs::read_to_string(&log_path).unwrap();
+    let log = server.spawned.log();
     assert!(log.lines().any(|l| l.contains("fjall::worker_pool") && l.contains("crashed")), "{log}");
     assert!(log.contains("stopped its background work for a cause that passes"), "{log}");
     assert!(log.contains("opened its data again"), "{log}");

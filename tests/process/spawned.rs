@@ -15,6 +15,7 @@ pub struct Spawned {
     pub child: Child,
     pub addr: String,
     _dir: tempfile::TempDir,
+    data: std::path::PathBuf,
     log: std::path::PathBuf,
 }
 
@@ -42,7 +43,12 @@ impl Spawned {
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(Stdio::null());
         let child = command.spawn().expect("cannot start the server (is prlimit, from util-linux, installed?)");
-        Spawned { child, addr, _dir: dir, log }
+        Spawned { child, addr, _dir: dir, data, log }
+    }
+
+    /// The server's data directory (kept until the value is dropped, a stop included).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data
     }
 
     /// The server's log so far.
@@ -63,7 +69,7 @@ impl Spawned {
     }
 
     /// Sends SIGTERM and waits for a clean exit.
-    pub fn stop(mut self) {
+    pub fn stop(&mut self) {
         let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
         assert!(status.success());
         let deadline = Instant::now() + Duration::from_secs(30);
