@@ -1,12 +1,12 @@
 //! `/v1/tables/{table}/documents` and `/v1/tables/{table}/import`.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
 use super::respond::with_etag;
 use super::spec::{DocumentPath, InsertAnswer, InsertBody, Inserted, TablePath};
 use super::stream::{NDJSON_TYPES, NdjsonDocuments, wants_ndjson};
+use crate::api::db_path::Database;
 use crate::service::{DocumentPage, ImportFormat, ImportReport, PutOutcome};
 use axum::Json;
 use axum::body::Body;
@@ -118,7 +118,7 @@ async fn get_document(
     ApiQuery(q): ApiQuery<GetQuery>,
 ) -> Result<Response, ApiError> {
     let doc = match q.as_of {
-        Some(at) => db.get_document_as_of(table, id, super::history::micros("as_of", &at)?).await?,
+        Some(at) => db.history.get_document_as_of(table, id, super::history::micros("as_of", &at)?).await?,
         None => db.get_document(table, id).await?,
     };
     Ok(with_etag(super::json_text(doc.json), &doc.etag))

@@ -9,8 +9,8 @@ mod batch;
 mod changes;
 mod cluster;
 mod cors;
-pub mod database;
 mod databases;
+pub mod db_path;
 mod documents;
 mod error;
 mod extract;
@@ -119,7 +119,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(changes::waiting_router())
         .into_openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
-    database::document(&mut doc);
+    db_path::document(&mut doc);
     auth::document(&mut doc);
     doc
 }

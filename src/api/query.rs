@@ -1,12 +1,12 @@
 //! `POST /v1/tables/{table}/query`.
 
 use super::admission::HeavyClass;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{QueryBody, TablePath};
 use super::stream::{NdjsonDocuments, wants_ndjson};
 use super::{AppState, ClientGone};
+use crate::api::db_path::Database;
 use crate::service::{QueryRequest, QueryResponse, QueryResult};
 use axum::Json;
 use axum::extract::{Extension, State};

@@ -1,10 +1,10 @@
 //! `POST /v1/tables/{table}/search` and `POST /v1/tables/{table}/indexes/{name}/analyze`.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{IndexPath, TablePath};
+use crate::api::db_path::Database;
 use crate::service::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 use axum::Json;
 use axum::response::Response;

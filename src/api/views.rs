@@ -2,10 +2,10 @@
 //! (a group view's groups, a filter view's documents), drop.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::spec::{TablePath, ViewPath};
+use crate::api::db_path::Database;
 use crate::catalog::ViewDef;
 use crate::service::views::{GroupQuery, PageQuery, ViewDocuments};
 use crate::service::{CreateView, ViewInfo, ViewList};

@@ -4,7 +4,6 @@ pub mod entries;
 pub mod geo;
 pub(crate) mod stage;
 
-use super::build::Chunk;
 use super::purge::Purge;
 use super::search::maintain;
 use super::search::options::FulltextOptions;
@@ -13,6 +12,8 @@ use super::write::Write;
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState};
 use crate::keys::{EntityKey, FtStatKey, FtidxKey, IdxKey, RidxKey, SidxKey, prefix_successor};
+use crate::service::build_lifecycle::Chunk;
+use crate::service::core::Handle;
 use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use entries::Entry;
 use serde::Deserialize;
@@ -59,7 +60,7 @@ fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>
     }
     // `_id` is not in the document: queries read it from the entity keys, so an index on it
     // would hold only nulls
-    if req.fields.iter().any(|f| f.split('.').next() == Some(crate::service::fields::ID_FIELD)) {
+    if req.fields.iter().any(|f| f.split('.').next() == Some(crate::service::core::fields::ID_FIELD)) {
         return bad("`_id` needs no index: queries on it read the documents' own keys".into());
     }
     let options = req.options.clone().unwrap_or_default();
@@ -100,7 +101,7 @@ fn ttl_options(
     options: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<serde_json::Map<String, serde_json::Value>> {
     let after = options.get("expire_after").and_then(serde_json::Value::as_str);
-    if options.len() != 1 || after.and_then(super::duration::parse_duration_ms).is_none() {
+    if options.len() != 1 || after.and_then(crate::service::core::duration::parse_duration_ms).is_none() {
         return Err(ServiceError::InvalidRequest(
             "a ttl index takes one option, `expire_after`: a duration such as \"90s\", \"1h\" or \"7d\" (units ms, s, m, h, d, w)"
                 .into(),
@@ -152,7 +153,7 @@ impl Db {
                 if db.catalog.index_dropping(&table, &req.name).is_some() {
                     return Err(ServiceError::IndexDropping { table, index: req.name });
                 }
-                let docs = super::counts::count_in(tx, &table)?;
+                let docs = crate::service::core::counts::count_in(tx, &table)?;
                 let state = if docs == 0 { IndexState::Ready } else { IndexState::Building { done: 0, total: docs } };
                 let created_at = db.catalog.next_created_at(tx)?;
                 let def = IndexDef {
@@ -455,7 +456,7 @@ fn commit_chunk(tx: &mut Write<'_, '_>, catalog: &Arc<Catalog>, prepared: Prepar
         let entries = doc.entries?;
         if def.kind == IndexKind::Vector {
             if let Some(v) = doc.vector {
-                super::vectors::log(tx, &def, &doc.id, Some(v), doc.plan);
+                crate::service::vectors::log(tx, &def, &doc.id, Some(v), doc.plan);
             }
             continue;
         }

@@ -24,9 +24,9 @@ use super::plan::{self, Access, Bounds, IndexScan, Range, SortKey};
 use crate::catalog::{ColumnType, IndexDef, IndexKind, TableDef};
 use crate::entity::FieldDict;
 use crate::keys::{Component, EntityKey, IdxKey, KeyWriter, MetaKey, RidxKey};
-use crate::service::fields::ID_FIELD;
-use crate::service::stop::Stop;
-use crate::service::ttl::expiry::Expiry;
+use crate::service::core::cancel::Stop;
+use crate::service::core::expiry::Expiry;
+use crate::service::core::fields::ID_FIELD;
 use crate::service::{Result, ServiceError};
 use crate::storage::{ReadView, Space};
 use serde_json::Value;
@@ -234,7 +234,7 @@ fn expired_ids(
             return Ok(None);
         }
     }
-    let Some(ids) = crate::service::ttl::expired_ids_at_most(view, table, now, stop, MAX_EXPIRED)? else {
+    let Some(ids) = crate::service::core::expiry::expired_ids_at_most(view, table, now, stop, MAX_EXPIRED)? else {
         return Ok(None);
     };
     let mut out = HashSet::with_capacity(ids.len());

@@ -15,22 +15,23 @@ mod shape;
 mod stream;
 mod viewscan;
 
-use super::render::RawPage;
-use super::stop::Stop;
 use super::{Db, Result, ServiceError};
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::EntityKey;
-use crate::service::cursor::Binding;
-use crate::service::ttl::expiry::{Expiry, now_ms};
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
+use crate::service::core::cursor::Binding;
+use crate::service::core::expiry::{Expiry, now_ms};
+use crate::service::core::render::RawPage;
 use crate::storage::Space;
 use cursor::{Cursor, Order};
 pub use explain::ScanExplain;
 use filter::Filter;
 use matcher::{Hit, Matcher};
 use plan::{Access, Plan, SortKey};
+pub(crate) use request::required_time_text;
 pub use request::{Explain, QueryExplain, QueryRequest, QueryResponse, QueryResult};
-pub(crate) use request::{integer, required_time_text};
 use serde_json::Value;
 pub use shape::MAX_FIELDS;
 pub(crate) use shape::project;
@@ -265,7 +266,9 @@ impl Db {
             }
             _ => sort.to_vec(),
         };
-        let count = super::counts::decode(view.get(Space::Meta, &super::counts::key(table))?.as_deref());
+        let count = crate::service::core::counts::decode(
+            view.get(Space::Meta, &crate::service::core::counts::key(table))?.as_deref(),
+        );
         if matches!(access, Access::FullScan | Access::AsOf(_))
             && req.allow_scan == Some(false)
             && count > self.scan_threshold
@@ -278,7 +281,7 @@ impl Db {
         }
         // Candidates that arrive in result order allow stopping at `limit`; a sort of `_id`
         // ascending alone is that order too.
-        let by_id = matches!(sort.as_slice(), [SortKey { field, desc: false }] if field == super::fields::ID_FIELD);
+        let by_id = matches!(sort.as_slice(), [SortKey { field, desc: false }] if field == crate::service::core::fields::ID_FIELD);
         let id_ordered = (sort.is_empty() || by_id)
             && match &access {
                 Access::FullScan | Access::AsOf(_) | Access::Intersect(_) | Access::Ids(_) | Access::View(_) => true,

@@ -21,11 +21,12 @@ use super::{AnalyzeRequest, AnalyzeResponse, AnalyzedToken, MAX_DEPTH, MAX_FRAGM
 use super::{SearchRequest, TotalMode, highlight, maintain};
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{EntityKey, FtStatKey, FtidxKey};
-use crate::service::fields::ID_FIELD;
+use crate::service::core::Handle;
+use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::expiry::{Expiry, now_ms};
+use crate::service::core::fields::ID_FIELD;
 use crate::service::query::filter::Filter;
 use crate::service::query::{self};
-use crate::service::stop::{Stop, Watched};
-use crate::service::ttl::expiry::{Expiry, now_ms};
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Slice, Space};
 use foldhash::{HashMap, HashSet};
@@ -271,7 +272,7 @@ impl Db {
         let now = now_ms();
         let mut gone: HashSet<u64> = HashSet::default();
         if rules.is_some() {
-            for id in crate::service::ttl::expired_ids(&view, table, now, stop)? {
+            for id in crate::service::core::expiry::expired_ids(&view, table, now, stop)? {
                 gone.extend(doc_num(&view, &def, &id)?);
             }
         }

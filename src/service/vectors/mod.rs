@@ -20,7 +20,7 @@ pub mod hnsw;
 mod hybrid;
 pub mod kernels;
 pub mod layout;
-pub(crate) mod log;
+pub(crate) mod oplog;
 mod params;
 mod rescore;
 mod search;
@@ -41,7 +41,7 @@ use crate::keys::VecKey;
 use crate::service::write::{Change, Write};
 use crate::storage::Space;
 use hnsw::{Changes, Metric, Params};
-use log::VecOp;
+use oplog::VecOp;
 use std::sync::{Arc, PoisonError};
 
 /// The vector a document holds for the index, ready to store (normalised for cosine); `None`
@@ -259,7 +259,7 @@ impl Db {
                     for (k, _) in keys {
                         tx.delete(Space::Vec, k);
                     }
-                    let docs = super::counts::count_in(tx, &table)?;
+                    let docs = crate::service::core::counts::count_in(tx, &table)?;
                     let mut next = (*def).clone();
                     next.state = crate::catalog::IndexState::Building { done: 0, total: docs };
                     db.catalog.put_index(tx, next.clone());

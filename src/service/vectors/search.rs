@@ -27,9 +27,10 @@ use super::hnsw::Metric;
 use super::{kernels, params_of, rescore};
 use crate::catalog::IndexKind;
 use crate::keys::EntityKey;
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
+use crate::service::core::expiry::{Expiry, now_ms};
 use crate::service::query::{self, filter::Filter};
-use crate::service::stop::Stop;
-use crate::service::ttl::expiry::{Expiry, now_ms};
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{Slice, Space};
 use serde::{Deserialize, Serialize};
@@ -78,12 +79,12 @@ pub struct VectorSearchRequest {
     #[schema(min_items = 1, max_items = 4096, example = json!([0.1, 0.2, 0.3]))]
     pub vector: Vec<f64>,
     /// hits to return, 1-1000 (default 10)
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 1, maximum = 1000)]
     pub k: Option<usize>,
     /// search list length, 1-10000 (default: 64 up to 100k vectors, then growing with the
     /// index, 300 at 1M; raised to k)
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 1, maximum = 10000)]
     pub ef: Option<usize>,
     /// a filter (the query language) the hits must match

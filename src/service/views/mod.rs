@@ -24,6 +24,7 @@ pub(crate) use read::{member_after, member_scan};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{ViewDef, ViewKind, ViewState};
 use crate::keys::ViewKey;
+use crate::service::core::Handle;
 use crate::storage::Space;
 use std::sync::Arc;
 
@@ -53,7 +54,7 @@ impl Db {
                         def::MAX_VIEWS_PER_TABLE
                     )));
                 }
-                let docs = super::counts::count_in(tx, &table)?;
+                let docs = crate::service::core::counts::count_in(tx, &table)?;
                 let state = if docs == 0 {
                     ViewState::Ready
                 } else {

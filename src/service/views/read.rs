@@ -7,9 +7,10 @@ use super::maintain::decode_u64;
 use super::state::GroupState;
 use crate::catalog::{ViewDef, ViewKind};
 use crate::keys::{Component, EntityKey, KeyReader, KeyWriter, MetaKey, ViewKey, ViewPart, prefix_successor};
-use crate::service::cursor::{Binding, open, seal};
-use crate::service::render::RawPage;
-use crate::service::ttl::expiry::{Expiry, now_ms};
+use crate::service::core::Handle;
+use crate::service::core::cursor::{Binding, open, seal};
+use crate::service::core::expiry::{Expiry, now_ms};
+use crate::service::core::render::RawPage;
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 use serde::Deserialize;
@@ -203,7 +204,7 @@ impl Db {
             let lo = match &query.cursor {
                 Some(c) => {
                     let id = String::from_utf8(open(binding(&def, "documents"), c)?)
-                        .map_err(|_| crate::service::cursor::invalid("it is not one this server handed out"))?;
+                        .map_err(|_| crate::service::core::cursor::invalid("it is not one this server handed out"))?;
                     Bound::Excluded(ViewKey::member(&table, &name, &id).encode())
                 }
                 None => Bound::Included(prefix.clone()),

@@ -4,11 +4,11 @@
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
 use crate::service::adjacency::EdgeEnds;
-use crate::service::fields::{FROM_FIELD, ID_FIELD, TO_FIELD, weight_of};
+use crate::service::core::expiry;
+use crate::service::core::fields::{FROM_FIELD, ID_FIELD, TO_FIELD, weight_of};
 use crate::service::indexes::entries::{self, PreparedEntries};
 use crate::service::schema;
 use crate::service::search::maintain::{self, PreparedText};
-use crate::service::ttl::expiry;
 use crate::service::vectors::PreparedVector;
 use crate::service::{Db, Result, ServiceError};
 use serde_json::{Map, Value};

@@ -29,7 +29,7 @@ impl Db {
                 // `vectors`): last, after everything that can refuse the write
                 vectors::finish(&mut w, &db, &t)?;
                 // the write's edge changes, for the in-memory adjacency once it commits
-                graph::memory::finish(&mut w, &db.graph);
+                graph::memory::finish(&mut w, &db.graph.memory);
                 Ok(out)
             })
             .await;
