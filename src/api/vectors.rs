@@ -38,5 +38,5 @@ async fn vector_search(
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<VectorSearchRequest>,
 ) -> Result<Json<VectorSearchResponse>, ApiError> {
-    Ok(Json(db.vector_search(table, req).await?))
+    Ok(Json(db.vectors.vector_search(table, req).await?))
 }

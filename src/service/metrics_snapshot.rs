@@ -116,7 +116,7 @@ impl Db {
                     IndexState::Ready => IndexBuild::Ready,
                     IndexState::Failed { .. } => IndexBuild::Failed,
                 },
-                memory: self.vectors.memory_bytes(&def.table, &def.name).map(|b| b as u64),
+                memory: self.vectors.graphs.memory_bytes(&def.table, &def.name).map(|b| b as u64),
             }));
         }
         MetricsSnapshot {

@@ -63,16 +63,12 @@ pub struct Db {
     imports_running: std::sync::atomic::AtomicU64,
     /// backups whose snapshot is held (see `backup`)
     backups_running: Arc<std::sync::atomic::AtomicU64>,
-    /// fulltext terms known to be in the committed dictionary (see `search::maintain`)
-    known_terms: search::maintain::KnownTerms,
-    /// the ids of numbered fulltext documents a search has named
-    doc_ids: search::ids::DocIds,
-    /// the posting blocks of the terms searched in the latest state
-    term_blocks: search::cache::TermBlocks,
+    /// the search model
+    pub search: Arc<search::Search>,
     /// the time-series model
     pub timeseries: Arc<timeseries::Timeseries>,
-    /// the cached graphs of the vector indexes (see `vectors`)
-    vectors: vectors::Graphs,
+    /// the vectors model
+    pub vectors: Arc<vectors::Vectors>,
     /// the graph model
     pub graph: Arc<graph::Graph>,
     /// the changefeed model
@@ -127,18 +123,17 @@ impl Db {
         let feed = Arc::new(changefeed::Feed::load(&store)?);
         let store_epoch = store.epoch();
         let core = Arc::new(Core::new(store, catalog, &options));
+        let search = Arc::new(search::Search::new(core.clone()));
         let db = Arc::new(Db {
             timeseries: Arc::new(timeseries::Timeseries::new(core.clone())),
             graph: Arc::new(graph::Graph::new(core.clone(), options.graph_memory_bytes)),
             changefeed: Arc::new(changefeed::Changefeed::new(core.clone(), feed, role)),
             history: Arc::new(history::History::new(core.clone())),
+            search: search.clone(),
+            vectors: Arc::new(vectors::Vectors::new(core.clone(), search)),
             core,
             imports_running: Default::default(),
             backups_running: Default::default(),
-            known_terms: Default::default(),
-            doc_ids: Default::default(),
-            term_blocks: Default::default(),
-            vectors: Default::default(),
             cluster: cluster::Cluster::new(role, (lead.leader, lead.epoch.max(store_epoch)), state),
             quota: Default::default(),
             #[cfg(test)]
@@ -163,7 +158,7 @@ impl Db {
                 search::upgrade::upgrade(tx, found, &catalog)
             })?;
         }
-        let took = db.open_vector_indexes()?;
+        let took = db.vectors.open_vector_indexes()?;
         tracing::info!(ms = took.as_millis() as u64, "vector indexes opened from their keys");
         for table in db.catalog.tables() {
             for index in db.catalog.indexes(&table.name) {

@@ -252,7 +252,7 @@ impl Db {
             Ok(())
         })
         .await?;
-        self.vectors.forget_table(&name);
+        self.vectors.graphs.forget_table(&name);
         self.purge_table(&name).await
     }
 

@@ -442,7 +442,7 @@ async fn a_fulltext_build_misses_no_document_rewritten_with_the_same_text() {
     drop(go);
     assert_eq!(built(&db, "t", "ft").await.state, IndexState::Ready);
     let req: SearchRequest = serde_json::from_value(json!({"query": "words"})).unwrap();
-    let found: Value = serde_json::from_slice(&db.search("t".into(), req).await.unwrap()).unwrap();
+    let found: Value = serde_json::from_slice(&db.search.search("t".into(), req).await.unwrap()).unwrap();
     assert_eq!(found["total"]["value"], 6, "{found}");
     let report = db.check().await.unwrap();
     assert!(report.ok, "{report:?}");
@@ -573,10 +573,10 @@ async fn a_vector_write_that_fails_to_commit_drops_the_cached_graph() {
     let doc = |x: f64| object(json!({"v": [x, 1.0]}));
     db.put_document("t".into(), "a".into(), doc(1.0), Preconditions::default()).await.unwrap();
     let view = || db.store.snapshot();
-    let before = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
+    let before = db.vectors.graphs.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
     db.store.inject_sync_failure();
     assert!(db.put_document("t".into(), "b".into(), doc(2.0), Preconditions::default()).await.is_err());
-    let after = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
+    let after = db.vectors.graphs.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
     assert!(!Arc::ptr_eq(&before, &after), "the changed graph is still cached");
     let def = db.catalog.index("t", "v").unwrap();
     let stored = vectors::load(&db.store.snapshot(), &def).unwrap();

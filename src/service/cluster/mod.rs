@@ -167,7 +167,7 @@ impl Db {
             return;
         }
         if lead.changed(Space::Vec) > applied {
-            self.vectors.forget_all();
+            self.vectors.graphs.forget_all();
         }
         if lead.changed(Space::Changefeed) > applied
             && let Err(e) = self.follow_changefeed()

@@ -54,7 +54,7 @@ async fn single_document_writes_fill_blocks() {
 
 async fn search(db: &Arc<Db>, query: &str) -> Value {
     let req: SearchRequest = serde_json::from_value(json!({"query": query, "limit": 20})).unwrap();
-    serde_json::from_slice(&db.search("t".into(), req).await.unwrap()).unwrap()
+    serde_json::from_slice(&db.search.search("t".into(), req).await.unwrap()).unwrap()
 }
 
 const QUERIES: [&str; 4] = ["graph", "data OR tree", "\"graph data\"", "gra*"];

@@ -18,7 +18,7 @@ async fn nearest(db: &Arc<Db>, q: &[f64]) -> Vec<String> {
         exact: false,
         oversampling: None,
     };
-    db.vector_search("t".into(), req).await.unwrap().hits.into_iter().map(|h| h.id).collect()
+    db.vectors.vector_search("t".into(), req).await.unwrap().hits.into_iter().map(|h| h.id).collect()
 }
 
 /// A directory of format 3 — vector nodes and links keyed by document id — answers the same
@@ -51,7 +51,7 @@ async fn a_format_3_index_is_read_then_rewritten_by_slot() {
         }
         // the same graph in format 3's keys
         let view = || db.store.committed();
-        let cached = db.vectors.get(&view, &db.catalog, "t", "emb").unwrap().unwrap();
+        let cached = db.vectors.graphs.get(&view, &db.catalog, "t", "emb").unwrap().unwrap();
         let mut old = Vec::new();
         {
             let g = cached.graph.read().unwrap();
@@ -119,7 +119,7 @@ async fn a_format_3_index_is_read_then_rewritten_by_slot() {
     for (q, w) in queries.iter().zip(&want) {
         assert_eq!(&nearest(&db, q).await, w, "after the upgrade");
     }
-    db.vectors.forget("t", "emb");
+    db.vectors.graphs.forget("t", "emb");
     for (q, w) in queries.iter().zip(&want) {
         assert_eq!(&nearest(&db, q).await, w, "reloaded from the new keys");
     }

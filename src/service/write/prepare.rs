@@ -50,7 +50,8 @@ impl Prepared {
 /// Plans the vector inserts of many documents of one table at once (on every core: see
 /// `vectors::bulk`).
 pub(crate) fn plan_vectors_of(db: &Db, table: &TableDef, docs: Vec<&mut Prepared>) {
-    let plans = db.plan_vectors(table, &docs.iter().map(|p| (p.id.as_str(), p.blob.as_slice())).collect::<Vec<_>>());
+    let plans =
+        db.vectors.plan_vectors(table, &docs.iter().map(|p| (p.id.as_str(), p.blob.as_slice())).collect::<Vec<_>>());
     for (p, planned) in docs.into_iter().zip(plans) {
         p.derived.vectors = planned;
     }
