@@ -266,7 +266,7 @@ async fn list_documents(
         super::stream::check_version(version)?;
         let slot = super::stream::slot(&state)?;
         let req = crate::service::QueryRequest { as_of: params.as_of, ..Default::default() };
-        let mut stream = db.query_stream(table, req).await?;
+        let mut stream = db.query.query_stream(table, req).await?;
         let guard = stream.abandon_guard();
         return Ok(super::stream::ndjson(&state, &db, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
@@ -282,7 +282,7 @@ async fn list_documents(
                 ..Default::default()
             };
             let _permit = state.admission.enter(super::admission::HeavyClass::History).await?;
-            match db.query(table, req).await? {
+            match db.query.query(table, req).await? {
                 crate::service::QueryResult::Page(page) => page,
                 crate::service::QueryResult::Explain(_) => {
                     return Err(crate::service::ServiceError::Internal("a listing was explained".into()).into());

@@ -357,9 +357,9 @@ async fn a_backfill_chunk_skips_documents_written_after_it_was_read() {
     let report = db.check().await.unwrap();
     assert!(report.ok, "{report:?}");
     for (n, want) in [(0, vec!["d0"]), (1, vec![]), (2, vec![]), (3, vec!["d3"]), (10, vec!["d1"]), (1000, vec![])] {
-        assert_eq!(ids(db.query("t".into(), by_n(n, false)).await.unwrap()), want, "n = {n}");
+        assert_eq!(ids(db.query.query("t".into(), by_n(n, false)).await.unwrap()), want, "n = {n}");
     }
-    let QueryResult::Explain(explain) = db.query("t".into(), by_n(10, true)).await.unwrap() else { panic!() };
+    let QueryResult::Explain(explain) = db.query.query("t".into(), by_n(10, true)).await.unwrap() else { panic!() };
     assert_eq!(explain.plan.strategy, "index_scan");
     // the old values are free again
     db.put_document("t".into(), "e1".into(), object(json!({"n": 1})), none()).await.unwrap();
@@ -419,7 +419,7 @@ async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
     assert_eq!(docs, 2);
     assert_ne!(thread.as_deref(), Some("mosaic-committer"));
     assert!(db.check().await.unwrap().ok);
-    assert_eq!(ids(db.query("t".into(), by_n(4, false)).await.unwrap()), vec!["d4"]);
+    assert_eq!(ids(db.query.query("t".into(), by_n(4, false)).await.unwrap()), vec!["d4"]);
 }
 
 /// A write that leaves a document's text as it is, while the fulltext build holds a chunk that

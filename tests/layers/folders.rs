@@ -60,6 +60,7 @@ pub const COMPOSITION: &[&str] = &[
     "service/metrics_snapshot.rs",
     "service/patch.rs",
     "service/purge.rs",
+    "service/query_tests.rs",
     "service/schema.rs",
     "service/tables.rs",
     "service/tests.rs",

@@ -168,6 +168,13 @@ pub(crate) trait Handle: Send + Sync + Sized + 'static {
     /// The shared core.
     fn core(&self) -> &Core;
 
+    /// Runs a point read (a few keys) on the calling thread: a memtable or block-cache hit takes
+    /// microseconds, less than the hand-off to the blocking pool. Scans and anything that may
+    /// read many keys use [`Handle::read`].
+    fn read_point<T>(&self, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
+        f(self)
+    }
+
     /// Runs a read on the blocking pool: fjall calls block.
     fn read<T: Send + 'static>(
         self: &Arc<Self>,
