@@ -39,6 +39,8 @@ const ASSETS: &[Asset] = &[
     asset!("app.js", JS),
     asset!("api.js", JS),
     asset!("dom.js", JS),
+    asset!("tables.js", JS),
+    asset!("document.js", JS),
 ];
 
 /// The policy of every console file: nothing but this origin's own files and API; no inline
