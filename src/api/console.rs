@@ -41,6 +41,8 @@ const ASSETS: &[Asset] = &[
     asset!("dom.js", JS),
     asset!("tables.js", JS),
     asset!("document.js", JS),
+    asset!("query.js", JS),
+    asset!("search.js", JS),
 ];
 
 /// The policy of every console file: nothing but this origin's own files and API; no inline
