@@ -43,6 +43,10 @@ const ASSETS: &[Asset] = &[
     asset!("document.js", JS),
     asset!("query.js", JS),
     asset!("search.js", JS),
+    asset!("graph.js", JS),
+    asset!("force.js", JS),
+    asset!("timeseries.js", JS),
+    asset!("chart.js", JS),
 ];
 
 /// The policy of every console file: nothing but this origin's own files and API; no inline
