@@ -47,6 +47,8 @@ const ASSETS: &[Asset] = &[
     asset!("force.js", JS),
     asset!("timeseries.js", JS),
     asset!("chart.js", JS),
+    asset!("changes.js", JS),
+    asset!("server.js", JS),
 ];
 
 /// The policy of every console file: nothing but this origin's own files and API; no inline
