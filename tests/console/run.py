@@ -4,7 +4,8 @@
 headless Chromium through chromedriver (Selenium) over every view: the key is typed into the
 dialog; a table is created; a document created, edited, and saved into a conflict (another
 client wrote it meanwhile) that the page reports; a query run and its plan shown; a search typed
-with highlights; a graph expanded and a shortest path drawn; a series charted; a change shown
+with highlights; similar documents found through a vector index, with its recall; a graph
+expanded and a shortest path drawn; a series charted; a change shown
 in the tail while another client writes; the server page; the theme switched; and a document
 holding `<script>` and `<img onerror>` shown as text. Any browser console error (beyond the
 failed requests a step expects, such as the first 401 and the conflict's 412) fails the run.
@@ -86,6 +87,11 @@ def seed(api):
     ]
     ok(api.call("POST", "/v1/tables/notes/documents", notes))
     ok(api.call("POST", "/v1/tables/notes/indexes", {"name": "ft", "kind": "fulltext", "fields": ["title", "body"]}))
+    ok(api.call("POST", "/v1/tables", {"name": "items"}))
+    ok(api.call("POST", "/v1/tables/items/indexes", {"name": "emb", "kind": "vector", "fields": ["embedding"],
+                                                      "options": {"dimension": 3, "metric": "cosine"}}))
+    ok(api.call("POST", "/v1/tables/items/documents",
+                [{"_id": f"i{i}", "embedding": [1.0, i / 10, (i % 3) / 5]} for i in range(12)]))
     now = int(time.time() * 1000)
     lines = []
     for i in range(120):
@@ -259,6 +265,15 @@ def steps(c, api, Keys):
     c.until("the history", lambda: "History (2" in c.text("#view"))
     c.until("the diff", lambda: "35" in c.text(".diff"))
     c.clean("history and diff")
+
+    # -- vectors: find similar through the table's vector index, and its recall
+    c.go("#/tables/items/i3")
+    c.until("the vector panel", lambda: "Similar by emb" in c.text("#similar"))
+    [b for b in d.find_elements("css selector", "#similar button") if b.text == "Find similar"][0].click()
+    c.until("the neighbours", lambda: "i3" in c.text("#similar ol"))
+    [b for b in d.find_elements("css selector", "#similar button") if b.text == "Recall check"][0].click()
+    c.until("the recall", lambda: re.search(r"recall@5: \d\.\d{3}", c.text("#similar")))
+    c.clean("similar documents and recall")
 
     # -- documents holding markup render as text
     c.go("#/tables/notes")
