@@ -71,7 +71,7 @@ fn open(durability: Durability) -> Result<(tempfile::TempDir, Store), BoxError> 
     };
     let mut cfg = StorageConfig::new(dir.path());
     cfg.durability = durability;
-    let store = Store::open(cfg)?;
+    let store = Store::open(cfg, &mosaicdb::service::changefeed::Events)?;
     Ok((dir, store))
 }
 

@@ -112,7 +112,7 @@ impl Db {
     /// Opens the data directory, loads the catalog, and resumes unfinished index builds, index
     /// and table drops in the background (call from within a tokio runtime).
     pub fn open(config: StorageConfig, options: DbOptions) -> Result<Arc<Db>> {
-        let store = Store::open(config)?;
+        let store = Store::open(config, &changefeed::Events)?;
         let role = store.role();
         let follower = role == crate::storage::Role::Follower;
         // a follower's in-memory state, loaded below, is at least as of the leader's state now

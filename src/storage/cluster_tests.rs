@@ -1,6 +1,7 @@
 //! Cluster mode on PostgreSQL (see `cluster.rs`): one leader, fenced by the epoch; followers
 //! read the leader's commits and write nothing. Skipped where `MOSAIC_TEST_POSTGRES` is not set.
 
+use super::events::TestEvents;
 use super::*;
 
 use super::contract_tests::test_postgres;
@@ -10,7 +11,7 @@ fn clustered(dir: &std::path::Path, url: &str, name: &str) -> Store {
     let mut cfg = StorageConfig::new(dir);
     cfg.backend = Backend::Postgres { url: url.to_owned() };
     cfg.advertise = Some(format!("http://{name}"));
-    Store::open(cfg).unwrap()
+    Store::open(cfg, &TestEvents).unwrap()
 }
 
 fn put(store: &Store, key: &[u8], value: &[u8]) -> Result<()> {

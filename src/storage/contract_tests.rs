@@ -2,6 +2,7 @@
 //! backend's opener — fjall in a temporary directory, and PostgreSQL in a fresh database of the
 //! cluster `MOSAIC_TEST_POSTGRES` names (skipped, and said, where it is not set).
 
+use super::events::TestEvents;
 use super::*;
 use std::ops::Bound;
 
@@ -14,7 +15,7 @@ fn postgres(test: &str) -> Option<(tempfile::TempDir, Store)> {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = StorageConfig::new(dir.path());
     cfg.backend = Backend::Postgres { url };
-    let store = Store::open(cfg).unwrap();
+    let store = Store::open(cfg, &TestEvents).unwrap();
     Some((dir, store))
 }
 
@@ -51,7 +52,7 @@ fn embedded() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = StorageConfig::new(dir.path());
     cfg.cache_bytes = 8 << 20;
-    let store = Store::open(cfg).unwrap();
+    let store = Store::open(cfg, &TestEvents).unwrap();
     (dir, store)
 }
 
@@ -345,8 +346,8 @@ fn postgres_one_store_at_a_time_on_a_database() {
         cfg.backend = Backend::Postgres { url: url.clone() };
         cfg
     };
-    let first = Store::open(config()).unwrap();
-    match Store::open(config()) {
+    let first = Store::open(config(), &TestEvents).unwrap();
+    match Store::open(config(), &TestEvents) {
         Err(StorageError::Engine(why)) => assert!(why.contains("another mosaicdb"), "{why}"),
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("a second store opened a database in use"),
@@ -354,7 +355,7 @@ fn postgres_one_store_at_a_time_on_a_database() {
     put_all(&first, vec![(Space::Entity, b"k".to_vec(), vec![1])]).unwrap();
     first.close().unwrap();
     drop(first);
-    let second = Store::open(config()).unwrap();
+    let second = Store::open(config(), &TestEvents).unwrap();
     assert_eq!(second.get(Space::Entity, b"k").unwrap().as_deref(), Some(&[1u8][..]));
     second.close().unwrap();
 }

@@ -6,7 +6,7 @@
 //! removed only after the last write is fsynced; a failed load removes what it wrote.
 
 use super::dirs::sync_dir;
-use super::{Durability, RESTORE_MARKER, Result, Space, StorageConfig, StorageError, Store};
+use super::{Durability, EventCodec, RESTORE_MARKER, Result, Space, StorageConfig, StorageError, Store};
 use std::path::{Path, PathBuf};
 
 /// A write holds at most this many bytes of keys and values…
@@ -31,11 +31,12 @@ impl BulkLoad {
     /// (acknowledged once they reach the OS) and fsynced once, by [`BulkLoad::finish`].
     ///
     /// PostgreSQL: every table must be empty; the marker is a flag of the store's row, and a
-    /// failed load empties the tables again.
-    pub fn create(mut config: StorageConfig) -> Result<BulkLoad> {
+    /// failed load empties the tables again. `events` is the store's event format (see
+    /// [`Store::open`]); the load itself appends none.
+    pub fn create(mut config: StorageConfig, events: &'static dyn EventCodec) -> Result<BulkLoad> {
         if config.backend != super::Backend::Embedded {
             config.durability = Durability::Buffered;
-            let store = Store::open_dir(config.clone())?;
+            let store = Store::open_dir(config.clone(), events)?;
             let marked = store.engine().postgres().map_or(Ok(()), |pg| pg.mark_restoring(true));
             if let Err(e) = marked {
                 let _ = store.close();
@@ -78,7 +79,7 @@ impl BulkLoad {
                 .and_then(|()| missing.iter().try_for_each(|dir| sync_dir(super::dirs::parent_of(dir))))
                 .map_err(io("cannot mark"))?;
             config.durability = Durability::Buffered;
-            Store::open_dir(config)
+            Store::open_dir(config, events)
         })();
         match started {
             Ok(store) => Ok(BulkLoad { store, path, created, batch: Vec::new(), batch_bytes: 0, loaded: 0 }),

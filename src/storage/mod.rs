@@ -17,6 +17,7 @@ mod embedded;
 mod engine;
 mod engine_log;
 mod error;
+mod events;
 mod health;
 mod limits;
 mod load;
@@ -40,6 +41,7 @@ pub use cluster::{Leadership, Role};
 pub use config::{Backend, Durability, StorageConfig, database_dir};
 pub use destroy::{destroy, stored_databases};
 pub use error::{Result, StorageError};
+pub use events::EventCodec;
 pub use health::Health;
 pub use limits::{Limit, Limits, TooLarge};
 pub use load::BulkLoad;
@@ -55,6 +57,8 @@ pub use write::WriteTx;
 mod cluster_tests;
 #[cfg(test)]
 mod contract_tests;
+#[cfg(test)]
+mod events_tests;
 #[cfg(test)]
 mod recover_tests;
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! that runs only it (`--exact`): the other tests of the binary run in threads of the parent.
 #![cfg(target_os = "linux")]
 
+use super::events::TestEvents;
 use super::*;
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use std::collections::BTreeMap;
@@ -87,7 +88,7 @@ fn run(durability: Durability) {
     config.cache_bytes = 4 << 20;
     config.row_cache_bytes = 0;
     config.memtable_bytes = 256 << 10;
-    let store = Store::open(config.clone()).unwrap();
+    let store = Store::open(config.clone(), &TestEvents).unwrap();
     // every write's fate: true = acknowledged
     let mut fate = BTreeMap::new();
     let mut i = 0;
@@ -165,7 +166,7 @@ fn run(durability: Durability) {
     // and after a restart, from the disk
     store.close().unwrap();
     drop(store);
-    let store = Store::open(config).unwrap();
+    let store = Store::open(config, &TestEvents).unwrap();
     check(&store);
     store.close().unwrap();
 }

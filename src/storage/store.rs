@@ -4,6 +4,7 @@
 use super::config::{Durability, StorageConfig};
 use super::engine::Engine;
 use super::error::{Result, StorageError};
+use super::events::EventCodec;
 use super::health::{self, Health};
 use super::limits::Limits;
 use super::range::KeyRange;
@@ -14,7 +15,6 @@ use super::stats::{self, StoreStats};
 use super::sync::{self, Completion, Views};
 use super::write::{Committer, Job, WriteTx};
 use super::{dirs, rows};
-use crate::keys::ChangeKey;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -75,13 +75,14 @@ const MAX_GROUPS_UNSYNCED: usize = 64;
 const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Store {
-    /// Opens (or creates) the data directory and starts the committer. A directory that an
-    /// unfinished restore left (it holds [`RESTORE_MARKER`]) is refused.
-    pub fn open(config: StorageConfig) -> Result<Store> {
+    /// Opens (or creates) the data directory and starts the committer, which stores the events
+    /// writes append as `events` says. A directory that an unfinished restore left (it holds
+    /// [`RESTORE_MARKER`]) is refused.
+    pub fn open(config: StorageConfig, events: &'static dyn EventCodec) -> Result<Store> {
         if config.path.join(RESTORE_MARKER).exists() {
             return Err(StorageError::UnfinishedRestore(config.path));
         }
-        let store = Store::open_dir(config)?;
+        let store = Store::open_dir(config, events)?;
         if let Some(pg) = store.engine().postgres()
             && pg.restoring()?
         {
@@ -99,7 +100,7 @@ impl Store {
     }
 
     /// [`Store::open`] without the restore marker check (the bulk load's own open).
-    pub(super) fn open_dir(config: StorageConfig) -> Result<Store> {
+    pub(super) fn open_dir(config: StorageConfig, events: &'static dyn EventCodec) -> Result<Store> {
         let embedded = config.backend == super::Backend::Embedded;
         let created = if embedded { dirs::missing(&config.path) } else { Vec::new() };
         let engine = Engine::open(&config)?;
@@ -113,7 +114,7 @@ impl Store {
         let all = KeyRange::Between(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded);
         let next_seq = match engine.writer_view().scan(Space::Changefeed, all).next_back().transpose()? {
             Some((key, _)) => {
-                ChangeKey::decode(&key).map_err(|e| StorageError::Engine(format!("bad changefeed key: {e}")))?.seq + 1
+                events.seq(&key).map_err(|e| StorageError::Engine(format!("bad changefeed key: {e}")))? + 1
             }
             None => 1,
         };
@@ -193,6 +194,7 @@ impl Store {
             max_group: config.max_group.max(1),
             limits: engine.limits(),
             next_seq,
+            events,
             present: Default::default(),
             values: Default::default(),
             counters: counters.clone(),

@@ -1,5 +1,5 @@
+use super::events::TestEvents;
 use super::*;
-use crate::keys::ChangeKey;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -7,7 +7,7 @@ fn open(dir: &std::path::Path, durability: Durability) -> Store {
     let mut cfg = StorageConfig::new(dir);
     cfg.durability = durability;
     cfg.cache_bytes = 8 << 20;
-    Store::open(cfg).unwrap()
+    Store::open(cfg, &TestEvents).unwrap()
 }
 
 fn put(store: &Store, space: Space, key: &[u8], value: &[u8]) {
@@ -66,7 +66,7 @@ fn sequence_numbers_are_gap_free_in_commit_order() {
     let take = |fail: bool| {
         store.write_blocking(move |tx| {
             let seq = tx.next_seq();
-            tx.put(Space::Changefeed, ChangeKey::new(seq).encode(), vec![]);
+            tx.put(Space::Changefeed, TestEvents.key(seq), vec![]);
             if fail { Err(StorageError::Closed) } else { Ok(seq) }
         })
     };
@@ -80,7 +80,7 @@ fn sequence_numbers_are_gap_free_in_commit_order() {
     let seq = store
         .write_blocking(|tx| {
             let s = tx.next_seq();
-            tx.put(Space::Changefeed, ChangeKey::new(s).encode(), vec![]);
+            tx.put(Space::Changefeed, TestEvents.key(s), vec![]);
             Ok::<_, StorageError>(s)
         })
         .unwrap();
@@ -245,7 +245,7 @@ fn sealed_journals_are_followed() {
     let mut cfg = StorageConfig::new(dir.path());
     cfg.cache_bytes = 8 << 20;
     cfg.memtable_bytes = 1 << 20;
-    let store = Store::open(cfg).unwrap();
+    let store = Store::open(cfg, &TestEvents).unwrap();
     let first = super::sync::newest(dir.path()).unwrap();
     // values that do not compress (the journal compresses large ones)
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -615,7 +615,7 @@ fn the_document_cache_never_serves_a_version_older_than_acknowledged() {
         cfg.cache_bytes = 8 << 20;
         // about two entries per shard, for 512 keys over 64 shards
         cfg.row_cache_bytes = 64 * 200;
-        let store = Arc::new(Store::open(cfg).unwrap());
+        let store = Arc::new(Store::open(cfg, &TestEvents).unwrap());
         const KEYS: u64 = 512;
         let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
         let done = Arc::new(AtomicBool::new(false));
@@ -682,7 +682,7 @@ fn in_sync_mode_no_read_sees_a_write_before_its_fsync() {
     for cache in [0, 1 << 20] {
         let mut cfg = StorageConfig::new(dir.path().join(format!("cache{cache}")));
         cfg.row_cache_bytes = cache;
-        let store = Store::open(cfg).unwrap();
+        let store = Store::open(cfg, &TestEvents).unwrap();
         put(&store, Space::Entity, b"doc", b"old");
         // read once, so the document cache (when on) holds the old version
         assert_eq!(store.get(Space::Entity, b"doc").unwrap().as_deref(), Some(&b"old"[..]));
@@ -740,7 +740,7 @@ fn a_nearly_full_disk_refuses_writes_before_they_run_and_reads_go_on() {
     drop(store);
     let mut cfg = StorageConfig::new(&path);
     cfg.min_free_bytes = u64::MAX;
-    let store = Store::open(cfg).unwrap();
+    let store = Store::open(cfg, &TestEvents).unwrap();
     let ran = Arc::new(AtomicBool::new(false));
     let r = store.write_blocking({
         let ran = ran.clone();

@@ -13,7 +13,7 @@ use super::engine::{Engine, View};
 use super::limits::{Limit, Limits, TooLarge};
 use super::staged::Staged;
 use super::sync::{Completion, Ticket};
-use super::{KeyRange, Result, Slice, Space, StorageError};
+use super::{EventCodec, KeyRange, Result, Slice, Space, StorageError};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,10 +101,9 @@ impl<'c> WriteTx<'c> {
 
     /// Appends a change event to the write: `body` is the members of a JSON object (no braces).
     /// When the write function returns, the committer numbers the write's events with the next
-    /// sequence numbers (after any [`WriteTx::next_seq`] the write took) and stages each under
-    /// `changefeed:{seq}` as the object `{"seq":…,` body `,"txn":…,"count":…}` (see
-    /// [`crate::keys::changefeed::event_value`]), in the same atomic batch as the change; a
-    /// failing [`WriteTx::attempt`] drops the events it appended.
+    /// sequence numbers (after any [`WriteTx::next_seq`] the write took) and stages each in
+    /// [`Space::Changefeed`], as the store's [`EventCodec`] makes its key and value, in the same
+    /// atomic batch as the change; a failing [`WriteTx::attempt`] drops the events it appended.
     pub fn append_event(&mut self, body: Vec<u8>) {
         self.events.push(body);
     }
@@ -343,8 +342,8 @@ impl<'c> WriteTx<'c> {
         self.fresh.reserve(events.len());
         for (i, body) in events.into_iter().enumerate() {
             let seq = txn + i as u64;
-            let key = crate::keys::ChangeKey::new(seq).encode();
-            self.put_new(Space::Changefeed, key, crate::keys::changefeed::event_value(seq, txn, count, &body));
+            let codec = self.committer.events;
+            self.put_new(Space::Changefeed, codec.key(seq), codec.value(seq, txn, count, &body));
         }
     }
 
@@ -387,6 +386,8 @@ pub(super) struct Committer {
     /// what the backend takes (checked as keys are staged)
     pub(super) limits: Limits,
     pub(super) next_seq: u64,
+    /// the key and value bytes of the events it numbers
+    pub(super) events: &'static dyn EventCodec,
     /// Whether keys [`WriteTx::contains`] looked up exist, as committed: only this thread writes,
     /// and each commit updates the keys it changes here, so the answers stay exact across writes
     /// (an edge naming a hub vertex reads it once, not once per edge). Cleared past

@@ -8,7 +8,7 @@ use std::io::Write;
 /// Prints the keys of the store at `data_dir` whose display form starts with `prefix` (all keys
 /// when it is empty), one per line: `display-key  value`.
 pub fn inspect(storage: StorageConfig, prefix: &str, out: &mut impl Write) -> Result<u64, CatalogError> {
-    let store = Store::open(storage)?;
+    let store = Store::open(storage, &crate::service::changefeed::Events)?;
     let catalog = Catalog::load(&store)?;
     let view = store.snapshot();
     let family = prefix.split(':').next().unwrap_or_default();

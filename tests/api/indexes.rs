@@ -126,7 +126,7 @@ async fn backfill_builds_indexes_over_existing_documents() {
 fn stored_index_def(dir: &std::path::Path, table: &str, name: &str) -> Value {
     use mosaicdb::keys::MetaKey;
     use mosaicdb::storage::{Space, Store};
-    let store = Store::open(crate::common::storage_config(dir)).unwrap();
+    let store = Store::open(crate::common::storage_config(dir), &mosaicdb::service::changefeed::Events).unwrap();
     let raw = store.get(Space::Meta, &MetaKey::Index(table.into(), name.into()).encode()).unwrap();
     let def = serde_json::from_slice(&raw.expect("the index definition is on disk")).unwrap();
     store.close().unwrap();

@@ -16,7 +16,7 @@ fn open(dir: &str, durability: Durability) -> Store {
     let mut cfg = StorageConfig::new(dir);
     cfg.durability = durability;
     cfg.cache_bytes = 8 << 20;
-    Store::open(cfg).unwrap()
+    Store::open(cfg, &mosaicdb::service::changefeed::Events).unwrap()
 }
 
 /// The child: 4 concurrent writers, each acknowledging its keys on stdout as soon as the write

@@ -159,7 +159,7 @@ pub async fn restore(source: impl Read + Send + 'static, config: StorageConfig) 
 }
 
 fn load(source: impl Read, config: StorageConfig) -> Result<(Header, Summary), BackupError> {
-    let mut loader = BulkLoad::create(config)?;
+    let mut loader = BulkLoad::create(config, &crate::service::changefeed::Events)?;
     let mut header = None;
     let read = archive::read_archive(
         source,

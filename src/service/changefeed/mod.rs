@@ -13,10 +13,12 @@
 //! watermark's notification (or the shutdown's), not a polling loop.
 
 pub(crate) mod append;
+mod events;
 mod feed;
 mod retention;
 
 pub(crate) use append::{Op, stage};
+pub use events::Events;
 pub(crate) use feed::Feed;
 pub use retention::Retention;
 
