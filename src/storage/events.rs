@@ -20,7 +20,7 @@ pub trait EventCodec: Send + Sync {
 /// The codec of the store's own tests: the number as 8 big-endian bytes, the value the three
 /// numbers then the body (`7 6 2 body`).
 #[cfg(test)]
-pub(super) struct TestEvents;
+pub(crate) struct TestEvents;
 
 #[cfg(test)]
 impl EventCodec for TestEvents {

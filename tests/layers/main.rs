@@ -116,7 +116,6 @@ const ALLOWED_EDGES: &[(&str, &str)] = &[
     ("service/views", "service/purge.rs"),
     ("service/views", "service/query"),
     ("service/views", "service/write"),
-    ("storage", "keys"),
 ];
 
 /// Circles between units, left from before the layers were drawn, each sorted; only shrinks.

@@ -227,7 +227,7 @@ async fn a_format_1_directory_opens_reads_and_is_merged() {
     {
         // as it is on disk: the server's open upgrades it in the background (a read after the
         // open may already see the new stamp)
-        let store = crate::storage::Store::open(config(), &crate::service::changefeed::Events).unwrap();
+        let store = crate::storage::Store::open(config(), &crate::storage::TestEvents).unwrap();
         assert_eq!(data_format::read(&store).unwrap(), 1);
         store.close().unwrap();
     }
