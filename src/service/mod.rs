@@ -40,6 +40,7 @@ pub use self::core::{Core, Result, ServiceError};
 pub use crate::storage::Health;
 pub use batch::{BatchOp, BatchOutcome, OpKind};
 pub use check::CheckReport;
+pub use documents::SweepOutcome;
 pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome, RawPage};
 pub use import::{DEFAULT_MIN_IMPORT_BYTES, ImportFormat, ImportLimits, ImportReport};
 pub use indexes::CreateIndex;
@@ -48,7 +49,6 @@ pub use metrics_snapshot::{IndexBuild, IndexFigures, MetricsSnapshot};
 pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult, QueryStream};
 pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 pub use tables::{AlterTable, CreateTable, TableInfo, check_table_name};
-pub use ttl::SweepOutcome;
 pub use vectors::{VectorSearchRequest, VectorSearchResponse};
 pub use views::{CreateView, ViewInfo, ViewList};
 
@@ -75,6 +75,8 @@ pub struct Db {
     pub query: Arc<query::Query>,
     /// the views model (reads; the lifecycle is the database's)
     pub views: Arc<views::Views>,
+    /// the TTL model (the expiry entries)
+    pub ttl: Arc<ttl::Ttl>,
     /// the graph model
     pub graph: Arc<graph::Graph>,
     /// the changefeed model
@@ -139,6 +141,7 @@ impl Db {
             vectors: Arc::new(vectors::Vectors::new(core.clone(), search)),
             query: Arc::new(query::Query::new(core.clone())),
             views: Arc::new(views::Views::new(core.clone())),
+            ttl: Arc::new(ttl::Ttl::new(core.clone())),
             core,
             imports_running: Default::default(),
             backups_running: Default::default(),

@@ -23,10 +23,12 @@ use utoipa::ToSchema;
 
 mod conditions;
 mod restore;
+mod ttl_sweep;
 
 pub use crate::service::core::render::{Document, etag};
 pub use crate::service::core::render::{DocumentPage, RawPage};
 pub use conditions::{EtagMatch, Preconditions};
+pub use ttl_sweep::SweepOutcome;
 pub use write::{check_id, take_id};
 
 /// Most documents one list call returns.

@@ -296,7 +296,7 @@ impl Db {
         // other kinds this is one scan of the table's expiry entries (none, or all still right).
         self.spawn_job(async move {
             let repaired = match db.catalog.table(&rt) {
-                Some(_) if db.catalog.index_dropping(&rt, &rn) == Some(created_at) => db.repair_ttl(&rt).await,
+                Some(_) if db.catalog.index_dropping(&rt, &rn) == Some(created_at) => db.ttl.repair_ttl(&rt).await,
                 _ => Ok(()),
             };
             let r = match repaired {

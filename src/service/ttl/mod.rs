@@ -2,18 +2,17 @@
 //! plus `expire_after`). A document that expires has exactly one `ttlidx:{table}:{expire_at}:{id}`
 //! entry, at the earliest of those times, staged in the same write as the document by
 //! [`stage`] (the TTL step of the write pipeline, `write::derived`, so every write path keeps it). Reads hide a document
-//! from the moment it expires ([`expiry`]); the sweep ([`sweep`]) deletes it later, through the
+//! from the moment it expires ([`expiry`]); the sweep (`documents/ttl_sweep.rs`) deletes it later, through the
 //! ordinary delete path, so its index, fulltext and graph entries go with it.
 //!
 //! Why the old entry is found without a lookup: it is at the expiry the stored document had. Only
 //! while a TTL index is building may that differ from what the current definitions compute (the
 //! build has not reached the document), so then every candidate time is removed; a dropped TTL
-//! index's entries are moved by [`Db::repair_ttl`] before the drop finishes.
+//! index's entries are moved by [`Ttl::repair_ttl`] before the drop finishes.
 
-pub mod sweep;
-
+use super::core::{Core, Handle};
 use super::write::{Change, Write};
-use super::{Db, Result, ServiceError};
+use super::{Result, ServiceError};
 use crate::catalog::Catalog;
 use crate::keys::{EntityKey, TtlKey, prefix_successor, table_prefix};
 use crate::service::core::expiry::Expiry;
@@ -21,7 +20,25 @@ use crate::storage::{KeyRange, Space, WriteTx};
 use std::ops::Bound;
 use std::sync::Arc;
 
-pub use sweep::SweepOutcome;
+/// The TTL model: the expiry entries (`ttlidx:`), staged by every write and repaired when a TTL
+/// index goes, over the shared [`Core`]. Hiding expired documents is every read's (`core::expiry`);
+/// deleting them is the sweep's (`documents/ttl_sweep.rs`).
+pub struct Ttl {
+    core: Arc<Core>,
+}
+
+impl Handle for Ttl {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Ttl {
+    /// The model over `core`.
+    pub(crate) fn new(core: Arc<Core>) -> Ttl {
+        Ttl { core }
+    }
+}
 
 /// Expiry entries one repair or sweep write handles.
 pub const TTL_CHUNK: usize = 256;
@@ -92,7 +109,7 @@ pub(crate) enum EntryState {
     Fixed,
 }
 
-impl Db {
+impl Ttl {
     /// Checks every expiry entry of `table` against its document and moves the wrong ones, a
     /// chunk per write: run when a TTL index is dropped, since documents whose expiry came from
     /// it now expire later or not at all. Runs before the drop's mark goes, so a drop resumed
@@ -101,14 +118,14 @@ impl Db {
     pub(crate) async fn repair_ttl(self: &Arc<Self>, table: &str) -> Result<()> {
         let mut after: Option<Vec<u8>> = None;
         loop {
-            if self.closing() {
+            if self.core.closing() {
                 return Ok(());
             }
             let (t, from) = (table.to_owned(), after.take());
             let last = self
-                .write(move |tx, db| {
+                .commit(move |tx, ttl| {
                     // dropped meanwhile: its purge removes the entries
-                    if db.catalog.table(&t).is_none() {
+                    if ttl.core.catalog.table(&t).is_none() {
                         return Ok(None);
                     }
                     let prefix = table_prefix(&t);
@@ -120,7 +137,7 @@ impl Db {
                         .map(|r| r.map(|(k, _)| k.to_vec()))
                         .collect::<Result<Vec<_>, _>>()?;
                     for key in &keys {
-                        settle_entry(tx, &db.catalog, &t, key)?;
+                        settle_entry(tx, &ttl.core.catalog, &t, key)?;
                     }
                     Ok((keys.len() == TTL_CHUNK).then(|| keys.last().cloned()).flatten())
                 })

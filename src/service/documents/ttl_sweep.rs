@@ -7,11 +7,11 @@
 //! deleted since), so a sweep never deletes a refreshed document and other writes wait for one
 //! short batch at most.
 
-use super::{EntryState, TTL_CHUNK, settle_entry};
+use super::delete_stored;
 use crate::catalog::TableDef;
 use crate::keys::{EntityKey, TtlKey, table_prefix};
 use crate::service::core::Handle;
-use crate::service::documents::delete_stored;
+use crate::service::ttl::{EntryState, TTL_CHUNK, settle_entry};
 use crate::service::write::Write;
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, Space};
