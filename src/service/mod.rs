@@ -14,6 +14,7 @@ pub(crate) mod documents;
 pub mod graph;
 pub mod history;
 mod import;
+mod index_lifecycle;
 pub mod indexes;
 mod info;
 mod metrics_snapshot;
@@ -30,6 +31,7 @@ mod tests;
 pub mod timeseries;
 pub mod ttl;
 pub mod vectors;
+mod view_lifecycle;
 pub mod views;
 pub mod write;
 

@@ -56,6 +56,7 @@ pub const COMPOSITION: &[&str] = &[
     "service/databases",
     "service/documents",
     "service/import",
+    "service/index_lifecycle.rs",
     "service/info.rs",
     "service/metrics_snapshot.rs",
     "service/patch.rs",
@@ -64,6 +65,7 @@ pub const COMPOSITION: &[&str] = &[
     "service/schema.rs",
     "service/tables.rs",
     "service/tests.rs",
+    "service/view_lifecycle",
     "service/write",
 ];
 

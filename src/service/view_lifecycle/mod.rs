@@ -1,8 +1,10 @@
 //! A view's lifecycle: created (built in the background on a non-empty table), dropped with a
 //! durable mark and a purge, resumed at open.
 
-use super::{CreateView, def};
+mod build;
+
 use crate::catalog::{ViewDef, ViewState};
+use crate::service::views::{CreateView, def};
 use crate::service::{Db, Result, ServiceError};
 use std::sync::Arc;
 

@@ -9,13 +9,13 @@
 //! committer, the chunk's range of ids is read again as committed, and a document written since
 //! the snapshot (changed, added or deleted) is taken as it is now.
 
-use super::def::compiled;
-use super::maintain::{Delta, change};
 use crate::catalog::{ViewDef, ViewState};
 use crate::keys::{EntityKey, ViewKey, prefix_successor};
 use crate::service::build_lifecycle::Chunk;
 use crate::service::core::Handle;
 use crate::service::purge::Purge;
+use crate::service::views::def::compiled;
+use crate::service::views::maintain::{Delta, change};
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use std::collections::HashMap;
