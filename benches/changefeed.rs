@@ -97,7 +97,7 @@ async fn run() -> Result<(), BoxError> {
     let (mut since, mut events) = (0u64, 0usize);
     loop {
         let req = ChangesRequest { since, limit: 10_000, tables: None, wait: Duration::ZERO };
-        let page = db.changes(req).await?;
+        let page = db.changefeed.changes(req).await?;
         if page.events.is_empty() {
             break;
         }

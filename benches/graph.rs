@@ -140,7 +140,7 @@ fn reopen(rt: &tokio::runtime::Runtime, l: &Loaded, memory: bool) -> Arc<Db> {
             Err(e) => panic!("open: {e}"),
         }
     };
-    let m = db.graph_memory();
+    let m = db.graph.memory_stats();
     eprintln!(
         "open with the adjacency {}: {:.2} s (its load {:.2} s); {} edges, {} vertex numbers, {:.1} MB, {:.1} bytes/edge",
         if memory { "in memory" } else { "off" },
@@ -187,10 +187,10 @@ fn cases(c: &mut Criterion, rt: &tokio::runtime::Runtime, l: &Loaded, db: &Arc<D
             cursor: None,
         };
         g.bench_function(BenchmarkId::new("neighbors_page_100", name), |b| {
-            b.iter(|| rt.block_on(db.neighbors(req())).expect("neighbors"))
+            b.iter(|| rt.block_on(db.graph.neighbors(req())).expect("neighbors"))
         });
         for (depth, direction) in [(1, "any"), (3, "any"), (3, "out")] {
-            let got = rt.block_on(db.traverse(traverse(v, depth, direction))).expect("traverse");
+            let got = rt.block_on(db.graph.traverse(traverse(v, depth, direction))).expect("traverse");
             let mut per_depth = [0usize; 4];
             for v in &got.vertices {
                 per_depth[v.depth.min(3)] += 1;
@@ -201,7 +201,7 @@ fn cases(c: &mut Criterion, rt: &tokio::runtime::Runtime, l: &Loaded, db: &Arc<D
                 &per_depth[1..]
             );
             g.bench_function(BenchmarkId::new(format!("traverse_{depth}_hop_{direction}"), name), |b| {
-                b.iter(|| rt.block_on(db.traverse(traverse(v, depth, direction))).expect("traverse"))
+                b.iter(|| rt.block_on(db.graph.traverse(traverse(v, depth, direction))).expect("traverse"))
             });
         }
     }
@@ -224,7 +224,7 @@ fn cases(c: &mut Criterion, rt: &tokio::runtime::Runtime, l: &Loaded, db: &Arc<D
                     json!({"from": from, "to": to, "direction": "any", "weight": weight, "max_visited": 10_000_000}),
                 )
                 .expect("request");
-                match rt.block_on(db.shortest_path(req)) {
+                match rt.block_on(db.graph.shortest_path(req)) {
                     Ok(_) => found += 1,
                     Err(ServiceError::NoPath { .. }) => {}
                     Err(e) => panic!("{e}"),

@@ -74,7 +74,7 @@ async fn run() -> Result<(), BoxError> {
         db.create_index("sessions".into(), req).await?;
     }
     // expired a minute ago, each at its own millisecond
-    let now = mosaicdb::service::ttl::now_ms();
+    let now = mosaicdb::service::core::clock::now_ms();
     for chunk in (0..docs).collect::<Vec<_>>().chunks(10_000) {
         let batch: Vec<Value> = chunk
             .iter()
@@ -98,7 +98,7 @@ async fn run() -> Result<(), BoxError> {
     let started = Instant::now();
     let mut removed = 0;
     loop {
-        let outcome = db.sweep_expired(mosaicdb::service::ttl::now_ms(), 10_000).await?;
+        let outcome = db.sweep_expired(mosaicdb::service::core::clock::now_ms(), 10_000).await?;
         removed += outcome.removed;
         if !outcome.more {
             break;

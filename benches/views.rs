@@ -130,7 +130,7 @@ async fn reads() -> Result<(), BoxError> {
         let (mut groups, mut cursor) = (0, None);
         loop {
             let q = GroupQuery { limit: Some(1000), cursor: cursor.take(), key: None };
-            let page = db.get_view("g".into(), "v".into(), q).await?;
+            let page = db.views.get_view("g".into(), "v".into(), q).await?;
             groups += page.groups.map_or(0, |g| g.len());
             match page.cursor {
                 Some(c) => cursor = Some(c),
@@ -147,7 +147,7 @@ async fn reads() -> Result<(), BoxError> {
         let (mut members, mut cursor) = (0, None);
         loop {
             let q = PageQuery { limit: Some(1000), cursor: cursor.take(), fields: None };
-            let page = db.view_documents("f".into(), "v".into(), q).await?;
+            let page = db.views.view_documents("f".into(), "v".into(), q).await?;
             members += page.documents.len();
             match page.cursor {
                 Some(c) => cursor = Some(c),

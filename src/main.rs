@@ -209,7 +209,7 @@ struct ServeArgs {
     max_heavy_reads: usize,
     /// most memory one heavy read (PromQL, InfluxQL) may hold while it works, in MiB; beyond, 422
     /// `query_too_large` (0: no budget)
-    #[arg(long, env = "MOSAIC_MAX_QUERY_MEMORY_MB", default_value_t = mosaicdb::service::mem_budget::DEFAULT_MAX_QUERY_BYTES >> 20)]
+    #[arg(long, env = "MOSAIC_MAX_QUERY_MEMORY_MB", default_value_t = mosaicdb::service::core::mem_budget::DEFAULT_MAX_QUERY_BYTES >> 20)]
     max_query_memory_mb: usize,
     /// a query with `allow_scan: false` refuses a full scan of a table with more documents than this
     #[arg(long, env = "MOSAIC_SCAN_THRESHOLD", default_value_t = 1000)]
@@ -357,7 +357,7 @@ impl ServeArgs {
 
 /// A task interval: a duration such as `90s` or `5m`, at least one second.
 fn interval(text: &str) -> Result<Duration, String> {
-    let ms = mosaicdb::service::duration::parse_duration_ms(text)
+    let ms = mosaicdb::service::core::duration::parse_duration_ms(text)
         .ok_or_else(|| format!("{text:?} is not a duration such as 30s, 5m or 1h"))?;
     let d = Duration::from_millis(u64::try_from(ms).map_err(|_| "out of range".to_owned())?);
     if d < mosaicdb::background::MIN_INTERVAL {
@@ -533,7 +533,7 @@ fn backup_all(url: &str, key: Option<&str>, timeout: Duration, dir: &std::path::
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
-    match runtime.block_on(mosaicdb::tools::all::backup_all(url, key, timeout, dir)) {
+    match runtime.block_on(mosaicdb::tools::backup_all::backup_all(url, key, timeout, dir)) {
         Ok(archived) => {
             for a in &archived {
                 eprintln!("mosaicdb: backup of {:?} in {}, sha256 {}", a.name, dir.join(&a.file).display(), a.sha256);
@@ -549,7 +549,7 @@ fn restore_all(dir: &std::path::Path, storage: StorageConfig) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
-    match runtime.block_on(mosaicdb::tools::all::restore_all(dir, storage)) {
+    match runtime.block_on(mosaicdb::tools::backup_all::restore_all(dir, storage)) {
         Ok(restored) => {
             let reports: serde_json::Map<_, _> = restored
                 .iter()

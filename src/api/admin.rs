@@ -1,8 +1,8 @@
 //! `/v1/admin`: consistency check, background tasks.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
+use crate::api::db_path::Database;
 use crate::service::{CheckReport, TaskList};
 use axum::Json;
 use utoipa_axum::{router::OpenApiRouter, routes};

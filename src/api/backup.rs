@@ -1,8 +1,8 @@
 //! `POST /v1/admin/backup`: the online backup, streamed. Kept apart from the timed routes: a
 //! backup takes as long as the data takes to send.
 
-use super::database::Database;
 use super::{AppState, ClientGone};
+use crate::api::db_path::Database;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};

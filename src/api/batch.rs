@@ -1,10 +1,10 @@
 //! `POST /v1/batch`: several writes, all or nothing.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::ApiJson;
 use super::spec::BatchBody;
+use crate::api::db_path::Database;
 use crate::service::{BatchOp, BatchOutcome};
 use axum::Json;
 use serde::Deserialize;

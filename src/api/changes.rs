@@ -4,9 +4,9 @@
 //! when the server stops.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::ApiQuery;
+use crate::api::db_path::Database;
 use crate::service::changefeed::{
     ChangePage, ChangePageDoc, ChangeStats, ChangesRequest, DEFAULT_LIMIT, MAX_LIMIT, MAX_WAIT_MS,
 };
@@ -109,7 +109,7 @@ async fn changes(Database(db): Database, ApiQuery(q): ApiQuery<ChangesQuery>) ->
         tables: tables(q.table)?,
         wait: Duration::from_millis(wait_ms),
     };
-    let page = db.changes(req).await?;
+    let page = db.changefeed.changes(req).await?;
     Ok(super::json_text(page.to_json()))
 }
 
@@ -142,7 +142,7 @@ async fn stream_changes(
     };
     let tables = tables(q.table)?;
     // refused before the stream starts, as a problem
-    let since = db.check_since(since)?;
+    let since = db.changefeed.check_since(since)?;
     let events = follow(db.clone(), since, tables);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response())
 }
@@ -157,11 +157,11 @@ fn follow(
         let (db, tables) = (db.clone(), tables.clone());
         async move {
             let since = state?;
-            if db.change_waits_stopped() {
+            if db.changefeed.change_waits_stopped() {
                 return None;
             }
             let req = ChangesRequest { since, limit: STREAM_PAGE, tables, wait: STREAM_WAIT };
-            match db.changes(req).await {
+            match db.changefeed.changes(req).await {
                 Ok(page) => {
                     let next = page.next;
                     Some((events_of(page), Some(next)))
@@ -199,7 +199,7 @@ fn seq_of(event: &[u8]) -> u64 {
     responses((status = 200, description = "the feed's figures", body = ChangeStats,
         example = json!({"first_seq": 1, "last_seq": 42, "events": 42, "bytes": 8192}))))]
 async fn change_stats(Database(db): Database) -> Result<Json<ChangeStats>, ApiError> {
-    Ok(Json(db.change_stats().await?))
+    Ok(Json(db.changefeed.change_stats().await?))
 }
 
 #[cfg(test)]

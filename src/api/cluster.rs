@@ -26,7 +26,7 @@ fn goes_to_leader(req: &Request) -> bool {
         Method::POST => !req
             .extensions()
             .get::<axum::extract::MatchedPath>()
-            .is_some_and(|route| super::database::READ_ONLY_POSTS.contains(&route.as_str())),
+            .is_some_and(|route| crate::api::db_path::READ_ONLY_POSTS.contains(&route.as_str())),
         _ => false,
     }
 }
@@ -75,12 +75,12 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
     // only `default`, and a database's own state would tell a caller it may not reach that the
     // database exists, and when it is written.
     let db = state.databases.default_db().clone();
-    let named = req.extensions().get::<super::database::Named>().map(|n| n.0.clone());
+    let named = req.extensions().get::<crate::api::db_path::Named>().map(|n| n.0.clone());
     let open = open_route(&req);
     // where a redirect goes: the leader, at this request's path (as the client sent it) and query
     let target = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
     let target = match &named {
-        Some(name) => super::database::path_in(name, &target),
+        Some(name) => crate::api::db_path::path_in(name, &target),
         None => target,
     };
     let mut response = next.run(req).await;
@@ -107,7 +107,7 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             .headers()
             .get(header::LOCATION)
             .and_then(|l| l.to_str().ok())
-            .map(|l| super::database::path_in(name, l));
+            .map(|l| crate::api::db_path::path_in(name, l));
         if let Some(Ok(location)) = moved.map(|l| HeaderValue::from_str(&l)) {
             response.headers_mut().insert(header::LOCATION, location);
         }

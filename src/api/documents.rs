@@ -1,12 +1,12 @@
 //! `/v1/tables/{table}/documents` and `/v1/tables/{table}/import`.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, preconditions};
 use super::respond::with_etag;
 use super::spec::{DocumentPath, InsertAnswer, InsertBody, Inserted, TablePath};
 use super::stream::{NDJSON_TYPES, NdjsonDocuments, wants_ndjson};
+use crate::api::db_path::Database;
 use crate::service::{DocumentPage, ImportFormat, ImportReport, PutOutcome};
 use axum::Json;
 use axum::body::Body;
@@ -118,7 +118,7 @@ async fn get_document(
     ApiQuery(q): ApiQuery<GetQuery>,
 ) -> Result<Response, ApiError> {
     let doc = match q.as_of {
-        Some(at) => db.get_document_as_of(table, id, super::history::micros("as_of", &at)?).await?,
+        Some(at) => db.history.get_document_as_of(table, id, super::history::micros("as_of", &at)?).await?,
         None => db.get_document(table, id).await?,
     };
     Ok(with_etag(super::json_text(doc.json), &doc.etag))
@@ -266,7 +266,7 @@ async fn list_documents(
         super::stream::check_version(version)?;
         let slot = super::stream::slot(&state)?;
         let req = crate::service::QueryRequest { as_of: params.as_of, ..Default::default() };
-        let mut stream = db.query_stream(table, req).await?;
+        let mut stream = db.query.query_stream(table, req).await?;
         let guard = stream.abandon_guard();
         return Ok(super::stream::ndjson(&state, &db, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
@@ -282,7 +282,7 @@ async fn list_documents(
                 ..Default::default()
             };
             let _permit = state.admission.enter(super::admission::HeavyClass::History).await?;
-            match db.query(table, req).await? {
+            match db.query.query(table, req).await? {
                 crate::service::QueryResult::Page(page) => page,
                 crate::service::QueryResult::Explain(_) => {
                     return Err(crate::service::ServiceError::Internal("a listing was explained".into()).into());

@@ -2,9 +2,9 @@
 
 use super::AppState;
 use super::admission::HeavyClass;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiQuery};
+use crate::api::db_path::Database;
 use crate::service::graph::{
     NeighborsPage, NeighborsRequest, ShortestPathRequest, ShortestPathResponse, TraverseRequest, TraverseResponse,
     WalkDirection,
@@ -67,7 +67,7 @@ async fn neighbors(
         limit: q.limit.unwrap_or(100),
         cursor: q.cursor,
     };
-    Ok(Json(db.neighbors(req).await?))
+    Ok(Json(db.graph.neighbors(req).await?))
 }
 
 /// A breadth-first walk from `start` along the given edge tables and direction, from `min_depth`
@@ -101,7 +101,7 @@ async fn traverse(
     ApiJson(req): ApiJson<TraverseRequest>,
 ) -> Result<Response, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Graph).await?;
-    let answer = db.traverse(req).await?;
+    let answer = db.graph.traverse(req).await?;
     // `{"_id":"…","depth":N}` per vertex, about; paths about twice that again
     let per_vertex = if answer.paths.is_some() { 160 } else { 48 };
     Ok(super::respond::json_sized(&answer, 64 + per_vertex * answer.vertices.len()))
@@ -136,5 +136,5 @@ async fn shortest_path(
     ApiJson(req): ApiJson<ShortestPathRequest>,
 ) -> Result<Json<ShortestPathResponse>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Graph).await?;
-    Ok(Json(db.shortest_path(req).await?))
+    Ok(Json(db.graph.shortest_path(req).await?))
 }

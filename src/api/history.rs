@@ -2,10 +2,10 @@
 //! document itself, in `documents.rs`).
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::spec::DocumentPath;
+use crate::api::db_path::Database;
 use crate::service::history::read::HistoryPage;
 use axum::Json;
 use axum::response::IntoResponse;
@@ -73,7 +73,7 @@ async fn history(
         })?),
         None => None,
     };
-    Ok(Json(db.history(table, id, (from, to), q.limit.unwrap_or(100), before).await?))
+    Ok(Json(db.history.history(table, id, (from, to), q.limit.unwrap_or(100), before).await?))
 }
 
 /// Writes back the version the document had at `as_of` as a new write (the history then shows

@@ -1,10 +1,10 @@
 //! `/v1/tables/{table}/indexes`: create (with background backfill), list, inspect, drop.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{CreateIndexBody, IndexPath, TablePath};
+use crate::api::db_path::Database;
 use crate::catalog::IndexDef;
 use crate::service::CreateIndex;
 use axum::Json;

@@ -5,10 +5,10 @@
 //! call, answers in InfluxDB's shape too (`system.rs`).
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::ApiQuery;
 use super::timeseries::{LineWriteQuery, body_of};
+use crate::api::db_path::Database;
 use crate::service::timeseries::{LineError, Precision};
 use axum::BoxError;
 use axum::body::{Body, Bytes, HttpBody};
@@ -62,7 +62,7 @@ async fn write_influx_v1(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
     let precision = q.precision.unwrap_or(Precision::Nanoseconds);
-    db.write_line_protocol(body_of(body)?, precision).await?;
+    db.timeseries.write_line_protocol(body_of(body)?, precision).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

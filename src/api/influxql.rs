@@ -6,10 +6,10 @@
 use super::AppState;
 use super::admission::HeavyClass;
 use super::auth::Caller;
-use super::database::{Database, Named};
 use super::error::ApiError;
 use super::influx::{INFLUXDB_VERSION, InfluxV1Error};
 use super::timeseries::body_of;
+use crate::api::db_path::{Database, Named};
 use crate::service::timeseries::influxql::{self, Epoch, QueryResults};
 use crate::service::{Db, ServiceError};
 use axum::Extension;
@@ -162,7 +162,7 @@ async fn answer(
         state.databases.all().into_iter().map(|(name, _)| name).filter(|name| sees(name)).collect();
     let name = p.db.clone().unwrap_or_else(|| resolved.to_owned());
     let _permit = state.admission.enter(HeavyClass::Influxql).await?;
-    let answer = db.influxql(statements, now, epoch, (name, databases)).await?;
+    let answer = db.timeseries.influxql(statements, now, epoch, (name, databases)).await?;
     let pretty = p.pretty.as_deref().is_some_and(|v| v == "true");
     let body = if pretty { serde_json::to_vec_pretty(&answer) } else { serde_json::to_vec(&answer) }
         .map_err(|e| ApiError::from(ServiceError::Internal(format!("encoding an answer: {e}"))))?;

@@ -1,4 +1,5 @@
-//! The HTTP API: routes, extractors, problem+json errors, the OpenAPI document and Swagger UI.
+//! The HTTP API: routes, extractors, problem+json errors, the OpenAPI document, Swagger UI and the
+//! web console.
 //! Handlers are thin: extract, call one service function, map the result.
 
 mod admin;
@@ -8,9 +9,10 @@ mod backup;
 mod batch;
 mod changes;
 mod cluster;
+mod console;
 mod cors;
-pub mod database;
 mod databases;
+pub mod db_path;
 mod documents;
 mod error;
 mod extract;
@@ -119,7 +121,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(changes::waiting_router())
         .into_openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
-    database::document(&mut doc);
+    db_path::document(&mut doc);
     auth::document(&mut doc);
     doc
 }
@@ -170,7 +172,8 @@ pub fn app(
     let swagger = SwaggerUi::new("/docs")
         .url("/openapi.json", openapi())
         .config(utoipa_swagger_ui::Config::default().persist_authorization(true));
-    let router = Router::new().merge(timed).merge(import).merge(backup).merge(waiting).merge(swagger);
+    let router =
+        Router::new().merge(timed).merge(import).merge(backup).merge(waiting).merge(swagger).merge(console::router());
     // Last, over every route merged above: a route layer runs once the route is matched (its
     // template known) and before the handler reads the body. The key check (not there at all
     // without keys) comes first: a request it refuses makes the server wait for nothing (the

@@ -9,10 +9,10 @@
 
 use super::AppState;
 use super::admission::HeavyClass;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::ApiPath;
 use super::timeseries::body_of;
+use crate::api::db_path::Database;
 use crate::service::timeseries::promql::{Metric, PromParams, QueryData};
 use axum::Json;
 use axum::body::Bytes;
@@ -230,7 +230,10 @@ async fn query_get(
     headers: HeaderMap,
 ) -> Result<Json<QueryAnswer>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
-    Ok(Json(QueryAnswer { status: SUCCESS, data: db.prom_query(params(q.as_deref(), &headers, None)).await? }))
+    Ok(Json(QueryAnswer {
+        status: SUCCESS,
+        data: db.timeseries.prom_query(params(q.as_deref(), &headers, None)).await?,
+    }))
 }
 
 /// An instant query with its parameters in a form body (as Grafana sends it).
@@ -254,7 +257,7 @@ async fn query_post(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<QueryAnswer>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
-    Ok(Json(QueryAnswer { status: SUCCESS, data: db.prom_query(posted(q, &headers, body)?).await? }))
+    Ok(Json(QueryAnswer { status: SUCCESS, data: db.timeseries.prom_query(posted(q, &headers, body)?).await? }))
 }
 
 /// A range query: the value of a PromQL expression at every step from `start` to `end`.
@@ -278,7 +281,10 @@ async fn query_range_get(
     headers: HeaderMap,
 ) -> Result<Json<QueryAnswer>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
-    Ok(Json(QueryAnswer { status: SUCCESS, data: db.prom_query_range(params(q.as_deref(), &headers, None)).await? }))
+    Ok(Json(QueryAnswer {
+        status: SUCCESS,
+        data: db.timeseries.prom_query_range(params(q.as_deref(), &headers, None)).await?,
+    }))
 }
 
 /// A range query with its parameters in a form body (as Grafana sends it).
@@ -303,7 +309,7 @@ async fn query_range_post(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<QueryAnswer>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
-    Ok(Json(QueryAnswer { status: SUCCESS, data: db.prom_query_range(posted(q, &headers, body)?).await? }))
+    Ok(Json(QueryAnswer { status: SUCCESS, data: db.timeseries.prom_query_range(posted(q, &headers, body)?).await? }))
 }
 
 /// The series the `match[]` selectors select, each as its labels.
@@ -325,7 +331,10 @@ async fn series_get(
     headers: HeaderMap,
 ) -> Result<Json<SeriesAnswer>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
-    Ok(Json(SeriesAnswer { status: SUCCESS, data: db.prom_series(params(q.as_deref(), &headers, None)).await? }))
+    Ok(Json(SeriesAnswer {
+        status: SUCCESS,
+        data: db.timeseries.prom_series(params(q.as_deref(), &headers, None)).await?,
+    }))
 }
 
 /// The series listing with its parameters in a form body.
@@ -349,7 +358,7 @@ async fn series_post(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SeriesAnswer>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
-    Ok(Json(SeriesAnswer { status: SUCCESS, data: db.prom_series(posted(q, &headers, body)?).await? }))
+    Ok(Json(SeriesAnswer { status: SUCCESS, data: db.timeseries.prom_series(posted(q, &headers, body)?).await? }))
 }
 
 /// The label names of the series the `match[]` selectors select (default: every series).
@@ -371,7 +380,10 @@ async fn labels_get(
     headers: HeaderMap,
 ) -> Result<Json<NamesAnswer>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
-    Ok(Json(NamesAnswer { status: SUCCESS, data: db.prom_labels(params(q.as_deref(), &headers, None)).await? }))
+    Ok(Json(NamesAnswer {
+        status: SUCCESS,
+        data: db.timeseries.prom_labels(params(q.as_deref(), &headers, None)).await?,
+    }))
 }
 
 /// The label names listing with its parameters in a form body.
@@ -395,7 +407,7 @@ async fn labels_post(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<NamesAnswer>, ApiError> {
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
-    Ok(Json(NamesAnswer { status: SUCCESS, data: db.prom_labels(posted(q, &headers, body)?).await? }))
+    Ok(Json(NamesAnswer { status: SUCCESS, data: db.timeseries.prom_labels(posted(q, &headers, body)?).await? }))
 }
 
 /// The values a label has in the series the `match[]` selectors select (default: every series);
@@ -422,7 +434,7 @@ async fn label_values(
     let _permit = state.admission.enter(HeavyClass::Promql).await?;
     Ok(Json(NamesAnswer {
         status: SUCCESS,
-        data: db.prom_label_values(path.name, params(q.as_deref(), &headers, None)).await?,
+        data: db.timeseries.prom_label_values(path.name, params(q.as_deref(), &headers, None)).await?,
     }))
 }
 

@@ -1,12 +1,12 @@
 //! `POST /v1/tables/{table}/query`.
 
 use super::admission::HeavyClass;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{QueryBody, TablePath};
 use super::stream::{NdjsonDocuments, wants_ndjson};
 use super::{AppState, ClientGone};
+use crate::api::db_path::Database;
 use crate::service::{QueryRequest, QueryResponse, QueryResult};
 use axum::Json;
 use axum::extract::{Extension, State};
@@ -70,7 +70,7 @@ async fn query(
         super::stream::check_version(version)?;
         // taken before planning: an in-memory sort is part of the stream's cost
         let slot = super::stream::slot(&state)?;
-        let mut stream = db.query_stream(table, req).await?;
+        let mut stream = db.query.query_stream(table, req).await?;
         let guard = stream.abandon_guard();
         return Ok(super::stream::ndjson(&state, &db, slot, gone.map(|g| g.0), guard, move |pipe| {
             stream.write_to(pipe).map(drop)
@@ -78,7 +78,7 @@ async fn query(
     }
     let class = if req.as_of.is_some() { HeavyClass::History } else { HeavyClass::Query };
     let _permit = state.admission.enter(class).await?;
-    let response = match db.query(table, req).await? {
+    let response = match db.query.query(table, req).await? {
         QueryResult::Page(page) => super::json_text(page.to_json()),
         QueryResult::Explain(plan) => Json(plan).into_response(),
     };

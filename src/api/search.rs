@@ -1,10 +1,10 @@
 //! `POST /v1/tables/{table}/search` and `POST /v1/tables/{table}/indexes/{name}/analyze`.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::{IndexPath, TablePath};
+use crate::api::db_path::Database;
 use crate::service::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
 use axum::Json;
 use axum::response::Response;
@@ -46,9 +46,9 @@ async fn search(
     ApiJson(req): ApiJson<SearchRequest>,
 ) -> Result<Response, ApiError> {
     if req.vector.is_some() {
-        return Ok(super::json_text(db.hybrid_search(table, req).await?));
+        return Ok(super::json_text(db.vectors.hybrid_search(table, req).await?));
     }
-    Ok(super::json_text(db.search(table, req).await?))
+    Ok(super::json_text(db.search.search(table, req).await?))
 }
 
 /// The tokens a fulltext index makes of a text, with positions and byte offsets: what is indexed
@@ -70,5 +70,5 @@ async fn analyze(
     ApiPath((table, name)): ApiPath<(String, String)>,
     ApiJson(req): ApiJson<AnalyzeRequest>,
 ) -> Result<Json<AnalyzeResponse>, ApiError> {
-    Ok(Json(db.analyze(table, name, req).await?))
+    Ok(Json(db.search.analyze(table, name, req).await?))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct AppState {
     /// every database of the server (a handler takes the one its request names with the
-    /// [`super::database::Database`] extractor)
+    /// [`crate::api::db_path::Database`] extractor)
     pub databases: Arc<Databases>,
     /// largest buffered body (and longest import line), in bytes
     pub max_body_bytes: usize,

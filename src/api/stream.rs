@@ -214,7 +214,7 @@ pub(super) fn piped<K: Send + 'static>(
     let whole = Arc::new(AtomicBool::new(false));
     let (window, min_bytes, runtime, done) =
         (state.import.window, state.import.min_bytes.max(1), tokio::runtime::Handle::current(), whole.clone());
-    let stopping = db.stopping();
+    let stopping = db.changefeed.stopping();
     let cut = gone.clone();
     tokio::task::spawn_blocking(move || {
         let _slot = slot;
@@ -239,7 +239,7 @@ pub(super) fn piped<K: Send + 'static>(
     });
     // the state is None once the stream has failed; fused, since the compression layer polls
     // once more after the end
-    let stopping = db.stopping();
+    let stopping = db.changefeed.stopping();
     let body = futures_util::stream::unfold(Some((rx, gone, whole, keep, stopping)), |state| async move {
         let (mut rx, gone, whole, keep, mut stopping) = state?;
         let next = tokio::select! {

@@ -2,8 +2,8 @@
 
 use super::AppState;
 use super::auth::{Caller, Role};
-use super::database::Database;
 use super::error::{ApiError, Problem};
+use crate::api::db_path::Database;
 use crate::service::cluster::ClusterStatus;
 use crate::service::{Health, Info};
 use axum::extract::State;

@@ -1,10 +1,10 @@
 //! `/v1/tables`: create, list, describe, add columns, drop.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::TablePath;
+use crate::api::db_path::Database;
 use crate::catalog::{ColumnDef, TableDef};
 use crate::service::{CreateTable, TableInfo};
 use axum::Json;

@@ -4,9 +4,9 @@
 
 use super::AppState;
 use super::auth::{self, Granted, Role};
-use super::database::Database;
 use super::error::{ApiError, Problem, too_large};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::api::db_path::Database;
 use crate::service::timeseries::{
     AggregateFn, AggregateRequest, AggregateResponse, Grouping, MetricList, Order, PointsPage, PointsRequest,
     Precision, Retention, SeriesPage, WritePoints, WriteReport,
@@ -173,7 +173,7 @@ pub(super) fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiE
             "last": 1763769540000i64, "bytes": 1210, "retention": {"max_age": "7d"}}]})),
 ))]
 async fn list_metrics(Database(db): Database) -> Result<Json<MetricList>, ApiError> {
-    Ok(Json(db.list_metrics().await?))
+    Ok(Json(db.timeseries.list_metrics().await?))
 }
 
 /// Writes points of one metric, all or none. The same entity and time overwrites; the metric is
@@ -200,7 +200,7 @@ async fn write_points(
     ApiQuery(q): ApiQuery<JsonWriteQuery>,
     ApiJson(body): ApiJson<WritePoints>,
 ) -> Result<Json<WriteReport>, ApiError> {
-    Ok(Json(db.write_json_points(path.metric, body, q.precision.unwrap_or_default()).await?))
+    Ok(Json(db.timeseries.write_json_points(path.metric, body, q.precision.unwrap_or_default()).await?))
 }
 
 /// A page of points, by entity then time.
@@ -228,7 +228,7 @@ async fn read_points(
         cursor: q.cursor,
         precision: q.precision.unwrap_or_default(),
     };
-    Ok(Json(db.read_points(path.metric, req).await?))
+    Ok(Json(db.timeseries.read_points(path.metric, req).await?))
 }
 
 /// Aggregates points into buckets of `step` aligned to multiples of it since the epoch; empty
@@ -258,7 +258,7 @@ async fn aggregate(
         selector: q.selector,
         group_by: grouping(q.group_by, q.by.as_deref())?,
     };
-    Ok(Json(db.aggregate(path.metric, req).await?))
+    Ok(Json(db.timeseries.aggregate(path.metric, req).await?))
 }
 
 /// The series of a metric (those `match` selects), by entity, with their labels, point counts
@@ -279,7 +279,7 @@ async fn list_series(
     ApiPath(path): ApiPath<MetricPath>,
     ApiQuery(q): ApiQuery<SeriesQuery>,
 ) -> Result<Json<SeriesPage>, ApiError> {
-    Ok(Json(db.list_series(path.metric, q.selector, q.limit, q.cursor).await?))
+    Ok(Json(db.timeseries.list_series(path.metric, q.selector, q.limit, q.cursor).await?))
 }
 
 /// The grouping of `group_by` and `by`.
@@ -315,7 +315,7 @@ async fn get_retention(
     Database(db): Database,
     ApiPath(path): ApiPath<MetricPath>,
 ) -> Result<Json<Retention>, ApiError> {
-    Ok(Json(db.retention(&path.metric)?))
+    Ok(Json(db.timeseries.retention(&path.metric)?))
 }
 
 /// Sets a metric's retention (creating the metric if needed): the retention task removes points
@@ -339,7 +339,7 @@ async fn put_retention(
     ApiPath(path): ApiPath<MetricPath>,
     ApiJson(body): ApiJson<Retention>,
 ) -> Result<Json<Retention>, ApiError> {
-    Ok(Json(db.set_retention(path.metric, body).await?))
+    Ok(Json(db.timeseries.set_retention(path.metric, body).await?))
 }
 
 /// Deletes one series (`?entity=`) or the whole metric with its retention, in bounded writes.
@@ -361,7 +361,7 @@ async fn delete_metric(
     if q.entity.is_none() {
         auth::require(granted.map(|g| g.0), Role::Admin, "deleting a whole metric (without `entity`)")?;
     }
-    Ok(Json(DeleteReport { points: db.delete_timeseries(path.metric, q.entity).await? }))
+    Ok(Json(DeleteReport { points: db.timeseries.delete_timeseries(path.metric, q.entity).await? }))
 }
 
 /// Writes InfluxDB line protocol, all lines or none: the measurement is the metric, the tag set
@@ -388,5 +388,5 @@ async fn write_lines(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<WriteReport>, ApiError> {
     let precision = q.precision.unwrap_or(Precision::Nanoseconds);
-    Ok(Json(db.write_line_protocol(body_of(body)?, precision).await?))
+    Ok(Json(db.timeseries.write_line_protocol(body_of(body)?, precision).await?))
 }

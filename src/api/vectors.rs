@@ -1,10 +1,10 @@
 //! `POST /v1/tables/{table}/vector-search`.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath};
 use super::spec::TablePath;
+use crate::api::db_path::Database;
 use crate::service::{VectorSearchRequest, VectorSearchResponse};
 use axum::Json;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -38,5 +38,5 @@ async fn vector_search(
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<VectorSearchRequest>,
 ) -> Result<Json<VectorSearchResponse>, ApiError> {
-    Ok(Json(db.vector_search(table, req).await?))
+    Ok(Json(db.vectors.vector_search(table, req).await?))
 }

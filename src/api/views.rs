@@ -2,10 +2,10 @@
 //! (a group view's groups, a filter view's documents), drop.
 
 use super::AppState;
-use super::database::Database;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::spec::{TablePath, ViewPath};
+use crate::api::db_path::Database;
 use crate::catalog::ViewDef;
 use crate::service::views::{GroupQuery, PageQuery, ViewDocuments};
 use crate::service::{CreateView, ViewInfo, ViewList};
@@ -62,7 +62,7 @@ async fn create_view(
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_views(Database(db): Database, ApiPath(table): ApiPath<String>) -> Result<Json<ViewList>, ApiError> {
-    Ok(Json(db.list_views(table).await?))
+    Ok(Json(db.views.list_views(table).await?))
 }
 
 /// One view: definition, `state` (`building` with `done`/`total`, `ready`, or `failed` with
@@ -85,7 +85,7 @@ async fn get_view(
     ApiPath((table, name)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<GroupQuery>,
 ) -> Result<Json<ViewInfo>, ApiError> {
-    Ok(Json(db.get_view(table, name, query).await?))
+    Ok(Json(db.views.get_view(table, name, query).await?))
 }
 
 /// Drops a view and its keys.
@@ -122,5 +122,5 @@ async fn view_documents(
     ApiPath((table, name)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Response, ApiError> {
-    Ok(super::json_text(db.view_documents(table, name, query).await?.to_json()))
+    Ok(super::json_text(db.views.view_documents(table, name, query).await?.to_json()))
 }

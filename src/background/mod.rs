@@ -86,14 +86,16 @@ impl Scheduler {
                 description: "removes time-series points older than their metric's max_age",
                 interval: config.retention_interval.max(MIN_INTERVAL),
                 run: Box::new(|db, stop| {
-                    Box::pin(async move { db.apply_retention(now_nanos(), &|| stop.is_set()).await })
+                    Box::pin(async move { db.timeseries.apply_retention(now_nanos(), &|| stop.is_set()).await })
                 }),
             },
             Task {
                 name: "timeseries_merge",
                 description: "packs each time series' single points and small blocks into compressed blocks",
                 interval: config.merge_interval.max(MIN_INTERVAL),
-                run: Box::new(|db, stop| Box::pin(async move { db.merge_timeseries(&|| stop.is_set()).await })),
+                run: Box::new(|db, stop| {
+                    Box::pin(async move { db.timeseries.merge_timeseries(&|| stop.is_set()).await })
+                }),
             },
             Task {
                 name: "history_retention",
@@ -103,7 +105,7 @@ impl Scheduler {
                 run: Box::new(|db, stop| {
                     Box::pin(async move {
                         let now_us = now_nanos() / 1000;
-                        db.apply_history_retention(now_us, &|| stop.is_set()).await
+                        db.history.apply_history_retention(now_us, &|| stop.is_set()).await
                     })
                 }),
             },
@@ -115,8 +117,8 @@ impl Scheduler {
                 run: Box::new(move |db, stop| {
                     let retention = config.changefeed;
                     Box::pin(async move {
-                        let now = crate::service::ttl::now_ms();
-                        db.trim_changefeed(retention, now, &move || stop.is_set()).await
+                        let now = crate::service::core::clock::now_ms();
+                        db.changefeed.trim_changefeed(retention, now, &move || stop.is_set()).await
                     })
                 }),
             },
@@ -151,7 +153,7 @@ const SWEEP_BUDGET: usize = 10_000;
 /// One run of the TTL sweep: everything due now, a budget at a time, until nothing due is left
 /// or the scheduler stops.
 async fn sweep(db: &Arc<Db>, stop: &StopSignal) -> crate::service::Result<u64> {
-    let now = crate::service::ttl::now_ms();
+    let now = crate::service::core::clock::now_ms();
     let mut removed = 0;
     loop {
         let outcome = db.sweep_expired(now, SWEEP_BUDGET).await?;

@@ -60,7 +60,7 @@ pub(super) async fn serve_connection(tcp: TcpStream, serving: Serving, activity:
     let answering = activity.clone();
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         // `/v1/db/{db}/…` to the route it names, before routing
-        let mut req = crate::api::database::scope(req);
+        let mut req = crate::api::db_path::scope(req);
         let guard = answering.start();
         if let Some(fin_is_gone) = watched(&req)
             && let Some(gone) = peer.watch(fin_is_gone)

@@ -4,13 +4,13 @@
 //! step of every document change (`write::derived`), so every write path (PUT, POST, PATCH,
 //! batch, import, TTL sweep, cascade) follows them.
 
-use super::fields::{FROM_FIELD, TO_FIELD};
-use super::graph::memory::log::EdgeOp;
-use super::ttl::expiry::{Expiry, now_ms};
 use super::{Result, ServiceError};
 use crate::catalog::{Catalog, OnVertexDelete, TableDef, TableKind};
 use crate::entity::{self, ValueRef};
 use crate::keys::{AdjValue, Direction, EntityKey, GraphKey};
+use crate::service::core::expiry::{Expiry, now_ms};
+use crate::service::core::fields::{FROM_FIELD, TO_FIELD};
+use crate::service::graph::memory::oplog::EdgeOp;
 use crate::service::write::{Change, Write};
 use crate::storage::{Space, WriteTx};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// delete the edges in batches first.
 pub const MAX_CASCADE: usize = 10_000;
 
-pub(crate) use super::graph::memory::log::EdgeEnds;
+pub(crate) use crate::service::graph::memory::oplog::EdgeEnds;
 
 /// `"table/id"` split at its first `/` (table names have none; ids may).
 pub fn split_vertex(vertex: &str) -> Option<(&str, &str)> {

@@ -22,11 +22,12 @@ mod view;
 
 pub use report::CheckReport;
 
-use super::stop::{Stop, Watched};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{IndexDef, TableDef, TableKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{AdjValue, Direction, EntityKey, GraphKey, IdxKey, MetaKey, RidxKey, SidxKey};
+use crate::service::core::Handle;
+use crate::service::core::cancel::{Stop, Watched};
 use crate::storage::{KeyRange, ReadView, Space};
 use report::{defs_in, internal, show};
 use std::sync::Arc;
@@ -143,7 +144,9 @@ fn check_table(
         }
     }
     report.checked.documents += documents;
-    let counted = super::counts::decode(view.get(Space::Meta, &super::counts::key(name))?.as_deref());
+    let counted = crate::service::core::counts::decode(
+        view.get(Space::Meta, &crate::service::core::counts::key(name))?.as_deref(),
+    );
     if counted != documents {
         report.problem(
             "count_mismatch",

@@ -1,6 +1,7 @@
 //! `GET /v1/info`: version, uptime, data directory, durability, key counts per family.
 
 use super::Db;
+use crate::service::core::Handle;
 use crate::storage::{Durability, Space};
 use serde::Serialize;
 use std::sync::Arc;
@@ -57,7 +58,7 @@ impl Db {
                     .iter()
                     .map(|s| KeyCount { family: s.name(), keys: db.store.approximate_len(*s) as u64 })
                     .collect(),
-                graph_memory: db.graph.stats(),
+                graph_memory: db.graph.memory.stats(),
                 cluster: db.cluster_status(),
             })
         })

@@ -4,8 +4,8 @@
 
 use super::Db;
 use super::indexes::kind_name;
-use super::tasks::TaskFigures;
 use crate::catalog::IndexState;
+use crate::service::core::tasks::TaskFigures;
 use crate::storage::StoreStats;
 use std::time::Duration;
 
@@ -92,7 +92,7 @@ impl Db {
     /// logged and leaves them out rather than failing the scrape.
     fn metric_figures_for_scrape(&self) -> Vec<super::timeseries::MetricInfo> {
         let (stop, _abandon) = self.request_stop();
-        self.metric_figures(&stop).unwrap_or_else(|e| {
+        self.timeseries.metric_figures(&stop).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "reading the time-series figures for /metrics failed");
             Vec::new()
         })
@@ -116,7 +116,7 @@ impl Db {
                     IndexState::Ready => IndexBuild::Ready,
                     IndexState::Failed { .. } => IndexBuild::Failed,
                 },
-                memory: self.vectors.memory_bytes(&def.table, &def.name).map(|b| b as u64),
+                memory: self.vectors.graphs.memory_bytes(&def.table, &def.name).map(|b| b as u64),
             }));
         }
         MetricsSnapshot {
@@ -130,8 +130,8 @@ impl Db {
             storage: self.store.stats(),
             tasks: self.tasks.figures(),
             indexes,
-            changefeed: self.change_stats_now(),
-            graph_memory: self.graph.stats(),
+            changefeed: self.changefeed.change_stats_now(),
+            graph_memory: self.graph.memory.stats(),
             cluster: self.cluster_status(),
             metrics: self.metric_figures_for_scrape(),
         }

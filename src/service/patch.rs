@@ -3,11 +3,11 @@
 //! only checks that the document is still the version patched (else the caller patches again).
 
 use super::documents::{Preconditions, etag};
-use super::ttl::expiry::expired;
 use super::write::{Prepared, prepare, take_id};
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, TableDef};
 use crate::keys::EntityKey;
+use crate::service::core::expiry::expired;
 use crate::storage::{Space, WriteTx};
 use serde_json::{Map, Value};
 

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 // The system fields and their value rules live in `fields.rs`, a leaf the write path, TTL and
 // graph code all use; re-exported here, where they have always been named.
-pub use super::fields::{EXPIRES_FIELD, FROM_FIELD, ID_FIELD, TO_FIELD, parse_rfc3339_millis};
+pub use crate::service::core::fields::{EXPIRES_FIELD, FROM_FIELD, ID_FIELD, TO_FIELD, parse_rfc3339_millis};
 
 /// Checks a column name: non-empty, not starting with `_` (reserved for system fields), and
 /// without `.`: filters, sorts and indexes address nested fields by dotted paths, so a column
@@ -45,7 +45,7 @@ pub fn conform(table: &TableDef, doc: &mut Map<String, Value>) -> Result<()> {
     if table.kind == TableKind::Edge {
         check_edge(doc)?;
         if let Some(w) = &table.weight_field
-            && doc.get(w).and_then(super::fields::weight_of).is_none()
+            && doc.get(w).and_then(crate::service::core::fields::weight_of).is_none()
         {
             return Err(violation(w, "is the table's weight field: every edge needs it as a number >= 0"));
         }

@@ -4,6 +4,7 @@ use super::purge::Purge;
 use super::{Db, Result, ServiceError};
 use crate::catalog::{ColumnDef, OnVertexDelete, TableDef, TableKind};
 use crate::keys::{Direction, FtStatKey, GraphKey, MetaKey, table_prefix};
+use crate::service::core::Handle;
 use crate::storage::Space;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -99,7 +100,9 @@ fn check_columns(columns: &[ColumnDef]) -> Result<()> {
 
 impl Db {
     fn count(&self, table: &str) -> Result<u64> {
-        Ok(super::counts::decode(self.store.get(Space::Meta, &super::counts::key(table))?.as_deref()))
+        Ok(crate::service::core::counts::decode(
+            self.store.get(Space::Meta, &crate::service::core::counts::key(table))?.as_deref(),
+        ))
     }
 
     /// A table's document count (0 where it cannot be read).
@@ -249,7 +252,7 @@ impl Db {
             Ok(())
         })
         .await?;
-        self.vectors.forget_table(&name);
+        self.vectors.graphs.forget_table(&name);
         self.purge_table(&name).await
     }
 

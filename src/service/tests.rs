@@ -357,9 +357,9 @@ async fn a_backfill_chunk_skips_documents_written_after_it_was_read() {
     let report = db.check().await.unwrap();
     assert!(report.ok, "{report:?}");
     for (n, want) in [(0, vec!["d0"]), (1, vec![]), (2, vec![]), (3, vec!["d3"]), (10, vec!["d1"]), (1000, vec![])] {
-        assert_eq!(ids(db.query("t".into(), by_n(n, false)).await.unwrap()), want, "n = {n}");
+        assert_eq!(ids(db.query.query("t".into(), by_n(n, false)).await.unwrap()), want, "n = {n}");
     }
-    let QueryResult::Explain(explain) = db.query("t".into(), by_n(10, true)).await.unwrap() else { panic!() };
+    let QueryResult::Explain(explain) = db.query.query("t".into(), by_n(10, true)).await.unwrap() else { panic!() };
     assert_eq!(explain.plan.strategy, "index_scan");
     // the old values are free again
     db.put_document("t".into(), "e1".into(), object(json!({"n": 1})), none()).await.unwrap();
@@ -419,7 +419,7 @@ async fn a_backfill_chunk_is_prepared_while_the_committer_is_busy() {
     assert_eq!(docs, 2);
     assert_ne!(thread.as_deref(), Some("mosaic-committer"));
     assert!(db.check().await.unwrap().ok);
-    assert_eq!(ids(db.query("t".into(), by_n(4, false)).await.unwrap()), vec!["d4"]);
+    assert_eq!(ids(db.query.query("t".into(), by_n(4, false)).await.unwrap()), vec!["d4"]);
 }
 
 /// A write that leaves a document's text as it is, while the fulltext build holds a chunk that
@@ -442,7 +442,7 @@ async fn a_fulltext_build_misses_no_document_rewritten_with_the_same_text() {
     drop(go);
     assert_eq!(built(&db, "t", "ft").await.state, IndexState::Ready);
     let req: SearchRequest = serde_json::from_value(json!({"query": "words"})).unwrap();
-    let found: Value = serde_json::from_slice(&db.search("t".into(), req).await.unwrap()).unwrap();
+    let found: Value = serde_json::from_slice(&db.search.search("t".into(), req).await.unwrap()).unwrap();
     assert_eq!(found["total"]["value"], 6, "{found}");
     let report = db.check().await.unwrap();
     assert!(report.ok, "{report:?}");
@@ -573,10 +573,10 @@ async fn a_vector_write_that_fails_to_commit_drops_the_cached_graph() {
     let doc = |x: f64| object(json!({"v": [x, 1.0]}));
     db.put_document("t".into(), "a".into(), doc(1.0), Preconditions::default()).await.unwrap();
     let view = || db.store.snapshot();
-    let before = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
+    let before = db.vectors.graphs.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
     db.store.inject_sync_failure();
     assert!(db.put_document("t".into(), "b".into(), doc(2.0), Preconditions::default()).await.is_err());
-    let after = db.vectors.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
+    let after = db.vectors.graphs.get(&view, &db.catalog, "t", "v").unwrap().unwrap();
     assert!(!Arc::ptr_eq(&before, &after), "the changed graph is still cached");
     let def = db.catalog.index("t", "v").unwrap();
     let stored = vectors::load(&db.store.snapshot(), &def).unwrap();

@@ -109,7 +109,7 @@ async fn a_follower_reads_the_leaders_writes_and_redirects_writes_to_it() {
 #[test]
 fn the_read_only_posts_are_routes_that_take_post() {
     let spec: serde_json::Value = serde_json::from_str(include_str!("../../openapi/openapi.json")).unwrap();
-    let source = include_str!("../../src/api/database.rs");
+    let source = include_str!("../../src/api/db_path.rs");
     let list = &source[source.find("READ_ONLY_POSTS").unwrap()..];
     let list = &list[..list.find("];").unwrap()];
     let routes: Vec<&str> = list.split('"').skip(1).step_by(2).collect();

@@ -457,7 +457,13 @@ async fn a_directory_written_before_databases_opens_as_default() {
     let status = std::process::Command::new("tar").args(["-xzf", fixture, "-C"]).arg(dir.path()).status().unwrap();
     assert!(status.success());
     let data = dir.path().join("data");
-    let s = TestServer::start_in(dir, move |c| c.storage.path = data).await;
+    // the fixture's change events are as old as the fixture: a retention of a century keeps them
+    // (the default day would let the retention task remove all but the last)
+    let s = TestServer::start_in(dir, move |c| {
+        c.storage.path = data;
+        c.tasks.changefeed.max_age = std::time::Duration::from_secs(100 * 365 * 86_400);
+    })
+    .await;
     let (_, list) = s.get("/v1/databases").await;
     assert_eq!(list["databases"].as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list["databases"][0]["documents"], 3);

@@ -10,6 +10,7 @@ mod backup;
 mod batch_import;
 mod changefeed;
 mod cluster;
+mod console;
 mod cors;
 mod covered;
 mod databases;

@@ -28,9 +28,15 @@
 //! it finds, each with the imports inside it (file:line → file), and fails when they differ from
 //! `ALLOWED` below.
 //!
+//! `folders.rs` is the same graph one level up: each file in its unit (a top-level folder, or a
+//! child of `service/`), and the directions allowed between units in a table of layers
+//! (`folders::allowed`). Edges against the table and circles between units are debts listed in
+//! `ALLOWED_EDGES` and `ALLOWED_UNIT_CIRCLES`, which may only shrink.
+//!
 //! `docs.rs` is a second check on the sources: the error-code table of `docs/errors.md` against
 //! the codes the sources can answer with (its module doc says what it reads).
 mod docs;
+mod folders;
 mod graph;
 mod tree;
 mod walk;
@@ -71,6 +77,136 @@ fn no_new_import_circles() {
         ));
     }
     assert!(problems.is_empty(), "{}\n\nthe circles now:\n{report}", problems.join("\n"));
+}
+
+/// Imports between units that the layers forbid, left from before the layers were drawn:
+/// `(from, to)`, sorted. The test fails on a new one and on an entry no longer found, so the list
+/// only shrinks, to empty.
+const ALLOWED_EDGES: &[(&str, &str)] = &[
+    ("service/changefeed", "service/write"),
+    ("service/graph", "service/adjacency.rs"),
+    ("service/graph", "service/query"),
+    ("service/graph", "service/write"),
+    ("service/history", "service"),
+    ("service/history", "service/check"),
+    ("service/history", "service/documents"),
+    ("service/history", "service/tables.rs"),
+    ("service/history", "service/write"),
+    ("service/indexes", "service"),
+    ("service/indexes", "service/build_lifecycle.rs"),
+    ("service/indexes", "service/purge.rs"),
+    ("service/indexes", "service/search"),
+    ("service/indexes", "service/ttl"),
+    ("service/indexes", "service/vectors"),
+    ("service/indexes", "service/write"),
+    ("service/search", "service"),
+    ("service/search", "service/documents"),
+    ("service/search", "service/indexes"),
+    ("service/search", "service/tables.rs"),
+    ("service/search", "service/write"),
+    ("service/timeseries", "service"),
+    ("service/ttl", "service"),
+    ("service/ttl", "service/documents"),
+    ("service/ttl", "service/indexes"),
+    ("service/ttl", "service/tables.rs"),
+    ("service/ttl", "service/write"),
+    ("service/vectors", "service"),
+    ("service/vectors", "service/documents"),
+    ("service/vectors", "service/indexes"),
+    ("service/vectors", "service/tables.rs"),
+    ("service/vectors", "service/write"),
+    ("service/views", "service"),
+    ("service/views", "service/build_lifecycle.rs"),
+    ("service/views", "service/indexes"),
+    ("service/views", "service/purge.rs"),
+    ("service/views", "service/query"),
+    ("service/views", "service/write"),
+];
+
+/// Circles between units, left from before the layers were drawn, each sorted; only shrinks.
+const ALLOWED_UNIT_CIRCLES: &[&[&str]] = &[&[
+    "service",
+    "service/adjacency.rs",
+    "service/backup",
+    "service/build_lifecycle.rs",
+    "service/changefeed",
+    "service/check",
+    "service/cluster",
+    "service/databases",
+    "service/documents",
+    "service/graph",
+    "service/history",
+    "service/indexes",
+    "service/patch.rs",
+    "service/purge.rs",
+    "service/query",
+    "service/search",
+    "service/tables.rs",
+    "service/timeseries",
+    "service/ttl",
+    "service/vectors",
+    "service/views",
+    "service/write",
+]];
+
+#[test]
+fn units_follow_the_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (units, why) = folders::units(&Graph::read(root));
+    let unknown: Vec<&String> = units.files.iter().filter(|u| folders::layer(u).is_none()).collect();
+    assert!(unknown.is_empty(), "units with no layer (place them in tests/layers/folders.rs): {unknown:?}");
+    let found: BTreeSet<(String, String)> =
+        units.edges.keys().filter(|(a, b)| !folders::allowed(a, b)).cloned().collect();
+    let allowed: BTreeSet<(String, String)> =
+        ALLOWED_EDGES.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let mut problems = Vec::new();
+    for edge in found.difference(&allowed) {
+        let files: Vec<&String> = why[edge].iter().take(3).collect();
+        problems.push(format!("a new import against the layers: {} → {} ({files:?})", edge.0, edge.1));
+    }
+    for edge in allowed.difference(&found) {
+        problems.push(format!("a listed import that is no longer there (remove it): {} → {}", edge.0, edge.1));
+    }
+    let listing: Vec<String> = found.iter().map(|(a, b)| format!("    (\"{a}\", \"{b}\"),")).collect();
+    println!("{} import(s) against the layers:\n{}", found.len(), listing.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{}\n\nthe imports against the layers now:\n{}",
+        problems.join("\n"),
+        listing.join("\n")
+    );
+}
+
+#[test]
+fn no_new_unit_circles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (units, _) = folders::units(&Graph::read(root));
+    let found: BTreeSet<Vec<String>> = units.circles().into_iter().collect();
+    let allowed: BTreeSet<Vec<String>> =
+        ALLOWED_UNIT_CIRCLES.iter().map(|c| c.iter().map(|u| u.to_string()).collect()).collect();
+    let listing: Vec<String> = found.iter().map(|c| format!("    &{c:?},")).collect();
+    println!("{} circle(s) between units:\n{}", found.len(), listing.join("\n"));
+    assert_eq!(
+        found,
+        allowed,
+        "the circles between units changed (the list may only shrink); now:\n{}",
+        listing.join("\n")
+    );
+}
+
+#[test]
+fn unit_table_reads_as_documented() {
+    assert_eq!(folders::unit_of("service/mod.rs"), "service");
+    assert_eq!(folders::unit_of("service/graph/paths.rs"), "service/graph");
+    assert_eq!(folders::unit_of("service/batch.rs"), "service/batch.rs");
+    assert_eq!(folders::unit_of("api/documents.rs"), "api");
+    assert!(folders::allowed("service/graph", "service/core"));
+    assert!(!folders::allowed("service/core", "service/graph"));
+    assert!(!folders::allowed("service/graph", "service"));
+    assert!(folders::allowed("service/vectors", "service/search"));
+    assert!(!folders::allowed("service/search", "service/vectors"));
+    assert!(!folders::allowed("storage", "keys"));
+    assert!(folders::allowed("api", "service"));
 }
 
 #[test]

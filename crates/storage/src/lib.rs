@@ -44,6 +44,8 @@ pub use config::{Backend, Durability, StorageConfig, database_dir};
 pub use destroy::{destroy, stored_databases};
 pub use error::{Result, StorageError};
 pub use events::EventCodec;
+#[doc(hidden)]
+pub use events::TestEvents;
 pub use health::Health;
 pub use limits::{Limit, Limits, TooLarge};
 pub use load::BulkLoad;

@@ -154,9 +154,9 @@ pub(super) async fn authorize(State(guard): State<Arc<Guard>>, mut req: Request,
     };
     tracing::Span::current().record("key_name", &*caller.name);
     let route = route.as_deref().unwrap_or_default();
-    let role = if super::database::is_database_route(route) {
+    let role = if crate::api::db_path::is_database_route(route) {
         // a database the key may not reach is one it does not see
-        let db = super::database::name_of(req.extensions());
+        let db = crate::api::db_path::name_of(req.extensions());
         match caller.role_in(db) {
             Some(role) => role,
             None => return ApiError::from(ServiceError::DatabaseNotFound(db.to_owned())).into_response(),

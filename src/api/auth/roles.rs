@@ -45,7 +45,8 @@ impl std::fmt::Display for Role {
 /// What a request must bring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
-    /// nothing: liveness, readiness, the OpenAPI document and Swagger UI, Influx's ping
+    /// nothing: liveness, readiness, the OpenAPI document and Swagger UI, the web console's
+    /// files, Influx's ping
     Open,
     /// a key of this role or a higher one
     Role(Role),
@@ -84,6 +85,8 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         "/health" | "/ready" | "/ping" | "/openapi.json" | "/docs" | "/docs/" | "/docs/{*rest}" if get => {
             Some(Need::Open)
         }
+        // the web console's files, the same: a page that asks for the key its calls then carry
+        "/console" | "/console/" | "/console/{*file}" if get => Some(Need::Open),
         "/metrics" if get => Some(if metrics_public { Need::Open } else { Need::Role(Read) }),
         "/v1/info" if get => role(Read),
 

@@ -39,7 +39,7 @@ impl Collector for DatabasesCollector {
                 let stats = db.store().stats();
                 Some(Figures {
                     label: [("database", info.name.clone())],
-                    last_seq: db.change_stats_now().last_seq,
+                    last_seq: db.changefeed.change_stats_now().last_seq,
                     writes: stats.writes,
                     fsyncs: stats.fsyncs,
                     info,

@@ -43,7 +43,9 @@ pub(crate) fn record_as(
         return Ok(());
     }
     let document = match (mode, op, blob) {
-        (ChangefeedMode::Full, Op::Put, Some(b)) => Some(crate::service::render::json_with_id(&catalog.dict(), id, b)?),
+        (ChangefeedMode::Full, Op::Put, Some(b)) => {
+            Some(crate::service::core::render::json_with_id(&catalog.dict(), id, b)?)
+        }
         _ => None,
     };
     tx.append_event(body(table, id, op, document.as_deref()));
@@ -53,7 +55,7 @@ pub(crate) fn record_as(
 /// The event's members but `seq`, `txn` and `count`: `"ts":…,"op":…,"table":…,"id":…[,"document":…]`.
 pub(crate) fn body(table: &str, id: &str, op: Op, document: Option<&[u8]>) -> Vec<u8> {
     let mut out = Vec::with_capacity(48 + table.len() + id.len() + document.map_or(0, <[u8]>::len));
-    let ts = crate::service::ttl::now_ms();
+    let ts = crate::service::core::clock::now_ms();
     out.extend_from_slice(b"\"ts\":");
     out.extend_from_slice(itoa::Buffer::new().format(ts).as_bytes());
     out.extend_from_slice(b",\"op\":");

@@ -22,7 +22,8 @@ pub use events::Events;
 pub(crate) use feed::Feed;
 pub use retention::Retention;
 
-use super::{Db, Result, ServiceError};
+use super::core::{Core, Handle};
+use super::{Result, ServiceError};
 use crate::keys::ChangeKey;
 use crate::storage::{KeyRange, Space};
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,29 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use utoipa::ToSchema;
+
+/// The changefeed model: the events under `changefeed:`, their waiters and retention, over the
+/// shared [`Core`].
+pub struct Changefeed {
+    core: Arc<Core>,
+    /// the first event kept, and the signal that wakes waiters at shutdown
+    pub(crate) feed: Arc<Feed>,
+    /// this server's role: a follower serves what its leader wrote
+    role: crate::storage::Role,
+}
+
+impl Handle for Changefeed {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Changefeed {
+    /// The model over `core`, with the feed's state as loaded from the store.
+    pub(crate) fn new(core: Arc<Core>, feed: Arc<Feed>, role: crate::storage::Role) -> Changefeed {
+        Changefeed { core, feed, role }
+    }
+}
 
 /// Most events one page returns.
 pub const MAX_LIMIT: usize = 10_000;
@@ -141,7 +165,7 @@ struct Stamp {
     ts: i64,
 }
 
-impl Db {
+impl Changefeed {
     /// One page of events after `req.since`: at once when there are some, else after waiting up
     /// to `req.wait` for one (an empty page when none came, or when the server is stopping).
     /// 410 `changefeed_expired` when events after `since` were removed by retention.
@@ -154,13 +178,13 @@ impl Db {
         }
         req.since = self.check_since(req.since)?;
         let deadline = Instant::now() + req.wait;
-        let mut durable = self.store.durable_seq();
+        let mut durable = self.core.store.durable_seq();
         let mut stopping = self.feed.stopping.subscribe();
         let tables = Arc::new(req.tables.take());
         loop {
             let upto = *durable.borrow_and_update();
             let (since, limit, t) = (req.since, req.limit, tables.clone());
-            let page = self.read(move |db| db.change_page(since, limit, t.as_deref(), upto)).await?;
+            let page = self.read(move |model| model.change_page(since, limit, t.as_deref(), upto)).await?;
             if !page.events.is_empty() || *stopping.borrow() || Instant::now() >= deadline {
                 return Ok(page);
             }
@@ -180,7 +204,7 @@ impl Db {
     /// Reads the events in `since+1 ..= upto` (at most `limit` of the wanted tables, at most
     /// [`SCAN_BUDGET`] read) from one snapshot.
     fn change_page(&self, since: u64, limit: usize, tables: Option<&[String]>, upto: u64) -> Result<ChangePage> {
-        let view = self.store.snapshot();
+        let view = self.core.store.snapshot();
         let first = self.feed.first_kept.load(Ordering::Acquire);
         if since.saturating_add(1) < first {
             return Err(ServiceError::ChangefeedExpired { since, oldest: first });
@@ -234,8 +258,8 @@ impl Db {
         if since == 0 {
             return Ok(first.saturating_sub(1));
         }
-        let last = *self.store.durable_seq().borrow();
-        if since > last && self.role() == crate::storage::Role::Follower {
+        let last = *self.core.store.durable_seq().borrow();
+        if since > last && self.role == crate::storage::Role::Follower {
             // a consumer that moved here from the leader within a poll of this follower's:
             // the events are there, this server has not looked yet
             return Err(ServiceError::Lagging { wanted: since, applied: last });
@@ -251,19 +275,19 @@ impl Db {
 
     /// The feed's first and last seq, event count and disk space.
     pub async fn change_stats(self: &Arc<Self>) -> Result<ChangeStats> {
-        self.read(|db| Ok(db.change_stats_now())).await
+        self.read(|model| Ok(model.change_stats_now())).await
     }
 
-    /// [`Db::change_stats`], on the calling thread (reads in-memory figures only).
+    /// [`Changefeed::change_stats`], on the calling thread (reads in-memory figures only).
     pub(crate) fn change_stats_now(&self) -> ChangeStats {
-        let last = *self.store.durable_seq().borrow();
+        let last = *self.core.store.durable_seq().borrow();
         let first = self.feed.first_kept.load(Ordering::Acquire);
         let kept = (first <= last).then_some(first);
         ChangeStats {
             first_seq: kept,
             last_seq: last,
             events: kept.map_or(0, |f| last - f + 1),
-            bytes: self.store.disk_space(Space::Changefeed),
+            bytes: self.core.store.disk_space(Space::Changefeed),
         }
     }
 
@@ -272,13 +296,13 @@ impl Db {
         self.feed.stopping.send_replace(true);
     }
 
-    /// A signal that turns `true` once [`Db::stop_change_waits`] was called (the server is
+    /// A signal that turns `true` once [`Changefeed::stop_change_waits`] was called (the server is
     /// stopping): streamed answers end at it.
     pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
         self.feed.stopping.subscribe()
     }
 
-    /// True once [`Db::stop_change_waits`] was called.
+    /// True once [`Changefeed::stop_change_waits`] was called.
     pub fn change_waits_stopped(&self) -> bool {
         *self.feed.stopping.borrow()
     }

@@ -3,8 +3,10 @@
 //! by the background scheduler. The newest event always stays: the next seq follows the last
 //! stored event when the store opens, so an empty feed would number from 1 again.
 
+use super::Changefeed;
 use super::{ChangeKey, Stamp};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -36,7 +38,7 @@ impl Default for Retention {
     }
 }
 
-impl Db {
+impl Changefeed {
     /// Removes the events `retention` no longer keeps (as of `now_ms`), a chunk per write, until
     /// none is left to remove or `stop` says so; returns how many it removed.
     pub async fn trim_changefeed(
@@ -61,9 +63,9 @@ impl Db {
                 return Ok(removed);
             }
             let (n, done) = self
-                .write(move |tx, db| {
-                    let first = db.feed.first_kept.load(Ordering::Acquire);
-                    let last = *db.store.durable_seq().borrow();
+                .commit(move |tx, model| {
+                    let first = model.feed.first_kept.load(Ordering::Acquire);
+                    let last = *model.core.store.durable_seq().borrow();
                     if first >= last {
                         return Ok((0, true));
                     }
@@ -93,7 +95,7 @@ impl Db {
                         done = n < TRIM_CHUNK as u64;
                     }
                     if let Some(seq) = last_removed {
-                        let feed = db.feed.clone();
+                        let feed = model.feed.clone();
                         tx.on_commit(move || {
                             feed.first_kept.fetch_max(seq + 1, Ordering::AcqRel);
                         });

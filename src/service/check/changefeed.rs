@@ -6,7 +6,7 @@
 use super::report::{CheckReport, show};
 use crate::keys::ChangeKey;
 use crate::service::changefeed::ChangeEvent;
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 

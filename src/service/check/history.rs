@@ -10,8 +10,8 @@ use super::report::{CheckReport, internal, show};
 use crate::catalog::TableDef;
 use crate::entity::{self, FieldDict};
 use crate::keys::{EntityKey, HistKey, table_prefix};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::history::{How, decode_head, decode_version};
-use crate::service::stop::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 

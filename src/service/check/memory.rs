@@ -5,8 +5,8 @@
 
 use super::report::CheckReport;
 use crate::catalog::{TableDef, TableKind};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::graph::memory::{Adjacency, load};
-use crate::service::stop::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 

@@ -8,7 +8,7 @@ use super::report::{CheckReport, defs_in, internal, show};
 use crate::catalog::MetricConfig;
 use crate::keys::{MetaKey, TsKey};
 use crate::service::Result;
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::timeseries::stats::SeriesStats;
 use crate::service::timeseries::{labels, series};
 use crate::storage::{KeyRange, ReadView, Space};
@@ -98,7 +98,7 @@ pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Sto
     }
     // a directory of format 1 or 2 (not opened by a server since) has neither the series index
     // nor the bytes in its records yet
-    let upgraded = crate::service::format::read_view(view)? >= 3;
+    let upgraded = crate::service::core::data_format::read_view(view)? >= 3;
     // the series index as the records say it must be
     let mut postings: BTreeSet<Vec<u8>> = BTreeSet::new();
     let scan =

@@ -9,9 +9,9 @@ use crate::catalog::{IndexDef, IndexKind, IndexState};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{EntityKey, TtlKey, table_prefix};
 use crate::service::Result;
-use crate::service::duration::parse_duration_ms;
-use crate::service::fields::{EXPIRES_FIELD, parse_rfc3339_millis};
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::duration::parse_duration_ms;
+use crate::service::core::fields::{EXPIRES_FIELD, parse_rfc3339_millis};
 use crate::storage::{KeyRange, ReadView, Space};
 
 /// How one table's documents expire, as its stored TTL index definitions say.

@@ -8,7 +8,7 @@ use super::report::{CheckReport, internal, show};
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::{EntityKey, VecKey};
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::vectors::{self, layout};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};

@@ -10,7 +10,7 @@ use crate::catalog::{ViewDef, ViewKind};
 use crate::entity::FieldDict;
 use crate::keys::{Component, MetaKey, ViewKey};
 use crate::service::Result;
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::views::def::{Compiled, compile};
 use crate::service::views::maintain::{Group, Numeric, contribution, member};
 use crate::service::views::state::GroupState;

@@ -167,7 +167,7 @@ impl Db {
             return;
         }
         if lead.changed(Space::Vec) > applied {
-            self.vectors.forget_all();
+            self.vectors.graphs.forget_all();
         }
         if lead.changed(Space::Changefeed) > applied
             && let Err(e) = self.follow_changefeed()
@@ -212,7 +212,7 @@ impl Db {
         }
         // what the leader's retention left (none kept: the next event is the first)
         let durable = *self.store.durable_seq().borrow();
-        self.feed.follow_first(first.unwrap_or(durable + 1));
+        self.changefeed.feed.follow_first(first.unwrap_or(durable + 1));
         Ok(())
     }
 }

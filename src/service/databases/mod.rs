@@ -45,7 +45,7 @@ pub struct CreateDatabase {
     pub name: String,
     /// most bytes the database may store (its table files and memtables), at least 1 MiB: past
     /// it, writes answer 507 `quota_exceeded` (deletes go on); omit for none
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(value_type = Option<u64>, minimum = 1048576, maximum = 9007199254740991_f64, example = 1073741824)]
     pub quota_bytes: Option<usize>,
 }
@@ -55,7 +55,7 @@ pub struct CreateDatabase {
 #[serde(deny_unknown_fields)]
 pub struct PatchDatabase {
     /// the new quota of stored bytes (at least 1 MiB), or `null` for none
-    #[serde(deserialize_with = "crate::service::query::integer")]
+    #[serde(deserialize_with = "crate::service::core::de::integer")]
     #[schema(value_type = Option<u64>, minimum = 1048576, maximum = 9007199254740991_f64, example = 2147483648_u64)]
     pub quota_bytes: Option<usize>,
 }
@@ -262,7 +262,7 @@ impl Databases {
     /// Ends every database's change waits (long-polls, event streams) at once.
     pub fn stop_change_waits(&self) {
         for (_, db) in self.all() {
-            db.stop_change_waits();
+            db.changefeed.stop_change_waits();
         }
     }
 

@@ -61,23 +61,10 @@ impl Preconditions {
     }
 }
 
-/// The strong content tag of a stored blob.
-pub fn etag(blob: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let hash = xxhash_rust::xxh3::xxh3_64(blob);
-    // `"` + 16 lowercase hex digits + `"`, written directly: the committer makes one per write
-    let mut out = String::with_capacity(18);
-    out.push('"');
-    for shift in (0..16).rev() {
-        out.push(char::from(HEX[((hash >> (shift * 4)) & 0xf) as usize]));
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::core::render::etag;
 
     /// The tag is the one earlier versions made with `format!`: clients keep tags across upgrades.
     #[test]

@@ -8,11 +8,12 @@
 
 use super::adjacency;
 use super::patch::{PATCH_ATTEMPTS, patch_in, patch_outside, unchanged};
-use super::ttl::expiry::{self, Expiry, expired, now_ms};
 use super::write::{self, Change, Derived, Prepared, Write, live_table, prepare, same_schema};
 use super::{Db, Result, ServiceError};
 use crate::catalog::TableDef;
 use crate::keys::EntityKey;
+use crate::service::core::Handle;
+use crate::service::core::expiry::{self, Expiry, expired, now_ms};
 use crate::storage::{KeyRange, Space};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -21,9 +22,11 @@ use std::sync::Arc;
 use utoipa::ToSchema;
 
 mod conditions;
+mod restore;
 
-pub use super::render::{DocumentPage, RawPage};
-pub use conditions::{EtagMatch, Preconditions, etag};
+pub use crate::service::core::render::{Document, etag};
+pub use crate::service::core::render::{DocumentPage, RawPage};
+pub use conditions::{EtagMatch, Preconditions};
 pub use write::{check_id, take_id};
 
 /// Most documents one list call returns.
@@ -32,15 +35,6 @@ pub const MAX_PAGE: usize = 1000;
 pub const MAX_INSERT: usize = 10_000;
 /// Inserts of more documents than this are encoded on the blocking pool.
 const INLINE_PREPARE: usize = 16;
-
-/// A document as returned to clients.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Document {
-    /// the document with its `_id` first, as compact JSON text
-    pub json: Vec<u8>,
-    /// the content tag for `If-Match`
-    pub etag: String,
-}
 
 /// The result of a put.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -68,12 +62,12 @@ pub(crate) fn put_encoded(
     pre: &Preconditions,
 ) -> Result<PutOutcome> {
     let (out, new) = put_uncounted(w, table, doc, pre)?;
-    super::counts::add(w, &table.name, u64::from(new))?;
+    crate::service::core::counts::add(w, &table.name, u64::from(new))?;
     Ok(out)
 }
 
 /// [`put_encoded`] but for the table's document count, and saying whether the document's key is
-/// new: for a write that stores many and counts them once with [`super::counts::add`] (an import chunk).
+/// new: for a write that stores many and counts them once with [`crate::service::core::counts::add`] (an import chunk).
 pub(crate) fn put_uncounted(
     w: &mut Write<'_, '_>,
     table: &TableDef,
@@ -138,14 +132,14 @@ pub(crate) fn delete_stored(w: &mut Write<'_, '_>, table: &TableDef, id: &str, k
 fn remove(w: &mut Write<'_, '_>, table: &TableDef, id: &str, key: Vec<u8>, old: &[u8]) -> Result<()> {
     let change = Change { table, id, old: Some(old), new: None };
     write::derived(w, &change, &mut Derived::default())?;
-    super::counts::bump(w, &table.name, -1)?;
+    crate::service::core::counts::bump(w, &table.name, -1)?;
     w.delete(Space::Entity, key);
     Ok(())
 }
 
-/// A listing cursor is bound to its table (see [`super::cursor`]).
-fn listing_binding(table: &TableDef) -> super::cursor::Binding {
-    super::cursor::Binding::table(&table.name, table.created_at, &[b"list"])
+/// A listing cursor is bound to its table (see [`crate::service::core::cursor`]).
+fn listing_binding(table: &TableDef) -> crate::service::core::cursor::Binding {
+    crate::service::core::cursor::Binding::table(&table.name, table.created_at, &[b"list"])
 }
 
 /// The body to prepare: a typed table may change under the write (a column added), so a copy is
@@ -156,19 +150,15 @@ fn body_for<T: Clone>(def: &TableDef, kept: &mut Option<T>) -> Result<T> {
 }
 
 fn encode_cursor(table: &TableDef, id: &str) -> String {
-    super::cursor::seal(listing_binding(table), id.as_bytes())
+    crate::service::core::cursor::seal(listing_binding(table), id.as_bytes())
 }
 
 fn decode_cursor(table: &TableDef, cursor: &str) -> Result<String> {
-    String::from_utf8(super::cursor::open(listing_binding(table), cursor)?)
-        .map_err(|_| super::cursor::invalid("it is not one this server handed out"))
+    String::from_utf8(crate::service::core::cursor::open(listing_binding(table), cursor)?)
+        .map_err(|_| crate::service::core::cursor::invalid("it is not one this server handed out"))
 }
 
 impl Db {
-    pub(crate) fn table_or_404(&self, name: &str) -> Result<Arc<TableDef>> {
-        self.catalog.table(name).ok_or_else(|| ServiceError::TableNotFound(name.to_owned()))
-    }
-
     /// Reads one document.
     pub async fn get_document(self: &Arc<Self>, table: String, id: String) -> Result<Document> {
         check_id(&id)?;
@@ -181,7 +171,7 @@ impl Db {
                 if expiry::is_expired(&db.catalog, dict, &table, &blob, now_ms())? {
                     return Err(gone());
                 }
-                super::render::json_with_id(dict, &id, &blob)
+                crate::service::core::render::json_with_id(dict, &id, &blob)
             })?;
             Ok(Document { json, etag: etag(&blob) })
         })
@@ -376,7 +366,7 @@ impl Db {
                     }
                     let id =
                         EntityKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned();
-                    documents.push(super::render::json_with_id(dict, &id, &blob)?);
+                    documents.push(crate::service::core::render::json_with_id(dict, &id, &blob)?);
                     last_id = Some(id);
                 }
                 Ok(())

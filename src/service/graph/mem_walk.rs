@@ -1,17 +1,17 @@
-//! The [`Graph`] of a walk on the in-memory adjacency its view carries: a vertex's steps are read
+//! The [`WalkGraph`] of a walk on the in-memory adjacency its view carries: a vertex's steps are read
 //! from arrays, not an LSM scan. Entries count against `max_visited` as the key scans would
 //! (each vertex's entries once per direction). Expired edges and vertices not yet swept are
 //! skipped as on the keys; that costs name lookups, so only when some table can expire.
 
 use super::memory::{Adjacency, TableAdj};
 use super::store_walk::edge_cost;
-use super::walk::{Budget, Cost, Graph, LocalNames, Step, WalkDirection};
+use super::walk::{Budget, Cost, LocalNames, Step, WalkDirection, WalkGraph};
 use crate::catalog::{Catalog, TableDef};
 use crate::service::Result;
 use crate::service::adjacency::split_vertex;
-use crate::service::stop::Stop;
-use crate::service::ttl::Expired;
-use crate::service::ttl::expiry::Expiry;
+use crate::service::core::cancel::Stop;
+use crate::service::core::expiry::Expired;
+use crate::service::core::expiry::Expiry;
 use crate::storage::ReadView;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -91,7 +91,7 @@ impl<'a> MemoryGraph<'a> {
     }
 }
 
-impl Graph for MemoryGraph<'_> {
+impl WalkGraph for MemoryGraph<'_> {
     fn steps(&mut self, v: u32, dir: WalkDirection, out: &mut Vec<Step>) -> Result<()> {
         self.budget.expand()?;
         if v >= EXTRA {

@@ -20,17 +20,18 @@ pub use traverse::{ReturnKind, TraversePath, TraverseRequest, TraverseResponse, 
 pub use walk::WalkDirection;
 
 use super::adjacency::split_vertex;
-use super::stop::Stop;
-use super::ttl::now_ms;
-use super::{Db, Result, ServiceError};
+use super::core::{Core, Handle};
+use super::{Result, ServiceError};
 use crate::catalog::{TableDef, TableKind};
 use crate::keys::{Direction, EntityKey};
+use crate::service::core::cancel::Stop;
+use crate::service::core::clock::now_ms;
 use crate::storage::{Derived, KeyRange, ReadView, Space};
 use mem_walk::MemoryGraph;
 use memory::Adjacency;
 use std::sync::Arc;
 use store_walk::StoreGraph;
-use walk::{Cost, Graph, Step};
+use walk::{Cost, Step, WalkGraph};
 
 /// Most edge tables one walk follows.
 pub const MAX_EDGE_TABLES: usize = 32;
@@ -39,8 +40,30 @@ pub const DEFAULT_MAX_VISITED: usize = 100_000;
 /// The largest `max_visited` a request may ask for.
 pub const MAX_MAX_VISITED: usize = 10_000_000;
 /// Adjacency entries a walk of the in-memory adjacency may read on the request's own thread
-/// before it is handed to the blocking pool (see [`Db::inline_budget`]): tens of microseconds.
+/// before it is handed to the blocking pool (see [`Graph::inline_budget`]): tens of microseconds.
 const INLINE_ENTRIES: usize = 4096;
+
+/// The graph model: walks over the edge tables' adjacency (`graph:out|in:`), and that adjacency
+/// kept in memory, over the shared [`Core`].
+pub struct Graph {
+    core: Arc<Core>,
+    /// the adjacency in memory, kept exact by every commit (see [`memory`])
+    pub(crate) memory: Arc<memory::GraphMemory>,
+}
+
+impl Handle for Graph {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Graph {
+    /// The model over `core`, its in-memory adjacency bounded to `memory_bytes` (loaded by
+    /// [`Graph::load_memory`]).
+    pub(crate) fn new(core: Arc<Core>, memory_bytes: usize) -> Graph {
+        Graph { core, memory: Arc::new(memory::GraphMemory::new(memory_bytes)) }
+    }
+}
 
 /// The name of an adjacency direction in answers.
 fn dir_name(d: Direction) -> &'static str {
@@ -50,7 +73,7 @@ fn dir_name(d: Direction) -> &'static str {
     }
 }
 
-/// A walk's [`Graph`]: the in-memory adjacency when the view carries it, else the keys.
+/// A walk's [`WalkGraph`]: the in-memory adjacency when the view carries it, else the keys.
 pub(crate) enum Walker<'a> {
     Memory(MemoryGraph<'a>),
     Store(StoreGraph<'a>),
@@ -58,7 +81,7 @@ pub(crate) enum Walker<'a> {
 
 impl<'a> Walker<'a> {
     pub fn new(
-        db: &'a Db,
+        model: &'a Graph,
         view: &'a ReadView,
         tables: &'a [Arc<TableDef>],
         stop: &'a Stop,
@@ -66,13 +89,15 @@ impl<'a> Walker<'a> {
         max_visited: usize,
     ) -> Self {
         match view.derived::<Adjacency>() {
-            Some(adj) => Walker::Memory(MemoryGraph::new(adj, view, &db.catalog, tables, stop, cost, max_visited)),
-            None => Walker::Store(StoreGraph::new(view, &db.catalog, tables, stop, cost, max_visited)),
+            Some(adj) => {
+                Walker::Memory(MemoryGraph::new(adj, view, &model.core.catalog, tables, stop, cost, max_visited))
+            }
+            None => Walker::Store(StoreGraph::new(view, &model.core.catalog, tables, stop, cost, max_visited)),
         }
     }
 }
 
-impl Graph for Walker<'_> {
+impl WalkGraph for Walker<'_> {
     fn steps(&mut self, v: u32, dir: WalkDirection, out: &mut Vec<Step>) -> Result<()> {
         match self {
             Walker::Memory(g) => g.steps(v, dir, out),
@@ -120,28 +145,29 @@ fn max_visited(asked: Option<usize>) -> Result<usize> {
     Ok(m)
 }
 
-impl Db {
+impl Graph {
     /// Loads the in-memory adjacency from the `graph:` keys (at open, before anything writes, so
     /// no commit falls between the load and the first change it applies) and has the committer
     /// publish it with every view from now on.
-    pub(crate) fn load_graph_memory(&self) -> Result<()> {
-        if self.graph.off_reason().is_some() {
+    pub(crate) fn load_memory(&self) -> Result<()> {
+        if self.memory.off_reason().is_some() {
             return Ok(());
         }
         let started = std::time::Instant::now();
         let tables: Vec<memory::load::TableId> = self
+            .core
             .catalog
             .tables()
             .iter()
             .filter(|t| t.kind == TableKind::Edge)
             .map(|t| (t.name.clone(), t.created_at))
             .collect();
-        let view = self.store.committed();
+        let view = self.core.store.committed();
         let loaded =
             memory::load::from_keys(&tables, |prefix| view.scan(Space::Graph, KeyRange::Prefix(prefix), false));
         let seconds = started.elapsed().as_secs_f64();
-        self.graph.loaded(loaded, seconds);
-        let stats = self.graph.stats();
+        self.memory.loaded(loaded, seconds);
+        let stats = self.memory.stats();
         tracing::info!(
             edges = stats.edges,
             bytes = stats.bytes,
@@ -149,8 +175,8 @@ impl Db {
             state = stats.state,
             "graph adjacency loaded into memory"
         );
-        let (memory, catalog) = (self.graph.clone(), self.catalog.clone());
-        self.store.set_derived_source(Arc::new(move || {
+        let (memory, catalog) = (self.memory.clone(), self.core.catalog.clone());
+        self.core.store.set_derived_source(Arc::new(move || {
             let live = |name: &str, created_at: i64| catalog.table(name).is_some_and(|t| t.created_at == created_at);
             memory.capture(live).map(|adj| adj as Derived)
         }));
@@ -163,13 +189,13 @@ impl Db {
     /// the hand-off to the blocking pool; one that needs more than the budget is run there again
     /// with its whole `max_visited`, so no request holds an async thread for long.
     fn inline_budget(&self, view: &ReadView, small: bool, max_visited: usize) -> Option<usize> {
-        (small && view.derived::<Adjacency>().is_some() && !mem_walk::may_expire(&self.catalog))
+        (small && view.derived::<Adjacency>().is_some() && !mem_walk::may_expire(&self.core.catalog))
             .then(|| max_visited.min(INLINE_ENTRIES))
     }
 
     /// The in-memory adjacency's figures.
-    pub fn graph_memory(&self) -> memory::GraphMemoryStats {
-        self.graph.stats()
+    pub fn memory_stats(&self) -> memory::GraphMemoryStats {
+        self.memory.stats()
     }
 
     /// The edge tables a walk follows: those named (each an existing edge table, at most
@@ -184,7 +210,7 @@ impl Db {
                 }
                 let mut out: Vec<Arc<TableDef>> = Vec::new();
                 for n in names {
-                    let t = self.catalog.table(n).ok_or_else(|| ServiceError::TableNotFound(n.clone()))?;
+                    let t = self.core.catalog.table(n).ok_or_else(|| ServiceError::TableNotFound(n.clone()))?;
                     if t.kind != TableKind::Edge {
                         return Err(ServiceError::InvalidRequest(format!("table {n:?} is not an edge table")));
                     }
@@ -195,7 +221,8 @@ impl Db {
                 out
             }
             _ => {
-                let mut all: Vec<_> = self.catalog.tables().into_iter().filter(|t| t.kind == TableKind::Edge).collect();
+                let mut all: Vec<_> =
+                    self.core.catalog.tables().into_iter().filter(|t| t.kind == TableKind::Edge).collect();
                 all.sort_by(|a, b| a.name.cmp(&b.name));
                 if all.len() > MAX_EDGE_TABLES {
                     return Err(ServiceError::InvalidRequest(format!(
@@ -213,12 +240,18 @@ impl Db {
         let (table, id) = split_vertex(vertex).ok_or_else(|| {
             ServiceError::InvalidRequest(format!("{what} must be a vertex \"table/id\", not {vertex:?}"))
         })?;
-        if self.catalog.table(table).is_none() {
+        if self.core.catalog.table(table).is_none() {
             return Err(ServiceError::TableNotFound(table.to_owned()));
         }
         let gone = || ServiceError::DocumentNotFound { table: table.to_owned(), id: id.to_owned() };
         let blob = view.get(Space::Entity, &EntityKey::new(table, id).encode())?.ok_or_else(gone)?;
-        if crate::service::ttl::expiry::is_expired(&self.catalog, &self.catalog.dict(), table, &blob, now_ms())? {
+        if crate::service::core::expiry::is_expired(
+            &self.core.catalog,
+            &self.core.catalog.dict(),
+            table,
+            &blob,
+            now_ms(),
+        )? {
             return Err(gone());
         }
         Ok(())

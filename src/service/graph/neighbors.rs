@@ -6,11 +6,12 @@
 //! after the previous one ended.
 
 use super::memory::Adjacency;
-use super::{Db, Result, ServiceError, WalkDirection, dir_name};
+use super::{Graph, Result, ServiceError, WalkDirection, dir_name};
 use crate::catalog::TableDef;
 use crate::keys::{AdjValue, Direction, GraphKey, prefix_successor};
-use crate::service::cursor::{self, Binding};
-use crate::service::ttl::Expired;
+use crate::service::core::Handle;
+use crate::service::core::cursor::{self, Binding};
+use crate::service::core::expiry::Expired;
 use crate::storage::{KeyRange, ReadView, Space};
 use serde::Serialize;
 use std::ops::Bound;
@@ -65,17 +66,17 @@ fn dir_index(d: Direction) -> u8 {
     }
 }
 
-impl Db {
+impl Graph {
     /// One page of the edges at a vertex.
     pub async fn neighbors(self: &Arc<Self>, req: NeighborsRequest) -> Result<NeighborsPage> {
         if !(1..=MAX_NEIGHBORS_PAGE).contains(&req.limit) {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_NEIGHBORS_PAGE}")));
         }
         let tables = self.edge_tables(req.edges.as_deref())?;
-        let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
-            db.vertex_exists(&view, "vertex", &req.vertex)?;
+        let (stop, _abandon) = self.core.request_stop();
+        self.read(move |graph| {
+            let view = graph.core.store.snapshot();
+            graph.vertex_exists(&view, "vertex", &req.vertex)?;
             let mut parts: Vec<Vec<u8>> = vec![b"neighbors".to_vec(), req.vertex.as_bytes().to_vec()];
             parts.push(req.direction.tag().to_vec());
             for t in &tables {
@@ -94,7 +95,7 @@ impl Db {
                     Some((u16::from_be_bytes([head[0], head[1]]) as usize, head[2], id))
                 }
             };
-            let mut expired = Expired::new(&view, &db.catalog);
+            let mut expired = Expired::new(&view, &graph.core.catalog);
             let mut neighbors = Vec::with_capacity(req.limit.min(64));
             let mut next = None;
             let mut last: Option<(usize, u8, String)> = None;

@@ -1,11 +1,12 @@
 //! `POST /v1/graph/shortest-path`: the shortest path by hops (bidirectional breadth-first
 //! search), by a numeric edge field (Dijkstra), and the k shortest loop-free paths (Yen's
-//! algorithm over Dijkstra). Written against [`Graph`], so the unit tests run them on an
+//! algorithm over Dijkstra). Written against [`WalkGraph`], so the unit tests run them on an
 //! in-memory graph.
 
-use super::{Cost, Db, Graph, Result, ServiceError, Step, WalkDirection, Walker, max_visited};
+use super::{Cost, Graph, Result, ServiceError, Step, WalkDirection, WalkGraph, Walker, max_visited};
 use crate::catalog::TableDef;
-use crate::service::stop::Stop;
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
 use crate::storage::ReadView;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,12 +43,12 @@ pub struct ShortestPathRequest {
     #[schema(min_length = 1, example = "km")]
     pub weight: Option<String>,
     /// how many loop-free paths, shortest first, 1-32 (default 1)
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 1, maximum = 32)]
     pub k: Option<usize>,
     /// most adjacency entries the search may read, 1-10000000 (default 100000); past it: 422
     /// `max_visited_exceeded`
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 1, maximum = 10000000)]
     pub max_visited: Option<usize>,
 }
@@ -132,7 +133,7 @@ fn chain(side: &Parents, v: u32) -> (Vec<u32>, Vec<u32>) {
 /// The fewest-edges path, by breadth-first search from both ends, a whole level at a time (the
 /// smaller frontier first); after the first level in which the two searches meet, the best
 /// meeting point of that level is a shortest path.
-pub(crate) fn bfs(g: &mut impl Graph, from: u32, to: u32, dir: WalkDirection) -> Result<Option<Path>> {
+pub(crate) fn bfs(g: &mut impl WalkGraph, from: u32, to: u32, dir: WalkDirection) -> Result<Option<Path>> {
     if from == to {
         return Ok(Some(Path::start(from)));
     }
@@ -214,7 +215,7 @@ impl Banned {
 /// against.
 #[cfg(test)]
 pub(crate) fn dijkstra(
-    g: &mut impl Graph,
+    g: &mut impl WalkGraph,
     from: u32,
     to: u32,
     dir: WalkDirection,
@@ -304,7 +305,7 @@ impl Side {
 /// stops once the two queue heads together cost at least the best meeting found, so on a graph
 /// with hubs each side settles a small ball instead of every vertex cheaper than the target.
 pub(crate) fn dijkstra_both_ways(
-    g: &mut impl Graph,
+    g: &mut impl WalkGraph,
     from: u32,
     to: u32,
     dir: WalkDirection,
@@ -383,7 +384,7 @@ fn loop_free(path: Path) -> Path {
 /// next path leaves a previous one at some vertex (its spur) and avoids the edges by which the
 /// paths found so far leave that same root, and the root's other vertices. Each spur search runs
 /// from both ends. Ties go by edge ids.
-pub(crate) fn yen(g: &mut impl Graph, first: Path, to: u32, dir: WalkDirection, k: usize) -> Result<Vec<Path>> {
+pub(crate) fn yen(g: &mut impl WalkGraph, first: Path, to: u32, dir: WalkDirection, k: usize) -> Result<Vec<Path>> {
     let mut found = vec![first];
     let mut candidates: Vec<Path> = Vec::new();
     while found.len() < k {
@@ -421,7 +422,7 @@ pub(crate) fn yen(g: &mut impl Graph, first: Path, to: u32, dir: WalkDirection, 
     Ok(found)
 }
 
-impl Db {
+impl Graph {
     /// The shortest path(s) between two vertices.
     pub async fn shortest_path(self: &Arc<Self>, req: ShortestPathRequest) -> Result<ShortestPathResponse> {
         let k = req.k.unwrap_or(1);
@@ -433,8 +434,8 @@ impl Db {
         }
         let max_visited = max_visited(req.max_visited)?;
         let tables = self.edge_tables(req.edges.as_deref())?;
-        let (stop, _abandon) = self.request_stop();
-        let view = self.store.snapshot();
+        let (stop, _abandon) = self.core.request_stop();
+        let view = self.core.store.snapshot();
         // a declared weight (or none) is in the adjacency: no edge document is read
         let small = req.weight.as_deref().is_none_or(|w| tables.iter().all(|t| t.weight_field.as_deref() == Some(w)));
         if let Some(budget) = self.inline_budget(&view, small, max_visited) {
@@ -443,13 +444,13 @@ impl Db {
                 done => return done,
             }
         }
-        self.read(move |db| paths(db, &view, &req, &tables, &stop, k, max_visited)).await
+        self.read(move |model| paths(model, &view, &req, &tables, &stop, k, max_visited)).await
     }
 }
 
-/// The search of [`Db::shortest_path`], reading at most `max_visited` adjacency entries.
+/// The search of [`Graph::shortest_path`], reading at most `max_visited` adjacency entries.
 fn paths(
-    db: &Db,
+    model: &Graph,
     view: &ReadView,
     req: &ShortestPathRequest,
     tables: &[Arc<TableDef>],
@@ -457,10 +458,10 @@ fn paths(
     k: usize,
     max_visited: usize,
 ) -> Result<ShortestPathResponse> {
-    db.vertex_exists(view, "from", &req.from)?;
-    db.vertex_exists(view, "to", &req.to)?;
+    model.vertex_exists(view, "from", &req.from)?;
+    model.vertex_exists(view, "to", &req.to)?;
     let cost = req.weight.clone().map_or(Cost::Hops, Cost::Field);
-    let mut g = Walker::new(db, view, tables, stop, cost.clone(), max_visited);
+    let mut g = Walker::new(model, view, tables, stop, cost.clone(), max_visited);
     let (from, to) = (g.vertex(&req.from), g.vertex(&req.to));
     let first = match cost {
         Cost::Hops => bfs(&mut g, from, to, req.direction)?,

@@ -1,14 +1,14 @@
-//! The [`Graph`] of a walk when the in-memory adjacency is off: adjacency entries read from the
+//! The [`WalkGraph`] of a walk when the in-memory adjacency is off: adjacency entries read from the
 //! view's `graph:` keys (a prefix scan per edge table and direction), each vertex's steps read
 //! once and kept, every entry counted against `max_visited`.
 
-use super::walk::{Budget, Cost, Graph, LocalNames, Step, WalkDirection};
+use super::walk::{Budget, Cost, LocalNames, Step, WalkDirection, WalkGraph};
 use crate::catalog::{Catalog, TableDef};
 use crate::entity;
 use crate::keys::{AdjValue, EntityKey, GraphKey};
 use crate::service::adjacency::weight_ref;
-use crate::service::stop::Stop;
-use crate::service::ttl::Expired;
+use crate::service::core::cancel::Stop;
+use crate::service::core::expiry::Expired;
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 use std::collections::HashMap;
@@ -77,7 +77,7 @@ pub(crate) fn edge_cost(
     })
 }
 
-impl Graph for StoreGraph<'_> {
+impl WalkGraph for StoreGraph<'_> {
     fn steps(&mut self, v: u32, dir: WalkDirection, out: &mut Vec<Step>) -> Result<()> {
         self.budget.expand()?;
         if let Some(s) = self.seen[dir as usize].get(&v) {

@@ -6,13 +6,14 @@
 //! an edge that fails `edge_filter` is not followed. The start vertex is not filtered (it is
 //! returned when `min_depth` is 0).
 
-use super::{Cost, Db, Graph, Result, ServiceError, WalkDirection, Walker, max_visited};
+use super::{Cost, Graph, Result, ServiceError, WalkDirection, WalkGraph, Walker, max_visited};
 use crate::catalog::TableDef;
 use crate::entity::FieldDict;
 use crate::keys::EntityKey;
 use crate::service::adjacency::split_vertex;
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
 use crate::service::query::filter::Filter;
-use crate::service::stop::Stop;
 use crate::storage::{ReadView, Space};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -59,11 +60,11 @@ pub struct TraverseRequest {
     #[schema(max_items = 32)]
     pub edges: Option<Vec<String>>,
     /// the smallest depth returned (default 1; 0 returns the start too)
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 0, maximum = 1000)]
     pub min_depth: Option<usize>,
     /// the largest depth walked (default 1, at most 1000)
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 0, maximum = 1000)]
     pub max_depth: Option<usize>,
     /// a filter (the query filter language) every vertex reached must match to be returned and
@@ -77,12 +78,12 @@ pub struct TraverseRequest {
     #[serde(default = "default_true")]
     pub unique_vertices: bool,
     /// most vertices returned, 1-10000 (default 1000); the walk stops there
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 1, maximum = 10000)]
     pub limit: Option<usize>,
     /// most adjacency entries the walk may read, 1-10000000 (default 100000); past it: 422
     /// `max_visited_exceeded`
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 1, maximum = 10000000)]
     pub max_visited: Option<usize>,
     /// `vertices` (default) or `paths`
@@ -204,7 +205,7 @@ fn on_path(nodes: &[Node], mut at: Option<usize>, vertex: u32) -> bool {
     false
 }
 
-fn path_to(g: &impl Graph, nodes: &[Node], at: usize) -> TraversePath {
+fn path_to(g: &impl WalkGraph, nodes: &[Node], at: usize) -> TraversePath {
     let (mut vertices, mut edges) = (Vec::new(), Vec::new());
     let mut i = Some(at);
     while let Some(n) = i.and_then(|i| nodes.get(i)) {
@@ -217,13 +218,13 @@ fn path_to(g: &impl Graph, nodes: &[Node], at: usize) -> TraversePath {
     TraversePath { vertices, edges }
 }
 
-impl Db {
+impl Graph {
     /// Walks the graph breadth-first from `req.start`.
     pub async fn traverse(self: &Arc<Self>, req: TraverseRequest) -> Result<TraverseResponse> {
         let plan = check(&req)?;
         let tables = self.edge_tables(req.edges.as_deref())?;
-        let (stop, _abandon) = self.request_stop();
-        let view = self.store.snapshot();
+        let (stop, _abandon) = self.core.request_stop();
+        let view = self.core.store.snapshot();
         let small = req.vertex_filter.is_none() && req.edge_filter.is_none() && req.fields.is_none();
         if let Some(budget) = self.inline_budget(&view, small, plan.max_visited) {
             match walk(self, &view, &req, &plan, &tables, &stop, budget) {
@@ -231,13 +232,13 @@ impl Db {
                 done => return done,
             }
         }
-        self.read(move |db| walk(db, &view, &req, &plan, &tables, &stop, plan.max_visited)).await
+        self.read(move |model| walk(model, &view, &req, &plan, &tables, &stop, plan.max_visited)).await
     }
 }
 
-/// The walk of [`Db::traverse`], reading at most `max_visited` adjacency entries.
+/// The walk of [`Graph::traverse`], reading at most `max_visited` adjacency entries.
 fn walk(
-    db: &Db,
+    model: &Graph,
     view: &ReadView,
     req: &TraverseRequest,
     plan: &Plan,
@@ -245,9 +246,9 @@ fn walk(
     stop: &Stop,
     max_visited: usize,
 ) -> Result<TraverseResponse> {
-    db.vertex_exists(view, "start", &req.start)?;
-    let dict = db.catalog.dict();
-    let mut graph = Walker::new(db, view, tables, stop, Cost::Hops, max_visited);
+    model.vertex_exists(view, "start", &req.start)?;
+    let dict = model.core.catalog.dict();
+    let mut graph = Walker::new(model, view, tables, stop, Cost::Hops, max_visited);
     let start = graph.vertex(&req.start);
     let mut nodes = vec![Node { vertex: start, depth: 0, parent: None, edge: None }];
     let mut visited: HashSet<u32, foldhash::fast::RandomState> =

@@ -1,4 +1,4 @@
-//! What the walks (traversal, shortest paths) run on: a [`Graph`] of numbered vertices and edges,
+//! What the walks (traversal, shortest paths) run on: a [`WalkGraph`] of numbered vertices and edges,
 //! read from the in-memory adjacency (`mem_walk`) or, when it is off, from the `graph:` keys
 //! (`store_walk`), and the path algorithms' unit tests' own graph.
 
@@ -48,7 +48,7 @@ impl WalkDirection {
     }
 }
 
-/// One step along an edge from a vertex: numbers the walk's [`Graph`] gave.
+/// One step along an edge from a vertex: numbers the walk's [`WalkGraph`] gave.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Step {
     /// the edge (one number per edge, whichever end it is seen from)
@@ -73,7 +73,7 @@ pub(crate) enum Cost {
 
 /// What the walks run on: the steps from a vertex, in the order of the `graph:` keys (edge table
 /// as listed, out before in, then edge id), and the names behind the numbers.
-pub(crate) trait Graph {
+pub(crate) trait WalkGraph {
     /// Appends the steps from `v` in direction `dir` to `out`.
     fn steps(&mut self, v: u32, dir: WalkDirection, out: &mut Vec<Step>) -> Result<()>;
     /// The number of vertex `name` (one without edges gets one too).
@@ -94,14 +94,14 @@ pub(crate) trait Graph {
 /// What bounds a walk: its stop (timeout, client gone), checked every 256 vertices expanded and
 /// every 1024 entries read, and `max_visited`, the adjacency entries it may read.
 pub(crate) struct Budget<'a> {
-    stop: &'a crate::service::stop::Stop,
+    stop: &'a crate::service::core::cancel::Stop,
     max_visited: usize,
     read: usize,
     calls: u64,
 }
 
 impl<'a> Budget<'a> {
-    pub fn new(stop: &'a crate::service::stop::Stop, max_visited: usize) -> Self {
+    pub fn new(stop: &'a crate::service::core::cancel::Stop, max_visited: usize) -> Self {
         Budget { stop, max_visited, read: 0, calls: 0 }
     }
 
@@ -127,7 +127,7 @@ impl<'a> Budget<'a> {
         Ok(())
     }
 
-    pub fn stop(&self) -> &'a crate::service::stop::Stop {
+    pub fn stop(&self) -> &'a crate::service::core::cancel::Stop {
         self.stop
     }
 }
@@ -157,7 +157,7 @@ impl LocalNames {
 
 #[cfg(test)]
 pub(crate) mod memory {
-    //! An in-memory [`Graph`] for the algorithms' unit tests.
+    //! An in-memory [`WalkGraph`] for the algorithms' unit tests.
     use super::*;
 
     /// Edges `(id, from, to, weight)`.
@@ -173,7 +173,7 @@ pub(crate) mod memory {
         }
     }
 
-    impl Graph for TestGraph {
+    impl WalkGraph for TestGraph {
         fn steps(&mut self, v: u32, dir: WalkDirection, out: &mut Vec<Step>) -> Result<()> {
             let vertex = self.vertices.name(v).to_owned();
             for &d in dir.dirs() {

@@ -24,12 +24,32 @@ pub mod read;
 mod retention;
 pub mod scan;
 
+use super::core::{Core, Handle};
 use super::write::{Change, Write};
 use super::{Result, ServiceError};
 use crate::catalog::HistoryPolicy;
 use crate::keys::HistKey;
 use crate::storage::Space;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+
+/// The history model: the versions under `hist:` and their retention, over the shared [`Core`].
+pub struct History {
+    core: Arc<Core>,
+}
+
+impl Handle for History {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl History {
+    /// The model over `core`.
+    pub(crate) fn new(core: Arc<Core>) -> History {
+        History { core }
+    }
+}
 
 /// How a version came to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +152,7 @@ impl Clock {
 /// A time of a history read (`as_of`, `from`, `to`): ms since the epoch or RFC 3339, in the
 /// versions' microseconds.
 pub fn parse_time(name: &str, text: &str) -> Result<i64> {
-    Ok(super::timeseries::time::parse_bound(name, text)?.div_euclid(1000))
+    Ok(crate::service::core::clock::parse_bound(name, text)?.div_euclid(1000))
 }
 
 /// The refusal of a history read on a table that keeps none.
@@ -148,7 +168,7 @@ pub fn check_policy(policy: &HistoryPolicy) -> Result<()> {
         return Err(ServiceError::InvalidRequest("history needs max_age, max_versions or both".into()));
     }
     if let Some(age) = &policy.max_age {
-        let ok = super::duration::parse_duration_ms(age).is_some_and(|ms| ms > 0);
+        let ok = crate::service::core::duration::parse_duration_ms(age).is_some_and(|ms| ms > 0);
         if !ok {
             return Err(ServiceError::InvalidRequest(format!(
                 "history.max_age {age:?} is not a duration such as 30d, 12h or 90m"

@@ -1,9 +1,11 @@
 //! Reading history: a document's versions newest first, and a document as of a time.
 
+use super::History;
 use super::{How, decode_head, decode_version, no_history};
 use crate::keys::{EntityKey, HistKey};
-use crate::service::documents::etag;
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::core::render::etag;
+use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space};
 use serde::Serialize;
 use std::ops::Bound;
@@ -42,7 +44,7 @@ pub struct HistoryPage {
     pub cursor: Option<String>,
 }
 
-impl Db {
+impl History {
     /// Document `id`'s versions that started in `from..to` (µs), newest first, at most `limit`,
     /// before the cursor `before` (a start) when given. 404 if the table keeps no history; a
     /// document it kept nothing of has an empty list.
@@ -56,13 +58,13 @@ impl Db {
     ) -> Result<HistoryPage> {
         crate::service::write::check_id(&id)?;
         let limit = limit.clamp(1, MAX_PAGE);
-        self.read(move |db| {
-            let def = db.table_or_404(&table)?;
+        self.read(move |history| {
+            let def = history.core.table_or_404(&table)?;
             if def.history.is_none() {
                 return Err(no_history(&table));
             }
             let to = before.map_or(to, |b| b.min(to));
-            let view = db.store.snapshot();
+            let view = history.core.store.snapshot();
             let mut versions = Vec::new();
             // the current version first, from its head and the document itself
             // (no head but a document: written before the table kept history and never replaced
@@ -74,7 +76,7 @@ impl Db {
             if (from..to).contains(&start)
                 && let Some(blob) = view.get(Space::Entity, &EntityKey::new(&table, &id).encode())?
             {
-                versions.push(db.version(&id, start, how, Some(&blob), true)?);
+                versions.push(history.version(&id, start, how, Some(&blob), true)?);
             }
             let lower = HistKey::version(&table, &id, from).encode();
             let upper = HistKey::version(&table, &id, to).encode();
@@ -86,7 +88,7 @@ impl Db {
                 let (key, value) = item?;
                 let start = HistKey::decode(&key).ok().and_then(|k| k.start).ok_or_else(|| damaged(&table, &id))?;
                 let (how, blob) = decode_version(&value).ok_or_else(|| damaged(&table, &id))?;
-                versions.push(db.version(&id, start, how, blob, false)?);
+                versions.push(history.version(&id, start, how, blob, false)?);
             }
             let cursor = (versions.len() > limit).then(|| {
                 versions.truncate(limit);
@@ -106,13 +108,13 @@ impl Db {
         at: i64,
     ) -> Result<crate::service::Document> {
         crate::service::write::check_id(&id)?;
-        self.read(move |db| {
-            let def = db.table_or_404(&table)?;
+        self.read(move |history| {
+            let def = history.core.table_or_404(&table)?;
             if def.history.is_none() {
                 return Err(no_history(&table));
             }
             let gone = || ServiceError::DocumentNotFound { table: table.clone(), id: id.clone() };
-            let view = db.store.snapshot();
+            let view = history.core.store.snapshot();
             // the current version, if it started by then (no head but a document: written before
             // the table kept history and never replaced since, so current at any time)
             let start = match view.get(Space::Hist, &HistKey::head(&table, &id).encode())? {
@@ -121,14 +123,20 @@ impl Db {
             };
             // (a version whose TTL had passed by then was hidden then)
             let expired = |blob: &[u8]| {
-                db.catalog.with_dict(|dict| {
-                    crate::service::ttl::expiry::is_expired(&db.catalog, dict, &table, blob, at.div_euclid(1000))
+                history.core.catalog.with_dict(|dict| {
+                    crate::service::core::expiry::is_expired(
+                        &history.core.catalog,
+                        dict,
+                        &table,
+                        blob,
+                        at.div_euclid(1000),
+                    )
                 })
             };
             if start <= at
                 && let Some(blob) = view.get(Space::Entity, &EntityKey::new(&table, &id).encode())?
             {
-                return if expired(&blob)? { Err(gone()) } else { db.as_document(&id, &blob) };
+                return if expired(&blob)? { Err(gone()) } else { history.as_document(&id, &blob) };
             }
             // the last version that started at or before `at`
             let lower = HistKey::version(&table, &id, i64::MIN).encode();
@@ -137,31 +145,15 @@ impl Db {
             let Some(item) = view.scan(Space::Hist, range, true).next() else { return Err(gone()) };
             let (_, value) = item?;
             match decode_version(&value).ok_or_else(|| damaged(&table, &id))? {
-                (_, Some(blob)) if !expired(blob)? => db.as_document(&id, blob),
+                (_, Some(blob)) if !expired(blob)? => history.as_document(&id, blob),
                 _ => Err(gone()),
             }
         })
         .await
     }
 
-    /// Writes back the version document `id` had at `at` (µs) as a new write (a replace, or a
-    /// create if it is gone now), under `pre`: 404 `document_not_found` if it had none then.
-    pub async fn restore_document(
-        self: &Arc<Self>,
-        table: String,
-        id: String,
-        at: i64,
-        pre: crate::service::Preconditions,
-    ) -> Result<crate::service::PutOutcome> {
-        let version = self.get_document_as_of(table.clone(), id.clone(), at).await?;
-        let mut doc: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&version.json)
-            .map_err(|e| ServiceError::Internal(format!("a kept version does not parse: {e}")))?;
-        doc.remove("_id");
-        self.put_document(table, id, doc, pre).await
-    }
-
     fn as_document(&self, id: &str, blob: &[u8]) -> Result<crate::service::Document> {
-        let json = self.catalog.with_dict(|dict| crate::service::render::json_with_id(dict, id, blob))?;
+        let json = self.core.catalog.with_dict(|dict| crate::service::core::render::json_with_id(dict, id, blob))?;
         Ok(crate::service::Document { json, etag: etag(blob) })
     }
 

@@ -9,9 +9,11 @@
 //! removed before the next is read), so its cost grows with what is kept, not with what is
 //! written, and its memory with a page.
 
+use super::History;
 use super::read::MAX_PAGE;
 use crate::keys::{HistKey, prefix_successor, table_prefix};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -35,7 +37,7 @@ struct Page {
     next: Option<Vec<u8>>,
 }
 
-impl Db {
+impl History {
     /// Removes what every table's history policy no longer keeps, as of `now_us`; returns the
     /// keys removed. Stops between writes when `stop` says so (or the database closes).
     ///
@@ -48,28 +50,31 @@ impl Db {
         stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<u64> {
         let mut removed = 0;
-        for table in self.catalog.tables() {
+        for table in self.core.catalog.tables() {
             let name = table.name.clone();
             // the policy as the catalog has it when the table's turn comes (not when the run
             // began), and checked again by each removal: see below
-            let Some(policy) = self.catalog.table(&name).map(|t| t.history.clone()) else { continue };
+            let Some(policy) = self.core.catalog.table(&name).map(|t| t.history.clone()) else { continue };
             let bounds: Bounds = policy.as_ref().map(|p| {
-                let max_age_us =
-                    p.max_age.as_deref().and_then(crate::service::duration::parse_duration_ms).map(|ms| ms * 1000);
+                let max_age_us = p
+                    .max_age
+                    .as_deref()
+                    .and_then(crate::service::core::duration::parse_duration_ms)
+                    .map(|ms| ms * 1000);
                 (max_age_us, p.max_versions)
             });
             let prefix = table_prefix(&name);
             let end = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
             let mut from = Bound::Included(prefix);
             loop {
-                if stop() || self.closing() {
+                if stop() || self.core.closing() {
                     return Ok(removed);
                 }
                 let range = KeyRange::Between(from, end.clone());
                 let scanned = name.clone();
                 let page = self
-                    .read(move |db| {
-                        let view = db.store.snapshot();
+                    .read(move |history| {
+                        let view = history.core.store.snapshot();
                         judge_page(view.scan(Space::Hist, range, false), &scanned, bounds, now_us, CHUNK, SCAN_PAGE)
                     })
                     .await?;
@@ -81,8 +86,8 @@ impl Db {
                     // again by the next run. On the committer, so no write of the new policy
                     // comes between.
                     let done = self
-                        .write(move |tx, db| {
-                            if db.catalog.table(&name).map(|t| t.history.clone()) != Some(policy) {
+                        .commit(move |tx, history| {
+                            if history.core.catalog.table(&name).map(|t| t.history.clone()) != Some(policy) {
                                 return Ok(false);
                             }
                             for key in keys {

@@ -15,7 +15,7 @@
 use super::decode_head;
 use super::decode_version;
 use crate::keys::{EntityKey, HistKey, prefix_successor, table_prefix};
-use crate::service::stop::Stop;
+use crate::service::core::cancel::Stop;
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Scan, Slice, Space};
 use std::iter::Peekable;
@@ -122,7 +122,7 @@ impl<'s> TableAsOf<'s> {
             let blob = match head {
                 Some(start) if start <= self.at => current,
                 // no head but a document: written before the table kept history and never
-                // replaced since (as `Db::get_document_as_of` reads it too)
+                // replaced since (as `History::get_document_as_of` reads it too)
                 None if current.is_some() => current,
                 _ => match kept.as_deref().and_then(decode_version) {
                     Some((_, Some(blob))) => Some(Slice::from(blob)),

@@ -23,7 +23,7 @@
 
 use crate::catalog::{ColumnType, TableDef};
 use crate::service::ServiceError;
-use crate::service::fields::{FROM_FIELD, ID_FIELD, TO_FIELD};
+use crate::service::core::fields::{FROM_FIELD, ID_FIELD, TO_FIELD};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 

@@ -217,7 +217,7 @@ fn prepare_line(catalog: &Catalog, table: &TableDef, mut line: Vec<u8>, scratch:
     let blob = catalog
         .encode_simd_detached(&value, &EncodeOptions::default())
         .map_err(|e| ServiceError::InvalidDocument(e.to_string()))?;
-    super::ttl::expiry::check_blob(&blob, &catalog.dict())?;
+    crate::service::core::expiry::check_blob(&blob, &catalog.dict())?;
     from_blob(catalog, table, id, blob, None)
 }
 
@@ -435,7 +435,7 @@ impl Db {
                                     Err(e) => return Err(e),
                                 }
                             }
-                            super::counts::add(tx, &live.name, added)?;
+                            crate::service::core::counts::add(tx, &live.name, added)?;
                             Ok(Ok(outcome))
                         })
                         .await?;

@@ -4,7 +4,6 @@ pub mod entries;
 pub mod geo;
 pub(crate) mod stage;
 
-use super::build::Chunk;
 use super::purge::Purge;
 use super::search::maintain;
 use super::search::options::FulltextOptions;
@@ -12,7 +11,10 @@ use super::search::postings::{self, DocPostings};
 use super::write::Write;
 use super::{Db, Result, ServiceError};
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState};
+use crate::keys::VecKey;
 use crate::keys::{EntityKey, FtStatKey, FtidxKey, IdxKey, RidxKey, SidxKey, prefix_successor};
+use crate::service::build_lifecycle::Chunk;
+use crate::service::core::Handle;
 use crate::storage::{KeyRange, Slice, Space, WriteTx};
 use entries::Entry;
 use serde::Deserialize;
@@ -59,7 +61,7 @@ fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>
     }
     // `_id` is not in the document: queries read it from the entity keys, so an index on it
     // would hold only nulls
-    if req.fields.iter().any(|f| f.split('.').next() == Some(crate::service::fields::ID_FIELD)) {
+    if req.fields.iter().any(|f| f.split('.').next() == Some(crate::service::core::fields::ID_FIELD)) {
         return bad("`_id` needs no index: queries on it read the documents' own keys".into());
     }
     let options = req.options.clone().unwrap_or_default();
@@ -100,7 +102,7 @@ fn ttl_options(
     options: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<serde_json::Map<String, serde_json::Value>> {
     let after = options.get("expire_after").and_then(serde_json::Value::as_str);
-    if options.len() != 1 || after.and_then(super::duration::parse_duration_ms).is_none() {
+    if options.len() != 1 || after.and_then(crate::service::core::duration::parse_duration_ms).is_none() {
         return Err(ServiceError::InvalidRequest(
             "a ttl index takes one option, `expire_after`: a duration such as \"90s\", \"1h\" or \"7d\" (units ms, s, m, h, d, w)"
                 .into(),
@@ -152,7 +154,7 @@ impl Db {
                 if db.catalog.index_dropping(&table, &req.name).is_some() {
                     return Err(ServiceError::IndexDropping { table, index: req.name });
                 }
-                let docs = super::counts::count_in(tx, &table)?;
+                let docs = crate::service::core::counts::count_in(tx, &table)?;
                 let state = if docs == 0 { IndexState::Ready } else { IndexState::Building { done: 0, total: docs } };
                 let created_at = db.catalog.next_created_at(tx)?;
                 let def = IndexDef {
@@ -263,7 +265,7 @@ impl Db {
                 Ok(def.created_at)
             })
             .await?;
-        self.vectors.forget(&table, &name);
+        self.vectors.graphs.forget(&table, &name);
         self.purge_dropped_index(&table, &name, created_at)
             .await
             .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
@@ -374,7 +376,7 @@ fn prepare_chunk(
     let dict = db.catalog.dict();
     // a vector index takes what its graph can plan together (see `vectors::bulk`)
     let chunk = match def.kind {
-        IndexKind::Vector => super::vectors::bulk_chunk(db.vector_nodes(&def), chunk),
+        IndexKind::Vector => super::vectors::bulk_chunk(db.vectors.vector_nodes(&def), chunk),
         _ => chunk,
     };
     let prefix = crate::keys::table_prefix(table);
@@ -415,7 +417,7 @@ fn prepare_chunk(
     if def.kind == IndexKind::Vector {
         let items: Vec<(&str, &[f32])> =
             docs.iter().filter_map(|d| Some((d.id.as_str(), d.vector.as_deref()?))).collect();
-        let mut plans = db.plan_inserts(&def, &items).into_iter();
+        let mut plans = db.vectors.plan_inserts(&def, &items).into_iter();
         for doc in docs.iter_mut().filter(|d| d.vector.is_some()) {
             doc.plan = plans.next().flatten();
         }
@@ -455,7 +457,7 @@ fn commit_chunk(tx: &mut Write<'_, '_>, catalog: &Arc<Catalog>, prepared: Prepar
         let entries = doc.entries?;
         if def.kind == IndexKind::Vector {
             if let Some(v) = doc.vector {
-                super::vectors::log(tx, &def, &doc.id, Some(v), doc.plan);
+                crate::service::vectors::log(tx, &def, &doc.id, Some(v), doc.plan);
             }
             continue;
         }
@@ -481,4 +483,52 @@ fn commit_chunk(tx: &mut Write<'_, '_>, catalog: &Arc<Catalog>, prepared: Prepar
         Some(key) if !finished => Chunk::More(key),
         _ => Chunk::Done,
     })
+}
+
+impl Db {
+    /// Rebuilds a vector index from the documents: its keys and cache are removed and a backfill
+    /// indexes every document again (the index is `building` meanwhile; searches refuse it until
+    /// it is ready).
+    pub async fn rebuild_index(self: &Arc<Self>, table: String, name: String) -> Result<IndexDef> {
+        let db = self.clone();
+        self.detached(async move {
+            let (t, n) = (table.clone(), name.clone());
+            let def = db
+                .write(move |tx, db| {
+                    db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+                    let def = db
+                        .catalog
+                        .index(&table, &name)
+                        .ok_or(ServiceError::IndexNotFound { table: table.clone(), index: name.clone() })?;
+                    if def.kind != IndexKind::Vector {
+                        return Err(ServiceError::InvalidRequest(
+                            "only vector indexes are rebuilt (the others are kept exact by every write)".into(),
+                        ));
+                    }
+                    if !def.is_ready() {
+                        return Err(ServiceError::InvalidRequest(
+                            "the index is not ready: a build is under way, or it failed (drop it)".into(),
+                        ));
+                    }
+                    // as this write sees them: a node an earlier write of the same group staged too
+                    let keys = tx.scan_current(Space::Vec, &VecKey::index_prefix(&table, &name), usize::MAX)?;
+                    for (k, _) in keys {
+                        tx.delete(Space::Vec, k);
+                    }
+                    let docs = crate::service::core::counts::count_in(tx, &table)?;
+                    let mut next = (*def).clone();
+                    next.state = crate::catalog::IndexState::Building { done: 0, total: docs };
+                    db.catalog.put_index(tx, next.clone());
+                    // the cache empties with the keys (nothing after this can refuse the write)
+                    db.vectors.graphs.reset(&next)?;
+                    Ok(next)
+                })
+                .await
+                // not committed: the keys are still there, and the emptied cache must go
+                .inspect_err(|_| db.vectors.graphs.forget(&t, &n))?;
+            db.spawn_backfill(&def);
+            Ok(def)
+        })
+        .await
+    }
 }

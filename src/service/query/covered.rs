@@ -24,9 +24,9 @@ use super::plan::{self, Access, Bounds, IndexScan, Range, SortKey};
 use crate::catalog::{ColumnType, IndexDef, IndexKind, TableDef};
 use crate::entity::FieldDict;
 use crate::keys::{Component, EntityKey, IdxKey, KeyWriter, MetaKey, RidxKey};
-use crate::service::fields::ID_FIELD;
-use crate::service::stop::Stop;
-use crate::service::ttl::expiry::Expiry;
+use crate::service::core::cancel::Stop;
+use crate::service::core::expiry::Expiry;
+use crate::service::core::fields::ID_FIELD;
 use crate::service::{Result, ServiceError};
 use crate::storage::{ReadView, Space};
 use serde_json::Value;
@@ -234,7 +234,7 @@ fn expired_ids(
             return Ok(None);
         }
     }
-    let Some(ids) = crate::service::ttl::expired_ids_at_most(view, table, now, stop, MAX_EXPIRED)? else {
+    let Some(ids) = crate::service::core::expiry::expired_ids_at_most(view, table, now, stop, MAX_EXPIRED)? else {
         return Ok(None);
     };
     let mut out = HashSet::with_capacity(ids.len());
@@ -390,113 +390,5 @@ mod tests {
         let mut multikey = def(Range, &["a"]);
         multikey.multikey = true;
         assert!(exact_ranges(&Filter::parse(&json!({"a": 1})).unwrap(), "t", &multikey).is_none());
-    }
-
-    /// A typed table `t` (`age` int, `name` string) with a range index on `age` and four
-    /// documents a, b, c, d aged 10 to 40, in a database without background jobs.
-    async fn typed_table_by_age() -> (tempfile::TempDir, std::sync::Arc<crate::service::Db>) {
-        use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions};
-        use crate::storage::StorageConfig;
-        let dir = tempfile::tempdir().unwrap();
-        let options = DbOptions { background_jobs: false, ..DbOptions::default() };
-        let db = Db::open(StorageConfig::new(dir.path()), options).unwrap();
-        let table: CreateTable = serde_json::from_value(json!({"name": "t", "columns": [
-            {"name": "age", "type": "int"}, {"name": "name", "type": "string"}]}))
-        .unwrap();
-        db.create_table(table).await.unwrap();
-        let index: CreateIndex =
-            serde_json::from_value(json!({"name": "by_age", "kind": "range", "fields": ["age"]})).unwrap();
-        db.create_index("t".into(), index).await.unwrap();
-        for (id, age) in [("a", 10), ("b", 20), ("c", 30), ("d", 40)] {
-            let doc = json!({"age": age, "name": id}).as_object().unwrap().clone();
-            db.put_document("t".into(), id.into(), doc, Preconditions::default()).await.unwrap();
-        }
-        (dir, db)
-    }
-
-    /// A covered query reads no document: with a matching document's entity key removed from
-    /// the store behind the index's back, the covered query still returns it from its key, while
-    /// the same query asking for a field outside the index (so reading documents) does not.
-    #[tokio::test]
-    async fn covered_results_come_from_the_keys_alone() {
-        use crate::keys::EntityKey;
-        use crate::service::{QueryRequest, QueryResult};
-        let (_dir, db) = typed_table_by_age().await;
-        let query = |fields: &[&str], explain: bool| {
-            let req = json!({"filter": {"age": {"$gte": 20}}, "fields": fields, "explain": explain});
-            let req: QueryRequest = serde_json::from_value(req).unwrap();
-            let db = db.clone();
-            async move { db.query("t".into(), req).await.unwrap() }
-        };
-        let page = |r: QueryResult| match r {
-            QueryResult::Page(p) => {
-                p.documents.iter().map(|d| serde_json::from_slice(d).unwrap()).collect::<Vec<Value>>()
-            }
-            QueryResult::Explain(e) => panic!("{e:?}"),
-        };
-        let plan = |r: QueryResult| match r {
-            QueryResult::Explain(e) => e.plan,
-            QueryResult::Page(_) => panic!("not a plan"),
-        };
-        let covered = plan(query(&["_id", "age"], true).await);
-        assert!(covered.covered && covered.documents_read == 0, "{covered:?}");
-        let read = plan(query(&["_id", "name"], true).await);
-        assert!(!read.covered && read.documents_read == 3, "{read:?}");
-        let want = vec![json!({"_id": "b", "age": 20}), json!({"_id": "c", "age": 30}), json!({"_id": "d", "age": 40})];
-        assert_eq!(page(query(&["_id", "age"], false).await), want);
-        let key = EntityKey::new("t", "c").encode();
-        db.store()
-            .write(move |tx| {
-                tx.delete(Space::Entity, key);
-                Ok::<_, crate::storage::StorageError>(())
-            })
-            .await
-            .unwrap();
-        assert_eq!(page(query(&["_id", "age"], false).await), want, "the covered query read no document");
-        let names: Vec<Value> = page(query(&["name"], false).await).into_iter().map(|d| d["_id"].clone()).collect();
-        assert_eq!(names, [json!("b"), json!("d")], "the uncovered query reads the documents");
-    }
-
-    /// A covered query skips exactly the documents the uncovered one finds expired: an expiry
-    /// entry that no rule of the table stands behind (as a TTL index being dropped leaves until
-    /// its entries are repaired) hides nothing. `_expires_at` is in use (another table), so the
-    /// table has expiry rules and the covered plan reads the expiry entries.
-    #[tokio::test]
-    async fn a_stale_expiry_entry_hides_nothing_from_a_covered_query() {
-        use crate::keys::TtlKey;
-        use crate::service::{Preconditions, QueryRequest, QueryResult};
-        let (_dir, db) = typed_table_by_age().await;
-        db.create_table(serde_json::from_value(json!({"name": "other"})).unwrap()).await.unwrap();
-        let later = json!({"_expires_at": "2999-01-01T00:00:00Z"}).as_object().unwrap().clone();
-        db.put_document("other".into(), "x".into(), later, Preconditions::default()).await.unwrap();
-        // a stale entry: "c" expired long ago, says the entry; no rule of "t" says so
-        let key = TtlKey::new("t", 1_000, "c").encode();
-        db.store()
-            .write(move |tx| {
-                tx.put(Space::Ttlidx, key, Vec::new());
-                Ok::<_, crate::storage::StorageError>(())
-            })
-            .await
-            .unwrap();
-        let ids = |fields: &[&str], explain: bool| {
-            let req = json!({"filter": {"age": {"$gte": 20}}, "fields": fields, "explain": explain});
-            let req: QueryRequest = serde_json::from_value(req).unwrap();
-            let db = db.clone();
-            async move {
-                match db.query("t".into(), req).await.unwrap() {
-                    QueryResult::Page(p) => p
-                        .documents
-                        .iter()
-                        .map(|d| serde_json::from_slice::<Value>(d).unwrap()["_id"].clone())
-                        .collect::<Vec<_>>(),
-                    QueryResult::Explain(e) => vec![json!(e.plan.covered)],
-                }
-            }
-        };
-        assert_eq!(ids(&["_id", "age"], true).await, [json!(true)], "the query is covered");
-        let covered = ids(&["_id", "age"], false).await;
-        let uncovered = ids(&["_id", "name"], false).await;
-        assert_eq!(uncovered, [json!("b"), json!("c"), json!("d")]);
-        assert_eq!(covered, uncovered);
     }
 }

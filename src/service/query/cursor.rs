@@ -1,10 +1,10 @@
 //! Query cursors: the last result's position and the order of the pages, bound (see
-//! [`crate::service::cursor`]) to the table, the filter and the requested sort.
+//! [`crate::service::core::cursor`]) to the table, the filter and the requested sort.
 
 use super::plan::{self, SortKey};
 use crate::keys::Component;
 use crate::service::Result;
-use crate::service::cursor::{self, Binding, invalid};
+use crate::service::core::cursor::{self, Binding, invalid};
 use serde_json::Value;
 use std::cmp::Ordering;
 

@@ -4,7 +4,7 @@ use super::ids::IdScan;
 use super::plan::IndexScan;
 use crate::catalog::IndexKind;
 use crate::keys::EntityKey;
-use crate::service::fields::ID_FIELD;
+use crate::service::core::fields::ID_FIELD;
 use serde::Serialize;
 use std::ops::Bound;
 use utoipa::ToSchema;

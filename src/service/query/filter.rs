@@ -14,7 +14,7 @@
 
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{Component, Number};
-use crate::service::fields::ID_FIELD;
+use crate::service::core::fields::ID_FIELD;
 use crate::service::indexes::entries::component;
 use crate::service::indexes::geo::{GeoBox, Point};
 use crate::service::{Result, ServiceError};

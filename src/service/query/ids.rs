@@ -4,7 +4,7 @@
 
 use super::filter::{Filter, Op};
 use crate::keys::{Component, EntityKey, KeyWriter, prefix_successor, table_prefix};
-use crate::service::fields::ID_FIELD;
+use crate::service::core::fields::ID_FIELD;
 use serde_json::Value;
 use std::ops::Bound;
 

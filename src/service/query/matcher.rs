@@ -12,7 +12,7 @@ use super::shape::{MAX_MET, first_branch, order_key, project};
 use crate::entity::FieldDict;
 use crate::keys::{Component, EntityKey};
 use crate::service::Result;
-use crate::service::ttl::expiry::Expiry;
+use crate::service::core::expiry::Expiry;
 use crate::storage::{ReadView, Slice, Space};
 use std::cmp::Ordering;
 use std::collections::HashSet;

@@ -12,25 +12,27 @@ mod ngram;
 pub mod plan;
 mod request;
 mod shape;
-mod stream;
+pub(crate) mod stream;
 mod viewscan;
 
-use super::render::RawPage;
-use super::stop::Stop;
-use super::{Db, Result, ServiceError};
+use super::core::Core;
+use super::{Result, ServiceError};
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::EntityKey;
-use crate::service::cursor::Binding;
-use crate::service::ttl::expiry::{Expiry, now_ms};
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
+use crate::service::core::cursor::Binding;
+use crate::service::core::expiry::{Expiry, now_ms};
+use crate::service::core::render::RawPage;
 use crate::storage::Space;
 use cursor::{Cursor, Order};
 pub use explain::ScanExplain;
 use filter::Filter;
 use matcher::{Hit, Matcher};
 use plan::{Access, Plan, SortKey};
+pub(crate) use request::required_time_text;
 pub use request::{Explain, QueryExplain, QueryRequest, QueryResponse, QueryResult};
-pub(crate) use request::{integer, required_time_text};
 use serde_json::Value;
 pub use shape::MAX_FIELDS;
 pub(crate) use shape::project;
@@ -40,6 +42,25 @@ pub use stream::QueryStream;
 
 /// Most documents one query returns.
 pub const MAX_LIMIT: usize = 1000;
+
+/// The query model: filters, sorts and pages planned over the indexes, the views and the
+/// history, over the shared [`Core`].
+pub struct Query {
+    core: Arc<Core>,
+}
+
+impl Handle for Query {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Query {
+    /// The model over `core`.
+    pub(crate) fn new(core: Arc<Core>) -> Query {
+        Query { core }
+    }
+}
 
 /// The ready indexes of `table` as the snapshot has them, so plan and data agree: an index
 /// counts as ready (and as multikey or not) only as of the snapshot. The names come from the
@@ -127,7 +148,7 @@ fn check_fields(fields: Option<&[String]>) -> Result<()> {
     Ok(())
 }
 
-/// A query planned on its snapshot (see `Db::prepare`).
+/// A query planned on its snapshot (see `Query::prepare`).
 struct Prepared {
     view: crate::storage::ReadView,
     /// with `$view`: the view's own filter and the query's, which every candidate must match
@@ -163,7 +184,7 @@ struct Paging {
     binding: Binding,
 }
 
-impl Db {
+impl Query {
     /// Runs a query (or explains it).
     pub async fn query(self: &Arc<Self>, table: String, req: QueryRequest) -> Result<QueryResult> {
         let (view, rest) = split_view(req.filter.as_ref())?;
@@ -176,7 +197,7 @@ impl Db {
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(ServiceError::InvalidRequest(format!("limit must be between 1 and {MAX_LIMIT}")));
         }
-        let def = self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        let def = self.core.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
         let as_of = req.as_of_us()?;
         if as_of.is_some() && def.history.is_none() {
             return Err(super::history::no_history(&table));
@@ -193,14 +214,14 @@ impl Db {
         // The scan stops at the request timeout, or (on the blocking pool) as soon as this future
         // is dropped (the timeout layer answered 408, or the client went away): `_abandon` drops
         // with it.
-        let (stop, _abandon) = self.request_stop();
-        if paging.view.is_none() && as_of.is_none() && plan::unique_point(&filter, &self.catalog.indexes(&table)) {
+        let (stop, _abandon) = self.core.request_stop();
+        if paging.view.is_none() && as_of.is_none() && plan::unique_point(&filter, &self.core.catalog.indexes(&table)) {
             // a unique lookup reads a few keys: not worth the hand-off to the blocking pool (the
             // deadline still bounds it, should the plan not be the point it looks like)
             paging.inline = true;
-            return self.read_point(|db| db.run_query(&table, &filter, paging, &req, &stop));
+            return self.read_point(|query| query.run_query(&table, &filter, paging, &req, &stop));
         }
-        self.read(move |db| db.run_query(&table, &filter, paging, &req, &stop)).await
+        self.read(move |query| query.run_query(&table, &filter, paging, &req, &stop)).await
     }
 
     /// Takes the snapshot and plans the query on it: the access path, the result order (the
@@ -218,16 +239,16 @@ impl Db {
         may_cover: bool,
         stop: &Stop,
     ) -> Result<Prepared> {
-        let def = self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
+        let def = self.core.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
         // `as_of`: the table as it was then, walked from its history (indexes describe it now)
         let as_of = req.as_of_us()?;
         if as_of.is_some() && def.history.is_none() {
             return Err(super::history::no_history(table));
         }
-        let view = self.store.snapshot();
+        let view = self.core.store.snapshot();
         // after the snapshot: it names every field the snapshot's documents use
-        let dict = self.catalog.dict();
-        let defs = ready_indexes(&view, &self.catalog, table)?;
+        let dict = self.core.catalog.dict();
+        let defs = ready_indexes(&view, &self.core.catalog, table)?;
         // `$view`: the view's members are exactly the documents its filter matches, so the query's
         // filter is the view's and the rest; the member keys are one more access path.
         let (combined, members) = match view_name {
@@ -265,20 +286,22 @@ impl Db {
             }
             _ => sort.to_vec(),
         };
-        let count = super::counts::decode(view.get(Space::Meta, &super::counts::key(table))?.as_deref());
+        let count = crate::service::core::counts::decode(
+            view.get(Space::Meta, &crate::service::core::counts::key(table))?.as_deref(),
+        );
         if matches!(access, Access::FullScan | Access::AsOf(_))
             && req.allow_scan == Some(false)
-            && count > self.scan_threshold
+            && count > self.core.scan_threshold
         {
             return Err(ServiceError::ScanRefused {
                 table: table.to_owned(),
                 documents: count,
-                threshold: self.scan_threshold,
+                threshold: self.core.scan_threshold,
             });
         }
         // Candidates that arrive in result order allow stopping at `limit`; a sort of `_id`
         // ascending alone is that order too.
-        let by_id = matches!(sort.as_slice(), [SortKey { field, desc: false }] if field == super::fields::ID_FIELD);
+        let by_id = matches!(sort.as_slice(), [SortKey { field, desc: false }] if field == crate::service::core::fields::ID_FIELD);
         let id_ordered = (sort.is_empty() || by_id)
             && match &access {
                 Access::FullScan | Access::AsOf(_) | Access::Intersect(_) | Access::Ids(_) | Access::View(_) => true,
@@ -287,11 +310,11 @@ impl Db {
             };
         // as of a time, a document expired then was hidden then
         let now = as_of.map_or_else(now_ms, |us| us.div_euclid(1000));
-        let expiry = Expiry::of(&self.catalog, &dict, table);
+        let expiry = Expiry::of(&self.core.catalog, &dict, table);
         let covered = match may_cover && as_of.is_none() {
             true => covered::cover(
                 &view,
-                &self.catalog,
+                &self.core.catalog,
                 (expiry.as_ref(), now),
                 &dict,
                 table,

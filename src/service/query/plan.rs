@@ -11,7 +11,7 @@ pub use super::viewscan::{ViewScan, with_view};
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{Component, IdxKey, KeyWriter, RidxKey, SidxKey, prefix_successor};
 use crate::service::Result;
-use crate::service::fields::ID_FIELD;
+use crate::service::core::fields::ID_FIELD;
 use crate::service::indexes::geo::GeoBox;
 use crate::storage::{KeyRange, ReadView, Space};
 use serde_json::Value;

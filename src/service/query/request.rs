@@ -1,7 +1,7 @@
 //! What a query asks and what it answers, as the API carries them.
 
 use super::explain::ScanExplain;
-use crate::service::render::{DocumentPage, RawPage};
+use crate::service::core::render::{DocumentPage, RawPage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -21,7 +21,7 @@ pub struct QueryRequest {
     /// fields to return (dotted paths); `_id` always comes back
     pub fields: Option<Vec<String>>,
     /// page size, 1-1000 (default 100)
-    #[serde(default, deserialize_with = "integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     pub limit: Option<usize>,
     /// the `cursor` of the previous page (with the same filter and sort)
     pub cursor: Option<String>,
@@ -71,18 +71,6 @@ pub(crate) fn time_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::
 /// A required time given as text or as an integer of ms (see [`Time`]): the text.
 pub(crate) fn required_time_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
     Ok(Time::deserialize(d)?.text())
-}
-
-/// A JSON Schema integer: `20`, or `20.0` (a number without a fraction is an integer there, so a
-/// client working from the OpenAPI document may send it). Beyond usize it saturates.
-pub(crate) fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
-    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else { return Ok(None) };
-    match (n.as_u64(), n.as_f64()) {
-        (Some(u), _) => Ok(Some(usize::try_from(u).unwrap_or(usize::MAX))),
-        // `as` saturates at usize::MAX
-        (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f as usize)),
-        _ => Err(serde::de::Error::custom(format!("expected a non-negative integer, got {n}"))),
-    }
 }
 
 /// What the planner chose and what running it cost.

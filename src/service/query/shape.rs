@@ -6,7 +6,7 @@ use super::filter::Filter;
 use super::plan::{self, SortKey};
 use crate::entity::{self, FieldDict};
 use crate::keys::Component;
-use crate::service::fields::ID_FIELD;
+use crate::service::core::fields::ID_FIELD;
 use crate::service::indexes::entries::field_values;
 use crate::service::{Result, ServiceError};
 use serde_json::{Map, Value};
@@ -35,7 +35,7 @@ pub(super) fn order_key(blob: &[u8], dict: &FieldDict, sort: &[SortKey], id: &st
 /// The result document as JSON text: the whole document, or the requested fields (dotted paths,
 /// nested in the output); `_id` always.
 pub(crate) fn project(blob: &[u8], dict: &FieldDict, id: &str, fields: Option<&[String]>) -> Result<Vec<u8>> {
-    let Some(fields) = fields else { return crate::service::render::json_with_id(dict, id, blob) };
+    let Some(fields) = fields else { return crate::service::core::render::json_with_id(dict, id, blob) };
     let mut out = Map::new();
     out.insert(ID_FIELD.to_owned(), Value::String(id.to_owned()));
     for f in fields {

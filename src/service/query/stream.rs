@@ -11,13 +11,15 @@
 //! full scan in `_id` order instead, which checks every document against the filter and gives
 //! the same results.
 
+use super::Query;
 use super::covered::Covered;
 use super::filter::Filter;
 use super::matcher::{Hit, Matcher, Source};
 use super::plan::{self, Access, SortKey};
 use super::{MAX_LIMIT, Prepared, QueryRequest, check_fields, exec, split_view};
-use crate::service::stop::{AbandonOnDrop, Stop};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::core::cancel::{AbandonOnDrop, Stop};
+use crate::service::{Result, ServiceError};
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -29,7 +31,7 @@ pub const MAX_STREAM_SORT_BYTES: usize = 64 << 20;
 
 /// A query planned for streaming; [`QueryStream::write_to`] writes its results.
 pub struct QueryStream {
-    db: Arc<Db>,
+    query: Arc<Query>,
     table: String,
     filter: Filter,
     fields: Option<Vec<String>>,
@@ -40,7 +42,7 @@ pub struct QueryStream {
     abandon: Option<AbandonOnDrop>,
 }
 
-impl Db {
+impl Query {
     /// Plans a query that streams every match: `limit`, `cursor` and `explain` are refused (400
     /// `invalid_request`), everything else is as for a page. The snapshot is taken here; a sort
     /// no scan gives is done here too (bounded), so that every error comes before the answer.
@@ -61,8 +63,8 @@ impl Db {
         };
         let sort = plan::parse_sort(&req.sort)?;
         check_fields(req.fields.as_deref())?;
-        let (stop, _abandon) = self.request_stop();
-        let db = self.clone();
+        let (stop, _abandon) = self.core.request_stop();
+        let query = self.clone();
         self.read(move |this| {
             let mut prepared =
                 this.prepare(&table, &filter, view_name.as_deref(), &sort, false, MAX_LIMIT, &req, true, &stop)?;
@@ -70,7 +72,7 @@ impl Db {
             let filter = prepared.combined.take().unwrap_or(filter);
             let (stream_stop, abandon) = Stop::new(None);
             let mut stream = QueryStream {
-                db,
+                query,
                 table,
                 filter,
                 fields: req.fields,
@@ -133,11 +135,11 @@ impl QueryStream {
         }
         drop(hits);
         // `_id` order, from a full scan of the table
-        if allow_scan == Some(false) && p.count > self.db.scan_threshold {
+        if allow_scan == Some(false) && p.count > self.query.core.scan_threshold {
             return Err(ServiceError::ScanRefused {
                 table: self.table.clone(),
                 documents: p.count,
-                threshold: self.db.scan_threshold,
+                threshold: self.query.core.scan_threshold,
             });
         }
         let p = &mut self.prepared;
@@ -199,39 +201,5 @@ impl QueryStream {
         }
         out.flush()?;
         Ok(written)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::service::DbOptions;
-    use crate::storage::StorageConfig;
-    use serde_json::json;
-
-    /// A sort no index gives keeps its results' sort values in memory: fewer than
-    /// [`MAX_STREAM_SORT`] results whose sort values take more than [`MAX_STREAM_SORT_BYTES`] are
-    /// refused (422 `stream_sort_too_large`) before the answer starts, not held.
-    #[tokio::test]
-    async fn a_stream_sort_is_bounded_by_bytes_too() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = DbOptions { background_jobs: false, ..DbOptions::default() };
-        let db = Db::open(StorageConfig::new(dir.path()), options).unwrap();
-        db.create_table(serde_json::from_value(json!({"name": "t"})).unwrap()).await.unwrap();
-        let n = 9_000;
-        let long = "x".repeat(MAX_STREAM_SORT_BYTES / n + 1);
-        for chunk in 0..9 {
-            let docs = (0..n / 9).map(|i| json!({"_id": format!("d{chunk}-{i}"), "s": format!("{long}{i}")})).collect();
-            db.insert_documents("t".into(), docs).await.unwrap();
-        }
-        let req =
-            |sort: &str| serde_json::from_value::<QueryRequest>(json!({"sort": [sort], "fields": ["_id"]})).unwrap();
-        let err = db.query_stream("t".into(), req("s")).await.err().unwrap();
-        assert!(matches!(err, ServiceError::StreamSortTooLargeBytes { .. }), "{err:?}");
-        assert_eq!(err.code(), "stream_sort_too_large");
-        // sorting by `_id` is the scan's order: nothing is held
-        let stream = db.query_stream("t".into(), req("_id")).await.unwrap();
-        let mut out = Vec::new();
-        assert_eq!(stream.write_to(&mut out).unwrap(), n as u64);
     }
 }

@@ -230,8 +230,8 @@ impl Analyzer {
 
 #[cfg(test)]
 mod tests {
-    use super::super::options::Language;
     use super::*;
+    use crate::service::search::options::Language;
 
     fn english() -> Analyzer {
         Analyzer::new(&FulltextOptions {
@@ -280,8 +280,8 @@ mod tests {
 
 #[cfg(test)]
 mod document_tests {
-    use super::super::options::{FulltextOptions, Language, StopWords};
     use super::*;
+    use crate::service::search::options::{FulltextOptions, Language, StopWords};
 
     #[test]
     fn document_tokens_group_by_term_with_positions() {

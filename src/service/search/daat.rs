@@ -33,7 +33,7 @@ use super::cursor::{Cursor, Held, Term, earlier};
 use super::ranked::{self, Ranked};
 use super::score::Bm25;
 use crate::service::Result;
-use crate::service::stop::Stop;
+use crate::service::core::cancel::Stop;
 use std::collections::BinaryHeap;
 
 /// Relative raise of bounds that may round below a score they bound (see the module doc).

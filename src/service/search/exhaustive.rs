@@ -8,7 +8,7 @@ use super::parse::Query;
 use super::score::{self, Bm25};
 use super::{cursor, daat};
 use crate::keys::FtidxKey;
-use crate::service::stop::Stop;
+use crate::service::core::cancel::Stop;
 use crate::service::{Result, ServiceError};
 use crate::storage::Slice;
 use foldhash::{HashMap, HashSet};

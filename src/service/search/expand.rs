@@ -3,7 +3,7 @@
 
 use super::parse::Clause;
 use crate::keys::FtStatKey;
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 use levenshtein_automata::{Distance, LevenshteinAutomatonBuilder};

@@ -12,8 +12,8 @@ mod expand;
 mod highlight;
 pub mod ids;
 mod known;
-pub(crate) mod log;
 pub mod maintain;
+pub(crate) mod oplog;
 pub mod options;
 pub mod parse;
 pub mod postings;
@@ -24,9 +24,36 @@ mod score;
 mod tests;
 pub(crate) mod upgrade;
 
+use crate::service::core::{Core, Handle};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use utoipa::ToSchema;
+
+/// The search model: fulltext indexes' postings (`ftidx:`) read and ranked, over the shared
+/// [`Core`], with what it keeps in memory between searches and writes.
+pub struct Search {
+    core: Arc<Core>,
+    /// fulltext terms known to be in the committed dictionary (see [`maintain`])
+    pub(crate) known_terms: maintain::KnownTerms,
+    /// the ids of numbered fulltext documents a search has named
+    pub(crate) doc_ids: ids::DocIds,
+    /// the posting blocks of the terms searched in the latest state
+    pub(crate) term_blocks: cache::TermBlocks,
+}
+
+impl Handle for Search {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Search {
+    /// The model over `core`, with nothing remembered yet.
+    pub(crate) fn new(core: Arc<Core>) -> Search {
+        Search { core, known_terms: Default::default(), doc_ids: Default::default(), term_blocks: Default::default() }
+    }
+}
 
 /// Most hits one search returns.
 pub const MAX_LIMIT: usize = 1000;

@@ -150,8 +150,8 @@ fn word_clause(word: &str, analyzer: &Analyzer, at: usize) -> Result<Option<Clau
 
 #[cfg(test)]
 mod tests {
-    use super::super::options::FulltextOptions;
     use super::*;
+    use crate::service::search::options::FulltextOptions;
 
     fn q(text: &str) -> Result<Query> {
         parse(text, &Analyzer::new(&FulltextOptions { stemming: false, ..Default::default() }))

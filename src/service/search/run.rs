@@ -8,6 +8,7 @@
 //! `total` is always exact. Documents are read only for the returned page (and for a filter no
 //! index narrows).
 
+use super::Search;
 use super::block;
 use super::cursor;
 use super::daat::{self, Ask};
@@ -19,21 +20,23 @@ use super::ranked::{self, Ranked};
 use super::score::Bm25;
 use super::{AnalyzeRequest, AnalyzeResponse, AnalyzedToken, MAX_DEPTH, MAX_FRAGMENT_CHARS, MAX_LIMIT, Mode};
 use super::{SearchRequest, TotalMode, highlight, maintain};
+use crate::catalog::Catalog;
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{EntityKey, FtStatKey, FtidxKey};
-use crate::service::fields::ID_FIELD;
+use crate::service::core::Handle;
+use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::expiry::{Expiry, now_ms};
+use crate::service::core::fields::ID_FIELD;
 use crate::service::query::filter::Filter;
 use crate::service::query::{self};
-use crate::service::stop::{Stop, Watched};
-use crate::service::ttl::expiry::{Expiry, now_ms};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Slice, Space};
 use foldhash::{HashMap, HashSet};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// Most bytes of postings (keys and values) a search run on the request's own thread may read
-/// (see [`Db::search`]): past it the search starts again on the blocking pool. At 64 KiB (measured
+/// (see [`Search::search`]): past it the search starts again on the blocking pool. At 64 KiB (measured
 /// on the peers bench): 1-term searches 194 → 121 µs server-side. Raised to 256 KiB once term
 /// queries merged postings rather than filling a map — about half a millisecond of work at most
 /// on a worker thread: the c32 mix of 1- and 2-term searches 5.9k → 6.7–6.8k queries/s (512 KiB
@@ -90,7 +93,7 @@ fn blocks(
     Ok(Some(out))
 }
 
-impl Db {
+impl Search {
     /// The posting blocks of one term, as remembered for the view's state (see `cache.rs`) or
     /// read from it; `None` (inline only) once the postings read pass the budget.
     fn term_blocks(
@@ -114,14 +117,14 @@ impl Db {
 }
 
 /// The fulltext index a search uses, as of the snapshot.
-fn search_index(view: &ReadView, db: &Db, table: &str, name: Option<&str>) -> Result<IndexDef> {
-    let defs = query::ready_indexes(view, db.catalog(), table)?;
+fn search_index(view: &ReadView, catalog: &Catalog, table: &str, name: Option<&str>) -> Result<IndexDef> {
+    let defs = query::ready_indexes(view, catalog, table)?;
     let fulltext: Vec<&IndexDef> = defs.iter().filter(|d| d.kind == IndexKind::Fulltext).collect();
     match name {
         Some(n) => match defs.iter().find(|d| d.name == n) {
             Some(d) if d.kind == IndexKind::Fulltext => Ok(d.clone()),
             Some(_) => Err(ServiceError::NoSearchIndex(format!("index {n:?} is not a fulltext index"))),
-            None if db.catalog().index(table, n).is_some() => {
+            None if catalog.index(table, n).is_some() => {
                 Err(ServiceError::NoSearchIndex(format!("index {n:?} is still building; its state shows progress")))
             }
             // the index is named in the body, not the path: the table (the resource) exists
@@ -137,7 +140,7 @@ fn search_index(view: &ReadView, db: &Db, table: &str, name: Option<&str>) -> Re
     }
 }
 
-impl Db {
+impl Search {
     /// Searches a table's fulltext index.
     pub async fn search(self: &Arc<Self>, table: String, req: SearchRequest) -> Result<Vec<u8>> {
         if req.vector.is_some() || req.fusion.is_some() {
@@ -172,8 +175,8 @@ impl Db {
             }
         }
         let filter = req.filter.as_ref().map(Filter::parse).transpose()?;
-        self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        let (stop, _abandon) = self.request_stop();
+        self.core.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        let (stop, _abandon) = self.core.request_stop();
         // A search of few postings (no filter, no highlights, a shallow page) runs here: its reads
         // are a few point reads and short scans, and the hop to the blocking pool cost a third of
         // a 1-term search's samples (task switches and wake-ups) on the peers bench's texts.
@@ -184,8 +187,9 @@ impl Db {
         {
             return Ok(out);
         }
-        self.read(move |db| {
-            db.run_search(&table, &req, filter.as_ref(), limit, offset, &stop, false)?
+        self.read(move |search| {
+            search
+                .run_search(&table, &req, filter.as_ref(), limit, offset, &stop, false)?
                 .ok_or_else(|| ServiceError::Internal("a search on the blocking pool was refused".into()))
         })
         .await
@@ -204,8 +208,8 @@ impl Db {
         stop: &Stop,
         inline: bool,
     ) -> Result<Option<Vec<u8>>> {
-        let view = self.store.snapshot();
-        let def = search_index(&view, self, table, req.index.as_deref())?;
+        let view = self.core.store.snapshot();
+        let def = search_index(&view, &self.core.catalog, table, req.index.as_deref())?;
         let analyzer = maintain::analyzer(&def);
         let q = parse::parse(&req.query, &analyzer)?;
         if q.include.is_empty() {
@@ -264,14 +268,14 @@ impl Db {
         }
         let options = super::options::FulltextOptions::stored(&def.options, &def.fields);
         let weights: Vec<f64> = def.fields.iter().map(|f| options.weight(f)).collect();
-        let dict = self.catalog.dict();
+        let dict = self.core.catalog.dict();
         // Expired documents not yet swept are no hits, and not in `total`: their expiry entries
         // name them (one range scan, empty once the sweep has run).
-        let rules = Expiry::of(&self.catalog, &dict, table);
+        let rules = Expiry::of(&self.core.catalog, &dict, table);
         let now = now_ms();
         let mut gone: HashSet<u64> = HashSet::default();
         if rules.is_some() {
-            for id in crate::service::ttl::expired_ids(&view, table, now, stop)? {
+            for id in crate::service::core::expiry::expired_ids(&view, table, now, stop)? {
                 gone.extend(doc_num(&view, &def, &id)?);
             }
         }
@@ -386,7 +390,7 @@ impl Db {
     ) -> Result<()> {
         let table = def.table.as_str();
         let by_index = if accs.len() > FILTER_BY_INDEX_ABOVE {
-            query::indexed_matches(view, &self.catalog, table, filter, accs.len() as u64, stop)?
+            query::indexed_matches(view, &self.core.catalog, table, filter, accs.len() as u64, stop)?
         } else {
             None
         };
@@ -402,7 +406,7 @@ impl Db {
                 }
             }
             None => {
-                let dict = self.catalog.dict();
+                let dict = self.core.catalog.dict();
                 let ids = self.doc_ids.of(def);
                 for (steps, &num) in accs.keys().enumerate() {
                     if steps % 256 == 255 {
@@ -433,8 +437,9 @@ impl Db {
                 "analyze takes at most {MAX_ANALYZE_BYTES} bytes of text"
             )));
         }
-        self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        self.core.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
         let def = self
+            .core
             .catalog
             .index(&table, &index)
             .ok_or_else(|| ServiceError::IndexNotFound { table: table.clone(), index: index.clone() })?;

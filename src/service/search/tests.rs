@@ -3,8 +3,9 @@
 //! `service`, which these tests use.)
 
 use crate::keys::{FtStatKey, FtidxKey, KeyWriter, MetaKey};
+use crate::service::core::data_format;
 use crate::service::search::{SearchRequest, block};
-use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions, format};
+use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions};
 use crate::storage::{KeyRange, Space, StorageConfig, StorageError};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -53,7 +54,7 @@ async fn single_document_writes_fill_blocks() {
 
 async fn search(db: &Arc<Db>, query: &str) -> Value {
     let req: SearchRequest = serde_json::from_value(json!({"query": query, "limit": 20})).unwrap();
-    serde_json::from_slice(&db.search("t".into(), req).await.unwrap()).unwrap()
+    serde_json::from_slice(&db.search.search("t".into(), req).await.unwrap()).unwrap()
 }
 
 const QUERIES: [&str; 4] = ["graph", "data OR tree", "\"graph data\"", "gra*"];
@@ -110,12 +111,12 @@ async fn a_format_4_directory_gets_its_fulltext_indexes_rebuilt() {
     };
     let db = Db::open(StorageConfig::new(dir.path()), DbOptions::default()).unwrap();
     for _ in 0..500 {
-        if format::read(db.store()).unwrap() == format::DATA_FORMAT {
+        if data_format::read(db.store()).unwrap() == data_format::DATA_FORMAT {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert_eq!(format::read(db.store()).unwrap(), format::DATA_FORMAT);
+    assert_eq!(data_format::read(db.store()).unwrap(), data_format::DATA_FORMAT);
     for (q, w) in QUERIES.iter().zip(&want) {
         assert_eq!(&search(&db, q).await, w, "{q}");
     }

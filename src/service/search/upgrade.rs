@@ -1,4 +1,4 @@
-//! Format 5 (see `service::format`): postings name documents by their number in the index, in
+//! Format 5 (see `service::core::data_format`): postings name documents by their number in the index, in
 //! blocks of columns (`block.rs`), where format 4 named them by id in blocks of entries keyed by
 //! the writing write. Nothing of the old layout carries over, so the stamping write rebuilds every
 //! fulltext index from its documents: it removes the index's keys and indexes every document

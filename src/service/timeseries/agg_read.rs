@@ -14,8 +14,10 @@ use super::series::{Entries, Point, SeriesPoints, Window};
 use super::stats::SeriesStats;
 use super::time::{NS_PER_MS, bucket_of, duration_param};
 use crate::keys::TsKey;
-use crate::service::stop::Stop;
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
+use crate::service::timeseries::Timeseries;
+use crate::service::{Result, ServiceError};
 use crate::storage::{ReadView, Space};
 use std::sync::Arc;
 
@@ -155,7 +157,7 @@ fn scan_part(
     Ok(())
 }
 
-impl Db {
+impl Timeseries {
     /// Buckets of one metric.
     pub async fn aggregate(self: &Arc<Self>, metric: String, req: AggregateRequest) -> Result<AggregateResponse> {
         self.metric_or_404(&metric)?;
@@ -164,9 +166,9 @@ impl Db {
             step_ms.checked_mul(NS_PER_MS).ok_or_else(|| ServiceError::InvalidRequest("step is too long".into()))?;
         let window = Window::parse(req.from.as_deref(), req.to.as_deref())?;
         let selector = super::read::parse_selector(req.selector.as_deref())?;
-        let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
+        let (stop, _abandon) = self.core.request_stop();
+        self.read(move |ts| {
+            let view = ts.core.store.snapshot();
             let series = selector.select(&view, &metric, req.entity.as_deref(), &stop)?;
             let mut sink = Sink::new(req.group_by);
             if window.is_empty() {
@@ -198,6 +200,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::Db;
     use crate::service::DbOptions;
     use crate::service::timeseries::aggregate::{AggregateFn, Grouping};
     use crate::service::timeseries::batch::Batch;
@@ -227,9 +230,9 @@ mod tests {
                     batch.add("m", &entity, below(7500) - 500, (below(200) - 100) as f64);
                 }
             }
-            db.write_points(batch).await.unwrap();
+            db.timeseries.write_points(batch).await.unwrap();
             if round == 2 {
-                db.merge_timeseries(&|| false).await.unwrap();
+                db.timeseries.merge_timeseries(&|| false).await.unwrap();
             }
         }
         let view = db.store.snapshot();

@@ -9,7 +9,7 @@ use super::batch::{Batch, MAX_POINTS_PER_WRITE};
 use super::labels;
 use super::lineparse::{self, Field, Line};
 use super::time::Precision;
-use crate::service::error::LineError;
+use crate::service::core::error::LineError;
 use crate::service::{Result, ServiceError};
 use std::collections::HashMap;
 

@@ -2,8 +2,10 @@
 //! labels, point counts and time spans, a page at a time (Prometheus' `/api/v1/series`).
 
 use super::read::{ms_of, parse_selector};
-use crate::service::cursor::{self, Binding};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::core::cursor::{self, Binding};
+use crate::service::timeseries::Timeseries;
+use crate::service::{Result, ServiceError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,7 +41,7 @@ pub struct SeriesPage {
     pub cursor: Option<String>,
 }
 
-impl Db {
+impl Timeseries {
     /// The series of `metric` that `selector` selects, by entity, `limit` at a time.
     pub async fn list_series(
         self: &Arc<Self>,
@@ -58,9 +60,9 @@ impl Db {
         let after = cursor.as_deref().map(|c| cursor::open(binding, c)).transpose()?;
         let after =
             after.map(String::from_utf8).transpose().map_err(|_| cursor::invalid("it does not name an entity"))?;
-        let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
+        let (stop, _abandon) = self.core.request_stop();
+        self.read(move |ts| {
+            let view = ts.core.store.snapshot();
             let mut selected = parsed.select(&view, &metric, None, &stop)?;
             if let Some(after) = &after {
                 // in entity order: everything up to the cursor's entity was on earlier pages

@@ -10,7 +10,9 @@
 use super::series::{self, FULL_BLOCK, Point};
 use super::stats::{self, KeyKind};
 use crate::keys::TsKey;
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::timeseries::Timeseries;
+use crate::service::{Result, ServiceError};
 use crate::storage::{Slice, Space, WriteTx};
 use std::sync::Arc;
 
@@ -151,7 +153,7 @@ fn merge_series(tx: &mut WriteTx<'_>, metric: &str, entity: &str) -> Result<(usi
     Ok((removed - added.min(removed), more, garbage))
 }
 
-impl Db {
+impl Timeseries {
     /// One run of the merge task: merges the loose keys of every series that has at least
     /// [`MERGE_MIN_LOOSE`] in the metrics written since the last run (every metric in the first
     /// run since the open), so an idle run costs nothing; returns how many keys went. Stops
@@ -160,21 +162,26 @@ impl Db {
         let mut gone = 0u64;
         // the bytes of the series' keys of each metric looked at, as their records say
         let mut stored = std::collections::HashMap::new();
-        let metrics = self.catalog.metrics();
+        let metrics = self.core.catalog.metrics();
         for (i, metric) in metrics.iter().enumerate() {
-            if !self.timeseries.take_dirty(&metric.name) {
+            if !self.state.take_dirty(&metric.name) {
                 continue;
             }
             // a run that stops early leaves this metric and the ones after it to the next
             let leave = || {
                 for m in &metrics[i..] {
-                    self.timeseries.keep_dirty(&m.name);
+                    self.state.keep_dirty(&m.name);
                 }
             };
             let name = metric.name.clone();
             let series = self
-                .read(move |db| {
-                    stats::records(&db.store.committed(), &name, None, &crate::service::stop::Stop::default())
+                .read(move |ts| {
+                    stats::records(
+                        &ts.core.store.committed(),
+                        &name,
+                        None,
+                        &crate::service::core::cancel::Stop::default(),
+                    )
                 })
                 .await;
             let series = match series {
@@ -187,23 +194,23 @@ impl Db {
             // the metric's bytes, kept up to date with each merge below
             let mut bytes: u64 = series.iter().map(|(_, r)| r.bytes).sum();
             let live: std::collections::HashSet<&str> = series.iter().map(|(e, _)| e.as_str()).collect();
-            self.timeseries.settled.keep_only(&metric.name, &live);
+            self.state.settled.keep_only(&metric.name, &live);
             for (entity, record) in &series {
                 let seen = (record.count, record.loose);
-                if record.loose < MERGE_MIN_LOOSE || self.timeseries.settled.is(&metric.name, entity, seen) {
+                if record.loose < MERGE_MIN_LOOSE || self.state.settled.is(&metric.name, entity, seen) {
                     continue;
                 }
                 // the series' bytes as last counted in `bytes`
                 let mut latest = record.bytes;
                 loop {
-                    if stop() || self.closing() {
+                    if stop() || self.core.closing() {
                         leave();
                         return Ok(gone);
                     }
                     let (m, e) = (metric.name.clone(), entity.clone());
                     let merged = self
-                        .write(move |tx, db| {
-                            if db.timeseries.is_dropping(&m) {
+                        .commit(move |tx, ts| {
+                            if ts.state.is_dropping(&m) {
                                 return Ok((0, false, 0, None));
                             }
                             let (n, more, garbage) = merge_series(tx, &m, &e)?;
@@ -224,7 +231,7 @@ impl Db {
                         }
                     };
                     gone += n as u64;
-                    self.timeseries.note_removed(garbage);
+                    self.state.note_removed(garbage);
                     if let Some(after) = &after {
                         bytes = (bytes + after.bytes).saturating_sub(latest);
                         latest = after.bytes;
@@ -232,7 +239,7 @@ impl Db {
                     if !more {
                         // nothing (more) to do until the series changes
                         let seen = after.map(|a| (a.count, a.loose)).filter(|_| n == 0);
-                        self.timeseries.settled.set(&metric.name, entity, seen);
+                        self.state.settled.set(&metric.name, entity, seen);
                         break;
                     }
                 }
@@ -240,7 +247,7 @@ impl Db {
             stored.insert(metric.name.clone(), bytes);
         }
         let live = metrics.iter().map(|m| m.name.clone()).collect();
-        let stored = self.timeseries.merge_run_done(stored, &live);
+        let stored = self.state.merge_run_done(stored, &live);
         self.compact_timeseries(stored).await?;
         Ok(gone)
     }
@@ -252,31 +259,32 @@ impl Db {
     /// compaction rewrites what is live once per at least as many bytes of garbage: bounded
     /// amplification.
     async fn compact_timeseries(self: &Arc<Self>, stored: u64) -> Result<()> {
-        if self.timeseries.removed_bytes() <= stored.saturating_add(GARBAGE_SLACK) {
+        if self.state.removed_bytes() <= stored.saturating_add(GARBAGE_SLACK) {
             return Ok(());
         }
-        if self.closing() {
+        if self.core.closing() {
             return Ok(());
         }
-        let garbage = self.timeseries.take_removed();
-        let (disk, started) = (self.store.disk_space(Space::Ts), std::time::Instant::now());
+        let garbage = self.state.take_removed();
+        let (disk, started) = (self.core.store.disk_space(Space::Ts), std::time::Instant::now());
         // the series records too: every write rewrote its series' record, and a scan of them
         // walks every version the memtable still holds (the catalog beside them is small)
-        let compacted =
-            self.read(|db| Ok(db.store.compact(Space::Ts).and_then(|()| db.store.compact(Space::Meta))?)).await;
+        let compacted = self
+            .read(|ts| Ok(ts.core.store.compact(Space::Ts).and_then(|()| ts.core.store.compact(Space::Meta))?))
+            .await;
         if let Err(e) = compacted {
             // counted back: the garbage is still there
-            self.timeseries.note_removed(garbage);
+            self.state.note_removed(garbage);
             return Err(e);
         }
-        let after = self.store.disk_space(Space::Ts);
+        let after = self.core.store.disk_space(Space::Ts);
         let ms = started.elapsed().as_millis() as u64;
         tracing::info!(before = disk, after, stored, garbage, ms, "time-series keyspace compacted");
         Ok(())
     }
 }
 
-/// See [`Db::compact_timeseries`].
+/// See [`Timeseries::compact_timeseries`].
 const GARBAGE_SLACK: u64 = 4 << 20;
 
 #[cfg(test)]

@@ -5,9 +5,11 @@ use super::select::Selector;
 use super::series::{Entries, SeriesPoints, Window};
 use super::time::{NS_PER_MS, Precision};
 use crate::keys::TsKey;
-use crate::service::cursor::{self, Binding};
-use crate::service::stop::Watched;
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::core::cancel::Watched;
+use crate::service::core::cursor::{self, Binding};
+use crate::service::timeseries::Timeseries;
+use crate::service::{Result, ServiceError};
 use crate::storage::Space;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -74,10 +76,10 @@ pub struct PointsPage {
     pub cursor: Option<String>,
 }
 
-impl Db {
+impl Timeseries {
     /// The metric, or 404.
     pub(crate) fn metric_or_404(&self, metric: &str) -> Result<Arc<crate::catalog::MetricConfig>> {
-        self.catalog.metric(metric).ok_or_else(|| ServiceError::MetricNotFound(metric.to_owned()))
+        self.core.catalog.metric(metric).ok_or_else(|| ServiceError::MetricNotFound(metric.to_owned()))
     }
 
     /// A page of points.
@@ -89,8 +91,8 @@ impl Db {
         }
         let window = Window::parse(req.from.as_deref(), req.to.as_deref())?;
         let selector = parse_selector(req.selector.as_deref())?;
-        let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
+        let (stop, _abandon) = self.core.request_stop();
+        self.read(move |ts| {
             let order = [req.order as u8];
             let binding = Binding::new(&[
                 b"points",
@@ -119,7 +121,7 @@ impl Db {
                 }
                 None => None,
             };
-            let view = db.store.snapshot();
+            let view = ts.core.store.snapshot();
             let mut entities = selector.select(&view, &metric, req.entity.as_deref(), &stop)?;
             let desc = req.order == Order::Desc;
             if desc {

@@ -8,8 +8,10 @@ use super::series::{self, Point};
 use super::stats::{self, KeyKind, SeriesStats};
 use super::time::NS_PER_MS;
 use crate::keys::TsKey;
-use crate::service::stop::Stop;
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
+use crate::service::timeseries::Timeseries;
+use crate::service::{Result, ServiceError};
 use crate::storage::{Slice, Space, WriteTx};
 use std::sync::Arc;
 
@@ -119,23 +121,23 @@ fn remove_chunk(tx: &mut WriteTx<'_>, metric: &str, entity: &str, cutoff: Option
 /// A metric's delete under way: writes to it are refused until this is dropped, however the
 /// delete ends.
 struct DroppingMark {
-    db: Arc<Db>,
+    model: Arc<Timeseries>,
     metric: String,
 }
 
 impl DroppingMark {
-    fn set(db: &Arc<Db>, metric: &str) -> Option<DroppingMark> {
-        db.timeseries.start_dropping(metric).then(|| DroppingMark { db: db.clone(), metric: metric.to_owned() })
+    fn set(model: &Arc<Timeseries>, metric: &str) -> Option<DroppingMark> {
+        model.state.start_dropping(metric).then(|| DroppingMark { model: model.clone(), metric: metric.to_owned() })
     }
 }
 
 impl Drop for DroppingMark {
     fn drop(&mut self) {
-        self.db.timeseries.stop_dropping(&self.metric);
+        self.model.state.stop_dropping(&self.metric);
     }
 }
 
-impl Db {
+impl Timeseries {
     /// Removes the points of one series (before `cutoff`, or all), a chunk per write; returns
     /// how many.
     async fn remove_series_points(
@@ -148,10 +150,10 @@ impl Db {
         let mut total = 0;
         loop {
             let (m, e) = (metric.to_owned(), entity.to_owned());
-            let (n, more, garbage) = self.write(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
-            self.timeseries.note_removed(garbage);
+            let (n, more, garbage) = self.commit(move |tx, _| remove_chunk(tx, &m, &e, cutoff)).await?;
+            self.state.note_removed(garbage);
             // the merge task counts the metric's bytes again (and merges a trimmed block)
-            self.timeseries.written(metric);
+            self.state.written(metric);
             total += n;
             if !more || stop() {
                 return Ok(total);
@@ -162,18 +164,18 @@ impl Db {
     /// The series of a metric with their records, as committed now.
     async fn series_of(self: &Arc<Self>, metric: &str) -> Result<Vec<(String, SeriesStats)>> {
         let metric = metric.to_owned();
-        self.read(move |db| stats::records(&db.store.committed(), &metric, None, &Stop::default())).await
+        self.read(move |ts| stats::records(&ts.core.store.committed(), &metric, None, &Stop::default())).await
     }
 
     /// One run of the retention task at `now_ns`: removes every point older than its metric's
     /// `max_age`; returns how many. Stops between two series once `stop()` says so.
     pub async fn apply_retention(self: &Arc<Self>, now_ns: i64, stop: &(dyn Fn() -> bool + Sync)) -> Result<u64> {
         let mut removed = 0;
-        for metric in self.catalog.metrics() {
+        for metric in self.core.catalog.metrics() {
             let Some(max_age) = metric.retention_ms else { continue };
             let cutoff = now_ns.saturating_sub(max_age.saturating_mul(NS_PER_MS));
             for (entity, stats) in self.series_of(&metric.name).await? {
-                if stop() || self.closing() {
+                if stop() || self.core.closing() {
                     return Ok(removed);
                 }
                 if stats.first >= cutoff {
@@ -196,10 +198,10 @@ impl Db {
         // short is consistent, but the client would not learn how far it got); stops at shutdown.
         if let Some(entity) = entity {
             let work = async move {
-                let closing = || this.closing();
+                let closing = || this.core.closing();
                 this.remove_series_points(&metric, &entity, None, &closing).await
             };
-            return self.detached(work).await;
+            return self.core.detached(work).await;
         }
         let Some(mark) = DroppingMark::set(self, &metric) else {
             return Err(ServiceError::MetricDropping(metric));
@@ -207,7 +209,7 @@ impl Db {
         let work = async move {
             let _mark = mark;
             let mut removed = 0;
-            let closing = || this.closing();
+            let closing = || this.core.closing();
             // Writes committed while the mark was being set may have added series: list again
             // until none is left (writes to the metric are refused meanwhile).
             loop {
@@ -216,27 +218,28 @@ impl Db {
                     break;
                 }
                 for (entity, _) in series {
-                    if this.closing() {
+                    if this.core.closing() {
                         return Err(ServiceError::Unavailable(crate::storage::StorageError::Closed));
                     }
                     removed += this.remove_series_points(&metric, &entity, None, &closing).await?;
                 }
             }
             let name = metric.clone();
-            this.write(move |tx, db| {
-                db.catalog.remove_metric(tx, &name);
+            this.commit(move |tx, ts| {
+                ts.core.catalog.remove_metric(tx, &name);
                 Ok(())
             })
             .await?;
             Ok(removed)
         };
-        self.detached(work).await
+        self.core.detached(work).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::Db;
     use crate::service::timeseries::batch::Batch;
     use crate::storage::{Durability, StorageConfig};
 
@@ -259,10 +262,13 @@ mod tests {
         }
         points.add("cpu", "b", cutoff + 1, 1.0);
         points.add("mem", "a", 0, 1.0);
-        db.write_points(points).await.unwrap();
-        db.set_retention("cpu".into(), super::super::Retention { max_age: Some("1h".into()) }).await.unwrap();
+        db.timeseries.write_points(points).await.unwrap();
+        db.timeseries
+            .set_retention("cpu".into(), super::super::Retention { max_age: Some("1h".into()) })
+            .await
+            .unwrap();
 
-        let removed = db.apply_retention(now, &|| false).await.unwrap();
+        let removed = db.timeseries.apply_retention(now, &|| false).await.unwrap();
         assert_eq!(removed, REMOVE_CHUNK as u64 + 6);
         let left = |entity: &str| {
             let req = super::super::PointsRequest {
@@ -271,18 +277,27 @@ mod tests {
                 ..Default::default()
             };
             let db = db.clone();
-            async move { db.read_points("cpu".into(), req).await.unwrap().points.iter().map(|p| p.ts).collect::<Vec<_>>() }
+            async move {
+                db.timeseries
+                    .read_points("cpu".into(), req)
+                    .await
+                    .unwrap()
+                    .points
+                    .iter()
+                    .map(|p| p.ts)
+                    .collect::<Vec<_>>()
+            }
         };
         assert_eq!(left("a").await, [cutoff, now]);
         assert_eq!(left("b").await, [cutoff + 1]);
         // a metric without retention keeps everything; the statistics follow the removals
-        let list = db.list_metrics().await.unwrap();
+        let list = db.timeseries.list_metrics().await.unwrap();
         let by_name = |n: &str| list.metrics.iter().find(|m| m.name == n).unwrap().clone();
         assert_eq!(by_name("mem").points, 1);
         assert_eq!((by_name("cpu").points, by_name("cpu").first), (3, Some(cutoff / NS_PER_MS)));
         assert!(db.check().await.unwrap().ok);
         // nothing more to remove; a stop asked for before the run removes nothing more either
-        assert_eq!(db.apply_retention(now, &|| false).await.unwrap(), 0);
-        assert_eq!(db.apply_retention(now + 2 * hour, &|| true).await.unwrap(), 0);
+        assert_eq!(db.timeseries.apply_retention(now, &|| false).await.unwrap(), 0);
+        assert_eq!(db.timeseries.apply_retention(now + 2 * hour, &|| true).await.unwrap(), 0);
     }
 }

@@ -10,7 +10,7 @@
 use super::labels::{self, Label};
 use super::stats::{self, SeriesStats};
 use crate::keys::MetaKey;
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 

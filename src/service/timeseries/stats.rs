@@ -4,7 +4,7 @@
 //! (the usual append) knows they are new without looking them up.
 
 use crate::keys::MetaKey;
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space, WriteTx};
 

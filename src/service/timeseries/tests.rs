@@ -52,7 +52,7 @@ async fn pages(
             precision: Precision::Milliseconds,
             ..Default::default()
         };
-        let page = db.read_points("m".into(), req).await.unwrap();
+        let page = db.timeseries.read_points("m".into(), req).await.unwrap();
         out.extend(page.points.into_iter().map(|p| (p.entity, p.ts, p.value)));
         match page.cursor {
             Some(c) => cursor = Some(c),
@@ -88,7 +88,7 @@ async fn compare(db: &Arc<Db>, model: &Model, rng: &mut Rng) {
             func,
             ..Default::default()
         };
-        let AggregateResponse::Buckets { buckets } = db.aggregate("m".into(), req).await.unwrap() else {
+        let AggregateResponse::Buckets { buckets } = db.timeseries.aggregate("m".into(), req).await.unwrap() else {
             panic!("buckets expected")
         };
         let mut expect: BTreeMap<i64, f64> = BTreeMap::new();
@@ -101,7 +101,7 @@ async fn compare(db: &Arc<Db>, model: &Model, rng: &mut Rng) {
             assert!((got[k] - v).abs() < 1e-6 * v.abs().max(1.0), "{func:?} at {k}: {} vs {v}", got[k]);
         }
     }
-    let list = db.list_metrics().await.unwrap();
+    let list = db.timeseries.list_metrics().await.unwrap();
     let m = list.metrics.iter().find(|m| m.name == "m");
     assert_eq!(m.map_or(0, |m| m.points), model.len() as u64);
     if let Some(m) = m {
@@ -125,7 +125,7 @@ async fn run(seed: u64) {
     config.durability = Durability::Buffered;
     let db = Db::open(config, DbOptions::default()).unwrap();
     // the metric exists before its first point (a retention set creates it)
-    db.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
+    db.timeseries.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
     let mut model = Model::new();
     let mut rng = Rng::new(seed);
     for step in 0..120 {
@@ -144,24 +144,24 @@ async fn run(seed: u64) {
                     batch.push(series, ts * 1_000_000, value, tags.clone().map(String::into_bytes));
                     model.insert((entity.to_owned(), ts), (value, tags));
                 }
-                db.write_points(batch).await.unwrap();
+                db.timeseries.write_points(batch).await.unwrap();
             }
             5..=6 => {
-                db.merge_timeseries(&|| false).await.unwrap();
+                db.timeseries.merge_timeseries(&|| false).await.unwrap();
             }
             7 => {
                 // retention at a random cutoff: everything before it goes
                 let cutoff_ms = rng.below(2000) as i64 - 500;
-                db.set_retention("m".into(), Retention { max_age: Some("1h".into()) }).await.unwrap();
+                db.timeseries.set_retention("m".into(), Retention { max_age: Some("1h".into()) }).await.unwrap();
                 let now_ns = (cutoff_ms + 3_600_000) * 1_000_000;
-                db.apply_retention(now_ns, &|| false).await.unwrap();
-                db.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
+                db.timeseries.apply_retention(now_ns, &|| false).await.unwrap();
+                db.timeseries.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
                 model.retain(|(_, ts), _| *ts >= cutoff_ms);
             }
             8 if rng.below(3) == 0 => {
                 let entity = ENTITIES[rng.below(3) as usize];
                 if model.keys().any(|(e, _)| e == entity) {
-                    db.delete_timeseries("m".into(), Some(entity.into())).await.unwrap();
+                    db.timeseries.delete_timeseries("m".into(), Some(entity.into())).await.unwrap();
                     model.retain(|(e, _), _| e != entity);
                 }
             }
@@ -171,7 +171,7 @@ async fn run(seed: u64) {
             compare(&db, &model, &mut rng).await;
         }
     }
-    db.merge_timeseries(&|| false).await.unwrap();
+    db.timeseries.merge_timeseries(&|| false).await.unwrap();
     compare(&db, &model, &mut rng).await;
     // merged: far fewer keys than points
     let keys = db.check().await.unwrap().checked.points;
@@ -179,7 +179,7 @@ async fn run(seed: u64) {
     assert!(keys * 4 < model.len() as u64, "{} points in {keys} keys", model.len());
     // the tags come back from blocks too
     let req = PointsRequest { limit: Some(100_000), precision: Precision::Milliseconds, ..Default::default() };
-    let page = db.read_points("m".into(), req).await.unwrap();
+    let page = db.timeseries.read_points("m".into(), req).await.unwrap();
     for p in page.points {
         let want = model[&(p.entity.clone(), p.ts)].1.clone();
         assert_eq!(p.tags.map(|t| t.to_string()), want, "tags of {}/{}", p.entity, p.ts);
@@ -193,7 +193,7 @@ async fn run(seed: u64) {
 #[tokio::test]
 async fn a_format_1_directory_opens_reads_and_is_merged() {
     use crate::keys::{MetaKey, TsKey};
-    use crate::service::format;
+    use crate::service::core::data_format;
     use crate::storage::Space;
     let dir = tempfile::tempdir().unwrap();
     let config = || {
@@ -204,7 +204,7 @@ async fn a_format_1_directory_opens_reads_and_is_merged() {
     {
         // what a format 1 build wrote, key by key
         let db = Db::open(config(), DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
-        db.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
+        db.timeseries.set_retention("m".into(), Retention { max_age: None }).await.unwrap();
         db.store
             .write(|tx| {
                 tx.delete(Space::Meta, MetaKey::Format.encode());
@@ -227,14 +227,15 @@ async fn a_format_1_directory_opens_reads_and_is_merged() {
     {
         // as it is on disk: the server's open upgrades it in the background (a read after the
         // open may already see the new stamp)
-        let store = crate::storage::Store::open(config(), &crate::service::changefeed::Events).unwrap();
-        assert_eq!(format::read(&store).unwrap(), 1);
+        let store = crate::storage::Store::open(config(), &crate::storage::TestEvents).unwrap();
+        assert_eq!(data_format::read(&store).unwrap(), 1);
         store.close().unwrap();
     }
     let db = Db::open(config(), DbOptions::default()).unwrap();
     let all = |db: Arc<Db>| async move {
         let req = PointsRequest { limit: Some(100_000), ..Default::default() };
-        db.read_points("m".into(), req)
+        db.timeseries
+            .read_points("m".into(), req)
             .await
             .unwrap()
             .points
@@ -245,30 +246,30 @@ async fn a_format_1_directory_opens_reads_and_is_merged() {
     let before = all(db.clone()).await;
     assert_eq!(before.len(), 305);
     assert!(db.check().await.unwrap().ok);
-    let gone = db.merge_timeseries(&|| false).await.unwrap();
+    let gone = db.timeseries.merge_timeseries(&|| false).await.unwrap();
     assert!(gone > 250, "merged away {gone} keys");
     assert_eq!(all(db.clone()).await, before);
     let report = db.check().await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
-    assert_eq!(db.list_metrics().await.unwrap().metrics[0].points, 305);
+    assert_eq!(db.timeseries.list_metrics().await.unwrap().metrics[0].points, 305);
     // the server's open stamps the current format (in the background)
     for _ in 0..100 {
-        if format::read(&db.store).unwrap() == format::DATA_FORMAT {
+        if data_format::read(&db.store).unwrap() == data_format::DATA_FORMAT {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert_eq!(format::read(&db.store).unwrap(), format::DATA_FORMAT);
+    assert_eq!(data_format::read(&db.store).unwrap(), data_format::DATA_FORMAT);
     // the upgrade built the series index (format 3), which check now holds to the records
     let report = db.check().await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
     assert_eq!(report.checked.series_labels, 1);
-    let page = db.list_series("m".into(), Some("{host=\"h1\"}".into()), None, None).await.unwrap();
+    let page = db.timeseries.list_series("m".into(), Some("{host=\"h1\"}".into()), None, None).await.unwrap();
     assert_eq!(page.series.iter().map(|s| (s.entity.as_str(), s.points)).collect::<Vec<_>>(), [("host=h1", 5)]);
     // a newer format is refused, with the reason
     db.store
         .write(|tx| {
-            tx.put(Space::Meta, MetaKey::Format.encode(), (format::DATA_FORMAT + 1).to_be_bytes().to_vec());
+            tx.put(Space::Meta, MetaKey::Format.encode(), (data_format::DATA_FORMAT + 1).to_be_bytes().to_vec());
             Ok::<(), crate::storage::StorageError>(())
         })
         .await
@@ -293,12 +294,12 @@ async fn check_reports_a_series_index_that_differs_from_the_series() {
     for (entity, ts) in [("dc=eu,host=h1", 1), ("host=h2", 2), ("plain", 3)] {
         batch.add("m", entity, ts, 1.0);
     }
-    db.write_points(batch).await.unwrap();
+    db.timeseries.write_points(batch).await.unwrap();
     let report = db.check().await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
     assert_eq!(report.checked.series_labels, 3);
     // deleting a series removes its labels
-    db.delete_timeseries("m".into(), Some("host=h2".into())).await.unwrap();
+    db.timeseries.delete_timeseries("m".into(), Some("host=h2".into())).await.unwrap();
     let report = db.check().await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
     assert_eq!(report.checked.series_labels, 2);

@@ -1,7 +1,9 @@
 //! Times and durations as the time-series routes take them: integer timestamps in a stated
 //! precision or RFC 3339 strings (stored as nanoseconds since the epoch), and durations such as
-//! `90s`, `1h`, `7d` (parsed by [`crate::service::duration`]).
+//! `90s`, `1h`, `7d` (parsed by [`crate::service::core::duration`]).
 
+use crate::service::core::clock::rfc3339_nanos;
+pub use crate::service::core::clock::{now_nanos, parse_bound};
 use crate::service::{Result, ServiceError};
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -89,21 +91,6 @@ pub fn parse_ts(value: &TsIn, precision: Precision) -> std::result::Result<i64, 
     }
 }
 
-/// A time bound of a read (`from`, `to`): integer milliseconds or RFC 3339.
-pub fn parse_bound(name: &str, text: &str) -> Result<i64> {
-    let parsed = match text.parse::<i64>() {
-        Ok(ms) => ms.checked_mul(NS_PER_MS).ok_or_else(|| format!("{ms} is out of range")),
-        Err(_) => rfc3339_nanos(text),
-    };
-    parsed.map_err(|why| ServiceError::InvalidRequest(format!("{name}: {why}")))
-}
-
-fn rfc3339_nanos(s: &str) -> std::result::Result<i64, String> {
-    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        .map_err(|_| format!("{s:?} is not an RFC 3339 time such as 2026-11-21T10:00:00Z"))?;
-    i64::try_from(t.unix_timestamp_nanos()).map_err(|_| format!("{s:?} is out of range (years 1678 to 2262)"))
-}
-
 /// The duration in the largest unit that divides it: 86400000 → `1d`.
 pub fn format_duration_ms(ms: i64) -> String {
     let units = [(604_800_000, "w"), (86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")];
@@ -117,7 +104,7 @@ pub fn format_duration_ms(ms: i64) -> String {
 
 /// A duration parameter, or 400 naming it.
 pub fn duration_param(name: &str, text: &str) -> Result<i64> {
-    crate::service::duration::parse_duration_ms(text).ok_or_else(|| {
+    crate::service::core::duration::parse_duration_ms(text).ok_or_else(|| {
         ServiceError::InvalidRequest(format!(
             "{name}: {text:?} is not a duration such as 500ms, 90s, 5m, 24h, 7d or 2w (a positive integer and a unit)"
         ))
@@ -129,11 +116,6 @@ pub fn duration_param(name: &str, text: &str) -> Result<i64> {
 /// by their start, which for a time near the ends of the i64 range may not fit one.
 pub fn bucket_of(t: i64, step: i64) -> i64 {
     t.div_euclid(step)
-}
-
-/// Now, in nanoseconds since the epoch.
-pub fn now_nanos() -> i64 {
-    i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

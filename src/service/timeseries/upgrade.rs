@@ -1,4 +1,4 @@
-//! The time-series part of a data directory's upgrade (see `service::format`): what an older
+//! The time-series part of a data directory's upgrade (see `service::core::data_format`): what an older
 //! format lacks, built in the one write that stamps the new format.
 
 use super::labels;

@@ -9,7 +9,9 @@ use super::stats::{self, KeyKind};
 use super::time::Precision;
 use crate::catalog::MetricConfig;
 use crate::keys::{MetaKey, TsKey};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::timeseries::Timeseries;
+use crate::service::{Result, ServiceError};
 use crate::storage::{Slice, Space, WriteTx};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -155,14 +157,14 @@ fn prepare(batch: Batch) -> Prepared {
 
 /// Stages the prepared points; returns how many, and the bytes of the keys they replaced (the
 /// garbage the merge task's compaction counts).
-fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<(usize, u64)> {
+fn stage(tx: &mut WriteTx<'_>, ts: &Timeseries, prepared: Prepared) -> Result<(usize, u64)> {
     let mut garbage = 0u64;
     for metric in &prepared.metrics {
-        if db.timeseries.is_dropping(metric) {
+        if ts.state.is_dropping(metric) {
             return Err(ServiceError::MetricDropping(metric.clone()));
         }
         if tx.get(Space::Meta, &MetaKey::Metric(metric.as_str().into()).encode())?.is_none() {
-            db.catalog.put_metric(tx, MetricConfig { name: metric.clone(), retention_ms: None });
+            ts.core.catalog.put_metric(tx, MetricConfig { name: metric.clone(), retention_ms: None });
         }
     }
     for run in prepared.runs {
@@ -238,7 +240,7 @@ fn stage(tx: &mut WriteTx<'_>, db: &Db, prepared: Prepared) -> Result<(usize, u6
     Ok((prepared.points, garbage))
 }
 
-impl Db {
+impl Timeseries {
     /// Writes points, all or none; returns how many (duplicates within the request counted once).
     pub(crate) async fn write_points(self: &Arc<Self>, batch: Batch) -> Result<usize> {
         if batch.len() == 0 {
@@ -252,16 +254,16 @@ impl Db {
                 .map_err(|e| ServiceError::Internal(format!("preparing points failed: {e}")))?
         };
         let this = self.clone();
-        self.write(move |tx, db| {
+        self.commit(move |tx, ts| {
             let metrics = prepared.metrics.clone();
-            let (written, garbage) = stage(tx, db, prepared)?;
+            let (written, garbage) = stage(tx, ts, prepared)?;
             // once committed (whether or not its caller still waits): the merge task's next run
             // looks at these metrics
             tx.on_commit(move || {
                 for metric in &metrics {
-                    this.timeseries.written(metric);
+                    this.state.written(metric);
                 }
-                this.timeseries.note_removed(garbage);
+                this.state.note_removed(garbage);
             });
             Ok(written)
         })

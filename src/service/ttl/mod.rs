@@ -10,21 +10,17 @@
 //! build has not reached the document), so then every candidate time is removed; a dropped TTL
 //! index's entries are moved by [`Db::repair_ttl`] before the drop finishes.
 
-pub mod expiry;
 pub mod sweep;
 
-use super::stop::Stop;
 use super::write::{Change, Write};
 use super::{Db, Result, ServiceError};
 use crate::catalog::Catalog;
 use crate::keys::{EntityKey, TtlKey, prefix_successor, table_prefix};
-use crate::storage::{KeyRange, ReadView, Space, WriteTx};
-use expiry::Expiry;
-use std::collections::{HashMap, HashSet};
+use crate::service::core::expiry::Expiry;
+use crate::storage::{KeyRange, Space, WriteTx};
 use std::ops::Bound;
 use std::sync::Arc;
 
-pub use expiry::now_ms;
 pub use sweep::SweepOutcome;
 
 /// Expiry entries one repair or sweep write handles.
@@ -94,75 +90,6 @@ pub(crate) enum EntryState {
     Right(Vec<u8>),
     /// it was wrong and is now right
     Fixed,
-}
-
-/// The ids of `table`'s documents that expired by `now` and are not swept yet, from their expiry
-/// entries (for reads that do not read every document, such as a search's `total`).
-pub(crate) fn expired_ids(view: &ReadView, table: &str, now: i64, stop: &Stop) -> Result<HashSet<String>> {
-    Ok(expired_ids_at_most(view, table, now, stop, usize::MAX)?.unwrap_or_default())
-}
-
-/// [`expired_ids`], or `None` when there are more than `max` of them (a backlog the sweep has not
-/// caught up with), so that a caller with bounded memory can read the documents instead.
-pub(crate) fn expired_ids_at_most(
-    view: &ReadView,
-    table: &str,
-    now: i64,
-    stop: &Stop,
-    max: usize,
-) -> Result<Option<HashSet<String>>> {
-    let range =
-        KeyRange::Between(Bound::Included(table_prefix(table)), Bound::Excluded(TtlKey::expired_until(table, now)));
-    let mut out = HashSet::new();
-    for (i, item) in view.scan(Space::Ttlidx, range, false).enumerate() {
-        if i % 64 == 0 {
-            stop.check()?;
-        }
-        if out.len() >= max {
-            return Ok(None);
-        }
-        let (key, _) = item?;
-        out.insert(TtlKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned());
-    }
-    Ok(Some(out))
-}
-
-/// The documents a walk must treat as absent because they expired, per table, read once from
-/// the expiry entries of the walk's snapshot (tables whose documents cannot expire cost one
-/// catalog lookup): a graph walk meets many documents it never reads.
-pub(crate) struct Expired<'a> {
-    view: &'a ReadView,
-    catalog: &'a Catalog,
-    dict: Arc<crate::entity::FieldDict>,
-    now: i64,
-    tables: HashMap<String, HashSet<String>>,
-}
-
-impl<'a> Expired<'a> {
-    /// Expired as of now, on `view`.
-    pub fn new(view: &'a ReadView, catalog: &'a Catalog) -> Self {
-        Expired { view, catalog, dict: catalog.dict(), now: now_ms(), tables: HashMap::new() }
-    }
-
-    /// True when document `id` of `table` has expired.
-    pub fn contains(&mut self, table: &str, id: &str, stop: &Stop) -> Result<bool> {
-        if !self.tables.contains_key(table) {
-            let ids = match Expiry::of(self.catalog, &self.dict, table) {
-                Some(_) => expired_ids(self.view, table, self.now, stop)?,
-                None => HashSet::new(),
-            };
-            self.tables.insert(table.to_owned(), ids);
-        }
-        Ok(self.tables.get(table).is_some_and(|ids| ids.contains(id)))
-    }
-
-    /// True when vertex `"table/id"` has expired (a malformed one has not: it is no document).
-    pub fn vertex(&mut self, vertex: &str, stop: &Stop) -> Result<bool> {
-        match vertex.split_once('/') {
-            Some((table, id)) => self.contains(table, id, stop),
-            None => Ok(false),
-        }
-    }
 }
 
 impl Db {

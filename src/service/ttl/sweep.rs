@@ -10,6 +10,7 @@
 use super::{EntryState, TTL_CHUNK, settle_entry};
 use crate::catalog::TableDef;
 use crate::keys::{EntityKey, TtlKey, table_prefix};
+use crate::service::core::Handle;
 use crate::service::documents::delete_stored;
 use crate::service::write::Write;
 use crate::service::{Db, Result, ServiceError};

@@ -73,7 +73,7 @@ async fn one_entry_follows_the_document() {
     db.patch_document("s".into(), "a".into(), json!({"_expires_at": 9000}), Preconditions::default())
         .await
         .unwrap_err(); // expired at 7000: gone for a patch
-    let far = super::now_ms() + 3_600_000;
+    let far = crate::service::core::clock::now_ms() + 3_600_000;
     put(&db, "s", "a", json!({"_expires_at": far})).await.unwrap();
     assert_eq!(entries(&db, "s"), [(far, "a".to_owned())]);
     db.patch_document("s".into(), "a".into(), json!({"_expires_at": far + 1}), Preconditions::default()).await.unwrap();
@@ -126,7 +126,7 @@ async fn the_sweep_removes_expired_documents_with_all_their_entries() {
     index(&db, "v", json!({"name": "g", "kind": "hash", "fields": ["g"]})).await;
     index(&db, "v", json!({"name": "n", "kind": "range", "fields": ["n"]})).await;
     index(&db, "v", json!({"name": "ft", "kind": "fulltext", "fields": ["text"]})).await;
-    let now = super::now_ms();
+    let now = crate::service::core::clock::now_ms();
     let vertex = |exp: Option<i64>| {
         let mut doc = json!({"g": "x", "n": 3, "text": "quick brown fox"});
         if let Some(t) = exp {
@@ -177,7 +177,7 @@ async fn the_sweep_leaves_a_refreshed_document_and_repairs_stray_entries() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
     table(&db, json!({"name": "s"})).await;
-    let far = super::now_ms() + 3_600_000;
+    let far = crate::service::core::clock::now_ms() + 3_600_000;
     put(&db, "s", "a", json!({"_expires_at": far})).await.unwrap();
     // an entry the document does not have (as a crash of an older version could leave)
     let stray = TtlKey::new("s", 10, "a").encode();
@@ -190,7 +190,7 @@ async fn the_sweep_leaves_a_refreshed_document_and_repairs_stray_entries() {
         .unwrap();
     let report = db.check().await.unwrap();
     assert_eq!(report.problems.iter().map(|p| p.kind).collect::<Vec<_>>(), ["stale_entry"], "{report:?}");
-    let outcome = db.sweep_expired(super::now_ms(), 10).await.unwrap();
+    let outcome = db.sweep_expired(crate::service::core::clock::now_ms(), 10).await.unwrap();
     assert_eq!((outcome.removed, outcome.repaired), (0, 1));
     assert!(db.get_document("s".into(), "a".into()).await.is_ok());
     check_ok(&db).await;
@@ -201,7 +201,7 @@ async fn a_ttl_index_builds_and_drops_its_expiries() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
     table(&db, json!({"name": "s"})).await;
-    let now = super::now_ms();
+    let now = crate::service::core::clock::now_ms();
     // expires by the index: created two hours ago, expire_after 1h
     put(&db, "s", "old", json!({"created": now - 7_200_000})).await.unwrap();
     // its own expiry is earlier than the index's

@@ -10,10 +10,10 @@
 //! are searched again on the committer, so a bulk path asks for chunks of about that size
 //! ([`bulk_chunk`]).
 
+use super::Vectors;
 use super::hnsw::{self, Graph, InsertPlan};
 use super::{PreparedVector, doc_vector, params_of};
 use crate::catalog::{IndexDef, IndexKind, TableDef};
-use crate::service::Db;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
@@ -68,15 +68,15 @@ pub(crate) fn bulk_chunk(len: usize, cap: usize) -> usize {
     hnsw::plan_slack(len).min(cap).max(1)
 }
 
-impl Db {
+impl Vectors {
     /// Plans the inserts of prepared documents `(id, blob)` of a table into its vector indexes,
     /// on the cached graphs as they are now (the committer validates and applies them: see
     /// `hnsw`), in parallel when there are many. Nothing is planned for a vector the write will
     /// refuse. One list per document.
     pub(crate) fn plan_vectors(&self, table: &TableDef, docs: &[(&str, &[u8])]) -> Vec<Vec<PreparedVector>> {
         let mut out: Vec<Vec<PreparedVector>> = docs.iter().map(|_| Vec::new()).collect();
-        let defs = self.catalog.indexes(&table.name);
-        let dict = self.catalog.dict();
+        let defs = self.core.catalog.indexes(&table.name);
+        let dict = self.core.catalog.dict();
         for def in defs.iter().filter(|d| d.kind == IndexKind::Vector && d.is_maintained()) {
             let Ok(p) = params_of(def) else { continue };
             let vectors: Vec<(usize, Vec<f32>)> = docs
@@ -97,8 +97,8 @@ impl Db {
 
     /// Plans inserts into one vector index's cached graph (none planned when it has no graph).
     pub(crate) fn plan_inserts(&self, def: &IndexDef, items: &[(&str, &[f32])]) -> Vec<Option<InsertPlan>> {
-        let view = || self.store.committed();
-        match self.vectors.get(&view, &self.catalog, &def.table, &def.name) {
+        let view = || self.core.store.committed();
+        match self.graphs.get(&view, &self.core.catalog, &def.table, &def.name) {
             Ok(Some(cached)) if cached.created_at == def.created_at => plan_many(&cached.graph, items),
             _ => items.iter().map(|_| None).collect(),
         }
@@ -106,8 +106,8 @@ impl Db {
 
     /// The nodes of a vector index's cached graph (0 when it has none).
     pub(crate) fn vector_nodes(&self, def: &IndexDef) -> usize {
-        let view = || self.store.committed();
-        match self.vectors.get(&view, &self.catalog, &def.table, &def.name) {
+        let view = || self.core.store.committed();
+        match self.graphs.get(&view, &self.core.catalog, &def.table, &def.name) {
             Ok(Some(cached)) => cached.graph.read().unwrap_or_else(PoisonError::into_inner).len(),
             _ => 0,
         }

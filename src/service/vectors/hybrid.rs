@@ -3,9 +3,10 @@
 //! reciprocal rank fusion: a document scores Σ 1 / (k + rank) over the lists that hold it (k = 60
 //! by default), ties by `_id`. The two searches read two snapshots taken one after the other.
 
+use super::Vectors;
 use super::search::VectorSearchRequest;
 use crate::service::search::{Fusion, SearchRequest};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::{Result, ServiceError};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ struct Fused {
     highlights: Option<Value>,
 }
 
-impl Db {
+impl Vectors {
     /// A hybrid search (see the module doc); the answer is the JSON text of a `SearchResponse`.
     pub async fn hybrid_search(self: &Arc<Self>, table: String, mut req: SearchRequest) -> Result<Vec<u8>> {
         let bad = |m: &str| Err(ServiceError::InvalidRequest(m.to_owned()));
@@ -41,7 +42,7 @@ impl Db {
         let vk = v.k.unwrap_or(depth.max(10));
         let mut text_req = req.clone();
         (text_req.limit, text_req.offset) = (Some(depth.max(10)), Some(0));
-        let text: Value = serde_json::from_slice(&self.search(table.clone(), text_req).await?)
+        let text: Value = serde_json::from_slice(&self.search.search(table.clone(), text_req).await?)
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
         let vreq = VectorSearchRequest {
             field: v.field,

@@ -1,7 +1,7 @@
 //! Vector indexes: the `vector` index kind, its persisted HNSW graph (`vec:` keys, see
 //! [`layout`]), the in-memory cache of each graph, and `POST /v1/tables/{table}/vector-search`.
 //!
-//! The write protocol (the family's steps, see `service::write`): [`Db::plan_vectors`] plans a
+//! The write protocol (the family's steps, see `service::write`): [`Vectors::plan_vectors`] plans a
 //! new document's inserts before the committer; [`stage`] logs one [`VecOp`] per vector index
 //! whose vector changed in the write's vector log (`Write::vectors`), so every write path — put,
 //! patch, delete, batch, import, TTL sweep, backfill — logs it, and a failed attempt or write
@@ -20,7 +20,7 @@ pub mod hnsw;
 mod hybrid;
 pub mod kernels;
 pub mod layout;
-pub(crate) mod log;
+pub(crate) mod oplog;
 mod params;
 mod rescore;
 mod search;
@@ -34,15 +34,38 @@ pub use params::{DEFAULT_EF_CONSTRUCTION, DEFAULT_M, MAX_DIMENSION, params_of, p
 pub use search::{VectorHit, VectorSearchRequest, VectorSearchResponse};
 pub(crate) use upgrade::upgrade;
 
-use super::{Db, Result, ServiceError};
+use super::core::{Core, Handle};
+use super::search::Search;
+use super::{Result, ServiceError};
 use crate::catalog::{IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
-use crate::keys::VecKey;
 use crate::service::write::{Change, Write};
-use crate::storage::Space;
 use hnsw::{Changes, Metric, Params};
-use log::VecOp;
+use oplog::VecOp;
 use std::sync::{Arc, PoisonError};
+
+/// The vectors model: the vector indexes' graphs (`vec:`), cached in memory and kept exact by
+/// every write, over the shared [`Core`]; a hybrid search ranks with [`Search`] as well.
+pub struct Vectors {
+    core: Arc<Core>,
+    /// the search model, for hybrid searches
+    search: Arc<Search>,
+    /// the cached graphs of the vector indexes
+    pub(crate) graphs: Graphs,
+}
+
+impl Handle for Vectors {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Vectors {
+    /// The model over `core`, with no graph cached yet.
+    pub(crate) fn new(core: Arc<Core>, search: Arc<Search>) -> Vectors {
+        Vectors { core, search, graphs: Graphs::default() }
+    }
+}
 
 /// The vector a document holds for the index, ready to store (normalised for cosine); `None`
 /// when the field is missing or null. A wrong length, a non-numeric or non-finite element, a
@@ -172,7 +195,11 @@ fn log_op(w: &mut Write<'_, '_>, def: &IndexDef, id: &str, vector: Option<Vec<f3
 /// changes is added to `touched` first: if the write then fails to commit, the caller forgets
 /// those graphs (see [`Graphs::forget`]) so the next use reloads them from the keys. A panic
 /// while a graph changes forgets that graph and fails the write.
-pub(crate) fn finish(w: &mut Write<'_, '_>, db: &Db, touched: &std::sync::Mutex<Vec<(String, String)>>) -> Result<()> {
+pub(crate) fn finish(
+    w: &mut Write<'_, '_>,
+    vectors: &Vectors,
+    touched: &std::sync::Mutex<Vec<(String, String)>>,
+) -> Result<()> {
     let ops = std::mem::take(&mut w.vectors);
     if ops.is_empty() {
         return Ok(());
@@ -186,8 +213,8 @@ pub(crate) fn finish(w: &mut Write<'_, '_>, db: &Db, touched: &std::sync::Mutex<
         }
     }
     for ((table, index, created_at), ops) in by_index {
-        let view = || db.store.committed();
-        let Some(cached) = db.vectors.get(&view, &db.catalog, &table, &index)? else { continue };
+        let view = || vectors.core.store.committed();
+        let Some(cached) = vectors.graphs.get(&view, &vectors.core.catalog, &table, &index)? else { continue };
         if cached.created_at != created_at {
             continue;
         }
@@ -208,7 +235,7 @@ pub(crate) fn finish(w: &mut Write<'_, '_>, db: &Db, touched: &std::sync::Mutex<
         if changed.is_err() {
             // a half-changed graph is never used again: the next use reloads it from the keys
             drop(graph);
-            db.vectors.forget(&table, &index);
+            vectors.graphs.forget(&table, &index);
             return Err(ServiceError::Internal(format!("vector index {index:?}: the graph update failed")));
         }
         layout::stage(w, &table, &index, &graph, &changes)?;
@@ -216,63 +243,17 @@ pub(crate) fn finish(w: &mut Write<'_, '_>, db: &Db, touched: &std::sync::Mutex<
     Ok(())
 }
 
-impl Db {
+impl Vectors {
     /// Opens the cached graph of every vector index from its keys (at start, so the first search
     /// does not pay for it), and says how long it took.
     pub(crate) fn open_vector_indexes(&self) -> Result<std::time::Duration> {
         let started = std::time::Instant::now();
-        for table in self.catalog.tables() {
-            for def in self.catalog.indexes(&table.name).iter().filter(|d| d.kind == IndexKind::Vector) {
-                let view = || self.store.committed();
-                self.vectors.get(&view, &self.catalog, &def.table, &def.name)?;
+        for table in self.core.catalog.tables() {
+            for def in self.core.catalog.indexes(&table.name).iter().filter(|d| d.kind == IndexKind::Vector) {
+                let view = || self.core.store.committed();
+                self.graphs.get(&view, &self.core.catalog, &def.table, &def.name)?;
             }
         }
         Ok(started.elapsed())
-    }
-
-    /// Rebuilds a vector index from the documents: its keys and cache are removed and a backfill
-    /// indexes every document again (the index is `building` meanwhile; searches refuse it until
-    /// it is ready).
-    pub async fn rebuild_index(self: &Arc<Self>, table: String, name: String) -> Result<IndexDef> {
-        let db = self.clone();
-        self.detached(async move {
-            let (t, n) = (table.clone(), name.clone());
-            let def = db
-                .write(move |tx, db| {
-                    db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-                    let def = db
-                        .catalog
-                        .index(&table, &name)
-                        .ok_or(ServiceError::IndexNotFound { table: table.clone(), index: name.clone() })?;
-                    if def.kind != IndexKind::Vector {
-                        return Err(ServiceError::InvalidRequest(
-                            "only vector indexes are rebuilt (the others are kept exact by every write)".into(),
-                        ));
-                    }
-                    if !def.is_ready() {
-                        return Err(ServiceError::InvalidRequest(
-                            "the index is not ready: a build is under way, or it failed (drop it)".into(),
-                        ));
-                    }
-                    // as this write sees them: a node an earlier write of the same group staged too
-                    let keys = tx.scan_current(Space::Vec, &VecKey::index_prefix(&table, &name), usize::MAX)?;
-                    for (k, _) in keys {
-                        tx.delete(Space::Vec, k);
-                    }
-                    let docs = super::counts::count_in(tx, &table)?;
-                    let mut next = (*def).clone();
-                    next.state = crate::catalog::IndexState::Building { done: 0, total: docs };
-                    db.catalog.put_index(tx, next.clone());
-                    // the cache empties with the keys (nothing after this can refuse the write)
-                    db.vectors.reset(&next)?;
-                    Ok(next)
-                })
-                .await
-                // not committed: the keys are still there, and the emptied cache must go
-                .inspect_err(|_| db.vectors.forget(&t, &n))?;
-            db.spawn_backfill(&def);
-            Ok(def)
-        })
-        .await
     }
 }

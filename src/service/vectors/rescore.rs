@@ -6,7 +6,7 @@ use super::layout;
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::service::Result;
-use crate::service::stop::Stop;
+use crate::service::core::cancel::Stop;
 use crate::storage::{KeyRange, ReadView, Slice, Space};
 use std::sync::Arc;
 

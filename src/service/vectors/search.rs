@@ -23,14 +23,16 @@
 //! from the snapshot: a node whose document the snapshot does not hold (or holds expired) is
 //! never returned.
 
+use super::Vectors;
 use super::hnsw::Metric;
 use super::{kernels, params_of, rescore};
 use crate::catalog::IndexKind;
 use crate::keys::EntityKey;
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
+use crate::service::core::expiry::{Expiry, now_ms};
 use crate::service::query::{self, filter::Filter};
-use crate::service::stop::Stop;
-use crate::service::ttl::expiry::{Expiry, now_ms};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::{Result, ServiceError};
 use crate::storage::{Slice, Space};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -60,7 +62,7 @@ pub const DEFAULT_OVERSAMPLING: f64 = 3.0;
 /// Largest `oversampling`.
 pub const MAX_OVERSAMPLING: f64 = 100.0;
 /// Most distance terms (`ef` × 2m × dimension, about a graph walk's work) of a search run on the
-/// request's own thread, without the hop to the blocking pool (see [`Db::vector_search`]).
+/// request's own thread, without the hop to the blocking pool (see [`Vectors::vector_search`]).
 pub const INLINE_WORK: usize = 1 << 20;
 /// Most hits of a search run on the request's own thread.
 pub const INLINE_K: usize = 100;
@@ -78,12 +80,12 @@ pub struct VectorSearchRequest {
     #[schema(min_items = 1, max_items = 4096, example = json!([0.1, 0.2, 0.3]))]
     pub vector: Vec<f64>,
     /// hits to return, 1-1000 (default 10)
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 1, maximum = 1000)]
     pub k: Option<usize>,
     /// search list length, 1-10000 (default: 64 up to 100k vectors, then growing with the
     /// index, 300 at 1M; raised to k)
-    #[serde(default, deserialize_with = "crate::service::query::integer")]
+    #[serde(default, deserialize_with = "crate::service::core::de::integer")]
     #[schema(minimum = 1, maximum = 10000)]
     pub ef: Option<usize>,
     /// a filter (the query language) the hits must match
@@ -147,7 +149,7 @@ fn query_vector(v: &[f64], dim: usize, metric: Metric) -> Result<Vec<f32>> {
     Ok(q)
 }
 
-impl Db {
+impl Vectors {
     /// The k nearest documents to a vector (see the module doc).
     pub async fn vector_search(
         self: &Arc<Self>,
@@ -167,7 +169,7 @@ impl Db {
         if req.fields.as_ref().is_some_and(|f| f.len() > query::MAX_FIELDS) {
             return Err(ServiceError::InvalidRequest(format!("at most {} fields", query::MAX_FIELDS)));
         }
-        let (stop, _abandon) = self.request_stop();
+        let (stop, _abandon) = self.core.request_stop();
         // A short walk (no filter, a cached graph whose lock is free, a bounded `ef` and `k`) runs
         // here: its reads are point reads, and the hop to the blocking pool would cost a good part
         // of it (measured: task switches 18% of a search's samples at ef 48 on 100k × 64-d).
@@ -180,8 +182,9 @@ impl Db {
         {
             return Ok(answer);
         }
-        self.read(move |db| {
-            db.vector_search_now(&table, &req, k, &stop, false)?
+        self.read(move |vectors| {
+            vectors
+                .vector_search_now(&table, &req, k, &stop, false)?
                 .ok_or_else(|| ServiceError::Internal("a vector search on the blocking pool was refused".into()))
         })
         .await
@@ -197,35 +200,35 @@ impl Db {
         stop: &Stop,
         inline: bool,
     ) -> Result<Option<VectorSearchResponse>> {
-        self.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
+        self.core.catalog.table(table).ok_or_else(|| ServiceError::TableNotFound(table.to_owned()))?;
         let filter = req.filter.as_ref().map(Filter::parse).transpose()?;
-        let view = self.store.snapshot();
+        let view = self.core.store.snapshot();
         let no_index = || {
             ServiceError::NoVectorIndex(format!("table {table:?} has no ready vector index on field {:?}", req.field))
         };
-        let defs = query::ready_indexes(&view, &self.catalog, table)?;
+        let defs = query::ready_indexes(&view, &self.core.catalog, table)?;
         let def = defs
             .iter()
             .find(|d| d.kind == IndexKind::Vector && d.fields.first() == Some(&req.field))
             .ok_or_else(no_index)?;
         let p = params_of(def)?;
         let q = query_vector(&req.vector, p.dim, p.metric)?;
-        let snapshot = || self.store.committed();
+        let snapshot = || self.core.store.committed();
         let cached = if inline {
-            let Some(cached) = self.vectors.cached(table, &def.name) else { return Ok(None) };
+            let Some(cached) = self.graphs.cached(table, &def.name) else { return Ok(None) };
             cached
         } else {
-            self.vectors.get(&snapshot, &self.catalog, table, &def.name)?.ok_or_else(no_index)?
+            self.graphs.get(&snapshot, &self.core.catalog, table, &def.name)?.ok_or_else(no_index)?
         };
         if cached.created_at != def.created_at {
             // (a cached graph of an index dropped since: the pool's search loads the new one)
             return if inline { Ok(None) } else { Err(no_index()) };
         }
-        let dict = self.catalog.dict();
-        let (rules, now) = (Expiry::of(&self.catalog, &dict, table), now_ms());
+        let dict = self.core.catalog.dict();
+        let (rules, now) = (Expiry::of(&self.core.catalog, &dict, table), now_ms());
         // With a selective indexed filter, the matching ids first.
         let selected = match &filter {
-            Some(f) if !req.exact => query::indexed_matches(&view, &self.catalog, table, f, SELECTIVE_MAX, stop)?,
+            Some(f) if !req.exact => query::indexed_matches(&view, &self.core.catalog, table, f, SELECTIVE_MAX, stop)?,
             _ => None,
         };
         // The graph's lock is held only to walk it (ids and distances); documents are read and

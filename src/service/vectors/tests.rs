@@ -1,7 +1,8 @@
 //! Tests of the vector index through the service: the format 3 layout read and upgraded.
 
 use crate::keys::{Component, MetaKey, VecKey};
-use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions, VectorSearchRequest, format};
+use crate::service::core::data_format;
+use crate::service::{CreateIndex, CreateTable, Db, DbOptions, Preconditions, VectorSearchRequest};
 use crate::storage::{Durability, KeyRange, Space, StorageConfig, StorageError};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ async fn nearest(db: &Arc<Db>, q: &[f64]) -> Vec<String> {
         exact: false,
         oversampling: None,
     };
-    db.vector_search("t".into(), req).await.unwrap().hits.into_iter().map(|h| h.id).collect()
+    db.vectors.vector_search("t".into(), req).await.unwrap().hits.into_iter().map(|h| h.id).collect()
 }
 
 /// A directory of format 3 — vector nodes and links keyed by document id — answers the same
@@ -50,7 +51,7 @@ async fn a_format_3_index_is_read_then_rewritten_by_slot() {
         }
         // the same graph in format 3's keys
         let view = || db.store.committed();
-        let cached = db.vectors.get(&view, &db.catalog, "t", "emb").unwrap().unwrap();
+        let cached = db.vectors.graphs.get(&view, &db.catalog, "t", "emb").unwrap().unwrap();
         let mut old = Vec::new();
         {
             let g = cached.graph.read().unwrap();
@@ -100,12 +101,12 @@ async fn a_format_3_index_is_read_then_rewritten_by_slot() {
         assert_eq!(&nearest(&db, q).await, w, "while the upgrade is queued");
     }
     for _ in 0..200 {
-        if format::read(&db.store).unwrap() == format::DATA_FORMAT {
+        if data_format::read(&db.store).unwrap() == data_format::DATA_FORMAT {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert_eq!(format::read(&db.store).unwrap(), format::DATA_FORMAT);
+    assert_eq!(data_format::read(&db.store).unwrap(), data_format::DATA_FORMAT);
     let view = db.store.snapshot();
     let mut kinds = std::collections::BTreeSet::new();
     for item in view.scan(Space::Vec, KeyRange::Prefix(VecKey::index_prefix("t", "emb")), false) {
@@ -118,7 +119,7 @@ async fn a_format_3_index_is_read_then_rewritten_by_slot() {
     for (q, w) in queries.iter().zip(&want) {
         assert_eq!(&nearest(&db, q).await, w, "after the upgrade");
     }
-    db.vectors.forget("t", "emb");
+    db.vectors.graphs.forget("t", "emb");
     for (q, w) in queries.iter().zip(&want) {
         assert_eq!(&nearest(&db, q).await, w, "reloaded from the new keys");
     }

@@ -84,7 +84,7 @@ pub(super) fn load(view: &ReadView, table: &str, index: &str, p: Params) -> Resu
 }
 
 /// Rewrites every vector index still in format 3's keys in format 4's (in the write that stamps
-/// the directory; see `service::format`).
+/// the directory; see `service::core::data_format`).
 pub(crate) fn upgrade(tx: &mut WriteTx<'_>, found: u32, catalog: &Catalog) -> crate::storage::Result<()> {
     if found >= 4 {
         return Ok(());

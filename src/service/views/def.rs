@@ -2,7 +2,7 @@
 //! filter parsed, the aggregates resolved to the fields they read).
 
 use crate::catalog::{ViewDef, ViewKind};
-use crate::service::fields::ID_FIELD;
+use crate::service::core::fields::ID_FIELD;
 use crate::service::query::filter::{Filter, Op};
 use crate::service::{Result, ServiceError};
 use serde::Deserialize;

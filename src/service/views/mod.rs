@@ -10,6 +10,7 @@
 mod build;
 pub mod def;
 mod info;
+mod lifecycle;
 pub mod maintain;
 mod read;
 pub mod state;
@@ -21,141 +22,25 @@ pub(crate) use maintain::stage;
 pub use read::{GroupQuery, PageQuery, ViewDocuments};
 pub(crate) use read::{member_after, member_scan};
 
-use super::{Db, Result, ServiceError};
-use crate::catalog::{ViewDef, ViewKind, ViewState};
-use crate::keys::ViewKey;
-use crate::storage::Space;
+use super::core::{Core, Handle};
 use std::sync::Arc;
 
-impl Db {
-    /// Creates a view; on a non-empty table it is `building` until a background job has added
-    /// every document (reads refuse it before it is `ready`).
-    pub async fn create_view(self: &Arc<Self>, table: String, req: CreateView) -> Result<ViewDef> {
-        def::check(&req)?;
-        let db = self.clone();
-        self.detached(async move { db.create_view_now(table, req).await }).await
-    }
+/// The views model: group and filter views read from their keys (`view:`), over the shared
+/// [`Core`]. Their upkeep is a step of every write ([`maintain`]); their lifecycle (create, build,
+/// drop) calls the indexes' and purges' machinery and is the database's (`lifecycle.rs`).
+pub struct Views {
+    core: Arc<Core>,
+}
 
-    async fn create_view_now(self: &Arc<Self>, table: String, req: CreateView) -> Result<ViewDef> {
-        let def = self
-            .write(move |tx, db| {
-                db.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-                if db.catalog.view(&table, &req.name).is_some() {
-                    return Err(ServiceError::ViewExists { table, view: req.name });
-                }
-                // The old view's purge would remove the new one's keys.
-                if db.catalog.view_dropping(&table, &req.name).is_some() {
-                    return Err(ServiceError::ViewDropping { table, view: req.name });
-                }
-                if db.catalog.views(&table).len() >= def::MAX_VIEWS_PER_TABLE {
-                    return Err(ServiceError::InvalidView(format!(
-                        "a table has at most {} views",
-                        def::MAX_VIEWS_PER_TABLE
-                    )));
-                }
-                let docs = super::counts::count_in(tx, &table)?;
-                let state = if docs == 0 {
-                    ViewState::Ready
-                } else {
-                    ViewState::Building { done: 0, total: docs, after: None }
-                };
-                let created_at = db.catalog.next_created_at(tx)?;
-                let def = ViewDef {
-                    table,
-                    name: req.name,
-                    kind: req.kind,
-                    filter: req.filter,
-                    by: req.by,
-                    aggregates: req.aggregates,
-                    state,
-                    created_at,
-                    compiled: Default::default(),
-                };
-                db.catalog.put_view(tx, def.clone());
-                Ok(def)
-            })
-            .await?;
-        if !def.is_ready() {
-            self.spawn_view_build(&def);
-        }
-        Ok(def)
+impl Handle for Views {
+    fn core(&self) -> &Core {
+        &self.core
     }
+}
 
-    /// Every view of a table, with its size once ready.
-    pub async fn list_views(self: &Arc<Self>, table: String) -> Result<ViewList> {
-        self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        self.read(move |db| {
-            let views = db.catalog.views(&table);
-            let views = views.iter().map(|v| db.view_info(v)).collect::<Result<_>>()?;
-            Ok(ViewList { views })
-        })
-        .await
-    }
-
-    /// A view's definition, state and size (no groups).
-    fn view_info(&self, def: &ViewDef) -> Result<ViewInfo> {
-        let size = if def.is_ready() {
-            let key = ViewKey::count(&def.table, &def.name).encode();
-            Some(maintain::decode_u64(self.store.get(Space::View, &key)?.as_deref()))
-        } else {
-            None
-        };
-        let (count, group_count) = match def.kind {
-            ViewKind::Filter => (size, None),
-            ViewKind::Group => (None, size),
-        };
-        Ok(ViewInfo { view: def.clone(), count, group_count, groups: None, cursor: None })
-    }
-
-    /// One view: definition, state and size; a ready group view also a page of its groups (or
-    /// the one group `query.key` names).
-    pub async fn get_view(self: &Arc<Self>, table: String, name: String, query: GroupQuery) -> Result<ViewInfo> {
-        self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        let def = self.catalog.view(&table, &name).ok_or(ServiceError::ViewNotFound { table, view: name })?;
-        if def.kind == ViewKind::Filter || !def.is_ready() {
-            if query.key.is_some() || query.cursor.is_some() || query.limit.is_some() {
-                read::readable(&def, ViewKind::Group)?;
-            }
-            return self.read(move |db| db.view_info(&def)).await;
-        }
-        self.read(move |db| db.read_groups(&def, &query)).await
-    }
-
-    /// Drops a view and removes its keys. The definition goes at once with a durable drop mark;
-    /// the name stays taken (`view_dropping`) until the keys are gone, also across a restart.
-    pub async fn drop_view(self: &Arc<Self>, table: String, name: String) -> Result<()> {
-        let db = self.clone();
-        self.detached(async move { db.drop_view_now(table, name).await }).await
-    }
-
-    async fn drop_view_now(self: &Arc<Self>, table: String, name: String) -> Result<()> {
-        let (t, n) = (table.clone(), name.clone());
-        let created_at = self
-            .write(move |tx, db| {
-                db.catalog.table(&t).ok_or_else(|| ServiceError::TableNotFound(t.clone()))?;
-                let def = db.catalog.view(&t, &n).ok_or(ServiceError::ViewNotFound { table: t, view: n })?;
-                db.catalog.drop_view(tx, &def);
-                Ok(def.created_at)
-            })
-            .await?;
-        self.purge_dropped_view(&table, &name, created_at)
-            .await
-            .map_err(|e| ServiceError::Internal(format!("purge task failed: {e}")))?
-    }
-
-    /// Resumes what views left unfinished at the last close: builds, failed builds' keys, drops.
-    pub(super) fn resume_views(self: &Arc<Self>) {
-        for table in self.catalog.tables() {
-            for view in self.catalog.views(&table.name) {
-                match view.state {
-                    ViewState::Building { .. } => self.spawn_view_build(&view),
-                    ViewState::Failed { .. } => self.purge_failed_view(&view),
-                    ViewState::Ready => {}
-                }
-            }
-        }
-        for (table, view, created_at) in self.catalog.dropping_views() {
-            drop(self.purge_dropped_view(&table, &view, created_at));
-        }
+impl Views {
+    /// The model over `core`.
+    pub(crate) fn new(core: Arc<Core>) -> Views {
+        Views { core }
     }
 }

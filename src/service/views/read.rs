@@ -5,12 +5,14 @@ use super::def::compiled;
 use super::info::ViewInfo;
 use super::maintain::decode_u64;
 use super::state::GroupState;
+use super::{ViewList, Views};
 use crate::catalog::{ViewDef, ViewKind};
 use crate::keys::{Component, EntityKey, KeyReader, KeyWriter, MetaKey, ViewKey, ViewPart, prefix_successor};
-use crate::service::cursor::{Binding, open, seal};
-use crate::service::render::RawPage;
-use crate::service::ttl::expiry::{Expiry, now_ms};
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::core::cursor::{Binding, open, seal};
+use crate::service::core::expiry::{Expiry, now_ms};
+use crate::service::core::render::RawPage;
+use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 use serde::Deserialize;
 use serde_json::Value;
@@ -121,11 +123,51 @@ fn parse_key(def: &ViewDef, text: &str) -> Result<Vec<Component<'static>>> {
         .collect()
 }
 
-impl Db {
+impl Views {
+    /// Every view of a table, with its size once ready.
+    pub async fn list_views(self: &Arc<Self>, table: String) -> Result<ViewList> {
+        self.core.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        self.read(move |model| {
+            let views = model.core.catalog.views(&table);
+            let views = views.iter().map(|v| model.view_info(v)).collect::<Result<_>>()?;
+            Ok(ViewList { views })
+        })
+        .await
+    }
+
+    /// A view's definition, state and size (no groups).
+    fn view_info(&self, def: &ViewDef) -> Result<ViewInfo> {
+        let size = if def.is_ready() {
+            let key = ViewKey::count(&def.table, &def.name).encode();
+            Some(decode_u64(self.core.store.get(Space::View, &key)?.as_deref()))
+        } else {
+            None
+        };
+        let (count, group_count) = match def.kind {
+            ViewKind::Filter => (size, None),
+            ViewKind::Group => (None, size),
+        };
+        Ok(ViewInfo { view: def.clone(), count, group_count, groups: None, cursor: None })
+    }
+
+    /// One view: definition, state and size; a ready group view also a page of its groups (or
+    /// the one group `query.key` names).
+    pub async fn get_view(self: &Arc<Self>, table: String, name: String, query: GroupQuery) -> Result<ViewInfo> {
+        self.core.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        let def = self.core.catalog.view(&table, &name).ok_or(ServiceError::ViewNotFound { table, view: name })?;
+        if def.kind == ViewKind::Filter || !def.is_ready() {
+            if query.key.is_some() || query.cursor.is_some() || query.limit.is_some() {
+                readable(&def, ViewKind::Group)?;
+            }
+            return self.read(move |views| views.view_info(&def)).await;
+        }
+        self.read(move |views| views.read_groups(&def, &query)).await
+    }
+
     /// A page of a ready group view's groups (see [`GroupQuery`]), read from one snapshot.
     pub(super) fn read_groups(&self, cached: &ViewDef, query: &GroupQuery) -> Result<ViewInfo> {
         let limit = limit_of(query.limit)?;
-        let view = self.store.snapshot();
+        let view = self.core.store.snapshot();
         let def = snapshot_def(&view, &cached.table, &cached.name)?;
         readable(&def, ViewKind::Group)?;
         let c = compiled(&def)?;
@@ -194,16 +236,16 @@ impl Db {
         {
             return Err(ServiceError::InvalidRequest("fields: at most 256 non-empty dotted paths".into()));
         }
-        self.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
-        self.read(move |db| {
-            let view = db.store.snapshot();
+        self.core.catalog.table(&table).ok_or_else(|| ServiceError::TableNotFound(table.clone()))?;
+        self.read(move |views| {
+            let view = views.core.store.snapshot();
             let def = snapshot_def(&view, &table, &name)?;
             readable(&def, ViewKind::Filter)?;
             let prefix = ViewKey::members_prefix(&table, &name);
             let lo = match &query.cursor {
                 Some(c) => {
                     let id = String::from_utf8(open(binding(&def, "documents"), c)?)
-                        .map_err(|_| crate::service::cursor::invalid("it is not one this server handed out"))?;
+                        .map_err(|_| crate::service::core::cursor::invalid("it is not one this server handed out"))?;
                     Bound::Excluded(ViewKey::member(&table, &name, &id).encode())
                 }
                 None => Bound::Included(prefix.clone()),
@@ -212,8 +254,8 @@ impl Db {
             let mut documents = Vec::with_capacity(limit.min(64));
             let mut cursor = None;
             let mut last: Option<String> = None;
-            db.catalog.with_dict(|dict| -> Result<()> {
-                let (rules, now) = (Expiry::of(&db.catalog, dict, &table), now_ms());
+            views.core.catalog.with_dict(|dict| -> Result<()> {
+                let (rules, now) = (Expiry::of(&views.core.catalog, dict, &table), now_ms());
                 for item in view.scan(Space::View, KeyRange::Between(lo, hi), false) {
                     let (key, _) = item?;
                     let Ok(ViewKey { part: ViewPart::Member(id), .. }) = ViewKey::decode(&key, 0) else {

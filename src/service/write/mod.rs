@@ -33,9 +33,9 @@ pub use prepare::{check_id, take_id};
 pub(crate) use stage::derived;
 
 use crate::catalog::{Catalog, TableDef};
-use crate::service::graph::memory::log::EdgeOp;
-use crate::service::search::log::FtOp;
-use crate::service::vectors::log::VecOp;
+use crate::service::graph::memory::oplog::EdgeOp;
+use crate::service::search::oplog::FtOp;
+use crate::service::vectors::oplog::VecOp;
 use crate::storage::WriteTx;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;

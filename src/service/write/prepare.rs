@@ -4,11 +4,11 @@
 use crate::catalog::{Catalog, TableDef, TableKind};
 use crate::entity::EncodeOptions;
 use crate::service::adjacency::EdgeEnds;
-use crate::service::fields::{FROM_FIELD, ID_FIELD, TO_FIELD, weight_of};
+use crate::service::core::expiry;
+use crate::service::core::fields::{FROM_FIELD, ID_FIELD, TO_FIELD, weight_of};
 use crate::service::indexes::entries::{self, PreparedEntries};
 use crate::service::schema;
 use crate::service::search::maintain::{self, PreparedText};
-use crate::service::ttl::expiry;
 use crate::service::vectors::PreparedVector;
 use crate::service::{Db, Result, ServiceError};
 use serde_json::{Map, Value};
@@ -50,7 +50,8 @@ impl Prepared {
 /// Plans the vector inserts of many documents of one table at once (on every core: see
 /// `vectors::bulk`).
 pub(crate) fn plan_vectors_of(db: &Db, table: &TableDef, docs: Vec<&mut Prepared>) {
-    let plans = db.plan_vectors(table, &docs.iter().map(|p| (p.id.as_str(), p.blob.as_slice())).collect::<Vec<_>>());
+    let plans =
+        db.vectors.plan_vectors(table, &docs.iter().map(|p| (p.id.as_str(), p.blob.as_slice())).collect::<Vec<_>>());
     for (p, planned) in docs.into_iter().zip(plans) {
         p.derived.vectors = planned;
     }

@@ -21,15 +21,15 @@ impl Db {
                 let mut w = Write::new(tx, &db.catalog);
                 let out = f(&mut w, &db)?;
                 // the write's fulltext changes, merged (see `search::maintain`)
-                search::maintain::finish(&mut w, &db.known_terms)?;
+                search::maintain::finish(&mut w, &db.search.known_terms)?;
                 // a key past the backend's limits refuses the write as it returns: before the
                 // graphs below change for it
                 w.check_limits()?;
                 // the write's vector changes, applied to the cached graphs and staged (see
                 // `vectors`): last, after everything that can refuse the write
-                vectors::finish(&mut w, &db, &t)?;
+                vectors::finish(&mut w, &db.vectors, &t)?;
                 // the write's edge changes, for the in-memory adjacency once it commits
-                graph::memory::finish(&mut w, &db.graph);
+                graph::memory::finish(&mut w, &db.graph.memory);
                 Ok(out)
             })
             .await;
@@ -37,7 +37,7 @@ impl Db {
             // graphs changed for a write that did not commit: reloaded from the keys on next use
             let touched = std::mem::take(&mut *touched.lock().unwrap_or_else(PoisonError::into_inner));
             for (table, index) in touched {
-                self.vectors.forget(&table, &index);
+                self.vectors.graphs.forget(&table, &index);
             }
         }
         out

@@ -18,13 +18,13 @@
 
 mod lists;
 pub(crate) mod load;
-pub(crate) mod log;
 mod names;
+pub(crate) mod oplog;
 
 pub(crate) use lists::Entry;
 use lists::Lists;
-pub(crate) use log::EdgeOp;
 pub(crate) use names::Names;
+pub(crate) use oplog::EdgeOp;
 
 use crate::keys::Direction;
 use crate::service::write::Write;

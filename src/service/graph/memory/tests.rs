@@ -2,8 +2,8 @@
 //! model's edges give, a frozen version never changes after it is frozen, and a compaction
 //! renumbers without changing what is held.
 
-use super::log::EdgeEnds;
 use super::*;
+use crate::service::graph::memory::oplog::EdgeEnds;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

@@ -1,8 +1,8 @@
 //! What a query's statements share: the read view, the limits and how much of them is used.
 
 use crate::service::ServiceError;
-use crate::service::mem_budget::MemBudget;
-use crate::service::stop::Stop;
+use crate::service::core::cancel::Stop;
+use crate::service::core::mem_budget::MemBudget;
 use crate::storage::ReadView;
 
 /// Most points one statement may read.

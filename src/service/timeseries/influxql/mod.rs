@@ -26,11 +26,13 @@ pub use parse::{MAX_QUERY_BYTES, MAX_STATEMENTS, parse};
 
 pub use ctx::{MAX_BUCKETS, MAX_POINTS_SCANNED, MAX_ROWS, MAX_SERIES};
 
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::timeseries::Timeseries;
+use crate::service::{Result, ServiceError};
 use ctx::Ctx;
 use std::sync::Arc;
 
-impl Db {
+impl Timeseries {
     /// Runs parsed statements (`now` is the `now()` they were parsed with) against this database,
     /// named `database` (an `ON` clause naming another is refused); `databases` answers `SHOW
     /// DATABASES` (those the caller may see). A statement's own error (a limit, a condition
@@ -42,12 +44,19 @@ impl Db {
         epoch: Epoch,
         (database, databases): (String, Vec<String>),
     ) -> Result<QueryResults> {
-        let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let mut metrics: Vec<String> = db.catalog.metrics().iter().map(|m| m.name.clone()).collect();
+        let (stop, _abandon) = self.core.request_stop();
+        self.read(move |ts| {
+            let mut metrics: Vec<String> = ts.core.catalog.metrics().iter().map(|m| m.name.clone()).collect();
             metrics.sort();
-            let mut ctx =
-                Ctx { view: db.store.snapshot(), stop: &stop, now, epoch, metrics, rows: 0, memory: db.mem_budget() };
+            let mut ctx = Ctx {
+                view: ts.core.store.snapshot(),
+                stop: &stop,
+                now,
+                epoch,
+                metrics,
+                rows: 0,
+                memory: ts.core.mem_budget(),
+            };
             let mut results = Vec::with_capacity(statements.len());
             for (statement_id, statement) in statements.iter().enumerate() {
                 let held = ctx.memory.used();

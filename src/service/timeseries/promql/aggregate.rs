@@ -118,7 +118,7 @@ mod tests {
             ]
         };
         let by = Grouping::By(vec!["region".into()]);
-        let mut budget = Budget::new(crate::service::mem_budget::MemBudget::new(0));
+        let mut budget = Budget::new(crate::service::core::mem_budget::MemBudget::new(0));
         let out = aggregate("sum", &by, series(), 2, &mut budget).unwrap();
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].labels, vec![("region".to_owned(), "eu".to_owned())]);

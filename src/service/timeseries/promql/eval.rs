@@ -11,7 +11,7 @@ use super::series::{self, Labels, NAME, drop_name, unsupported};
 use super::sliding::Sliding;
 use super::value::{RangeSeries, StepSeries, Value, unique_labelsets};
 use crate::catalog::MetricConfig;
-use crate::service::stop::Stop;
+use crate::service::core::cancel::Stop;
 use crate::service::{Result, ServiceError};
 use crate::storage::ReadView;
 use promql_parser::label::{MatchOp, Matcher};

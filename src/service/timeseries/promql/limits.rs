@@ -4,7 +4,7 @@
 //! the length (Prometheus' `bad_data`). What it holds in memory counts against the request's
 //! memory budget too ([`MemBudget`], `--max-query-memory-mb`).
 
-use crate::service::mem_budget::{MemBudget, string_bytes};
+use crate::service::core::mem_budget::{MemBudget, string_bytes};
 use crate::service::{Result, ServiceError};
 
 /// Most series one query may select (over all its selectors).

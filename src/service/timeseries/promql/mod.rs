@@ -20,8 +20,10 @@ mod value;
 
 pub use value::{MatrixSeries, Metric, QueryData, SamplePair, VectorSample};
 
-use crate::service::stop::Stop;
-use crate::service::{Db, Result, ServiceError};
+use crate::service::core::Handle;
+use crate::service::core::cancel::Stop;
+use crate::service::timeseries::Timeseries;
+use crate::service::{Result, ServiceError};
 use crate::storage::ReadView;
 use eval::Eval;
 use limits::Budget;
@@ -54,7 +56,7 @@ fn missing(param: &str) -> ServiceError {
     ServiceError::InvalidRequest(format!("invalid parameter {param:?}: missing"))
 }
 
-impl Db {
+impl Timeseries {
     /// An instant query: the expression's value at `time` (default: now).
     pub async fn prom_query(self: &Arc<Self>, p: PromParams) -> Result<QueryData> {
         let text = p.query.ok_or_else(|| missing("query"))?;
@@ -78,15 +80,15 @@ impl Db {
     }
 
     async fn prom_eval(self: &Arc<Self>, expr: Expr, steps: Vec<i64>, range: bool) -> Result<QueryData> {
-        let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
+        let (stop, _abandon) = self.core.request_stop();
+        self.read(move |ts| {
+            let view = ts.core.store.snapshot();
             let mut eval = Eval {
                 view: &view,
-                metrics: db.catalog.metrics(),
+                metrics: ts.core.catalog.metrics(),
                 steps,
                 stop: &stop,
-                budget: Budget::new(db.mem_budget()),
+                budget: Budget::new(ts.core.mem_budget()),
             };
             let value = eval.eval(&expr, 0)?;
             answer(value, &eval.steps, range)
@@ -153,11 +155,11 @@ impl Db {
         let start = p.start.as_deref().map(|t| params::parse_time("start", t)).transpose()?;
         let end = p.end.as_deref().map(|t| params::parse_time("end", t)).transpose()?;
         let span = (start.is_some() || end.is_some()).then(|| (start.unwrap_or(i64::MIN), end.unwrap_or(i64::MAX)));
-        let (stop, _abandon) = self.request_stop();
-        self.read(move |db| {
-            let view = db.store.snapshot();
-            let metrics = db.catalog.metrics();
-            let mut budget = Budget::listing(db.mem_budget());
+        let (stop, _abandon) = self.core.request_stop();
+        self.read(move |ts| {
+            let view = ts.core.store.snapshot();
+            let metrics = ts.core.catalog.metrics();
+            let mut budget = Budget::listing(ts.core.mem_budget());
             let mut out = BTreeSet::new();
             for matchers in &selectors {
                 list(&view, &metrics, matchers, span, &mut budget, &stop, &mut out)?;

@@ -15,7 +15,7 @@ use super::super::series::{Entries, SeriesPoints, Window};
 use super::super::stats::SeriesStats;
 use super::limits::Budget;
 use crate::keys::TsKey;
-use crate::service::stop::{Stop, Watched};
+use crate::service::core::cancel::{Stop, Watched};
 use crate::service::{Result, ServiceError};
 use crate::storage::{ReadView, Space};
 use promql_parser::label::{MatchOp, Matcher};

@@ -7,6 +7,29 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+/// A document as returned to clients.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// the document with its `_id` first, as compact JSON text
+    pub json: Vec<u8>,
+    /// the content tag for `If-Match`
+    pub etag: String,
+}
+
+/// The strong content tag of a stored blob.
+pub fn etag(blob: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hash = xxhash_rust::xxh3::xxh3_64(blob);
+    // `"` + 16 lowercase hex digits + `"`, written directly: the committer makes one per write
+    let mut out = String::with_capacity(18);
+    out.push('"');
+    for shift in (0..16).rev() {
+        out.push(char::from(HEX[((hash >> (shift * 4)) & 0xf) as usize]));
+    }
+    out.push('"');
+    out
+}
+
 /// The document as JSON text with its `_id` first, written straight from the blob.
 pub(crate) fn json_with_id(dict: &FieldDict, id: &str, blob: &[u8]) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(blob.len() * 2 + id.len() + 16);

@@ -7,7 +7,6 @@ use super::{Db, Result, ServiceError};
 use crate::storage::WriteTx;
 use std::future::Future;
 use std::sync::Arc;
-use tokio::task::JoinHandle;
 
 /// Where a background build stands after one chunk.
 pub(super) enum Chunk<P> {
@@ -18,26 +17,6 @@ pub(super) enum Chunk<P> {
 }
 
 impl Db {
-    /// True once the database is closing: a job stops at its next step.
-    pub(super) fn closing(&self) -> bool {
-        self.jobs.closing()
-    }
-
-    /// Background jobs under way.
-    pub(super) fn jobs_running(&self) -> u64 {
-        self.jobs.running()
-    }
-
-    /// Runs `job` in a task of its own, counted until it ends (and with it its hold on the
-    /// database).
-    pub(super) fn spawn_job<F>(&self, job: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.jobs.spawn(job)
-    }
-
     /// Runs a background build (an index's backfill, a view's build) chunk by chunk: `step` does
     /// one chunk from the position the previous one ended at. Closing stops it between chunks, and
     /// so does a store that refuses writes: the build stays `building` and resumes at the next
@@ -88,7 +67,7 @@ impl Db {
     /// writes and fsyncs everything.
     pub async fn shutdown(&self) -> Result<()> {
         self.jobs.close();
-        self.stop_change_waits();
+        self.changefeed.stop_change_waits();
         self.jobs.idle().await;
         self.close()
     }

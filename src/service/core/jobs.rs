@@ -1,7 +1,7 @@
 //! Background jobs (index backfills, purges, and the writes that start them): counted, so that
 //! closing the database stops them at their next step and waits until none of them holds it any
 //! more. A job stopped this way resumes at the next open: builds stay `building`, drops keep
-//! their marks. (The build lifecycle that runs as such a job is `build.rs`.)
+//! their marks. (The build lifecycle that runs as such a job is `build_lifecycle.rs`.)
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 /// The running jobs of one database.
 #[derive(Default)]
-pub(super) struct Jobs {
+pub(crate) struct Jobs {
     closing: AtomicBool,
     running: AtomicUsize,
     idle: Notify,
@@ -37,18 +37,18 @@ impl Drop for Running {
 
 impl Jobs {
     /// True once the database is closing: a job stops at its next step.
-    pub(super) fn closing(&self) -> bool {
+    pub(crate) fn closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)
     }
 
     /// Background jobs under way.
-    pub(super) fn running(&self) -> u64 {
+    pub(crate) fn running(&self) -> u64 {
         self.running.load(Ordering::Acquire) as u64
     }
 
     /// Runs `job` in a task of its own, counted until it ends (and with it its hold on the
     /// database).
-    pub(super) fn spawn<F>(self: &Arc<Self>, job: F) -> JoinHandle<F::Output>
+    pub(crate) fn spawn<F>(self: &Arc<Self>, job: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -62,12 +62,12 @@ impl Jobs {
     }
 
     /// Marks the database closing: jobs stop at their next step.
-    pub(super) fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closing.store(true, Ordering::Release);
     }
 
     /// Waits until no job runs.
-    pub(super) async fn idle(&self) {
+    pub(crate) async fn idle(&self) {
         loop {
             let idle = self.idle.notified();
             tokio::pin!(idle);

@@ -5,15 +5,18 @@
 
 use crate::catalog::{Catalog, IndexDef, IndexKind, IndexState};
 use crate::entity::{self, FieldDict, ValueRef};
-use crate::service::duration::parse_duration_ms;
-use crate::service::fields::{EXPIRES_FIELD, parse_rfc3339_millis};
+use crate::keys::{TtlKey, table_prefix};
+use crate::service::core::cancel::Stop;
+use crate::service::core::duration::parse_duration_ms;
+use crate::service::core::fields::{EXPIRES_FIELD, parse_rfc3339_millis};
 use crate::service::{Result, ServiceError};
+use crate::storage::{KeyRange, ReadView, Space};
 use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::sync::Arc;
 
-/// The wall clock in milliseconds since the Unix epoch: what "now" is for expiry.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
+pub use super::clock::now_ms;
 
 /// Refuses a document whose `_expires_at` is not a time (an RFC 3339 string or integer epoch
 /// milliseconds): it would never expire, silently. Called on every write path before encoding.
@@ -154,6 +157,75 @@ pub fn is_expired(catalog: &Catalog, dict: &FieldDict, table: &str, blob: &[u8],
 /// True when a stored document of `table` has expired now: the write path treats it as gone.
 pub(crate) fn expired(catalog: &Catalog, table: &str, blob: &[u8]) -> Result<bool> {
     is_expired(catalog, &catalog.dict(), table, blob, now_ms())
+}
+
+/// The ids of `table`'s documents that expired by `now` and are not swept yet, from their expiry
+/// entries (for reads that do not read every document, such as a search's `total`).
+pub(crate) fn expired_ids(view: &ReadView, table: &str, now: i64, stop: &Stop) -> Result<HashSet<String>> {
+    Ok(expired_ids_at_most(view, table, now, stop, usize::MAX)?.unwrap_or_default())
+}
+
+/// [`expired_ids`], or `None` when there are more than `max` of them (a backlog the sweep has not
+/// caught up with), so that a caller with bounded memory can read the documents instead.
+pub(crate) fn expired_ids_at_most(
+    view: &ReadView,
+    table: &str,
+    now: i64,
+    stop: &Stop,
+    max: usize,
+) -> Result<Option<HashSet<String>>> {
+    let range =
+        KeyRange::Between(Bound::Included(table_prefix(table)), Bound::Excluded(TtlKey::expired_until(table, now)));
+    let mut out = HashSet::new();
+    for (i, item) in view.scan(Space::Ttlidx, range, false).enumerate() {
+        if i % 64 == 0 {
+            stop.check()?;
+        }
+        if out.len() >= max {
+            return Ok(None);
+        }
+        let (key, _) = item?;
+        out.insert(TtlKey::decode(&key).map_err(|e| ServiceError::Internal(e.to_string()))?.id.into_owned());
+    }
+    Ok(Some(out))
+}
+
+/// The documents a walk must treat as absent because they expired, per table, read once from
+/// the expiry entries of the walk's snapshot (tables whose documents cannot expire cost one
+/// catalog lookup): a graph walk meets many documents it never reads.
+pub(crate) struct Expired<'a> {
+    view: &'a ReadView,
+    catalog: &'a Catalog,
+    dict: Arc<crate::entity::FieldDict>,
+    now: i64,
+    tables: HashMap<String, HashSet<String>>,
+}
+
+impl<'a> Expired<'a> {
+    /// Expired as of now, on `view`.
+    pub fn new(view: &'a ReadView, catalog: &'a Catalog) -> Self {
+        Expired { view, catalog, dict: catalog.dict(), now: now_ms(), tables: HashMap::new() }
+    }
+
+    /// True when document `id` of `table` has expired.
+    pub fn contains(&mut self, table: &str, id: &str, stop: &Stop) -> Result<bool> {
+        if !self.tables.contains_key(table) {
+            let ids = match Expiry::of(self.catalog, &self.dict, table) {
+                Some(_) => expired_ids(self.view, table, self.now, stop)?,
+                None => HashSet::new(),
+            };
+            self.tables.insert(table.to_owned(), ids);
+        }
+        Ok(self.tables.get(table).is_some_and(|ids| ids.contains(id)))
+    }
+
+    /// True when vertex `"table/id"` has expired (a malformed one has not: it is no document).
+    pub fn vertex(&mut self, vertex: &str, stop: &Stop) -> Result<bool> {
+        match vertex.split_once('/') {
+            Some((table, id)) => self.contains(table, id, stop),
+            None => Ok(false),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -144,7 +144,7 @@ impl Tasks {
     }
 
     /// Every periodic task's figures, totals included.
-    pub(super) fn figures(&self) -> Vec<TaskFigures> {
+    pub(crate) fn figures(&self) -> Vec<TaskFigures> {
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         list.iter()
             .map(|r| TaskFigures {
