@@ -14,10 +14,12 @@
 
 pub mod api;
 pub mod background;
-pub mod catalog;
-pub mod entity;
-pub mod keys;
 pub mod server;
 pub mod service;
-pub mod storage;
 pub mod tools;
+
+// The layers below the server: crates of their own (crates/), under the names their modules had.
+pub use mosaic_catalog as catalog;
+pub use mosaic_entity as entity;
+pub use mosaic_keys as keys;
+pub use mosaic_storage as storage;

@@ -1,7 +1,7 @@
 //! A fresh PostgreSQL database per test, in the cluster `MOSAIC_TEST_POSTGRES` names (a URL to
 //! its `postgres` database; `.ci/postgres start` starts a throwaway cluster and prints it). Where
 //! it is not set, the tests on PostgreSQL say they are skipped and pass. Shared by the unit tests
-//! of `src/storage` and the integration tests.
+//! of `crates/storage` and the integration tests.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -2,7 +2,7 @@
 //! between: the filter parser (any JSON must give a filter or a clean `invalid_filter`, never a
 //! panic) and every reader of a document blob the server uses on damaged bytes (the JSON writer
 //! behind GET, listing and query; filter evaluation; index entry extraction). The blob codec's own
-//! decoders are fuzzed in `src/entity/tests.rs`.
+//! decoders are fuzzed in `crates/entity/src/tests.rs`.
 
 use mosaicdb::entity::{self, EncodeOptions, FieldDict, ValueRef};
 use mosaicdb::service::ServiceError;

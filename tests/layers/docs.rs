@@ -1,6 +1,7 @@
 //! The error codes of `docs/errors.md` against the codes the source can answer with.
 //!
-//! What it reads: every `src/**/*.rs` as tokens (comments dropped, string literals kept), leaving
+//! What it reads: every `src/**/*.rs` and `crates/*/src/**/*.rs` (see `tree.rs`) as tokens
+//! (comments dropped, string literals kept), leaving
 //! out `#[cfg(test)]` items and `tests.rs` files (unit tests, never served). A code is made in one
 //! of these ways, and each is read:
 //!
@@ -17,7 +18,7 @@
 //! way of making a code cannot slip past. The table is the first one under `## Error codes` in
 //! `docs/errors.md`; its first column holds one code per row, in backticks.
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
@@ -44,15 +45,15 @@ pub struct Codes {
 
 impl Codes {
     fn add(&mut self, code: &str, file: &str, line: usize) {
-        self.codes.entry(code.to_owned()).or_default().push(format!("src/{file}:{line}"));
+        self.codes.entry(code.to_owned()).or_default().push(format!("{file}:{line}"));
     }
 
     fn cannot(&mut self, file: &str, line: usize, what: &str) {
-        self.unreadable.push(format!("src/{file}:{line}: {what}"));
+        self.unreadable.push(format!("{file}:{line}: {what}"));
     }
 }
 
-/// Reads the codes out of `(path under src/, text)` pairs.
+/// Reads the codes out of `(path from the repository root, text)` pairs.
 pub fn codes_in(sources: &[(String, String)]) -> Codes {
     let mut out = Codes::default();
     let mut saw_service_codes = false;
@@ -61,14 +62,14 @@ pub fn codes_in(sources: &[(String, String)]) -> Codes {
             continue;
         }
         let toks = without_test_items(lex(text));
-        if file == "service/core/error.rs" {
+        if file == "src/service/core/error.rs" {
             saw_service_codes |= service_codes(&toks, file, &mut out);
         }
         api_error_news(&toks, file, &mut out);
         built_by_hand(&toks, file, &mut out);
     }
     if !saw_service_codes {
-        out.cannot("service/core/error.rs", 0, "no `fn code` found in the ServiceError impl");
+        out.cannot("src/service/core/error.rs", 0, "no `fn code` found in the ServiceError impl");
     }
     out
 }
@@ -248,15 +249,7 @@ pub fn documented(markdown: &str) -> Result<BTreeMap<String, usize>, String> {
 #[test]
 fn the_error_table_lists_exactly_the_codes_the_source_returns() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    let sources: Vec<(String, String)> = files
-        .iter()
-        .map(|f| {
-            let rel = f.strip_prefix(root.join("src")).unwrap().to_string_lossy().replace('\\', "/");
-            (rel, std::fs::read_to_string(f).unwrap())
-        })
-        .collect();
+    let sources: Vec<(String, String)> = crate::tree::read(root).into_iter().map(|s| (s.name, s.text)).collect();
     let found = codes_in(&sources);
     assert!(
         found.unreadable.is_empty(),
@@ -272,7 +265,7 @@ fn the_error_table_lists_exactly_the_codes_the_source_returns() {
     let extra: Vec<String> = listed.difference(&made).map(|c| format!("`{c}` (line {})", table[*c])).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "the error-code table of docs/errors.md differs from the codes in src/\n\
+        "the error-code table of docs/errors.md differs from the codes in the sources\n\
          missing from the table: {}\nlisted but never made: {}",
         if missing.is_empty() { "none".to_owned() } else { missing.join("; ") },
         if extra.is_empty() { "none".to_owned() } else { extra.join("; ") },
@@ -366,13 +359,14 @@ fn code_reader_follows_every_form_and_refuses_others() {
     let odd = r#"fn k() { ApiError::new(S, CODES[0], "") } fn m() { let code = "x"; ApiError::new(S, code, "") }
         fn n() -> ApiError { ApiError { status, code: "handmade" } }"#;
     let src = |files: &[(&str, &str)]| files.iter().map(|(p, s)| (p.to_string(), s.to_string())).collect::<Vec<_>>();
-    let found = codes_in(&src(&[("service/core/error.rs", error), ("api/error.rs", api), ("api/tests.rs", odd)]));
+    let found =
+        codes_in(&src(&[("src/service/core/error.rs", error), ("src/api/error.rs", api), ("src/api/tests.rs", odd)]));
     assert_eq!(found.unreadable, Vec::<String>::new());
     let codes: Vec<&str> = found.codes.keys().map(String::as_str).collect();
     assert_eq!(codes, ["a_code", "b_code", "fallback", "from_block", "from_fn", "from_let", "literal"]);
-    let found = codes_in(&src(&[("service/core/error.rs", error), ("api/odd.rs", odd)]));
+    let found = codes_in(&src(&[("src/service/core/error.rs", error), ("src/api/odd.rs", odd)]));
     assert_eq!(found.unreadable.len(), 3, "{:?}", found.unreadable);
-    assert!(codes_in(&src(&[("api/error.rs", api)])).unreadable[0].contains("no `fn code`"));
+    assert!(codes_in(&src(&[("src/api/error.rs", api)])).unreadable[0].contains("no `fn code`"));
 }
 
 #[test]
@@ -392,18 +386,6 @@ fn mentions(text: &str, word: &str) -> bool {
     text.match_indices(word).any(|(at, _)| {
         !text[..at].chars().next_back().is_some_and(part) && !text[at + word.len()..].chars().next().is_some_and(part)
     })
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 fn is_ident(toks: &[Token], i: usize, word: &str) -> bool {

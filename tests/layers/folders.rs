@@ -100,8 +100,13 @@ pub fn allowed(from: &str, to: &str) -> bool {
     }
 }
 
-/// The unit of a file of `src/`.
+/// The unit of a file, named from the repository root (`src/…`) or from `src/`: a crate of the
+/// workspace (`crates/keys/src/…`) is one unit, named as its folder.
 pub fn unit_of(file: &str) -> String {
+    if let Some(rest) = file.strip_prefix("crates/") {
+        return rest.split('/').next().unwrap_or_default().to_string();
+    }
+    let file = file.strip_prefix("src/").unwrap_or(file);
     let parts: Vec<&str> = file.split('/').collect();
     match parts.as_slice() {
         ["service", "mod.rs"] => "service".to_string(),

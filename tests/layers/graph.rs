@@ -1,58 +1,60 @@
-//! The file graph of `src/`: the files, the imports between them (resolved through `use`
-//! bindings to the file an item comes from) and its strongly connected components.
+//! The file graph of `src/` and `crates/*/src/`: the files, the imports between them (resolved
+//! through `use` bindings to the file an item comes from) and its strongly connected components.
+use crate::tree::{self, Source};
 use crate::walk::{Tok, Walker, lex};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub struct Graph {
+    /// paths from the repository root
     pub files: Vec<String>,
     /// (from, to) → the lines in `from` that import `to`.
     pub edges: BTreeMap<(String, String), BTreeSet<usize>>,
 }
 
 impl Graph {
-    pub fn read(root: &Path) -> Graph {
-        let mut paths = Vec::new();
-        walk(root, &mut paths);
-        let sources = paths
-            .into_iter()
-            .map(|p| {
-                let rel = p.strip_prefix(root).expect("under src").to_string_lossy().replace('\\', "/");
-                (rel, fs::read_to_string(&p).expect("readable source"))
-            })
-            .collect();
-        Graph::from_sources(sources)
+    /// The graph of the repository at `repo` (see `tree.rs` for what it reads).
+    pub fn read(repo: &Path) -> Graph {
+        Graph::from_tree(tree::read(repo))
     }
 
-    pub fn from_sources(mut sources: Vec<(String, String)>) -> Graph {
-        sources.sort();
+    /// The graph of one crate's files, given as (path under its `src/`, text).
+    pub fn from_sources(sources: Vec<(String, String)>) -> Graph {
+        let sources = sources
+            .into_iter()
+            .map(|(name, text)| Source { module: tree::module_of(&[], &name), name, krate: Vec::new(), text })
+            .collect();
+        Graph::from_tree(sources)
+    }
+
+    pub fn from_tree(mut sources: Vec<Source>) -> Graph {
+        sources.sort_by(|a, b| a.name.cmp(&b.name));
+        let externs = tree::externs(&sources);
         // Pass 1: every module (file or inline) and the file it lives in.
         let mut modules: BTreeMap<Vec<String>, String> = BTreeMap::new();
-        let lexed: Vec<(String, Vec<String>, Vec<Tok>)> =
-            sources.iter().map(|(file, text)| (file.clone(), module_of(file), lex(text))).collect();
-        for (file, module, _) in &lexed {
-            modules.insert(module.clone(), file.clone());
+        let lexed: Vec<(&Source, Vec<Tok>)> = sources.iter().map(|s| (s, lex(&s.text))).collect();
+        for (s, _) in &lexed {
+            modules.insert(s.module.clone(), s.name.clone());
         }
-        for (file, module, toks) in &lexed {
-            let mut walker = Walker::new(module.clone(), &modules);
+        for (s, toks) in &lexed {
+            let mut walker = Walker::new(s.module.clone(), &s.krate, &modules, &externs);
             walker.walk(toks);
             for m in walker.inline_modules {
-                modules.insert(m, file.clone());
+                modules.insert(m, s.name.clone());
             }
         }
         // Pass 2: every `use` (as a binding of its scope) and every inline path.
         let mut scans = Vec::new();
         let mut bindings: BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>> = BTreeMap::new();
-        for (file, module, toks) in &lexed {
-            let mut walker = Walker::new(module.clone(), &modules);
+        for (s, toks) in &lexed {
+            let mut walker = Walker::new(s.module.clone(), &s.krate, &modules, &externs);
             walker.walk(toks);
             for u in &walker.uses {
                 if let Some(name) = &u.name {
                     bindings.entry(u.scope.clone()).or_default().insert(name.clone(), u.path.clone());
                 }
             }
-            scans.push((file.clone(), walker.uses, walker.paths));
+            scans.push((s.name.clone(), walker.uses, walker.paths));
         }
         let resolver = Resolver { modules: &modules, bindings: &bindings };
         let mut edges: BTreeMap<(String, String), BTreeSet<usize>> = BTreeMap::new();
@@ -70,7 +72,7 @@ impl Graph {
                 }
             }
         }
-        Graph { files: sources.into_iter().map(|(f, _)| f).collect(), edges }
+        Graph { files: sources.into_iter().map(|s| s.name).collect(), edges }
     }
 
     /// The strongly connected components of more than one file (Tarjan), each sorted, in order.
@@ -159,32 +161,6 @@ impl Tarjan {
             self.components.push(component);
         }
     }
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> =
-        fs::read_dir(dir).expect("readable dir").map(|e| e.expect("entry").path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-/// `service/views/mod.rs` → [service, views]; `lib.rs` → [] (the crate root).
-fn module_of(file: &str) -> Vec<String> {
-    let stem = file.strip_suffix(".rs").expect(".rs");
-    let mut parts: Vec<String> = stem.split('/').map(str::to_string).collect();
-    if file == "main.rs" {
-        return vec!["<bin>".to_string()]; // the binary: its own crate, which nothing imports
-    }
-    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
-        parts.pop();
-    }
-    parts
 }
 
 // ---- resolving a path to a file ----------------------------------------------------------------

@@ -14,6 +14,10 @@ pub struct Use {
 
 pub struct Walker<'a> {
     modules: &'a BTreeMap<Vec<String>, String>,
+    /// the module of the file's crate root: what `crate::` names
+    krate: &'a [String],
+    /// the module each crate's name is (`mosaic_keys` → `[keys]`, `mosaicdb` → `[]`)
+    externs: &'a BTreeMap<String, Vec<String>>,
     /// (module path, brace depth inside it) for the file and each inline `mod x { … }`.
     scopes: Vec<(Vec<String>, usize)>,
     depth: usize,
@@ -23,9 +27,16 @@ pub struct Walker<'a> {
 }
 
 impl<'a> Walker<'a> {
-    pub fn new(module: Vec<String>, modules: &'a BTreeMap<Vec<String>, String>) -> Self {
+    pub fn new(
+        module: Vec<String>,
+        krate: &'a [String],
+        modules: &'a BTreeMap<Vec<String>, String>,
+        externs: &'a BTreeMap<String, Vec<String>>,
+    ) -> Self {
         Walker {
             modules,
+            krate,
+            externs,
             scopes: vec![(module, 0)],
             depth: 0,
             inline_modules: Vec::new(),
@@ -103,7 +114,10 @@ impl<'a> Walker<'a> {
         let first = rel.first()?;
         let mut scope = self.scope().clone();
         let rest = match first.as_str() {
-            "crate" | "mosaicdb" => return Some(rel[1..].to_vec()),
+            "crate" => return Some(self.krate.iter().chain(&rel[1..]).cloned().collect()),
+            name if self.externs.contains_key(name) => {
+                return Some(self.externs[name].iter().chain(&rel[1..]).cloned().collect());
+            }
             "self" => &rel[1..],
             "super" => {
                 let supers = rel.iter().take_while(|s| *s == "super").count();

@@ -17,12 +17,12 @@ pub trait EventCodec: Send + Sync {
     fn seq(&self, key: &[u8]) -> Result<u64, String>;
 }
 
-/// The codec of the store's own tests: the number as 8 big-endian bytes, the value the three
-/// numbers then the body (`7 6 2 body`).
-#[cfg(test)]
-pub(crate) struct TestEvents;
+/// The codec of the store's own tests, and of the server's tests that open a store raw: the
+/// number as 8 big-endian bytes, the value the three numbers then the body (`7 6 2 body`).
+/// (Compiled always: a dependency is never built with `cfg(test)`.)
+#[doc(hidden)]
+pub struct TestEvents;
 
-#[cfg(test)]
 impl EventCodec for TestEvents {
     fn key(&self, seq: u64) -> Vec<u8> {
         seq.to_be_bytes().to_vec()

@@ -67,7 +67,7 @@ impl<'a> IdxKey<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::tuple::Number;
+    use crate::tuple::Number;
 
     #[test]
     fn golden() {

@@ -95,10 +95,10 @@ impl IndexDef {
     }
 }
 
-#[cfg(test)]
 impl IndexDef {
-    /// A ready index of table `t` named `i`, for unit tests.
-    pub(crate) fn ready_for_test(kind: IndexKind, fields: &[&str]) -> IndexDef {
+    /// A ready index of table `t` named `i`, for unit tests (the server's too: compiled always).
+    #[doc(hidden)]
+    pub fn ready_for_test(kind: IndexKind, fields: &[&str]) -> IndexDef {
         IndexDef {
             table: "t".into(),
             name: "i".into(),

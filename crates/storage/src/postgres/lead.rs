@@ -3,9 +3,9 @@
 //! the row followers poll.
 
 use super::conn::{Conn, blocking};
-use crate::storage::cluster::Leadership;
-use crate::storage::error::{Result, StorageError};
-use crate::storage::space::Space;
+use crate::cluster::Leadership;
+use crate::error::{Result, StorageError};
+use crate::space::Space;
 use postgres::SimpleQueryMessage;
 
 /// The row that names the state the committed keys are (id 1), whether a restore into the

@@ -288,7 +288,7 @@ fn sealed_journals_are_followed() {
 fn events_whose_fsync_failed_are_never_published() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), Durability::Sync);
-    let event = |tx: &mut crate::storage::WriteTx<'_>| {
+    let event = |tx: &mut crate::WriteTx<'_>| {
         tx.put(Space::Entity, b"k".to_vec(), vec![]);
         tx.append_event(br#""op":"put""#.to_vec());
         Ok::<_, StorageError>(())

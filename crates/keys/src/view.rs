@@ -132,8 +132,8 @@ impl<'a> ViewKey<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::tuple::Number;
-    use crate::keys::{display, prefix_successor};
+    use crate::tuple::Number;
+    use crate::{display, prefix_successor};
     use proptest::prelude::*;
 
     #[test]
@@ -180,10 +180,10 @@ mod tests {
         /// Within a group, value keys sort by value (the first is the min, the last the max), and
         /// a group's prefix never holds another group's keys (groups are self-delimiting).
         #[test]
-        fn values_order_within_a_group(g1 in crate::keys::tuple::tests::any_component(),
-                                       g2 in crate::keys::tuple::tests::any_component(),
-                                       a in crate::keys::tuple::tests::any_component(),
-                                       b in crate::keys::tuple::tests::any_component()) {
+        fn values_order_within_a_group(g1 in crate::tuple::tests::any_component(),
+                                       g2 in crate::tuple::tests::any_component(),
+                                       a in crate::tuple::tests::any_component(),
+                                       b in crate::tuple::tests::any_component()) {
             let ka = ViewKey::value("t", "v", "f", vec![g1.clone()], a.clone()).encode();
             let kb = ViewKey::value("t", "v", "f", vec![g1.clone()], b.clone()).encode();
             prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));

@@ -2,8 +2,8 @@
 //! (`meta:view_dropping:{table}:{name}`), mirroring indexes.
 
 use super::{Catalog, WriteTx, json};
-use crate::keys::MetaKey;
-use crate::storage::Space;
+use mosaic_keys::MetaKey;
+use mosaic_storage::Space;
 use serde::{Deserialize, Serialize};
 use std::any::Any;
 use std::collections::BTreeMap;

@@ -7,6 +7,8 @@
 //! views, the document cache and the limits are the store's own; what they ask of the backend
 //! goes through `embedded.rs` (fjall), the one file that calls it (`slice.rs` wraps its byte
 //! view, which every backend can make from bytes).
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod cluster;
 mod commit;
@@ -42,8 +44,8 @@ pub use config::{Backend, Durability, StorageConfig, database_dir};
 pub use destroy::{destroy, stored_databases};
 pub use error::{Result, StorageError};
 pub use events::EventCodec;
-#[cfg(test)]
-pub(crate) use events::TestEvents;
+#[doc(hidden)]
+pub use events::TestEvents;
 pub use health::Health;
 pub use limits::{Limit, Limits, TooLarge};
 pub use load::BulkLoad;

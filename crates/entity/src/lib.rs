@@ -36,7 +36,7 @@
 //! left, limit nesting to [`MAX_DEPTH`] and reject trailing bytes, unknown
 //! versions and unknown tags: a malformed blob gives an [`Error`], never a
 //! panic or an allocation larger than the blob warrants.
-
+#![forbid(unsafe_code)]
 // Blob bytes are untrusted: no panicking access outside tests (arithmetic
 // on lengths read from a blob uses checked_* by hand).
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]

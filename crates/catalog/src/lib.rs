@@ -3,6 +3,8 @@
 //!
 //! Changes are staged in a write (so they commit atomically with whatever else the write does)
 //! and reach the in-memory cache from an on-commit hook: the cache only ever shows committed state.
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod index;
 mod metric;
@@ -15,9 +17,9 @@ pub use metric::MetricConfig;
 pub use table::{ChangefeedMode, ColumnDef, ColumnType, HistoryPolicy, OnVertexDelete, TableDef, TableKind};
 pub use view::{ViewDef, ViewKind, ViewState};
 
-use crate::entity::{self, EncodeOptions, FieldDict};
-use crate::keys::{KeyError, MetaKey};
-use crate::storage::{KeyRange, ReadView, Space, StorageError, Store, WriteTx};
+use mosaic_entity::{self as entity, EncodeOptions, FieldDict};
+use mosaic_keys::{KeyError, MetaKey};
+use mosaic_storage::{KeyRange, ReadView, Space, StorageError, Store, WriteTx};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -89,24 +91,22 @@ pub struct Catalog {
 const CREATED_AT_SEQ: &str = "created_at";
 
 /// A fixed wall clock for tests (0: the real one); a clock that does not move is what a drop and
-/// re-create within one millisecond, or a clock set back, looks like.
-#[cfg(test)]
-pub(crate) static FROZEN_CLOCK_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+/// re-create within one millisecond, or a clock set back, looks like. (Compiled always: the
+/// server's unit tests set it, and a dependency is never built with `cfg(test)`.)
+#[doc(hidden)]
+pub static FROZEN_CLOCK_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
 /// The wall clock, in milliseconds since the Unix epoch (0 before it).
-pub(crate) fn now_ms() -> i64 {
-    #[cfg(test)]
-    {
-        let frozen = FROZEN_CLOCK_MS.load(Ordering::Relaxed);
-        if frozen != 0 {
-            return frozen;
-        }
+pub fn now_ms() -> i64 {
+    let frozen = FROZEN_CLOCK_MS.load(Ordering::Relaxed);
+    if frozen != 0 {
+        return frozen;
     }
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 fn corrupt(key: &[u8], reason: impl ToString) -> CatalogError {
-    CatalogError::Corrupt { key: crate::keys::display("meta", key), reason: reason.to_string() }
+    CatalogError::Corrupt { key: mosaic_keys::display("meta", key), reason: reason.to_string() }
 }
 
 fn parse<T: serde::de::DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T, CatalogError> {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::storage::{Durability, EventCodec, StorageConfig};
+use mosaic_storage::{Durability, EventCodec, StorageConfig};
 use serde_json::json;
 
 /// Encodes in the write as the service does: intern, then stage the names.

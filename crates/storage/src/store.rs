@@ -39,7 +39,7 @@ pub(super) struct Inner {
     reserve: Arc<health::DiskReserve>,
     /// false once the committer thread has ended (closed, or taken down by a panic)
     running: Arc<AtomicBool>,
-    #[cfg(test)]
+    /// see [`Store::inject_sync_failure`]
     fail_next_sync: Arc<AtomicBool>,
     #[cfg(test)]
     hold_sync: Arc<Mutex<()>>,
@@ -229,7 +229,6 @@ impl Store {
                 recovery,
                 reserve,
                 running,
-                #[cfg(test)]
                 fail_next_sync,
                 #[cfg(test)]
                 hold_sync,
@@ -627,16 +626,18 @@ impl Store {
         self.inner.hold_sync.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Test hook: the next group fsync fails, as a broken disk would make it.
-    #[cfg(test)]
-    pub(crate) fn inject_sync_failure(&self) {
+    /// Test hook: the next group fsync fails, as a broken disk would make it. (Compiled always:
+    /// the server's unit tests call it, and a dependency is never built with `cfg(test)`.)
+    #[doc(hidden)]
+    pub fn inject_sync_failure(&self) {
         self.inner.fail_next_sync.store(true, Ordering::Release);
     }
 
     /// Test hook: takes the committer thread down, as a bug outside a write function would (an
-    /// on-commit hook that panics). Returns once the thread has ended.
-    #[cfg(test)]
-    pub(crate) fn kill_committer(&self) {
+    /// on-commit hook that panics). Returns once the thread has ended. (Compiled always, as
+    /// [`Store::inject_sync_failure`].)
+    #[doc(hidden)]
+    pub fn kill_committer(&self) {
         let _ = self.write_blocking(|tx| {
             tx.on_commit(|| panic!("injected committer failure"));
             Ok::<(), StorageError>(())

@@ -69,7 +69,7 @@ impl<'a> RidxKey<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::tuple::Number;
+    use crate::tuple::Number;
 
     #[test]
     fn golden() {

@@ -6,7 +6,7 @@ use super::events::TestEvents;
 use super::*;
 use std::ops::Bound;
 
-#[path = "../../tests/common/postgres.rs"]
+#[path = "../../../tests/common/postgres.rs"]
 pub(super) mod test_postgres;
 
 /// A fresh store on a fresh PostgreSQL database, if a test cluster is given.

@@ -41,6 +41,8 @@
 //! | `meta`       | `meta:view_dropping:{table}:{name}`            | view drop in progress: the dropped view's `created_at` (i64 BE) |
 //! | `meta`       | `meta:count:{table}`                           | document count (u64 BE) |
 //! | `meta`       | `meta:series:{metric}:{entity}`                | point count (u64 BE), first and last timestamp (i64 BE each) |
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod changefeed;
 pub mod entity;
@@ -151,7 +153,7 @@ mod tests {
 
     #[test]
     fn layout_table_matches_code() {
-        let doc = include_str!("mod.rs");
+        let doc = include_str!("lib.rs");
         let rendered = [
             display("entity", &EntityKey::new("{table}", "{id}").encode()),
             display(

@@ -21,7 +21,7 @@ fn a_flush_out_of_descriptors_is_recovered_from_with_every_acknowledged_write() 
     if let Ok(durability) = std::env::var(CHILD_ENV) {
         return run(durability.parse().unwrap());
     }
-    let name = "storage::recover_tests::a_flush_out_of_descriptors_is_recovered_from_with_every_acknowledged_write";
+    let name = "recover_tests::a_flush_out_of_descriptors_is_recovered_from_with_every_acknowledged_write";
     for durability in ["sync", "buffered"] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", name, "--test-threads=1", "--nocapture"])
