@@ -34,7 +34,7 @@ async fn put_round(db: &Arc<Db>, table: &str, docs: usize, clients: usize, round
                 for n in (c..docs).step_by(clients) {
                     let doc = json!({"user": format!("u{c}"), "n": n, "round": round, "text": "some words to carry"});
                     let doc = doc.as_object().cloned().unwrap_or_default();
-                    db.put_document(table.clone(), format!("d{n}"), doc, Preconditions::default()).await?;
+                    db.pipeline.put_document(table.clone(), format!("d{n}"), doc, Preconditions::default()).await?;
                 }
                 Ok::<_, BoxError>(())
             })
@@ -66,7 +66,7 @@ async fn run() -> Result<(), BoxError> {
     let modes = ["off", "keys", "full"];
     for mode in modes {
         let req: CreateTable = serde_json::from_value(json!({"name": mode, "changefeed": mode}))?;
-        db.create_table(req).await?;
+        db.pipeline.create_table(req).await?;
     }
     // warm-up: every table gets its documents once
     for mode in modes {

@@ -70,12 +70,12 @@ fn load(rt: &tokio::runtime::Runtime) -> Loaded {
     let db = rt.block_on(async { Db::open(cfg, DbOptions::default()) }).expect("open");
     rt.block_on(async {
         let table = |v: Value| serde_json::from_value::<CreateTable>(v).expect("table");
-        db.create_table(table(json!({"name": "users"}))).await?;
-        db.create_table(table(json!({"name": "follows", "kind": "edge", "weight_field": "km"}))).await?;
+        db.pipeline.create_table(table(json!({"name": "users"}))).await?;
+        db.pipeline.create_table(table(json!({"name": "follows", "kind": "edge", "weight_field": "km"}))).await?;
         let t0 = Instant::now();
         for first in (0..n).step_by(BATCH) {
             let docs = (first..(first + BATCH).min(n)).map(|i| json!({"_id": format!("u{i}"), "n": i})).collect();
-            db.insert_documents("users".into(), docs).await?;
+            db.pipeline.insert_documents("users".into(), docs).await?;
         }
         eprintln!("{n} vertices in {:.1} s", t0.elapsed().as_secs_f64());
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -100,7 +100,7 @@ fn load(rt: &tokio::runtime::Runtime) -> Loaded {
                         "km": (f + t) % 100})
                 })
                 .collect();
-            db.insert_documents("follows".into(), docs).await?;
+            db.pipeline.insert_documents("follows".into(), docs).await?;
         }
         let secs = t0.elapsed().as_secs_f64();
         eprintln!("{m} edges in {secs:.1} s: {:.0} edges/s (batches of {BATCH})", m as f64 / secs);
@@ -117,7 +117,7 @@ fn load(rt: &tokio::runtime::Runtime) -> Loaded {
         })
     })
     .and_then(|loaded| {
-        db.close()?;
+        db.core.close()?;
         Ok(loaded)
     })
     .expect("load")
@@ -164,13 +164,13 @@ fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let l = load(&runtime);
     if std::env::var_os("MOSAIC_BENCH_OPEN_ONLY").is_some() {
-        reopen(&runtime, &l, true).close().expect("close");
+        reopen(&runtime, &l, true).core.close().expect("close");
         return;
     }
     for memory in [true, false] {
         let db = reopen(&runtime, &l, memory);
         cases(c, &runtime, &l, &db, if memory { "graph_memory" } else { "graph_keys" });
-        db.close().expect("close");
+        db.core.close().expect("close");
     }
 }
 

@@ -56,7 +56,8 @@ async fn round(
                     x ^= x << 17;
                     let i = x % docs;
                     let n = seq.fetch_add(1, Ordering::Relaxed);
-                    db.put_document(table.clone(), format!("d{i:06}"), document(i, n), Preconditions::default())
+                    db.pipeline
+                        .put_document(table.clone(), format!("d{i:06}"), document(i, n), Preconditions::default())
                         .await?;
                     done += 1;
                 }
@@ -83,7 +84,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// only the versions (not the heads, one per document).
 fn logical(db: &Db, space: Space) -> Result<(u64, u64), BoxError> {
     let (mut keys, mut bytes) = (0u64, 0u64);
-    for item in db.store().snapshot().scan(space, KeyRange::Prefix(Vec::new()), false) {
+    for item in db.core.store().snapshot().scan(space, KeyRange::Prefix(Vec::new()), false) {
         let (k, v) = item?;
         if space == Space::Hist && HistKey::decode(&k)?.start.is_none() {
             continue;
@@ -108,9 +109,11 @@ async fn run(durability: Durability, label: &str) -> Result<(), BoxError> {
     // no background task (retention, TTL, merges) competes with the rounds
     let db = Db::open(config, DbOptions { background_jobs: false, ..DbOptions::default() })?;
     for (name, history) in [("plain", Value::Null), ("kept", json!({"max_versions": 1000}))] {
-        db.create_table(serde_json::from_value::<CreateTable>(json!({"name": name, "history": history}))?).await?;
+        db.pipeline
+            .create_table(serde_json::from_value::<CreateTable>(json!({"name": name, "history": history}))?)
+            .await?;
         let req: CreateIndex = serde_json::from_value(json!({"name": "by_user", "kind": "hash", "fields": ["user"]}))?;
-        db.create_index(name.into(), req).await?;
+        db.pipeline.create_index(name.into(), req).await?;
         for chunk in (0..docs).collect::<Vec<_>>().chunks(5_000) {
             let batch: Vec<Value> = chunk
                 .iter()
@@ -120,7 +123,7 @@ async fn run(durability: Durability, label: &str) -> Result<(), BoxError> {
                     Value::Object(d)
                 })
                 .collect();
-            db.insert_documents(name.into(), batch).await?;
+            db.pipeline.insert_documents(name.into(), batch).await?;
         }
     }
     let seq = Arc::new(AtomicU64::new(1));
@@ -143,15 +146,15 @@ async fn run(durability: Durability, label: &str) -> Result<(), BoxError> {
         tokio::task::spawn_blocking(move || -> Result<_, BoxError> {
             let (versions, hist_bytes) = logical(&store, Space::Hist)?;
             let (entity_keys, entity_bytes) = logical(&store, Space::Entity)?;
-            store.store().compact(Space::Hist)?;
-            store.store().compact(Space::Entity)?;
+            store.core.store().compact(Space::Hist)?;
+            store.core.store().compact(Space::Entity)?;
             Ok((
                 versions,
                 hist_bytes,
                 entity_keys,
                 entity_bytes,
-                store.store().disk_space(Space::Hist),
-                store.store().disk_space(Space::Entity),
+                store.core.store().disk_space(Space::Hist),
+                store.core.store().disk_space(Space::Entity),
             ))
         })
         .await??;

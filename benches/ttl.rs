@@ -40,7 +40,9 @@ async fn put_load(db: Arc<Db>, clients: usize, stop: Arc<AtomicBool>) -> Result<
                 while !stop.load(Ordering::Relaxed) {
                     let doc = json!({"user": format!("u{c}"), "n": n}).as_object().cloned().unwrap_or_default();
                     let started = Instant::now();
-                    db.put_document("live".into(), format!("c{c}-{}", n % 1000), doc, Preconditions::default()).await?;
+                    db.pipeline
+                        .put_document("live".into(), format!("c{c}-{}", n % 1000), doc, Preconditions::default())
+                        .await?;
                     lat.push(started.elapsed().as_micros() as u64);
                     n += 1;
                 }
@@ -67,11 +69,11 @@ async fn run() -> Result<(), BoxError> {
     config.durability = Durability::Sync;
     let db = Db::open(config, DbOptions::default())?;
     for name in ["sessions", "live"] {
-        db.create_table(serde_json::from_value::<CreateTable>(json!({ "name": name }))?).await?;
+        db.pipeline.create_table(serde_json::from_value::<CreateTable>(json!({ "name": name }))?).await?;
     }
     for (name, kind, field) in [("by_user", "hash", "user"), ("by_age", "range", "age")] {
         let req: CreateIndex = serde_json::from_value(json!({"name": name, "kind": kind, "fields": [field]}))?;
-        db.create_index("sessions".into(), req).await?;
+        db.pipeline.create_index("sessions".into(), req).await?;
     }
     // expired a minute ago, each at its own millisecond
     let now = mosaicdb::service::core::clock::now_ms();
@@ -83,7 +85,7 @@ async fn run() -> Result<(), BoxError> {
                 "_expires_at": now - 60_000 - (docs - i) as i64})
             })
             .collect();
-        db.insert_documents("sessions".into(), batch).await?;
+        db.pipeline.insert_documents("sessions".into(), batch).await?;
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -98,7 +100,7 @@ async fn run() -> Result<(), BoxError> {
     let started = Instant::now();
     let mut removed = 0;
     loop {
-        let outcome = db.sweep_expired(mosaicdb::service::core::clock::now_ms(), 10_000).await?;
+        let outcome = db.pipeline.sweep_expired(mosaicdb::service::core::clock::now_ms(), 10_000).await?;
         removed += outcome.removed;
         if !outcome.more {
             break;
@@ -110,7 +112,7 @@ async fn run() -> Result<(), BoxError> {
     if removed != docs as u64 {
         return Err(format!("swept {removed} of {docs}").into());
     }
-    let report = db.check().await?;
+    let report = mosaicdb::service::check(&db).await?;
     println!(
         "ttl sweep: {docs} expired documents (hash + range index) in {:.2} s: {:.0} docs/s; check ok: {}",
         took.as_secs_f64(),

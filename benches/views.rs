@@ -73,9 +73,9 @@ fn doc(i: usize, round: usize) -> serde_json::Map<String, Value> {
 async fn write_rate(n: usize, docs: usize, clients: usize) -> Result<f64, BoxError> {
     let dir = dir()?;
     let db = open(dir.path())?;
-    db.create_table(serde_json::from_value::<CreateTable>(json!({"name": "t"}))?).await?;
+    db.pipeline.create_table(serde_json::from_value::<CreateTable>(json!({"name": "t"}))?).await?;
     for v in views().into_iter().take(n) {
-        db.create_view("t".into(), serde_json::from_value::<CreateView>(v)?).await?;
+        db.pipeline.create_view("t".into(), serde_json::from_value::<CreateView>(v)?).await?;
     }
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
@@ -84,7 +84,8 @@ async fn write_rate(n: usize, docs: usize, clients: usize) -> Result<f64, BoxErr
             tokio::spawn(async move {
                 for round in 0..2 {
                     for i in (c..docs / 2).step_by(clients) {
-                        db.put_document("t".into(), format!("d{i:07}"), doc(i, round), Preconditions::default())
+                        db.pipeline
+                            .put_document("t".into(), format!("d{i:07}"), doc(i, round), Preconditions::default())
                             .await?;
                     }
                 }
@@ -96,7 +97,7 @@ async fn write_rate(n: usize, docs: usize, clients: usize) -> Result<f64, BoxErr
         t.await??;
     }
     let rate = docs as f64 / started.elapsed().as_secs_f64();
-    let report = db.check().await?;
+    let report = mosaicdb::service::check(&db).await?;
     if !report.ok {
         return Err(format!("check failed: {:?}", report.problems.first()).into());
     }
@@ -106,7 +107,7 @@ async fn write_rate(n: usize, docs: usize, clients: usize) -> Result<f64, BoxErr
 
 async fn insert_all(db: &Arc<Db>, table: &str, n: usize, make: impl Fn(usize) -> Value) -> Result<(), BoxError> {
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-        db.insert_documents(table.into(), chunk.iter().map(|&i| make(i)).collect()).await?;
+        db.pipeline.insert_documents(table.into(), chunk.iter().map(|&i| make(i)).collect()).await?;
     }
     Ok(())
 }
@@ -115,14 +116,14 @@ async fn reads() -> Result<(), BoxError> {
     let dir = dir()?;
     let db = open(dir.path())?;
     for t in ["g", "f"] {
-        db.create_table(serde_json::from_value::<CreateTable>(json!({ "name": t }))?).await?;
+        db.pipeline.create_table(serde_json::from_value::<CreateTable>(json!({ "name": t }))?).await?;
     }
     let group = json!({"name": "v", "kind": "group", "by": ["k"],
         "aggregates": {"n": "count", "s": "sum(x)", "lo": "min(x)", "hi": "max(x)"}});
-    db.create_view("g".into(), serde_json::from_value::<CreateView>(group)?).await?;
+    db.pipeline.create_view("g".into(), serde_json::from_value::<CreateView>(group)?).await?;
     insert_all(&db, "g", 20_000, |i| json!({"_id": format!("d{i:06}"), "k": i % 10_000, "x": i})).await?;
     let filter = json!({"name": "v", "kind": "filter", "filter": {"x": {"$gte": 0}}});
-    db.create_view("f".into(), serde_json::from_value::<CreateView>(filter)?).await?;
+    db.pipeline.create_view("f".into(), serde_json::from_value::<CreateView>(filter)?).await?;
     insert_all(&db, "f", 100_000, |i| json!({"_id": format!("d{i:06}"), "x": i, "pad": "0123456789"})).await?;
 
     for _ in 0..2 {

@@ -448,7 +448,7 @@ fn check(storage: StorageConfig) -> ExitCode {
         let databases = offline(storage)?;
         let mut reports = Vec::new();
         for (name, db) in databases.all() {
-            reports.push((name, db.check().await?));
+            reports.push((name, mosaicdb::service::check(&db).await?));
         }
         let unopened = databases.unopened();
         databases.shutdown().await?;

@@ -360,7 +360,7 @@ pub async fn run(config: ServerConfig) -> Result<(), ServerError> {
                 }
             }
         };
-        let status = server.db().cluster_status();
+        let status = server.db().cluster.cluster_status();
         tracing::info!(addr = %server.addr(), role = ?status.role, epoch = status.epoch, "mosaicdb listening; Swagger UI at /docs");
         let db = server.db().clone();
         tokio::select! {
@@ -368,7 +368,7 @@ pub async fn run(config: ServerConfig) -> Result<(), ServerError> {
                 tracing::info!("shutting down: finishing in-flight requests");
                 return server.shutdown().await;
             }
-            () = db.reopen_wanted() => {
+            () = db.cluster.reopen_wanted() => {
                 drop(db);
                 if let Err(e) = server.shutdown().await {
                     tracing::warn!(error = %e, "closing the database before opening it again");

@@ -21,7 +21,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         content_type = "application/problem+json"),
 ))]
 async fn check(Database(db): Database) -> Result<Json<CheckReport>, ApiError> {
-    Ok(Json(db.check().await?))
+    Ok(Json(crate::service::check(&db).await?))
 }
 
 /// The periodic background tasks (TTL sweep, time-series retention): interval, whether a run is
@@ -34,5 +34,5 @@ async fn check(Database(db): Database) -> Result<Json<CheckReport>, ApiError> {
             "last_removed": 120, "removed_total": 1440, "last_error": null}]})),
 ))]
 async fn tasks(Database(db): Database) -> Json<TaskList> {
-    Json(db.tasks())
+    Json(db.core.tasks())
 }

@@ -51,7 +51,7 @@ async fn backup(
         Err(e) => return e.into_response(),
     };
     // the snapshot point: before the answer's head is sent
-    let backup = db.backup();
+    let backup = crate::service::backup::backup(&db);
     let snapshot_at = backup.header().created_at.clone();
     let logged_at = snapshot_at.clone();
     let disposition = format!("attachment; filename=\"{}\"", backup.file_name());

@@ -43,7 +43,7 @@ pub struct BatchRequest {
     (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
 ))]
 async fn batch(Database(db): Database, ApiJson(req): ApiJson<BatchRequest>) -> Result<Json<BatchOutcome>, ApiError> {
-    Ok(Json(db.batch(req.operations).await?))
+    Ok(Json(db.pipeline.batch(req.operations).await?))
 }
 
 #[cfg(test)]

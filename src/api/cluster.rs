@@ -58,11 +58,11 @@ pub(super) async fn gate(State(state): State<AppState>, req: Request, next: Next
             )
             .into_response();
         };
-        if let Err(e) = db.wait_for_state(wanted, MIN_SEQ_WAIT).await {
+        if let Err(e) = db.cluster.wait_for_state(wanted, MIN_SEQ_WAIT).await {
             return ApiError::from(e).into_response();
         }
     }
-    if db.role() == crate::storage::Role::Follower && goes_to_leader(&req) {
+    if db.cluster.role() == crate::storage::Role::Follower && goes_to_leader(&req) {
         return ApiError::from(crate::service::ServiceError::NotLeader).into_response();
     }
     next.run(req).await
@@ -85,7 +85,7 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
     };
     let mut response = next.run(req).await;
     if response.extensions().get::<ToLeader>().is_some() {
-        let leader = db.cluster_status().leader;
+        let leader = db.cluster.cluster_status().leader;
         let location = HeaderValue::from_str(&format!("{}{target}", leader.trim_end_matches('/')));
         response = match location {
             Ok(location) if !leader.is_empty() => {
@@ -114,7 +114,7 @@ pub(super) async fn layer(State(state): State<AppState>, req: Request, next: Nex
     }
     // a request without a valid key learns nothing of the writes
     if !open && response.status() != StatusCode::UNAUTHORIZED {
-        response.headers_mut().insert(SEQ, HeaderValue::from(db.applied_state()));
+        response.headers_mut().insert(SEQ, HeaderValue::from(db.cluster.applied_state()));
     }
     response
 }

@@ -51,7 +51,7 @@ impl FromRequestParts<AppState> for Database {
             Some(Named(name)) => state.databases.require(name)?,
         };
         if writes(parts) {
-            db.check_quota()?;
+            db.core.check_quota()?;
         }
         Ok(Database(db))
     }

@@ -82,7 +82,7 @@ async fn put_document(
     ApiJson(doc): ApiJson<Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let pre = preconditions(&headers)?;
-    let out = db.put_document(table.clone(), id, doc, pre).await?;
+    let out = db.pipeline.put_document(table.clone(), id, doc, pre).await?;
     let etag = out.etag.clone();
     let response = if out.created {
         let location = format!("/v1/tables/{}/documents/{}", super::encode_path(&table), super::encode_path(&out.id));
@@ -119,7 +119,7 @@ async fn get_document(
 ) -> Result<Response, ApiError> {
     let doc = match q.as_of {
         Some(at) => db.history.get_document_as_of(table, id, super::history::micros("as_of", &at)?).await?,
-        None => db.get_document(table, id).await?,
+        None => db.pipeline.get_document(table, id).await?,
     };
     Ok(with_etag(super::json_text(doc.json), &doc.etag))
 }
@@ -149,7 +149,7 @@ async fn patch_document(
     ApiJson(patch): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
     let pre = preconditions(&headers)?;
-    let out = db.patch_document(table, id, patch, pre).await?;
+    let out = db.pipeline.patch_document(table, id, patch, pre).await?;
     let etag = out.etag.clone();
     Ok(with_etag(Json(out).into_response(), &etag))
 }
@@ -178,7 +178,7 @@ async fn delete_document(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let pre = preconditions(&headers)?;
-    db.delete_document(table, id, pre).await?;
+    db.pipeline.delete_document(table, id, pre).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -209,11 +209,11 @@ async fn insert_documents(
 ) -> Result<Response, ApiError> {
     Ok(match body {
         Value::Array(docs) => {
-            let documents = db.insert_documents(table, docs).await?;
+            let documents = db.pipeline.insert_documents(table, docs).await?;
             (StatusCode::CREATED, Json(Inserted { documents })).into_response()
         }
         doc => {
-            let mut out = db.insert_documents(table, vec![doc]).await?;
+            let mut out = db.pipeline.insert_documents(table, vec![doc]).await?;
             let one =
                 out.pop().ok_or_else(|| ApiError::from(crate::service::ServiceError::Internal("no outcome".into())))?;
             let etag = one.etag.clone();
@@ -289,7 +289,7 @@ async fn list_documents(
                 }
             }
         }
-        None => db.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?,
+        None => db.pipeline.list_documents(table, params.limit.unwrap_or(100), params.cursor).await?,
     };
     Ok(super::stream::vary_accept(super::json_text(page.to_json())))
 }
@@ -329,7 +329,7 @@ async fn import(
     let format = import_format(&headers)?;
     // When the client goes away, dropping the import stops it: no further line is read.
     tokio::select! {
-        report = db.import_as(table, format, body.into_data_stream(), state.import) => Ok(Json(report?)),
+        report = db.pipeline.import_as(table, format, body.into_data_stream(), state.import) => Ok(Json(report?)),
         () = super::ClientGone::wait(gone.map(|g| g.0)) => {
             Err(ApiError::new(StatusCode::BAD_REQUEST, "client_gone", "the client closed the connection"))
         }

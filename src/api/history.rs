@@ -105,7 +105,7 @@ async fn restore(
 ) -> Result<axum::response::Response, ApiError> {
     let pre = super::extract::preconditions(&headers)?;
     let at = micros("as_of", &body.as_of)?;
-    let out = db.restore_document(table, id, at, pre).await?;
+    let out = db.pipeline.restore_document(table, id, at, pre).await?;
     let etag = out.etag.clone();
     Ok(super::respond::with_etag(Json(out).into_response(), &etag))
 }

@@ -57,7 +57,7 @@ async fn create_index(
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<CreateIndex>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let def = db.create_index(table, req).await?;
+    let def = db.pipeline.create_index(table, req).await?;
     let status = if def.is_ready() { StatusCode::CREATED } else { StatusCode::ACCEPTED };
     let location = format!("/v1/tables/{}/indexes/{}", super::encode_path(&def.table), super::encode_path(&def.name));
     Ok((status, [(header::LOCATION, location)], Json(def)))
@@ -71,7 +71,7 @@ async fn create_index(
         (status = 404, description = "no such table", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_indexes(Database(db): Database, ApiPath(table): ApiPath<String>) -> Result<Json<IndexList>, ApiError> {
-    Ok(Json(IndexList { indexes: db.list_indexes(table).await? }))
+    Ok(Json(IndexList { indexes: db.pipeline.list_indexes(table).await? }))
 }
 
 /// One index: definition, `state` (`building` with `done`/`total`, `ready`, or `failed` with `error`).
@@ -86,7 +86,7 @@ async fn get_index(
     Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
 ) -> Result<Json<IndexDef>, ApiError> {
-    Ok(Json(db.get_index(table, name).await?))
+    Ok(Json(db.pipeline.get_index(table, name).await?))
 }
 
 /// Drops an index and its entries.
@@ -102,7 +102,7 @@ async fn drop_index(
     Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    db.drop_index(table, name).await?;
+    db.pipeline.drop_index(table, name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -123,7 +123,7 @@ async fn rebuild_index(
     Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let def = db.rebuild_index(table, name).await?;
+    let def = db.pipeline.rebuild_index(table, name).await?;
     let location = format!("/v1/tables/{}/indexes/{}", super::encode_path(&def.table), super::encode_path(&def.name));
     Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(def)))
 }

@@ -127,8 +127,9 @@ async fn ready(
 ) -> Result<Json<Status>, ApiError> {
     // the leader's address and epoch tell an outsider where to go next: a key's holder only
     let details = state.ready_details || caller.is_some();
-    let cluster = (db.role() != crate::storage::Role::Sole).then(|| ReadyCluster::of(db.cluster_status(), details));
-    let (code, detail) = match db.health() {
+    let cluster = (db.cluster.role() != crate::storage::Role::Sole)
+        .then(|| ReadyCluster::of(db.cluster.cluster_status(), details));
+    let (code, detail) = match db.core.health() {
         Health::Ok => return Ok(Json(Status { status: "ready", cluster })),
         Health::DiskFull { free, reserve } => (
             "insufficient_storage",
@@ -159,7 +160,7 @@ async fn ready(
 /// counts per family.
 #[utoipa::path(get, path = "/v1/info", tag = "service", responses((status = 200, description = "server information", body = Info)))]
 async fn info(caller: Option<Extension<Caller>>, Database(db): Database) -> Result<Json<Info>, ApiError> {
-    let mut info = db.info().await?;
+    let mut info = crate::service::info(&db).await?;
     // where the files are is the server's operator's business: an admin key of every database
     // (or no keys configured) sees it
     let admin = caller.is_none_or(|Extension(c)| c.role == Role::Admin && c.databases.is_none());

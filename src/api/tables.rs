@@ -71,7 +71,7 @@ async fn create_table(
     Database(db): Database,
     ApiJson(req): ApiJson<CreateTable>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let def = db.create_table(req).await?;
+    let def = db.pipeline.create_table(req).await?;
     let location = format!("/v1/tables/{}", super::encode_path(&def.name));
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(def)))
 }
@@ -79,7 +79,7 @@ async fn create_table(
 /// Lists every table with its document count.
 #[utoipa::path(get, path = "/v1/tables", tag = "tables", responses((status = 200, description = "the tables", body = TableList)))]
 async fn list_tables(Database(db): Database) -> Result<Json<TableList>, ApiError> {
-    Ok(Json(TableList { tables: db.list_tables().await? }))
+    Ok(Json(TableList { tables: db.pipeline.list_tables().await? }))
 }
 
 /// A table's definition and document count.
@@ -92,7 +92,7 @@ async fn list_tables(Database(db): Database) -> Result<Json<TableList>, ApiError
                 "detail": "table \"users\" does not exist", "code": "table_not_found"})),
     ))]
 async fn get_table(Database(db): Database, ApiPath(table): ApiPath<String>) -> Result<Json<TableInfo>, ApiError> {
-    Ok(Json(db.get_table(table).await?))
+    Ok(Json(db.pipeline.get_table(table).await?))
 }
 
 /// Adds columns to a typed table and/or sets the table's changefeed mode.
@@ -117,7 +117,7 @@ async fn patch_table(
 ) -> Result<Json<TableDef>, ApiError> {
     let change =
         crate::service::AlterTable { columns: req.add_columns, changefeed: req.changefeed, history: req.history };
-    Ok(Json(db.alter_table(table, change).await?))
+    Ok(Json(db.pipeline.alter_table(table, change).await?))
 }
 
 /// Drops a table with every document and index entry of it.
@@ -129,6 +129,6 @@ async fn patch_table(
         (status = 503, description = "the store refuses writes", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn drop_table(Database(db): Database, ApiPath(table): ApiPath<String>) -> Result<StatusCode, ApiError> {
-    db.drop_table(table).await?;
+    db.pipeline.drop_table(table).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -47,7 +47,7 @@ async fn create_view(
     ApiPath(table): ApiPath<String>,
     ApiJson(req): ApiJson<CreateView>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let def = db.create_view(table, req).await?;
+    let def = db.pipeline.create_view(table, req).await?;
     let status = if def.is_ready() { StatusCode::CREATED } else { StatusCode::ACCEPTED };
     let location = format!("/v1/tables/{}/views/{}", super::encode_path(&def.table), super::encode_path(&def.name));
     Ok((status, [(header::LOCATION, location)], Json(def)))
@@ -101,7 +101,7 @@ async fn drop_view(
     Database(db): Database,
     ApiPath((table, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    db.drop_view(table, name).await?;
+    db.pipeline.drop_view(table, name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -124,12 +124,12 @@ impl Scheduler {
             },
         ];
         // a follower writes nothing: the leader runs the tasks
-        let writes = db.role() != crate::storage::Role::Follower;
+        let writes = db.cluster.role() != crate::storage::Role::Follower;
         let handles = tasks
             .into_iter()
             .filter(|_| writes)
             .map(|task| {
-                db.register_task(task.name, task.description, task.interval);
+                db.core.register_task(task.name, task.description, task.interval);
                 tokio::spawn(run_periodically(db.clone(), task, StopSignal(stopped.clone())))
             })
             .collect();
@@ -156,7 +156,7 @@ async fn sweep(db: &Arc<Db>, stop: &StopSignal) -> crate::service::Result<u64> {
     let now = crate::service::core::clock::now_ms();
     let mut removed = 0;
     loop {
-        let outcome = db.sweep_expired(now, SWEEP_BUDGET).await?;
+        let outcome = db.pipeline.sweep_expired(now, SWEEP_BUDGET).await?;
         removed += outcome.removed;
         // no progress: what is due is refused (a vertex with edges in a reject table); the next
         // run tries again rather than this one spinning on it
@@ -172,13 +172,13 @@ async fn run_periodically(db: Arc<Db>, task: Task, mut stop: StopSignal) {
         if stop.is_set() {
             return;
         }
-        db.task_started(task.name);
+        db.core.task_started(task.name);
         let outcome = (task.run)(db.clone(), stop.clone()).await;
         match outcome {
-            Ok(removed) => db.task_finished(task.name, removed, None),
+            Ok(removed) => db.core.task_finished(task.name, removed, None),
             Err(e) => {
                 tracing::warn!(task = task.name, error = %e, "background task failed");
-                db.task_finished(task.name, 0, Some(e.to_string()));
+                db.core.task_finished(task.name, 0, Some(e.to_string()));
             }
         }
         tokio::select! {

@@ -42,26 +42,24 @@ pub struct KeyCount {
     pub keys: u64,
 }
 
-impl Db {
-    /// The server's description of itself.
-    pub async fn info(self: &Arc<Self>) -> super::Result<Info> {
-        self.read(|db| {
-            Ok(Info {
-                version: env!("CARGO_PKG_VERSION"),
-                uptime_seconds: db.started.elapsed().as_secs(),
-                data_dir: Some(db.store.config().path.display().to_string()),
-                durability: db.store.config().durability,
-                writable: db.is_writable(),
-                imports_running: db.imports_running(),
-                backups_running: db.backups_running(),
-                keys: Space::ALL
-                    .iter()
-                    .map(|s| KeyCount { family: s.name(), keys: db.store.approximate_len(*s) as u64 })
-                    .collect(),
-                graph_memory: db.graph.memory.stats(),
-                cluster: db.cluster_status(),
-            })
+/// The server's description of itself.
+pub async fn info(db: &Arc<Db>) -> super::Result<Info> {
+    db.read(|db| {
+        Ok(Info {
+            version: env!("CARGO_PKG_VERSION"),
+            uptime_seconds: db.core.started.elapsed().as_secs(),
+            data_dir: Some(db.core.store.config().path.display().to_string()),
+            durability: db.core.store.config().durability,
+            writable: db.core.is_writable(),
+            imports_running: db.pipeline.imports_running(),
+            backups_running: crate::service::backup::backups_running(db),
+            keys: Space::ALL
+                .iter()
+                .map(|s| KeyCount { family: s.name(), keys: db.core.store.approximate_len(*s) as u64 })
+                .collect(),
+            graph_memory: db.graph.memory.stats(),
+            cluster: db.cluster.cluster_status(),
         })
-        .await
-    }
+    })
+    .await
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct MetricsSnapshot {
     /// time since the database opened
     pub uptime: Duration,
-    /// whether the store takes writes (see [`Db::is_writable`])
+    /// whether the store takes writes (see [`Core::is_writable`](crate::service::Core::is_writable))
     pub writable: bool,
     /// NDJSON imports under way
     pub imports_running: u64,
@@ -87,53 +87,51 @@ impl IndexBuild {
     pub const NAMES: [&'static str; 3] = ["building", "ready", "failed"];
 }
 
-impl Db {
-    /// Every metric's figures for a scrape, read within the request timeout; a failure is
-    /// logged and leaves them out rather than failing the scrape.
-    fn metric_figures_for_scrape(&self) -> Vec<super::timeseries::MetricInfo> {
-        let (stop, _abandon) = self.request_stop();
-        self.timeseries.metric_figures(&stop).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "reading the time-series figures for /metrics failed");
-            Vec::new()
-        })
-    }
+/// Every metric's figures for a scrape, read within the request timeout; a failure is
+/// logged and leaves them out rather than failing the scrape.
+fn metric_figures_for_scrape(db: &Db) -> Vec<super::timeseries::MetricInfo> {
+    let (stop, _abandon) = db.core.request_stop();
+    db.timeseries.metric_figures(&stop).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "reading the time-series figures for /metrics failed");
+        Vec::new()
+    })
+}
 
-    /// The database's figures now (for `GET /metrics`). Waits for the journal's lock, which an
-    /// fsync holds, and reads every time-series record: call it from a blocking context.
-    pub fn metrics_snapshot(&self) -> MetricsSnapshot {
-        let mut tables = self.catalog.tables();
-        tables.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut indexes = Vec::new();
-        for table in &tables {
-            let mut defs = self.catalog.indexes(&table.name);
-            defs.sort_by(|a, b| a.name.cmp(&b.name));
-            indexes.extend(defs.iter().map(|def| IndexFigures {
-                table: def.table.clone(),
-                name: def.name.clone(),
-                kind: kind_name(def.kind),
-                state: match def.state {
-                    IndexState::Building { done, total } => IndexBuild::Building { done, total },
-                    IndexState::Ready => IndexBuild::Ready,
-                    IndexState::Failed { .. } => IndexBuild::Failed,
-                },
-                memory: self.vectors.graphs.memory_bytes(&def.table, &def.name).map(|b| b as u64),
-            }));
-        }
-        MetricsSnapshot {
-            uptime: self.started.elapsed(),
-            writable: self.is_writable(),
-            imports_running: self.imports_running(),
-            jobs_running: self.jobs_running(),
-            tables: tables.len() as u64,
-            tables_dropping: self.catalog.dropping().len() as u64,
-            indexes_dropping: self.catalog.dropping_indexes().len() as u64,
-            storage: self.store.stats(),
-            tasks: self.tasks.figures(),
-            indexes,
-            changefeed: self.changefeed.change_stats_now(),
-            graph_memory: self.graph.memory.stats(),
-            cluster: self.cluster_status(),
-            metrics: self.metric_figures_for_scrape(),
-        }
+/// The database's figures now (for `GET /metrics`). Waits for the journal's lock, which an
+/// fsync holds, and reads every time-series record: call it from a blocking context.
+pub fn metrics_snapshot(db: &Db) -> MetricsSnapshot {
+    let mut tables = db.core.catalog.tables();
+    tables.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut indexes = Vec::new();
+    for table in &tables {
+        let mut defs = db.core.catalog.indexes(&table.name);
+        defs.sort_by(|a, b| a.name.cmp(&b.name));
+        indexes.extend(defs.iter().map(|def| IndexFigures {
+            table: def.table.clone(),
+            name: def.name.clone(),
+            kind: kind_name(def.kind),
+            state: match def.state {
+                IndexState::Building { done, total } => IndexBuild::Building { done, total },
+                IndexState::Ready => IndexBuild::Ready,
+                IndexState::Failed { .. } => IndexBuild::Failed,
+            },
+            memory: db.vectors.graphs.memory_bytes(&def.table, &def.name).map(|b| b as u64),
+        }));
+    }
+    MetricsSnapshot {
+        uptime: db.core.started.elapsed(),
+        writable: db.core.is_writable(),
+        imports_running: db.pipeline.imports_running(),
+        jobs_running: db.core.jobs_running(),
+        tables: tables.len() as u64,
+        tables_dropping: db.core.catalog.dropping().len() as u64,
+        indexes_dropping: db.core.catalog.dropping_indexes().len() as u64,
+        storage: db.core.store.stats(),
+        tasks: db.core.tasks.figures(),
+        indexes,
+        changefeed: db.changefeed.change_stats_now(),
+        graph_memory: db.graph.memory.stats(),
+        cluster: db.cluster.cluster_status(),
+        metrics: metric_figures_for_scrape(db),
     }
 }

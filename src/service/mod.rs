@@ -1,56 +1,44 @@
 //! The service layer: one module per model, owning the rules and the transactions. `api` calls
 //! it; it calls `catalog`, `keys`, `entity` and `storage`.
 
-mod adjacency;
 pub mod backup;
-mod batch;
-mod build_lifecycle;
 pub mod changefeed;
 mod check;
 pub mod cluster;
 pub mod core;
 pub mod databases;
-pub(crate) mod documents;
 pub mod graph;
 pub mod history;
-mod import;
-mod index_lifecycle;
 pub mod indexes;
 mod info;
 mod metrics_snapshot;
-mod patch;
-mod purge;
+pub mod pipeline;
 pub mod query;
-#[cfg(test)]
-mod query_tests;
 pub mod schema;
 pub mod search;
-mod tables;
 #[cfg(test)]
 mod tests;
 pub mod timeseries;
 pub mod ttl;
 pub mod vectors;
-mod view_lifecycle;
 pub mod views;
-pub mod write;
 
 pub use self::core::cancel::AbandonOnDrop;
 pub use self::core::options::{BACKFILL_CHUNK, DbOptions, PURGE_CHUNK};
 pub use self::core::tasks::{TaskFigures, TaskInfo, TaskList};
 pub use self::core::{Core, Result, ServiceError};
 pub use crate::storage::Health;
-pub use batch::{BatchOp, BatchOutcome, OpKind};
-pub use check::CheckReport;
-pub use documents::SweepOutcome;
-pub use documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome, RawPage};
-pub use import::{DEFAULT_MIN_IMPORT_BYTES, ImportFormat, ImportLimits, ImportReport};
+pub use check::{CheckReport, check};
 pub use indexes::CreateIndex;
-pub use info::{Info, KeyCount};
-pub use metrics_snapshot::{IndexBuild, IndexFigures, MetricsSnapshot};
+pub use info::{Info, KeyCount, info};
+pub use metrics_snapshot::{IndexBuild, IndexFigures, MetricsSnapshot, metrics_snapshot};
+pub use pipeline::batch::{BatchOp, BatchOutcome, OpKind};
+pub use pipeline::documents::SweepOutcome;
+pub use pipeline::documents::{Document, DocumentPage, EtagMatch, Preconditions, PutOutcome, RawPage};
+pub use pipeline::import::{DEFAULT_MIN_IMPORT_BYTES, ImportFormat, ImportLimits, ImportReport};
+pub use pipeline::tables::{AlterTable, CreateTable, TableInfo, check_table_name};
 pub use query::{QueryExplain, QueryRequest, QueryResponse, QueryResult, QueryStream};
 pub use search::{AnalyzeRequest, AnalyzeResponse, SearchRequest, SearchResponse};
-pub use tables::{AlterTable, CreateTable, TableInfo, check_table_name};
 pub use vectors::{VectorSearchRequest, VectorSearchResponse};
 pub use views::{CreateView, ViewInfo, ViewList};
 
@@ -61,10 +49,8 @@ use std::sync::Arc;
 
 /// The open database: the shared [`Core`] and the rules of every model.
 pub struct Db {
-    /// the store, its catalog, settings, jobs and tasks (reached through `Deref`)
-    core: Arc<Core>,
-    /// imports under way (see `import`)
-    imports_running: std::sync::atomic::AtomicU64,
+    /// the store, its catalog, settings, jobs and tasks
+    pub core: Arc<Core>,
     /// backups whose snapshot is held (see `backup`)
     backups_running: Arc<std::sync::atomic::AtomicU64>,
     /// the search model
@@ -85,13 +71,11 @@ pub struct Db {
     pub changefeed: Arc<changefeed::Changefeed>,
     /// the history model
     pub history: Arc<history::History>,
+    /// everything that calls several models: documents and their writes, batches, imports,
+    /// the lifecycles of tables, indexes and views
+    pub pipeline: Arc<pipeline::Pipeline>,
     /// this server's role among those sharing its backend (see `cluster`)
-    cluster: cluster::Cluster,
-    /// the database's quota of stored bytes (see `databases::quota`)
-    quota: databases::quota::Quota,
-    /// Test hook: called on the thread that prepared a backfill chunk, with its document count.
-    #[cfg(test)]
-    backfill_hook: std::sync::Mutex<Option<BackfillHook>>,
+    pub cluster: Arc<cluster::Cluster>,
 }
 
 impl Handle for Db {
@@ -99,18 +83,6 @@ impl Handle for Db {
         &self.core
     }
 }
-
-impl std::ops::Deref for Db {
-    type Target = Core;
-
-    fn deref(&self) -> &Core {
-        &self.core
-    }
-}
-
-/// See [`Db::backfill_hook`].
-#[cfg(test)]
-type BackfillHook = Arc<dyn Fn(usize) + Send + Sync>;
 
 impl Db {
     /// Opens the data directory, loads the catalog, and resumes unfinished index builds, index
@@ -133,26 +105,39 @@ impl Db {
         let feed = Arc::new(changefeed::Feed::load(&store)?);
         let store_epoch = store.epoch();
         let core = Arc::new(Core::new(store, catalog, &options));
+        // the models, each over the core, in their declared directions (vectors → search)
         let search = Arc::new(search::Search::new(core.clone()));
+        let vectors = Arc::new(vectors::Vectors::new(core.clone(), search.clone()));
+        let graph = Arc::new(graph::Graph::new(core.clone(), options.graph_memory_bytes));
+        let changefeed = Arc::new(changefeed::Changefeed::new(core.clone(), feed, role));
+        let history = Arc::new(history::History::new(core.clone()));
+        let ttl = Arc::new(ttl::Ttl::new(core.clone()));
+        let models = pipeline::Models {
+            search: search.clone(),
+            vectors: vectors.clone(),
+            graph: graph.clone(),
+            ttl: ttl.clone(),
+            history: history.clone(),
+        };
+        let leader = (lead.leader, lead.epoch.max(store_epoch));
+        let cluster =
+            Arc::new(cluster::Cluster::new(core.clone(), role, leader, state, vectors.clone(), changefeed.clone()));
         let db = Arc::new(Db {
             timeseries: Arc::new(timeseries::Timeseries::new(core.clone())),
-            graph: Arc::new(graph::Graph::new(core.clone(), options.graph_memory_bytes)),
-            changefeed: Arc::new(changefeed::Changefeed::new(core.clone(), feed, role)),
-            history: Arc::new(history::History::new(core.clone())),
-            search: search.clone(),
-            vectors: Arc::new(vectors::Vectors::new(core.clone(), search)),
             query: Arc::new(query::Query::new(core.clone())),
             views: Arc::new(views::Views::new(core.clone())),
-            ttl: Arc::new(ttl::Ttl::new(core.clone())),
+            pipeline: Arc::new(pipeline::Pipeline::new(core.clone(), models)),
+            search,
+            vectors,
+            graph,
+            changefeed,
+            history,
+            ttl,
             core,
-            imports_running: Default::default(),
             backups_running: Default::default(),
-            cluster: cluster::Cluster::new(role, (lead.leader, lead.epoch.max(store_epoch)), state),
-            quota: Default::default(),
-            #[cfg(test)]
-            backfill_hook: Default::default(),
+            cluster,
         });
-        db.start_cluster_task();
+        db.cluster.start_cluster_task();
         if follower {
             // it reads the backend as it is, with no derived state, and starts no job: the
             // leader writes (see `cluster`)
@@ -164,8 +149,8 @@ impl Db {
             return Ok(db);
         }
         if found_format < self::core::data_format::DATA_FORMAT {
-            let catalog = db.catalog.clone();
-            self::core::data_format::upgrade(&db.store, found_format, move |tx, found| {
+            let catalog = db.core.catalog.clone();
+            self::core::data_format::upgrade(&db.core.store, found_format, move |tx, found| {
                 timeseries::upgrade(tx, found)?;
                 vectors::upgrade(tx, found, &catalog)?;
                 search::upgrade::upgrade(tx, found, &catalog)
@@ -173,22 +158,22 @@ impl Db {
         }
         let took = db.vectors.open_vector_indexes()?;
         tracing::info!(ms = took.as_millis() as u64, "vector indexes opened from their keys");
-        for table in db.catalog.tables() {
-            for index in db.catalog.indexes(&table.name) {
+        for table in db.core.catalog.tables() {
+            for index in db.core.catalog.indexes(&table.name) {
                 match index.state {
-                    crate::catalog::IndexState::Building { .. } => db.spawn_backfill(&index),
-                    crate::catalog::IndexState::Failed { .. } => db.purge_failed_index(&index),
+                    crate::catalog::IndexState::Building { .. } => db.pipeline.spawn_backfill(&index),
+                    crate::catalog::IndexState::Failed { .. } => db.pipeline.purge_failed_index(&index),
                     crate::catalog::IndexState::Ready => {}
                 }
             }
         }
-        for (table, index, created_at) in db.catalog.dropping_indexes() {
-            drop(db.purge_dropped_index(&table, &index, created_at));
+        for (table, index, created_at) in db.core.catalog.dropping_indexes() {
+            drop(db.pipeline.purge_dropped_index(&table, &index, created_at));
         }
-        db.resume_views();
-        for table in db.catalog.dropping() {
-            let this = db.clone();
-            drop(db.spawn_job(async move {
+        db.pipeline.resume_views();
+        for table in db.core.catalog.dropping() {
+            let this = db.pipeline.clone();
+            drop(db.core.spawn_job(async move {
                 if let Err(e) = this.purge_table(&table).await {
                     tracing::error!(table, error = %e, "resuming a table drop failed");
                 }
@@ -197,12 +182,12 @@ impl Db {
         Ok(db)
     }
 
-    /// Runs the test hook for a prepared backfill chunk, if one is set.
-    #[cfg(test)]
-    fn backfill_prepared(&self, docs: usize) {
-        let hook = self.backfill_hook.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        if let Some(hook) = hook {
-            hook(docs);
-        }
+    /// Stops the background jobs at their next step, waits for them, then waits for queued
+    /// writes and fsyncs everything.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.core.jobs.close();
+        self.changefeed.stop_change_waits();
+        self.core.jobs.idle().await;
+        self.core.close()
     }
 }

@@ -35,8 +35,8 @@ async fn sweep_offline(s: TestServer) -> (TestServer, mosaicdb::service::SweepOu
     let mut cfg = crate::common::storage_config(dir.path());
     cfg.durability = Durability::Buffered;
     let db = Db::open(cfg, DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
-    let outcome = db.sweep_expired(now_ms(), 10_000).await.unwrap();
-    db.close().unwrap();
+    let outcome = db.pipeline.sweep_expired(now_ms(), 10_000).await.unwrap();
+    db.core.close().unwrap();
     drop(db);
     (TestServer::start_in(dir, |_| {}).await, outcome)
 }

@@ -384,9 +384,9 @@ async fn ttl_expiry_and_import_update_views() {
     let mut cfg = crate::common::storage_config(dir.path());
     cfg.durability = Durability::Buffered;
     let db = Db::open(cfg, DbOptions { background_jobs: false, ..DbOptions::default() }).unwrap();
-    let outcome = db.sweep_expired(i64::MAX / 2, 10_000).await.unwrap();
+    let outcome = db.pipeline.sweep_expired(i64::MAX / 2, 10_000).await.unwrap();
     assert_eq!(outcome.removed, 2, "{outcome:?}");
-    db.close().unwrap();
+    db.core.close().unwrap();
     drop(db);
     let s = TestServer::start_in(dir, |_| {}).await;
     let (_, info) = s.get("/v1/tables/s/views/oslo").await;

@@ -6,8 +6,8 @@
 
 use mosaicdb::entity::{self, EncodeOptions, FieldDict, ValueRef};
 use mosaicdb::service::ServiceError;
-use mosaicdb::service::indexes::entries::field_values;
-use mosaicdb::service::query::filter::Filter;
+use mosaicdb::service::core::filter::Filter;
+use mosaicdb::service::core::filter::field_values;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 

@@ -41,7 +41,7 @@ impl Fixture {
                 .to_vec()
         });
         let req = CreateTable { name: name.clone(), kind: TableKind::Document, columns, ..Default::default() };
-        self.runtime.block_on(self.db.create_table(req)).unwrap();
+        self.runtime.block_on(self.db.pipeline.create_table(req)).unwrap();
         name
     }
 
@@ -58,12 +58,12 @@ impl Fixture {
     ) -> Result<ImportReport, ServiceError> {
         let body = futures_util::stream::iter(chunks.into_iter().map(|c| Ok::<_, std::io::Error>(Bytes::from(c))));
         let limits = ImportLimits { max_line, window: std::time::Duration::from_secs(60), min_bytes: 1 };
-        self.runtime.block_on(self.db.import_as(table.to_owned(), format, body, limits))
+        self.runtime.block_on(self.db.pipeline.import_as(table.to_owned(), format, body, limits))
     }
 
     /// Every stored document, `_id` taken out: `(id, rest)` sorted.
     fn documents(&self, table: &str) -> Vec<(String, Value)> {
-        let page = self.runtime.block_on(self.db.list_documents(table.to_owned(), 1000, None)).unwrap();
+        let page = self.runtime.block_on(self.db.pipeline.list_documents(table.to_owned(), 1000, None)).unwrap();
         let mut docs: Vec<(String, Value)> = page
             .documents
             .iter()

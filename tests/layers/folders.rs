@@ -46,27 +46,15 @@ pub const MODEL_EDGES: &[(&str, &str)] = &[
 /// checker, figures, databases, cluster, backup).
 pub const COMPOSITION: &[&str] = &[
     "service",
-    "service/adjacency.rs",
     "service/backup",
-    "service/batch.rs",
-    "service/build_lifecycle.rs",
     "service/check",
-    "service/check.rs",
     "service/cluster",
     "service/databases",
-    "service/documents",
-    "service/import",
-    "service/index_lifecycle.rs",
     "service/info.rs",
     "service/metrics_snapshot.rs",
-    "service/patch.rs",
-    "service/purge.rs",
-    "service/query_tests.rs",
+    "service/pipeline",
     "service/schema.rs",
-    "service/tables.rs",
-    "service/tests.rs",
-    "service/view_lifecycle",
-    "service/write",
+    "service/tests",
 ];
 
 /// The layer of a unit, from the bottom (None: a unit the table does not know yet).

@@ -1,5 +1,5 @@
 //! The collectors a scrape runs: the request metrics, and the database's figures read at that
-//! moment ([`crate::service::Db::metrics_snapshot`]). Every family is named `mosaicdb_…`; the
+//! moment ([`crate::service::metrics_snapshot`]). Every family is named `mosaicdb_…`; the
 //! docs/operations.md lists them.
 
 use super::http::{HttpMetrics, SeriesSnapshot};
@@ -148,7 +148,7 @@ impl std::fmt::Debug for DbCollector {
 
 impl Collector for DbCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result {
-        let snapshot = self.0.metrics_snapshot();
+        let snapshot = crate::service::metrics_snapshot(&self.0);
         service(&mut encoder, &snapshot)?;
         storage(&mut encoder, &snapshot)?;
         tasks(&mut encoder, &snapshot)?;

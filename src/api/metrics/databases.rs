@@ -36,7 +36,7 @@ impl Collector for DatabasesCollector {
             .into_iter()
             .filter_map(|info| {
                 let db = self.0.get(&info.name)?;
-                let stats = db.store().stats();
+                let stats = db.core.store().stats();
                 Some(Figures {
                     label: [("database", info.name.clone())],
                     last_seq: db.changefeed.change_stats_now().last_seq,

@@ -2,7 +2,7 @@
 //! `Accept` prefers `text/plain`, the Prometheus text format 0.0.4: [`prometheus_text`]), and the
 //! layer that records every request. Each server has its own registry (tests run many servers in one process, each
 //! seeing only its own counts): the request metrics ([`http`]) and the database's figures, read at
-//! each scrape through [`crate::service::Db::metrics_snapshot`] ([`collect`]).
+//! each scrape through [`crate::service::metrics_snapshot`] ([`collect`]).
 
 mod collect;
 mod connections;

@@ -2,7 +2,7 @@
 //!
 //! A backup reads every keyspace from one snapshot (`Store::snapshot`, fjall's MVCC), so the
 //! catalog, the documents, every index, the graph adjacency, time series and expiry entries all
-//! show the same instant — the snapshot point, when [`Db::backup`] is called — while writes go
+//! show the same instant — the snapshot point, when [`backup`] is called — while writes go
 //! on: no lock is taken and the committer never waits for the backup. The snapshot pins the old
 //! versions it still has to read until the archive is written. The archive format is in
 //! [`archive`].
@@ -14,7 +14,6 @@
 
 pub mod archive;
 
-use crate::keys::MetaKey;
 pub use archive::{ArchiveError, FORMAT_VERSION, Header, Summary};
 
 use super::{CheckReport, Db, DbOptions, ServiceError};
@@ -59,30 +58,27 @@ impl Drop for Running {
     }
 }
 
-impl Db {
-    /// Takes the snapshot of a backup now: the archive [`Backup::write_to`] writes later holds
-    /// exactly the writes committed before this call.
-    pub fn backup(&self) -> Backup {
-        let view = self.store.snapshot();
-        let now = time::OffsetDateTime::now_utc();
-        // milliseconds are enough, and a name without nanoseconds reads better
-        let at = now.replace_millisecond(now.millisecond()).unwrap_or(now);
-        let created_at = at
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|_| at.unix_timestamp().to_string());
-        let header = Header {
-            server_version: env!("CARGO_PKG_VERSION").to_owned(),
-            created_at,
-            keyspaces: Space::ALL.iter().map(|s| s.name().to_owned()).collect(),
-        };
-        self.backups_running.fetch_add(1, Ordering::AcqRel);
-        Backup { view, header, at, _running: Running(self.backups_running.clone()) }
-    }
+/// Takes the snapshot of a backup now: the archive [`Backup::write_to`] writes later holds
+/// exactly the writes committed before this call.
+pub fn backup(db: &Db) -> Backup {
+    let view = db.core.store.snapshot();
+    let now = time::OffsetDateTime::now_utc();
+    // milliseconds are enough, and a name without nanoseconds reads better
+    let at = now.replace_millisecond(now.millisecond()).unwrap_or(now);
+    let created_at =
+        at.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| at.unix_timestamp().to_string());
+    let header = Header {
+        server_version: env!("CARGO_PKG_VERSION").to_owned(),
+        created_at,
+        keyspaces: Space::ALL.iter().map(|s| s.name().to_owned()).collect(),
+    };
+    db.backups_running.fetch_add(1, Ordering::AcqRel);
+    Backup { view, header, at, _running: Running(db.backups_running.clone()) }
+}
 
-    /// Backups whose archive is still being written (each holds its snapshot).
-    pub fn backups_running(&self) -> u64 {
-        self.backups_running.load(Ordering::Acquire)
-    }
+/// Backups whose archive is still being written (each holds its snapshot).
+pub fn backups_running(db: &Db) -> u64 {
+    db.backups_running.load(Ordering::Acquire)
 }
 
 impl Backup {
@@ -112,11 +108,7 @@ impl Backup {
     /// restore bring back their names without their data).
     pub fn write_to<W: Write>(self, out: W) -> Result<(W, Summary), BackupError> {
         let mut writer = ArchiveWriter::new(out, &self.header)?;
-        let registry = [
-            MetaKey::kind_prefix("database"),
-            MetaKey::kind_prefix("database_dropping"),
-            MetaKey::Seq(crate::service::databases::ID_SEQ.into()).encode(),
-        ];
+        let registry = crate::service::core::registry::prefixes();
         for space in Space::ALL {
             for pair in self.view.scan(space, KeyRange::Prefix(Vec::new()), false) {
                 let (key, value) = pair?;
@@ -153,8 +145,8 @@ pub async fn restore(source: impl Read + Send + 'static, config: StorageConfig) 
         .map_err(|e| ServiceError::Internal(format!("the restore task failed: {e}")))??;
     let options = DbOptions { background_jobs: false, ..DbOptions::default() };
     let db = Db::open(config, options)?;
-    let check = db.check().await;
-    db.close()?;
+    let check = crate::service::check(&db).await;
+    db.core.close()?;
     Ok(Restored { header, summary, check: check? })
 }
 

@@ -8,7 +8,7 @@
 use crate::catalog::{Catalog, ChangefeedMode};
 
 use crate::service::Result;
-use crate::service::write::{Change, Write};
+use crate::service::core::change::Change;
 use crate::storage::WriteTx;
 
 /// What happened to the document.
@@ -22,10 +22,9 @@ pub(crate) enum Op {
 
 /// The changefeed's step of a document change: its event is appended to the write, as the
 /// table's mode says — nothing when it is `off`; with the new document (on puts) when `full`.
-pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
+pub(crate) fn stage(tx: &mut WriteTx<'_>, catalog: &Catalog, c: &Change<'_>) -> Result<()> {
     let op = if c.new.is_some() { Op::Put } else { Op::Delete };
-    let catalog = w.catalog();
-    record_as(w, catalog, &c.table.name, c.table.changefeed_mode(), c.id, op, c.new)
+    record_as(tx, catalog, &c.table.name, c.table.changefeed_mode(), c.id, op, c.new)
 }
 
 /// Appends the event of one change of document `id` of `table` (known by name and mode: a

@@ -15,7 +15,7 @@
 use crate::catalog::{IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{Component, IdxKey, Number, RidxKey, SidxKey, sidx};
-use crate::service::indexes::geo::STORED_PRECISION;
+use crate::service::core::filter::geo::STORED_PRECISION;
 use crate::service::{Result, ServiceError};
 use crate::storage::Space;
 use std::borrow::Cow;

@@ -16,9 +16,11 @@
 
 mod state;
 
-pub use state::{Cluster, ClusterStatus};
+use state::ClusterState;
+pub use state::ClusterStatus;
 
-use super::{Db, Result, ServiceError};
+use super::core::{Core, Handle};
+use super::{Result, ServiceError, changefeed::Changefeed, vectors::Vectors};
 use crate::storage::{Leadership, Role, Space};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
@@ -33,19 +35,52 @@ const LOST_AFTER: Duration = Duration::from_secs(1);
 /// How often a follower looks whether the lead is free (the leader gone).
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 
-impl Db {
+/// Cluster mode's handle: this server's role and what it knows of the leader, and the polling
+/// that keeps a follower's memory (catalog, vector graphs, changefeed) up to date.
+pub struct Cluster {
+    core: Arc<Core>,
+    state: ClusterState,
+    /// a follower drops the graphs the leader changed
+    vectors: Arc<Vectors>,
+    /// a follower wakes the changefeed's waiters with the leader's events
+    changefeed: Arc<Changefeed>,
+}
+
+impl Handle for Cluster {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Cluster {
+    /// `leader`: the leader's URL and the epoch, as the open read them; `state` the state applied.
+    pub(crate) fn new(
+        core: Arc<Core>,
+        role: Role,
+        leader: (String, u64),
+        state: u64,
+        vectors: Arc<Vectors>,
+        changefeed: Arc<Changefeed>,
+    ) -> Cluster {
+        Cluster { core, state: ClusterState::new(role, leader, state), vectors, changefeed }
+    }
+}
+
+impl Cluster {
     /// This server's role among those sharing its backend.
     pub fn role(&self) -> Role {
-        self.cluster.role
+        self.state.role
     }
 
     /// The cluster's state as this server knows it.
     pub fn cluster_status(&self) -> ClusterStatus {
-        let c = &self.cluster;
+        let c = &self.state;
         let (mut leader, epoch) = c.leader.lock().unwrap_or_else(PoisonError::into_inner).clone();
         // a follower names no leader while the lead is free, nor itself (a leader it was, whose
         // URL the row still holds while it reopens)
-        if c.role == Role::Follower && (!c.leader_alive() || Some(&leader) == self.store.config().advertise.as_ref()) {
+        if c.role == Role::Follower
+            && (!c.leader_alive() || Some(&leader) == self.core.store.config().advertise.as_ref())
+        {
             leader.clear();
         }
         let applied = self.applied_state();
@@ -60,13 +95,13 @@ impl Db {
     /// reads see, at least that of every write acknowledged so far; on a follower, the leader's
     /// last state whose changes it has applied.
     pub fn applied_state(&self) -> u64 {
-        match self.cluster.role {
-            Role::Follower => *self.cluster.applied.borrow(),
-            Role::Leader | Role::Sole => self.store.published_state(),
+        match self.state.role {
+            Role::Follower => *self.state.applied.borrow(),
+            Role::Leader | Role::Sole => self.core.store.published_state(),
         }
     }
 
-    /// Waits until this server has applied state `state` (see [`Db::applied_state`]), at most
+    /// Waits until this server has applied state `state` (see [`Cluster::applied_state`]), at most
     /// `wait`: [`ServiceError::Lagging`] past it.
     pub async fn wait_for_state(&self, state: u64, wait: Duration) -> Result<()> {
         if self.applied_state() >= state {
@@ -76,9 +111,9 @@ impl Db {
         // Woken by each state as it is applied (a follower) or published (a leader or a sole
         // server): a state committed and not yet published (a follower saw its number in the
         // row first) comes within moments; a number no state reached yet is waited for as long.
-        let mut states = match self.cluster.role {
-            Role::Follower => self.cluster.applied.subscribe(),
-            Role::Leader | Role::Sole => self.store.published_states(),
+        let mut states = match self.state.role {
+            Role::Follower => self.state.applied.subscribe(),
+            Role::Leader | Role::Sole => self.core.store.published_states(),
         };
         match tokio::time::timeout(wait, states.wait_for(|&a| a >= state)).await {
             Ok(Ok(_)) => Ok(()),
@@ -90,27 +125,27 @@ impl Db {
     /// free (it may lead now), a leader deposed or cut off from its backend. Never outside
     /// cluster mode.
     pub async fn reopen_wanted(&self) {
-        let mut reopen = self.cluster.reopen.subscribe();
+        let mut reopen = self.state.reopen.subscribe();
         let _ = reopen.wait_for(|&wanted| wanted).await;
     }
 
     /// Starts the follower's or the leader's polling (cluster mode only).
-    pub(super) fn start_cluster_task(self: &Arc<Self>) {
-        let (role, every) = match self.cluster.role {
+    pub(crate) fn start_cluster_task(self: &Arc<Self>) {
+        let (role, every) = match self.state.role {
             Role::Sole => return,
             Role::Follower => (Role::Follower, FOLLOW_EVERY),
             Role::Leader => (Role::Leader, WATCH_EVERY),
         };
         let db = Arc::downgrade(self);
-        let jobs = self.jobs.clone();
-        drop(self.spawn_job(async move {
+        let jobs = self.core.jobs.clone();
+        drop(self.core.spawn_job(async move {
             let (mut last_read, mut last_probe) = (Instant::now(), Instant::now());
             while !jobs.closing() {
                 tokio::time::sleep(every).await;
                 let Some(db) = db.upgrade() else { return };
                 // bounded: a read on a connection whose peer went silent must not hold the watch
                 // (nor the shutdown that waits for this job)
-                let store = db.store.clone();
+                let store = db.core.store.clone();
                 let read = tokio::time::timeout(LOST_AFTER, tokio::task::spawn_blocking(move || store.leadership()));
                 match read.await {
                     Ok(Ok(Ok(Some(lead)))) => {
@@ -125,19 +160,19 @@ impl Db {
                     Err(_) => tracing::debug!("reading the leadership row did not end within a second"),
                 }
                 if role == Role::Leader && last_read.elapsed() > LOST_AFTER {
-                    db.store.deposed();
-                    db.cluster.wants_reopen("the backend has not answered for a second");
+                    db.core.store.deposed();
+                    db.state.wants_reopen("the backend has not answered for a second");
                 }
                 if role == Role::Follower && last_probe.elapsed() >= PROBE_EVERY {
                     last_probe = Instant::now();
-                    let store = db.store.clone();
+                    let store = db.core.store.clone();
                     let probe =
                         tokio::time::timeout(LOST_AFTER, tokio::task::spawn_blocking(move || store.lead_is_free()));
                     let free = matches!(probe.await, Ok(Ok(Ok(true))));
-                    db.cluster.set_leader_alive(!free);
+                    db.state.set_leader_alive(!free);
                     if free {
                         // the lead is there to take: the open tries for it
-                        db.cluster.wants_reopen("no server holds the database's lock");
+                        db.state.wants_reopen("no server holds the database's lock");
                     }
                 }
             }
@@ -146,7 +181,7 @@ impl Db {
 
     /// A follower's step: applies what the leader changed since the last step.
     fn follow(&self, lead: &Leadership) {
-        let c = &self.cluster;
+        let c = &self.state;
         *c.leader.lock().unwrap_or_else(PoisonError::into_inner) = (lead.leader.clone(), lead.epoch);
         c.seen.fetch_max(lead.state, Ordering::AcqRel);
         let applied = *c.applied.borrow();
@@ -155,13 +190,13 @@ impl Db {
             return;
         }
         if lead.changed(Space::Entity) > applied
-            && let Err(e) = self.store.follow_documents(applied, lead.state)
+            && let Err(e) = self.core.store.follow_documents(applied, lead.state)
         {
             tracing::warn!(error = %e, "reading the leader's document log failed: tried again at the next step");
             return;
         }
         if lead.changed(Space::Meta) > applied
-            && let Err(e) = self.catalog.reload(&self.store)
+            && let Err(e) = self.core.catalog.reload(&self.core.store)
         {
             tracing::warn!(error = %e, "reading the leader's catalog failed: tried again at the next step");
             return;
@@ -181,12 +216,12 @@ impl Db {
 
     /// A leader's step: another epoch in the row means another server leads now.
     fn watch_lead(&self, lead: &Leadership) {
-        let c = &self.cluster;
+        let c = &self.state;
         *c.leader.lock().unwrap_or_else(PoisonError::into_inner) = (lead.leader.clone(), lead.epoch);
-        if lead.epoch != self.store.epoch() {
-            self.store.deposed();
+        if lead.epoch != self.core.store.epoch() {
+            self.core.store.deposed();
             c.wants_reopen("another server took the lead");
-        } else if self.store.is_poisoned() {
+        } else if self.core.store.is_poisoned() {
             // a group failed (its connection lost at the commit, say): what this server keeps
             // in memory may not be what the database has; a fresh open reads it again
             c.wants_reopen("a write failed: the store takes no more writes");
@@ -194,10 +229,10 @@ impl Db {
     }
 }
 
-impl Db {
+impl Cluster {
     /// A follower's: the changefeed's last event, as the leader wrote it, wakes its waiters.
     fn follow_changefeed(&self) -> Result<()> {
-        let view = self.store.snapshot();
+        let view = self.core.store.snapshot();
         let seq_of = |item: Option<crate::storage::Result<(crate::storage::Slice, crate::storage::Slice)>>| {
             let Some((key, _)) = item.transpose()? else { return Ok(None) };
             crate::keys::ChangeKey::decode(&key)
@@ -208,10 +243,10 @@ impl Db {
         let first = seq_of(view.scan(Space::Changefeed, all(), false).next())?;
         let last = seq_of(view.scan(Space::Changefeed, all(), true).next())?;
         if let Some(last) = last {
-            self.store.follow_changes(last);
+            self.core.store.follow_changes(last);
         }
         // what the leader's retention left (none kept: the next event is the first)
-        let durable = *self.store.durable_seq().borrow();
+        let durable = *self.core.store.durable_seq().borrow();
         self.changefeed.feed.follow_first(first.unwrap_or(durable + 1));
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 /// What this server is, and what it has applied of the leader's writes.
-pub struct Cluster {
+pub struct ClusterState {
     pub(super) role: Role,
     /// the leader's advertised URL and the backend's epoch, as last read
     pub(super) leader: Mutex<(String, u64)>,
@@ -16,7 +16,7 @@ pub struct Cluster {
     pub(super) seen: AtomicU64,
     /// when the follower last had applied every state it had seen
     pub(super) caught_up: Mutex<Instant>,
-    /// set when this server should open its database again (see [`Db::reopen_wanted`])
+    /// set when this server should open its database again (see [`Cluster::reopen_wanted`](super::Cluster::reopen_wanted))
     pub(super) reopen: tokio::sync::watch::Sender<bool>,
     /// a follower's: whether a server held the lead when it last looked
     leader_alive: std::sync::atomic::AtomicBool,
@@ -38,10 +38,10 @@ pub struct ClusterStatus {
     pub lag_ms: u64,
 }
 
-impl Cluster {
+impl ClusterState {
     /// `leader`: the leader's URL and the epoch, as the open read them.
-    pub(crate) fn new(role: Role, leader: (String, u64), state: u64) -> Cluster {
-        Cluster {
+    pub(crate) fn new(role: Role, leader: (String, u64), state: u64) -> ClusterState {
+        ClusterState {
             role,
             leader: Mutex::new(leader),
             applied: tokio::sync::watch::Sender::new(state),

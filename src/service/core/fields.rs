@@ -21,3 +21,17 @@ pub fn parse_rfc3339_millis(s: &str) -> Option<i64> {
 pub(crate) fn weight_of(v: &serde_json::Value) -> Option<f64> {
     v.as_f64().filter(|w| w.is_finite() && *w >= 0.0)
 }
+
+/// Longest document id, in bytes.
+pub const MAX_ID_LEN: usize = 1024;
+
+/// Checks a document id.
+pub fn check_id(id: &str) -> crate::service::Result<()> {
+    if id.is_empty() {
+        return Err(crate::service::ServiceError::InvalidId("must not be empty"));
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(crate::service::ServiceError::InvalidId("must be at most 1024 bytes"));
+    }
+    Ok(())
+}

@@ -6,6 +6,7 @@
 //! A model's handle holds an `Arc<Core>`; `Core` names no model.
 
 pub mod cancel;
+pub(crate) mod change;
 pub mod clock;
 pub(crate) mod counts;
 pub(crate) mod cursor;
@@ -15,9 +16,12 @@ pub mod duration;
 pub(crate) mod error;
 pub mod expiry;
 pub(crate) mod fields;
+pub mod filter;
 pub(crate) mod jobs;
 pub mod mem_budget;
 pub(crate) mod options;
+pub(crate) mod quota;
+pub mod registry;
 pub(crate) mod render;
 pub(crate) mod tasks;
 
@@ -48,10 +52,26 @@ pub struct Core {
     pub(crate) jobs: Arc<jobs::Jobs>,
     /// what the periodic background tasks did (see `background`)
     pub(crate) tasks: tasks::Tasks,
+    /// the database's quota of stored bytes (see `quota`)
+    pub(crate) quota: quota::Quota,
 }
 
 impl Core {
     /// The core over an open store and its loaded catalog.
+    /// Refuses a write (507 `quota_exceeded`) while the database stores its quota or more.
+    pub fn check_quota(&self) -> Result<()> {
+        self.quota.check(|| self.store.stored_bytes())
+    }
+
+    /// A core over a store opened at `config` with default settings, for a model's own tests
+    /// (the store keeps change events in storage's test format).
+    #[cfg(test)]
+    pub(crate) fn open_for_test(config: crate::storage::StorageConfig) -> Arc<Core> {
+        let store = Store::open(config, &crate::storage::TestEvents).expect("the test store opens");
+        let catalog = Catalog::load(&store).expect("the test catalog loads");
+        Arc::new(Core::new(store, catalog, &DbOptions::default()))
+    }
+
     pub(crate) fn new(store: Store, catalog: Arc<Catalog>, options: &DbOptions) -> Core {
         Core {
             store,
@@ -64,6 +84,7 @@ impl Core {
             purge_chunk: options.purge_chunk,
             jobs: Default::default(),
             tasks: Default::default(),
+            quota: Default::default(),
         }
     }
 

@@ -13,7 +13,7 @@
 
 use super::{CreateDatabase, DatabaseInfo, Databases, Hosted, PatchDatabase};
 use crate::keys::MetaKey;
-use crate::service::tables::check_table_name;
+use crate::service::pipeline::tables::check_table_name;
 use crate::service::{Db, Result, ServiceError};
 use crate::storage::{KeyRange, Space, StorageError};
 use serde::{Deserialize, Serialize};
@@ -38,9 +38,7 @@ const MIN_QUOTA: u64 = 1 << 20;
 /// The largest quota a database may have: the largest integer a JSON number holds exactly.
 const MAX_QUOTA: u64 = (1 << 53) - 1;
 
-/// The sequence database ids are taken from (`meta:seq:database`): ids are never used twice, so
-/// a dropped database's store still being removed is never mistaken for a new one's.
-pub const ID_SEQ: &str = "database";
+pub use crate::service::core::registry::ID_SEQ;
 
 /// Checks a database name: the rules of table names.
 pub(super) fn check_name(name: &str) -> Result<()> {
@@ -73,9 +71,11 @@ pub(super) fn now_ms() -> u64 {
 impl Databases {
     /// Every database the default one's catalog names (by name), and the ids of those being dropped.
     pub(super) fn registered(default: &Db) -> Result<Registered> {
-        let view = default.store().snapshot();
+        let view = default.core.store().snapshot();
         let mut named = Vec::new();
-        for item in view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix("database")), false) {
+        for item in
+            view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix(crate::service::core::registry::KIND)), false)
+        {
             let (key, value) = item?;
             let Ok(MetaKey::Database(name)) = MetaKey::decode(&key) else { continue };
             let entry: Entry = serde_json::from_slice(&value).map_err(|e| {
@@ -84,7 +84,11 @@ impl Databases {
             named.push((name.into_owned(), entry));
         }
         let mut dropping = Vec::new();
-        for item in view.scan(Space::Meta, KeyRange::Prefix(MetaKey::kind_prefix("database_dropping")), false) {
+        for item in view.scan(
+            Space::Meta,
+            KeyRange::Prefix(MetaKey::kind_prefix(crate::service::core::registry::DROPPING_KIND)),
+            false,
+        ) {
             let (key, _) = item?;
             if let Ok(MetaKey::DatabaseDropping(id)) = MetaKey::decode(&key) {
                 dropping.push(id);
@@ -101,7 +105,7 @@ impl Databases {
 
     /// Serves the open database `db` as `name`: its tasks attached, its name answering.
     fn serve(&self, name: String, entry: Entry, db: Arc<Db>) -> Arc<Db> {
-        db.quota.set(entry.quota_bytes);
+        db.core.quota.set(entry.quota_bytes);
         let detach = Mutex::new(Some((self.attach)(&db)));
         let hosted = Arc::new(Hosted { id: entry.id, created_ms: entry.created_ms, db: db.clone(), detach });
         self.hosted.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name, hosted);
@@ -113,7 +117,7 @@ impl Databases {
     pub async fn create(self: &Arc<Self>, req: CreateDatabase) -> Result<DatabaseInfo> {
         // run to its end even if the request is given up: never registered and not served
         let this = self.clone();
-        self.default.detached(async move { this.create_now(req).await }).await
+        self.default.core.detached(async move { this.create_now(req).await }).await
     }
 
     async fn create_now(self: &Arc<Self>, req: CreateDatabase) -> Result<DatabaseInfo> {
@@ -163,7 +167,7 @@ impl Databases {
     /// at the start is not served, and keeps its name).
     pub(super) fn is_taken(&self, name: &str) -> Result<bool> {
         Ok(self.get(name).is_some()
-            || self.default.store().get(Space::Meta, &MetaKey::Database(name.into()).encode())?.is_some())
+            || self.default.core.store().get(Space::Meta, &MetaKey::Database(name.into()).encode())?.is_some())
     }
 
     /// A database id no database had: the sequence moved on, durably (a crash after it wastes
@@ -171,6 +175,7 @@ impl Databases {
     pub(super) async fn take_id(&self) -> Result<u32> {
         Ok(self
             .default
+            .core
             .store()
             .write(move |tx| {
                 let seq = MetaKey::Seq(ID_SEQ.into()).encode();
@@ -193,6 +198,7 @@ impl Databases {
         let value = serde_json::to_vec(&entry).map_err(|e| ServiceError::Internal(e.to_string()))?;
         let key = MetaKey::Database(name.into()).encode();
         self.default
+            .core
             .store()
             .write(move |tx| {
                 tx.put(Space::Meta, key, value);
@@ -212,13 +218,14 @@ impl Databases {
         }
         let (this, name) = (self.clone(), name.to_owned());
         self.default
+            .core
             .detached(async move {
                 let _changing = this.changing.lock().await;
                 this.refuse_if_closed()?;
                 let hosted = this.get_hosted(&name).ok_or_else(|| ServiceError::DatabaseNotFound(name.clone()))?;
                 let entry = Entry { id: hosted.id, created_ms: hosted.created_ms, quota_bytes };
                 this.enter(&name, entry).await?;
-                hosted.db.quota.set(quota_bytes);
+                hosted.db.core.quota.set(quota_bytes);
                 this.describe(&name)
             })
             .await
@@ -229,7 +236,7 @@ impl Databases {
     pub async fn drop_database(self: &Arc<Self>, name: &str) -> Result<()> {
         // run to its end even if the request is given up: a drop mark written is a drop done
         let (this, name) = (self.clone(), name.to_owned());
-        self.default.detached(async move { this.drop_now(&name).await }).await
+        self.default.core.detached(async move { this.drop_now(&name).await }).await
     }
 
     async fn drop_now(self: &Arc<Self>, name: &str) -> Result<()> {
@@ -261,6 +268,7 @@ impl Databases {
     async fn unregister(&self, name: &str, id: u32) -> Result<()> {
         let key = MetaKey::Database(name.into()).encode();
         self.default
+            .core
             .store()
             .write(move |tx| {
                 tx.delete(Space::Meta, key);
@@ -277,7 +285,7 @@ impl Databases {
     pub(super) fn remove_in_background(&self, id: u32, held: Option<Arc<Hosted>>) {
         let default = self.default.clone();
         let config = self.storage.for_database(id);
-        drop(self.default.spawn_job(async move {
+        drop(self.default.core.spawn_job(async move {
             if let Some(hosted) = held {
                 // its tasks and jobs stopped, its store closed (also when the server is closing:
                 // nobody else closes a database out of the registry)
@@ -288,7 +296,7 @@ impl Databases {
                 // out of the registry, so nobody takes a new hold: the last ones end with their
                 // requests (the store closes its files once the last is dropped)
                 while Arc::strong_count(&hosted) > 1 || Arc::strong_count(&hosted.db) > 1 {
-                    if default.closing() {
+                    if default.core.closing() {
                         return;
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -309,7 +317,7 @@ impl Databases {
             }
             let mark = MetaKey::DatabaseDropping(id).encode();
             let cleared = default
-                .store()
+                .core.store()
                 .write(move |tx| {
                     tx.delete(Space::Meta, mark);
                     Ok::<_, StorageError>(())

@@ -10,7 +10,6 @@
 
 mod lifecycle;
 pub use lifecycle::ID_SEQ;
-pub mod quota;
 mod restore;
 
 use super::{Db, DbOptions, Result, ServiceError};
@@ -290,22 +289,15 @@ async fn close(h: &Hosted) -> Result<()> {
 }
 
 fn describe(name: &str, id: u32, created_ms: u64, db: &Db) -> DatabaseInfo {
-    let tables = db.catalog().tables();
-    let documents = tables.iter().map(|t| db.table_count(&t.name)).sum();
+    let tables = db.core.catalog().tables();
+    let documents = tables.iter().map(|t| db.pipeline.table_count(&t.name)).sum();
     DatabaseInfo {
         name: name.to_owned(),
         id,
         created_ms,
         tables: tables.len() as u64,
         documents,
-        stored_bytes: db.store().stored_bytes().unwrap_or(0),
-        quota_bytes: db.quota.limit(),
-    }
-}
-
-impl Db {
-    /// Refuses a write (507 `quota_exceeded`) while the database stores its quota or more.
-    pub fn check_quota(&self) -> Result<()> {
-        self.quota.check(|| self.store().stored_bytes())
+        stored_bytes: db.core.store().stored_bytes().unwrap_or(0),
+        quota_bytes: db.core.quota.limit(),
     }
 }

@@ -3,12 +3,12 @@
 //! (each vertex's entries once per direction). Expired edges and vertices not yet swept are
 //! skipped as on the keys; that costs name lookups, so only when some table can expire.
 
+use super::adjacency::split_vertex;
 use super::memory::{Adjacency, TableAdj};
 use super::store_walk::edge_cost;
 use super::walk::{Budget, Cost, LocalNames, Step, WalkDirection, WalkGraph};
 use crate::catalog::{Catalog, TableDef};
 use crate::service::Result;
-use crate::service::adjacency::split_vertex;
 use crate::service::core::cancel::Stop;
 use crate::service::core::expiry::Expired;
 use crate::service::core::expiry::Expiry;

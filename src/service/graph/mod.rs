@@ -6,6 +6,7 @@
 //! vertex documents only for a vertex filter or returned fields. Each walk is bounded: by
 //! `max_visited` (adjacency entries read; 422 `max_visited_exceeded`), and by the request timeout.
 
+pub(crate) mod adjacency;
 mod mem_walk;
 pub(crate) mod memory;
 mod neighbors;
@@ -19,7 +20,6 @@ pub use paths::{ShortestPathRequest, ShortestPathResponse, WeightedPath};
 pub use traverse::{ReturnKind, TraversePath, TraverseRequest, TraverseResponse, TraversedVertex};
 pub use walk::WalkDirection;
 
-use super::adjacency::split_vertex;
 use super::core::{Core, Handle};
 use super::{Result, ServiceError};
 use crate::catalog::{TableDef, TableKind};
@@ -27,6 +27,7 @@ use crate::keys::{Direction, EntityKey};
 use crate::service::core::cancel::Stop;
 use crate::service::core::clock::now_ms;
 use crate::storage::{Derived, KeyRange, ReadView, Space};
+use adjacency::split_vertex;
 use mem_walk::MemoryGraph;
 use memory::Adjacency;
 use std::sync::Arc;

@@ -2,11 +2,11 @@
 //! view's `graph:` keys (a prefix scan per edge table and direction), each vertex's steps read
 //! once and kept, every entry counted against `max_visited`.
 
+use super::adjacency::weight_ref;
 use super::walk::{Budget, Cost, LocalNames, Step, WalkDirection, WalkGraph};
 use crate::catalog::{Catalog, TableDef};
 use crate::entity;
 use crate::keys::{AdjValue, EntityKey, GraphKey};
-use crate::service::adjacency::weight_ref;
 use crate::service::core::cancel::Stop;
 use crate::service::core::expiry::Expired;
 use crate::service::{Result, ServiceError};

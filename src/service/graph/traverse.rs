@@ -6,14 +6,14 @@
 //! an edge that fails `edge_filter` is not followed. The start vertex is not filtered (it is
 //! returned when `min_depth` is 0).
 
+use super::adjacency::split_vertex;
 use super::{Cost, Graph, Result, ServiceError, WalkDirection, WalkGraph, Walker, max_visited};
 use crate::catalog::TableDef;
 use crate::entity::FieldDict;
 use crate::keys::EntityKey;
-use crate::service::adjacency::split_vertex;
 use crate::service::core::Handle;
 use crate::service::core::cancel::Stop;
-use crate::service::query::filter::Filter;
+use crate::service::core::filter::Filter;
 use crate::storage::{ReadView, Space};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -323,7 +323,8 @@ fn walk(
                 None => Value::Null,
                 Some((id, blob)) => {
                     let all = f.iter().any(|f| f == "*");
-                    let text = crate::service::query::project(&blob, &dict, &id, if all { None } else { Some(f) })?;
+                    let text =
+                        crate::service::core::filter::project(&blob, &dict, &id, if all { None } else { Some(f) })?;
                     serde_json::from_slice(&text).map_err(|e| ServiceError::Internal(e.to_string()))?
                 }
             }),

@@ -18,18 +18,16 @@
 //! the wall clock ([`AHEAD_US`]): a far-future start (a restored archive's) moves that document
 //! on, not the clock of every write.
 
-#[cfg(test)]
-mod check_tests;
 pub mod read;
 mod retention;
 pub mod scan;
 
 use super::core::{Core, Handle};
-use super::write::{Change, Write};
 use super::{Result, ServiceError};
 use crate::catalog::HistoryPolicy;
 use crate::keys::HistKey;
-use crate::storage::Space;
+use crate::service::core::change::Change;
+use crate::storage::{Space, WriteTx};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -184,17 +182,17 @@ pub fn check_policy(policy: &HistoryPolicy) -> Result<()> {
 /// The history step of a document change (see `service::write`): the replaced version kept, the
 /// head moved. Nothing for a table without history.
 ///
-/// Every change of one write gets the write's time (`Write::history_at`), so an as-of read sees
+/// Every change of one write gets the write's time (`history_at`, the write's), so an as-of read sees
 /// the whole write or none of it; only a document whose last version starts at or after that
 /// time (the clock set back across a restart) gets a later one of its own. A document changed
 /// twice in one write keeps no version from between the two: the write replaced what it had
 /// before with what it has after.
-pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
+pub(crate) fn stage(w: &mut WriteTx<'_>, c: &Change<'_>, history_at: &mut Option<i64>) -> Result<()> {
     if c.table.history.is_none() {
         return Ok(());
     }
     let (table, id) = (c.table.name.as_str(), c.id);
-    let write_at = *w.history_at.get_or_insert_with(|| CLOCK.next(0));
+    let write_at = *history_at.get_or_insert_with(|| CLOCK.next(0));
     // the write's time, unless the document's last version is not older
     let after = |start: i64| if write_at > start { write_at } else { CLOCK.next(start) };
     let head_key = HistKey::head(table, id).encode();
@@ -252,7 +250,7 @@ pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
 }
 
 /// The start of the last version kept of a document (its tombstone, after a deletion).
-fn last_start(w: &Write<'_, '_>, table: &str, id: &str) -> Result<Option<i64>> {
+fn last_start(w: &WriteTx<'_>, table: &str, id: &str) -> Result<Option<i64>> {
     let lower = HistKey::version(table, id, i64::MIN).encode();
     let upper = HistKey::version(table, id, i64::MAX).encode();
     let Some((key, _)) = w.last_in(Space::Hist, &lower, &upper)? else { return Ok(None) };

@@ -56,7 +56,7 @@ impl History {
         limit: usize,
         before: Option<i64>,
     ) -> Result<HistoryPage> {
-        crate::service::write::check_id(&id)?;
+        crate::service::core::fields::check_id(&id)?;
         let limit = limit.clamp(1, MAX_PAGE);
         self.read(move |history| {
             let def = history.core.table_or_404(&table)?;
@@ -107,7 +107,7 @@ impl History {
         id: String,
         at: i64,
     ) -> Result<crate::service::Document> {
-        crate::service::write::check_id(&id)?;
+        crate::service::core::fields::check_id(&id)?;
         self.read(move |history| {
             let def = history.core.table_or_404(&table)?;
             if def.history.is_none() {

@@ -8,10 +8,11 @@
 //! - unique indexes skip null (as SQL does), so any number of documents may lack the field;
 //! - spatial indexes hold the point of a `{"lat", "lon"}` object or `[lon, lat]` array, if valid.
 
-use super::geo::Point;
 use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
-use crate::keys::{Component, IdxKey, Number, RidxKey, SidxKey, sidx};
+use crate::keys::{Component, IdxKey, RidxKey, SidxKey, sidx};
+use crate::service::core::filter::geo::Point;
+pub use crate::service::core::filter::{component, field_values, path};
 use crate::service::{Result, ServiceError};
 use crate::storage::Space;
 use std::borrow::Cow;
@@ -62,45 +63,6 @@ pub fn trigrams(blob: &[u8], dict: &FieldDict, field: &str) -> Result<Vec<String
     }
     out.sort();
     out.dedup();
-    Ok(out)
-}
-
-/// Splits a dotted field path.
-pub fn path(field: &str) -> Vec<&str> {
-    field.split('.').collect()
-}
-
-/// A scalar document value as a key component; `None` for containers.
-pub fn component<'a>(v: &ValueRef<'a>) -> Option<Component<'a>> {
-    Some(match *v {
-        ValueRef::Null => Component::Null,
-        ValueRef::Bool(b) => Component::Bool(b),
-        ValueRef::Int(i) => Component::Num(Number::Int(i)),
-        ValueRef::UInt(u) => Component::Num(Number::UInt(u)),
-        ValueRef::Float(f) => Component::Num(Number::from_f64(f).ok()?),
-        ValueRef::Str(s) => Component::Str(Cow::Borrowed(s)),
-        ValueRef::Bytes(b) => Component::Bytes(Cow::Borrowed(b)),
-        ValueRef::Vector(_) | ValueRef::Array(_) | ValueRef::Object(_) => return None,
-    })
-}
-
-/// The values an index holds for one field of a document (see the module doc), in key order.
-pub fn field_values<'a>(blob: &'a [u8], dict: &FieldDict, field: &str) -> Result<Vec<Component<'a>>> {
-    let mut out = match entity::get_path(blob, dict, &path(field))? {
-        None => Vec::new(),
-        Some(ValueRef::Array(a)) => {
-            a.iter().filter_map(|v| v.map(|v| component(&v)).transpose()).collect::<Result<_, _>>()?
-        }
-        Some(ValueRef::Vector(v)) => {
-            v.iter().filter_map(|x| Number::from_f64(f64::from(x)).ok()).map(Component::Num).collect()
-        }
-        Some(v) => component(&v).into_iter().collect(),
-    };
-    out.sort();
-    out.dedup();
-    if out.is_empty() {
-        out.push(Component::Null);
-    }
     Ok(out)
 }
 

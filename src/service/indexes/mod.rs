@@ -3,10 +3,8 @@
 //! backfill, drop, rebuild) is the database's: `service/index_lifecycle.rs`.
 
 pub mod entries;
-pub mod geo;
 pub(crate) mod stage;
 
-use super::search::options::FulltextOptions;
 use super::{Result, ServiceError};
 use crate::catalog::IndexKind;
 use crate::keys::{FtStatKey, FtidxKey, IdxKey, RidxKey, SidxKey};
@@ -41,7 +39,8 @@ pub struct CreateIndex {
     pub options: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
-/// Checks a request; returns the options to store (a fulltext index's with its defaults filled in).
+/// Checks a request; returns the options to store, as given (a fulltext or vector index's are
+/// then checked by its model: see `index_lifecycle`).
 pub(crate) fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_json::Value>> {
     let bad = |m: String| Err(ServiceError::InvalidRequest(m));
     if req.name.is_empty() || req.name.len() > 256 || req.name.chars().any(char::is_control) {
@@ -76,15 +75,10 @@ pub(crate) fn check(req: &CreateIndex) -> Result<serde_json::Map<String, serde_j
             return bad(format!("a {} index takes exactly one field", kind_name(req.kind)));
         }
     }
-    if req.kind == IndexKind::Vector {
-        return Ok(super::vectors::parse_options(&options)?.1);
-    }
     if req.kind == IndexKind::Ttl {
         return ttl_options(&options);
     }
-    if req.kind == IndexKind::Fulltext {
-        return Ok(FulltextOptions::parse(&options, &req.fields)?.to_json());
-    }
+    // a fulltext or vector index's options are its model's to check (`index_lifecycle`)
     Ok(options)
 }
 

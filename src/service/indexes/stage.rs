@@ -5,7 +5,7 @@
 
 use super::entries::{self, Entry, PreparedEntries};
 use crate::catalog::{Catalog, IndexDef, IndexKind};
-use crate::service::write::{Change, Write};
+use crate::service::core::change::Change;
 use crate::service::{Result, ServiceError};
 use crate::storage::WriteTx;
 use std::sync::Arc;
@@ -13,8 +13,12 @@ use std::sync::Arc;
 /// Replaces the entries of the changed document in every index that is building or ready (not
 /// fulltext or vector: those are steps of their own). `prepared` holds the new version's entries
 /// computed before the write (each index's are taken from it; the rest are computed here).
-pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>, prepared: &mut Vec<PreparedEntries>) -> Result<()> {
-    let catalog = w.catalog();
+pub(crate) fn stage(
+    w: &mut WriteTx<'_>,
+    catalog: &Arc<Catalog>,
+    c: &Change<'_>,
+    prepared: &mut Vec<PreparedEntries>,
+) -> Result<()> {
     let defs = catalog.indexes(&c.table.name);
     let mut dict = None;
     for def in defs.iter().filter(|d| d.is_maintained() && !matches!(d.kind, IndexKind::Fulltext | IndexKind::Vector)) {

@@ -19,7 +19,6 @@
 //! Anything else makes the query read documents as usual: covering is an optimisation the answer
 //! never depends on.
 
-use super::filter::{Filter, Op};
 use super::plan::{self, Access, Bounds, IndexScan, Range, SortKey};
 use crate::catalog::{ColumnType, IndexDef, IndexKind, TableDef};
 use crate::entity::FieldDict;
@@ -27,6 +26,7 @@ use crate::keys::{Component, EntityKey, IdxKey, KeyWriter, MetaKey, RidxKey};
 use crate::service::core::cancel::Stop;
 use crate::service::core::expiry::Expiry;
 use crate::service::core::fields::ID_FIELD;
+use crate::service::core::filter::{Filter, Op};
 use crate::service::{Result, ServiceError};
 use crate::storage::{ReadView, Space};
 use serde_json::Value;

@@ -2,9 +2,9 @@
 //! `$prefix` as one key range — never a scan of the table or of an index. Entity keys sort by
 //! (table, id) bytewise, so an id bound is a key bound.
 
-use super::filter::{Filter, Op};
 use crate::keys::{Component, EntityKey, KeyWriter, prefix_successor, table_prefix};
 use crate::service::core::fields::ID_FIELD;
+use crate::service::core::filter::{Filter, Op};
 use serde_json::Value;
 use std::ops::Bound;
 

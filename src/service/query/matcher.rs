@@ -6,13 +6,14 @@
 use super::covered::Covered;
 use super::cursor::OrderKey;
 use super::exec::{self, Candidate};
-use super::filter::Filter;
 use super::plan::{Access, IndexScan, SortKey};
-use super::shape::{MAX_MET, first_branch, order_key, project};
+use super::shape::{MAX_MET, first_branch, order_key};
 use crate::entity::FieldDict;
 use crate::keys::{Component, EntityKey};
 use crate::service::Result;
 use crate::service::core::expiry::Expiry;
+use crate::service::core::filter::Filter;
+use crate::service::core::filter::project;
 use crate::storage::{ReadView, Slice, Space};
 use std::cmp::Ordering;
 use std::collections::HashSet;

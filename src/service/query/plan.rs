@@ -5,14 +5,14 @@
 //! counting index keys in their ranges (up to a cap), and the cheapest wins; a range index on the
 //! first sort field can serve the order (with early stop at `limit`) instead.
 
-use super::filter::{Filter, Op, scalar};
 use super::ids::IdScan;
 pub use super::viewscan::{ViewScan, with_view};
 use crate::catalog::{IndexDef, IndexKind};
 use crate::keys::{Component, IdxKey, KeyWriter, RidxKey, SidxKey, prefix_successor};
 use crate::service::Result;
 use crate::service::core::fields::ID_FIELD;
-use crate::service::indexes::geo::GeoBox;
+use crate::service::core::filter::geo::GeoBox;
+use crate::service::core::filter::{Filter, Op, scalar};
 use crate::storage::{KeyRange, ReadView, Space};
 use serde_json::Value;
 use std::ops::Bound;
@@ -57,7 +57,7 @@ pub struct IndexScan {
 #[derive(Debug, Clone, Copy)]
 pub enum Shape {
     /// within meters of a point
-    Circle(crate::service::indexes::geo::Point, f64),
+    Circle(crate::service::core::filter::geo::Point, f64),
     /// inside a box
     Box(GeoBox),
 }

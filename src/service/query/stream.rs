@@ -13,12 +13,12 @@
 
 use super::Query;
 use super::covered::Covered;
-use super::filter::Filter;
 use super::matcher::{Hit, Matcher, Source};
 use super::plan::{self, Access, SortKey};
 use super::{MAX_LIMIT, Prepared, QueryRequest, check_fields, exec, split_view};
 use crate::service::core::Handle;
 use crate::service::core::cancel::{AbandonOnDrop, Stop};
+use crate::service::core::filter::Filter;
 use crate::service::{Result, ServiceError};
 use std::io::{self, Write};
 use std::sync::Arc;

@@ -22,8 +22,8 @@ use super::postings::{self, DocPostings, LenRecord, Stat};
 use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::FieldDict;
 use crate::keys::{FtStatKey, FtidxKey};
+use crate::service::core::change::Change;
 use crate::service::search::oplog::{FtOp, Removed};
-use crate::service::write::{Change, Write};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, Space, WriteTx};
 use std::collections::BTreeMap;
@@ -84,20 +84,28 @@ fn same_text(def: &IndexDef, old: &[u8], new: &[u8], dict: &FieldDict) -> Result
 /// The fulltext step of a document change: every maintained fulltext index of its table gets
 /// the change logged. `prepared` holds the terms computed before the write (each index's are
 /// taken from it; the rest are analyzed here).
-pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>, prepared: &mut Vec<PreparedText>) -> Result<()> {
-    let defs = w.catalog().indexes(&c.table.name);
+pub(crate) fn stage(
+    tx: &mut WriteTx<'_>,
+    catalog: &Catalog,
+    c: &Change<'_>,
+    prepared: &mut Vec<PreparedText>,
+    log: &mut Vec<FtOp>,
+) -> Result<()> {
+    let defs = catalog.indexes(&c.table.name);
     let mut dict = None;
     for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Fulltext) {
-        let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| w.catalog().dict());
-        stage_index(w, def, c.id, c.old, c.new, dict, prepared)?;
+        let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| catalog.dict());
+        stage_index(tx, log, def, c.id, c.old, c.new, dict, prepared)?;
     }
     Ok(())
 }
 
 /// Changes the postings of document `id` in fulltext index `def` from `old` to `new` in the
 /// write. `prepared` holds terms computed before the write (this index's are taken from it).
+#[allow(clippy::too_many_arguments)]
 fn stage_index(
-    tx: &mut Write<'_, '_>,
+    tx: &mut WriteTx<'_>,
+    log: &mut Vec<FtOp>,
     def: &IndexDef,
     id: &str,
     old: Option<&[u8]>,
@@ -120,14 +128,15 @@ fn stage_index(
             None => DocPostings::encode(postings::analyze(def, &analyzer(def), blob, dict)?),
         }),
     };
-    change(tx, def, id, old.map(|o| (o, dict)), added)
+    change(tx, log, def, id, old.map(|o| (o, dict)), added)
 }
 
 /// Logs the new terms of a document, removing what it had: `old` is its stored version (with
 /// the field names), analyzed again for the tokens whose postings go — the length record keeps
 /// only the length and number, and the analyzer is deterministic for an index's options.
 fn change(
-    tx: &mut Write<'_, '_>,
+    tx: &mut WriteTx<'_>,
+    log: &mut Vec<FtOp>,
     def: &IndexDef,
     id: &str,
     old: Option<(&[u8], &FieldDict)>,
@@ -156,7 +165,7 @@ fn change(
         Some(t) => tx.put(Space::Ftstat, key, LenRecord { len: t.len, num: 0 }.encode()),
         None => tx.delete(Space::Ftstat, key),
     }
-    tx.fulltext.push(FtOp {
+    log.push(FtOp {
         table: def.table.clone(),
         index: def.name.clone(),
         created_at: def.created_at,
@@ -168,11 +177,17 @@ fn change(
 }
 
 /// Indexes a document for a backfill, unless a write indexed it already.
-pub(crate) fn backfill(tx: &mut Write<'_, '_>, def: &IndexDef, id: &str, terms: DocPostings) -> Result<()> {
+pub(crate) fn backfill(
+    tx: &mut WriteTx<'_>,
+    log: &mut Vec<FtOp>,
+    def: &IndexDef,
+    id: &str,
+    terms: DocPostings,
+) -> Result<()> {
     if tx.get(Space::Ftstat, &FtStatKey::doc_len(&def.table, &def.name, id).encode())?.is_some() {
         return Ok(());
     }
-    change(tx, def, id, None, Some(terms))
+    change(tx, log, def, id, None, Some(terms))
 }
 
 /// The net change of one index in one write.
@@ -191,13 +206,10 @@ struct Net {
 
 /// Merges every fulltext change the write logged (see the module doc): the family's finish step,
 /// at the end of every write, on the committer.
-pub(crate) fn finish(w: &mut Write<'_, '_>, known: &KnownTerms) -> Result<()> {
-    let ops = std::mem::take(&mut w.fulltext);
+pub(crate) fn finish(tx: &mut WriteTx<'_>, catalog: &Catalog, ops: Vec<FtOp>, known: &KnownTerms) -> Result<()> {
     if ops.is_empty() {
         return Ok(());
     }
-    let catalog = w.catalog();
-    let tx: &mut WriteTx<'_> = w;
     let mut nets: BTreeMap<(String, String, i64), Net> = BTreeMap::new();
     for op in ops {
         let FtOp { table, index, created_at, id, removed, added } = op;

@@ -20,8 +20,6 @@ pub mod postings;
 mod ranked;
 mod run;
 mod score;
-#[cfg(test)]
-mod tests;
 pub(crate) mod upgrade;
 
 use crate::service::core::{Core, Handle};

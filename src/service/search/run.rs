@@ -27,7 +27,7 @@ use crate::service::core::Handle;
 use crate::service::core::cancel::{Stop, Watched};
 use crate::service::core::expiry::{Expiry, now_ms};
 use crate::service::core::fields::ID_FIELD;
-use crate::service::query::filter::Filter;
+use crate::service::core::filter::Filter;
 use crate::service::query::{self};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Slice, Space};
@@ -164,10 +164,10 @@ impl Search {
             )));
         }
         if let Some(fields) = &req.fields {
-            if fields.len() > query::MAX_FIELDS {
+            if fields.len() > crate::service::core::filter::MAX_FIELDS {
                 return Err(ServiceError::QueryTooComplex(format!(
                     "a search returns at most {} fields",
-                    query::MAX_FIELDS
+                    crate::service::core::filter::MAX_FIELDS
                 )));
             }
             if fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)) {
@@ -358,7 +358,12 @@ impl Search {
             serde_json::to_writer(&mut out, &r.score).map_err(|e| ServiceError::Internal(e.to_string()))?;
             out.extend_from_slice(b",\"document\":");
             match &blob {
-                Some(blob) => out.extend_from_slice(&query::project(blob, &dict, id, req.fields.as_deref())?),
+                Some(blob) => out.extend_from_slice(&crate::service::core::filter::project(
+                    blob,
+                    &dict,
+                    id,
+                    req.fields.as_deref(),
+                )?),
                 None => {
                     out.extend_from_slice(b"{\"_id\":");
                     serde_json::to_writer(&mut out, id).map_err(|e| ServiceError::Internal(e.to_string()))?;

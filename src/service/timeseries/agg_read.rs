@@ -200,13 +200,13 @@ impl Timeseries {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::Db;
-    use crate::service::DbOptions;
+    use crate::service::core::Core;
     use crate::service::timeseries::aggregate::{AggregateFn, Grouping};
     use crate::service::timeseries::batch::Batch;
     use crate::storage::{Durability, StorageConfig};
     use proptest::prelude::Rng as _;
     use proptest::test_runner::{RngAlgorithm, TestRng};
+    use std::sync::Arc;
 
     /// The one-scan path and the series-by-series path answer alike, over series of single
     /// points, blocks (merged or appended) and both, windows that cut blocks, every grouping.
@@ -215,7 +215,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut config = StorageConfig::new(dir.path());
         config.durability = Durability::Buffered;
-        let db = Db::open(config, DbOptions::default()).unwrap();
+        let ts = Arc::new(Timeseries::new(Core::open_for_test(config)));
         let mut rng = TestRng::from_seed(RngAlgorithm::XorShift, &[7; 16]);
         let mut below = move |n: u64| (rng.next_u64() % n) as i64;
         for round in 0..6 {
@@ -230,12 +230,12 @@ mod tests {
                     batch.add("m", &entity, below(7500) - 500, (below(200) - 100) as f64);
                 }
             }
-            db.timeseries.write_points(batch).await.unwrap();
+            ts.write_points(batch).await.unwrap();
             if round == 2 {
-                db.timeseries.merge_timeseries(&|| false).await.unwrap();
+                ts.merge_timeseries(&|| false).await.unwrap();
             }
         }
-        let view = db.store.snapshot();
+        let view = ts.core.store.snapshot();
         let stop = Stop::default();
         let series = crate::service::timeseries::stats::records(&view, "m", None, &stop).unwrap();
         assert_eq!(series.len(), 40);

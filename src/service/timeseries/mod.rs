@@ -5,7 +5,7 @@
 
 mod agg_read;
 mod aggregate;
-mod batch;
+pub(crate) mod batch;
 pub(crate) mod block;
 pub mod influxql;
 pub(crate) mod labels;
@@ -17,7 +17,7 @@ mod metric_scan;
 mod metrics;
 pub mod promql;
 mod read;
-mod retention;
+pub(crate) mod retention;
 mod select;
 pub(crate) mod series;
 mod state;
@@ -62,6 +62,3 @@ impl Timeseries {
         Timeseries { core, state: State::default() }
     }
 }
-
-#[cfg(test)]
-mod tests;

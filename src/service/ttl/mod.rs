@@ -11,10 +11,10 @@
 //! index's entries are moved by [`Ttl::repair_ttl`] before the drop finishes.
 
 use super::core::{Core, Handle};
-use super::write::{Change, Write};
 use super::{Result, ServiceError};
 use crate::catalog::Catalog;
 use crate::keys::{EntityKey, TtlKey, prefix_successor, table_prefix};
+use crate::service::core::change::Change;
 use crate::service::core::expiry::Expiry;
 use crate::storage::{KeyRange, Space, WriteTx};
 use std::ops::Bound;
@@ -44,9 +44,8 @@ impl Ttl {
 pub const TTL_CHUNK: usize = 256;
 
 /// The TTL step of a document change (see `service::write`): its expiry entry moves.
-pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>) -> Result<()> {
-    let catalog = w.catalog();
-    move_entry(w, catalog, &c.table.name, c.id, c.old, c.new)
+pub(crate) fn stage(tx: &mut WriteTx<'_>, catalog: &Catalog, c: &Change<'_>) -> Result<()> {
+    move_entry(tx, catalog, &c.table.name, c.id, c.old, c.new)
 }
 
 /// Moves document `id`'s expiry entry from where the old version had it to where the new one
@@ -149,5 +148,3 @@ impl Ttl {
         }
     }
 }
-#[cfg(test)]
-mod tests;

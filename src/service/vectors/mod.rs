@@ -24,8 +24,6 @@ pub(crate) mod oplog;
 mod params;
 mod rescore;
 mod search;
-#[cfg(test)]
-mod tests;
 mod upgrade;
 
 pub(crate) use bulk::bulk_chunk;
@@ -37,9 +35,10 @@ pub(crate) use upgrade::upgrade;
 use super::core::{Core, Handle};
 use super::search::Search;
 use super::{Result, ServiceError};
-use crate::catalog::{IndexDef, IndexKind};
+use crate::catalog::{Catalog, IndexDef, IndexKind};
 use crate::entity::{self, FieldDict, ValueRef};
-use crate::service::write::{Change, Write};
+use crate::service::core::change::Change;
+use crate::storage::WriteTx;
 use hnsw::{Changes, Metric, Params};
 use oplog::VecOp;
 use std::sync::{Arc, PoisonError};
@@ -129,12 +128,17 @@ pub(crate) struct PreparedVector {
 /// The vector step of a document change: its change is logged for every maintained vector index
 /// of its table. `planned` holds the inserts planned before the write (each index's is taken from
 /// it).
-pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>, planned: &mut Vec<PreparedVector>) -> Result<()> {
-    let defs = w.catalog().indexes(&c.table.name);
+pub(crate) fn stage(
+    catalog: &Catalog,
+    c: &Change<'_>,
+    planned: &mut Vec<PreparedVector>,
+    log: &mut Vec<VecOp>,
+) -> Result<()> {
+    let defs = catalog.indexes(&c.table.name);
     let mut dict = None;
     for def in defs.iter().filter(|d| d.is_maintained() && d.kind == IndexKind::Vector) {
-        let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| w.catalog().dict());
-        stage_index(w, def, dict, c.id, c.old, c.new, planned)?;
+        let dict: &Arc<FieldDict> = dict.get_or_insert_with(|| catalog.dict());
+        stage_index(log, def, dict, c.id, c.old, c.new, planned)?;
     }
     Ok(())
 }
@@ -142,7 +146,7 @@ pub(crate) fn stage(w: &mut Write<'_, '_>, c: &Change<'_>, planned: &mut Vec<Pre
 /// Logs the change of document `id` in a vector index (old blob → new blob). The new vector is
 /// checked here, so a bad one refuses the write before anything is applied.
 fn stage_index(
-    w: &mut Write<'_, '_>,
+    w: &mut Vec<VecOp>,
     def: &IndexDef,
     dict: &FieldDict,
     id: &str,
@@ -169,7 +173,7 @@ fn stage_index(
 
 /// Logs a node change in the write (a backfill's, with the insert's plan if it has one).
 pub(crate) fn log(
-    w: &mut Write<'_, '_>,
+    w: &mut Vec<VecOp>,
     def: &IndexDef,
     id: &str,
     vector: Option<Vec<f32>>,
@@ -178,8 +182,8 @@ pub(crate) fn log(
     log_op(w, def, id, vector, plan);
 }
 
-fn log_op(w: &mut Write<'_, '_>, def: &IndexDef, id: &str, vector: Option<Vec<f32>>, plan: Option<hnsw::InsertPlan>) {
-    w.vectors.push(VecOp {
+fn log_op(w: &mut Vec<VecOp>, def: &IndexDef, id: &str, vector: Option<Vec<f32>>, plan: Option<hnsw::InsertPlan>) {
+    w.push(VecOp {
         table: def.table.clone(),
         index: def.name.clone(),
         created_at: def.created_at,
@@ -196,11 +200,11 @@ fn log_op(w: &mut Write<'_, '_>, def: &IndexDef, id: &str, vector: Option<Vec<f3
 /// those graphs (see [`Graphs::forget`]) so the next use reloads them from the keys. A panic
 /// while a graph changes forgets that graph and fails the write.
 pub(crate) fn finish(
-    w: &mut Write<'_, '_>,
+    w: &mut WriteTx<'_>,
+    ops: Vec<VecOp>,
     vectors: &Vectors,
     touched: &std::sync::Mutex<Vec<(String, String)>>,
 ) -> Result<()> {
-    let ops = std::mem::take(&mut w.vectors);
     if ops.is_empty() {
         return Ok(());
     }

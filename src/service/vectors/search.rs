@@ -31,7 +31,8 @@ use crate::keys::EntityKey;
 use crate::service::core::Handle;
 use crate::service::core::cancel::Stop;
 use crate::service::core::expiry::{Expiry, now_ms};
-use crate::service::query::{self, filter::Filter};
+use crate::service::core::filter::Filter;
+use crate::service::query;
 use crate::service::{Result, ServiceError};
 use crate::storage::{Slice, Space};
 use serde::{Deserialize, Serialize};
@@ -166,8 +167,11 @@ impl Vectors {
         if req.oversampling.is_some_and(|o| !(1.0..=MAX_OVERSAMPLING).contains(&o)) {
             return Err(ServiceError::InvalidRequest(format!("`oversampling` must be 1 to {MAX_OVERSAMPLING}")));
         }
-        if req.fields.as_ref().is_some_and(|f| f.len() > query::MAX_FIELDS) {
-            return Err(ServiceError::InvalidRequest(format!("at most {} fields", query::MAX_FIELDS)));
+        if req.fields.as_ref().is_some_and(|f| f.len() > crate::service::core::filter::MAX_FIELDS) {
+            return Err(ServiceError::InvalidRequest(format!(
+                "at most {} fields",
+                crate::service::core::filter::MAX_FIELDS
+            )));
         }
         let (stop, _abandon) = self.core.request_stop();
         // A short walk (no filter, a cached graph whose lock is free, a bounded `ef` and `k`) runs
@@ -331,7 +335,7 @@ impl Vectors {
         };
         let mut hits = Vec::with_capacity(found.len());
         for (id, d, blob) in found {
-            let text = query::project(&blob, &dict, &id, req.fields.as_deref())?;
+            let text = crate::service::core::filter::project(&blob, &dict, &id, req.fields.as_deref())?;
             let document = serde_json::from_slice(&text).map_err(|e| ServiceError::Internal(e.to_string()))?;
             hits.push(VectorHit { id: id.to_string(), distance: p.metric.reported(d), document });
         }

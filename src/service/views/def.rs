@@ -3,7 +3,7 @@
 
 use crate::catalog::{ViewDef, ViewKind};
 use crate::service::core::fields::ID_FIELD;
-use crate::service::query::filter::{Filter, Op};
+use crate::service::core::filter::{Filter, Op};
 use crate::service::{Result, ServiceError};
 use serde::Deserialize;
 use std::collections::BTreeMap;

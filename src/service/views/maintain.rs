@@ -10,11 +10,11 @@
 use super::def::{Compiled, MAX_KEYS_PER_DOC, compiled};
 use super::state::GroupState;
 use super::sum::ExactSum;
-use crate::catalog::{ViewDef, ViewKind};
+use crate::catalog::{Catalog, ViewDef, ViewKind};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{Component, ViewKey};
-use crate::service::indexes::entries::{field_values, path};
-use crate::service::write::{Change, Write};
+use crate::service::core::change::Change;
+use crate::service::core::filter::{field_values, path};
 use crate::service::{Result, ServiceError};
 use crate::storage::{Space, WriteTx};
 use std::collections::BTreeMap;
@@ -296,8 +296,8 @@ pub fn change(
 /// The views' step of a document change (see `service::write`): every view of its table that
 /// covers it changes with it, in the write (see the module doc). A new version over a group
 /// view's per-document cap fails the write with `too_many_view_keys`.
-pub(crate) fn stage(w: &mut Write<'_, '_>, doc: &Change<'_>) -> Result<()> {
-    let (catalog, table, id, old, new) = (w.catalog(), doc.table.name.as_str(), doc.id, doc.old, doc.new);
+pub(crate) fn stage(w: &mut WriteTx<'_>, catalog: &Catalog, doc: &Change<'_>) -> Result<()> {
+    let (table, id, old, new) = (doc.table.name.as_str(), doc.id, doc.old, doc.new);
     if !catalog.has_views(table) {
         return Ok(());
     }

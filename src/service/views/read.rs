@@ -119,7 +119,7 @@ fn parse_key(def: &ViewDef, text: &str) -> Result<Vec<Component<'static>>> {
     }
     values
         .iter()
-        .map(|v| crate::service::query::filter::scalar(v).ok_or_else(|| bad("a group's values are scalars")))
+        .map(|v| crate::service::core::filter::scalar(v).ok_or_else(|| bad("a group's values are scalars")))
         .collect()
 }
 
@@ -231,7 +231,7 @@ impl Views {
             .as_deref()
             .map(|f| f.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect());
         if let Some(fields) = &fields
-            && (fields.len() > crate::service::query::MAX_FIELDS
+            && (fields.len() > crate::service::core::filter::MAX_FIELDS
                 || fields.iter().any(|f| f.is_empty() || f.split('.').any(str::is_empty)))
         {
             return Err(ServiceError::InvalidRequest("fields: at most 256 non-empty dotted paths".into()));
@@ -272,7 +272,7 @@ impl Views {
                         cursor = last.as_deref().map(|id| seal(binding(&def, "documents"), id.as_bytes()));
                         break;
                     }
-                    documents.push(crate::service::query::project(&blob, dict, &id, fields.as_deref())?);
+                    documents.push(crate::service::core::filter::project(&blob, dict, &id, fields.as_deref())?);
                     last = Some(id.into_owned());
                 }
                 Ok(())

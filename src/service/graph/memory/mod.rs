@@ -27,7 +27,6 @@ pub(crate) use names::Names;
 pub(crate) use oplog::EdgeOp;
 
 use crate::keys::Direction;
-use crate::service::write::Write;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 
@@ -381,12 +380,12 @@ impl GraphMemory {
 
 /// The finish step of a write: its logged edge changes go to a commit hook, which applies them
 /// to the adjacency right after the write commits (never if it fails).
-pub(crate) fn finish(w: &mut Write<'_, '_>, memory: &Arc<GraphMemory>) {
-    if w.graph.is_empty() {
+pub(crate) fn finish(tx: &mut crate::storage::WriteTx<'_>, ops: Vec<EdgeOp>, memory: &Arc<GraphMemory>) {
+    if ops.is_empty() {
         return;
     }
-    let (ops, memory) = (std::mem::take(&mut w.graph), memory.clone());
-    w.on_commit(move || memory.apply(&ops));
+    let memory = memory.clone();
+    tx.on_commit(move || memory.apply(&ops));
 }
 
 #[cfg(test)]
