@@ -1,5 +1,5 @@
 //! One document's change in a write, as every derived family's stage step sees it (see
-//! `service::write` for the steps and their order).
+//! `service::pipeline::write` for the steps and their order).
 
 use crate::catalog::TableDef;
 

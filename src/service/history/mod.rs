@@ -179,7 +179,7 @@ pub fn check_policy(policy: &HistoryPolicy) -> Result<()> {
     Ok(())
 }
 
-/// The history step of a document change (see `service::write`): the replaced version kept, the
+/// The history step of a document change (see `service::pipeline::write`): the replaced version kept, the
 /// head moved. Nothing for a table without history.
 ///
 /// Every change of one write gets the write's time (`history_at`, the write's), so an as-of read sees

@@ -1,6 +1,6 @@
 //! Secondary indexes: definitions and their keys, and their maintenance inside every document
 //! write (`stage.rs`, entries derived from the blob in `entries.rs`). Their lifecycle (create,
-//! backfill, drop, rebuild) is the database's: `service/index_lifecycle.rs`.
+//! backfill, drop, rebuild) is the database's: `service/pipeline/index_lifecycle.rs`.
 
 pub mod entries;
 pub(crate) mod stage;

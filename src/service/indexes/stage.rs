@@ -1,4 +1,4 @@
-//! The index entries' step of a document write (see `service::write`): a document's entries in
+//! The index entries' step of a document write (see `service::pipeline::write`): a document's entries in
 //! every hash, unique, range, spatial and n-gram index of its table move from its old version's
 //! to its new version's; a unique index that already maps a new value to another document
 //! refuses the write with `unique_violation`.

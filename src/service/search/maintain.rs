@@ -1,6 +1,6 @@
 //! Keeping fulltext indexes exact inside every document write.
 //!
-//! The family's three steps (see `service::write`): [`prepare`] analyzes a new document before
+//! The family's three steps (see `service::pipeline::write`): [`prepare`] analyzes a new document before
 //! the committer; [`stage`] logs each document change in the write's fulltext log
 //! (`Write::fulltext`) as an [`FtOp`]: the postings to remove (read from the document's length
 //! record, so the old document is not analyzed again) and the new document's terms; at the end

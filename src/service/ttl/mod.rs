@@ -43,7 +43,7 @@ impl Ttl {
 /// Expiry entries one repair or sweep write handles.
 pub const TTL_CHUNK: usize = 256;
 
-/// The TTL step of a document change (see `service::write`): its expiry entry moves.
+/// The TTL step of a document change (see `service::pipeline::write`): its expiry entry moves.
 pub(crate) fn stage(tx: &mut WriteTx<'_>, catalog: &Catalog, c: &Change<'_>) -> Result<()> {
     move_entry(tx, catalog, &c.table.name, c.id, c.old, c.new)
 }

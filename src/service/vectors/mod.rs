@@ -1,7 +1,7 @@
 //! Vector indexes: the `vector` index kind, its persisted HNSW graph (`vec:` keys, see
 //! [`layout`]), the in-memory cache of each graph, and `POST /v1/tables/{table}/vector-search`.
 //!
-//! The write protocol (the family's steps, see `service::write`): [`Vectors::plan_vectors`] plans a
+//! The write protocol (the family's steps, see `service::pipeline::write`): [`Vectors::plan_vectors`] plans a
 //! new document's inserts before the committer; [`stage`] logs one [`VecOp`] per vector index
 //! whose vector changed in the write's vector log (`Write::vectors`), so every write path — put,
 //! patch, delete, batch, import, TTL sweep, backfill — logs it, and a failed attempt or write

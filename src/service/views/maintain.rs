@@ -293,7 +293,7 @@ pub fn change(
     Ok(Some(delta))
 }
 
-/// The views' step of a document change (see `service::write`): every view of its table that
+/// The views' step of a document change (see `service::pipeline::write`): every view of its table that
 /// covers it changes with it, in the write (see the module doc). A new version over a group
 /// view's per-document cap fails the write with `too_many_view_keys`.
 pub(crate) fn stage(w: &mut WriteTx<'_>, catalog: &Catalog, doc: &Change<'_>) -> Result<()> {

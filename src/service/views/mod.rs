@@ -3,7 +3,7 @@
 //! [`maintain`]), so reading one costs what the answer holds and is never stale.
 //!
 //! A view is catalog state like an index (`meta:view:{table}:{name}`): created `ready` on an
-//! empty table, else `building` while a background job adds the existing documents (`service/view_lifecycle/build.rs`);
+//! empty table, else `building` while a background job adds the existing documents (`service/pipeline/view_lifecycle/build.rs`);
 //! readable only once ready; dropped with a durable mark and a purge of its keys, or with its
 //! table.
 
@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 /// The views model: group and filter views read from their keys (`view:`), over the shared
 /// [`Core`]. Their upkeep is a step of every write ([`maintain`]); their lifecycle (create, build,
-/// drop) calls the indexes' and purges' machinery and is the database's (`service/view_lifecycle/`).
+/// drop) calls the indexes' and purges' machinery and is the database's (`service/pipeline/view_lifecycle/`).
 pub struct Views {
     core: Arc<Core>,
 }

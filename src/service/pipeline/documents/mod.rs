@@ -1,10 +1,10 @@
 //! Documents: get, put, patch (RFC 7396 merge patch), delete and list, with content ETags.
 //!
-//! Each write operation is one recipe over the write pipeline (`service::write`): the document
-//! is prepared outside the committer; on the committer, [`put_uncounted`] and [`remove`] read the
+//! Each write operation is one recipe over the write pipeline (`pipeline::write`): the document is
+//! prepared outside the committer; on the committer, [`put_uncounted`] and [`remove`] read the
 //! stored version, check the preconditions, stage every derived family's change
-//! (`write::derived`: adjacency, TTL, views, vectors, index entries, fulltext, changefeed), then
-//! the table's count and the entity key. [`delete_stored`] adds the cascade over a vertex's edges.
+//! (`write::derived`: adjacency, TTL, views, vectors, index entries, fulltext, history,
+//! changefeed), then the table's count and the entity key. [`delete_stored`] adds the cascade over a vertex's edges.
 
 use super::patch::{PATCH_ATTEMPTS, patch_in, patch_outside, unchanged};
 use super::write::{self, Change, Derived, Prepared, Write, live_table, prepare, same_schema};

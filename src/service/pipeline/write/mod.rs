@@ -12,8 +12,10 @@
 //! 2. **stage**, on the committer, once per document change, in this order (`stage::derived`):
 //!    adjacency (the edge's vertices checked, its `graph:` entries moved), TTL (`ttlidx:`), views
 //!    (`view:`), vectors (logged in [`Write::vectors`]), index entries (`idx:`/`ridx:`/`sidx:`;
-//!    a unique index refuses here), fulltext (logged in [`Write::fulltext`]), changefeed (the
-//!    event appended). The operation's recipe in `documents` then stages the table's count and
+//!    a unique index refuses here), fulltext (logged in [`Write::fulltext`]), history (the
+//!    replaced version kept, at [`Write::history_at`]), changefeed (the event appended). Each
+//!    stage takes what it needs — the transaction, the catalog, the change and its own log — not
+//!    the whole write. The operation's recipe in `documents` then stages the table's count and
 //!    the entity key itself;
 //! 3. **finish**, once per write, after the write's function returned (`Pipeline::write`): fulltext
 //!    first (every logged posting change of the write merged into blocks, `search::maintain`),
