@@ -150,6 +150,7 @@ fn status_of(e: &ServiceError) -> StatusCode {
         ServiceError::Unavailable(_) if e.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
         ServiceError::QuotaExceeded { .. } => StatusCode::INSUFFICIENT_STORAGE,
         ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        ServiceError::Damaged { .. } => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -161,6 +162,9 @@ impl From<ServiceError> for ApiError {
             ServiceError::BatchFailed { index, .. } => Some(*index),
             _ => None,
         };
+        if let ServiceError::Damaged { .. } = &e {
+            tracing::error!(error = %e, "damaged data: `mosaicdb check` says where");
+        }
         let detail = if status == StatusCode::INTERNAL_SERVER_ERROR {
             // Details of internal failures go to the log, not to the client.
             tracing::error!(error = %e, "internal error");
@@ -285,4 +289,23 @@ pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         "an internal error occurred; the server log has the details",
     )
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model's damaged keys answer as storage's damaged blocks do: 503 `data_corrupted`, the key
+    /// family in the detail; a bug stays a 500 whose details stay in the log.
+    #[test]
+    fn damaged_data_is_data_corrupted_and_a_bug_is_internal() {
+        let damaged = ApiError::from(ServiceError::damaged("hist", "the history of t/a"));
+        assert_eq!((damaged.status, damaged.code), (StatusCode::SERVICE_UNAVAILABLE, "data_corrupted"));
+        assert_eq!(damaged.detail, "damaged hist data: the history of t/a");
+        let stored = ApiError::from(ServiceError::from(crate::storage::StorageError::Corrupt("a block".into())));
+        assert_eq!((stored.status, stored.code), (damaged.status, damaged.code));
+        let bug = ApiError::from(ServiceError::Internal("a secret detail".into()));
+        assert_eq!((bug.status, bug.code), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+        assert!(!bug.detail.contains("secret"));
+    }
 }

@@ -393,12 +393,27 @@ pub enum ServiceError {
     /// (`value_too_large`, `commit_too_large`). Nothing of it was written.
     #[error("{0}")]
     TooLarge(crate::storage::TooLarge),
-    /// Anything else: a bug or a damaged data directory. Logged; details stay out of responses.
+    /// A model read keys of its own that do not decode (`data_corrupted`, as storage answers a
+    /// damaged block): `family` names the key family, `what` what was damaged. Never served;
+    /// logged, and `mosaicdb check` says where.
+    #[error("damaged {family} data: {what}")]
+    Damaged {
+        /// the key family (`hist`, `ftidx`, `view`, `ts` …)
+        family: &'static str,
+        /// what did not decode, and where
+        what: String,
+    },
+    /// Anything else: a bug. Logged; details stay out of responses.
     #[error("internal error: {0}")]
     Internal(String),
 }
 
 impl ServiceError {
+    /// Damaged data of key family `family` (see [`ServiceError::Damaged`]).
+    pub fn damaged(family: &'static str, what: impl Into<String>) -> ServiceError {
+        ServiceError::Damaged { family, what: what.into() }
+    }
+
     /// True for a write refused because the disk is nearly full (it may succeed once space is
     /// freed).
     pub fn is_disk_full(&self) -> bool {
@@ -484,6 +499,7 @@ impl ServiceError {
             ServiceError::Unavailable(StorageError::Io { .. }) => "io_error",
             ServiceError::Unavailable(StorageError::Backend(_)) => "backend_unavailable",
             ServiceError::Unavailable(_) => "unavailable",
+            ServiceError::Damaged { .. } => "data_corrupted",
             ServiceError::Internal(_) => "internal",
         }
     }

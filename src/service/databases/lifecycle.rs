@@ -78,9 +78,8 @@ impl Databases {
         {
             let (key, value) = item?;
             let Ok(MetaKey::Database(name)) = MetaKey::decode(&key) else { continue };
-            let entry: Entry = serde_json::from_slice(&value).map_err(|e| {
-                ServiceError::Internal(format!("the catalog entry of database {name:?} is damaged: {e}"))
-            })?;
+            let entry: Entry = serde_json::from_slice(&value)
+                .map_err(|e| ServiceError::damaged("meta", format!("the catalog entry of database {name:?}: {e}")))?;
             named.push((name.into_owned(), entry));
         }
         let mut dropping = Vec::new();

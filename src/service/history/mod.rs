@@ -201,7 +201,7 @@ pub(crate) fn stage(w: &mut WriteTx<'_>, c: &Change<'_>, history_at: &mut Option
         // a start no later time can follow (a damaged or forged archive's) would make two
         // versions one key
         Some(Some((_, i64::MAX)) | None) => {
-            return Err(ServiceError::Internal(format!("the history head of {table}/{id} is damaged")));
+            return Err(ServiceError::damaged("hist", format!("the history head of {table}/{id}")));
         }
         Some(Some(head)) => Some(head),
         None => None,

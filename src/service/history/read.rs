@@ -181,5 +181,5 @@ impl History {
 }
 
 fn damaged(table: &str, id: &str) -> ServiceError {
-    ServiceError::Internal(format!("the history of {table}/{id} is damaged"))
+    ServiceError::damaged("hist", format!("the history of {table}/{id}"))
 }

@@ -133,7 +133,7 @@ where
         let (key, value) = item?;
         let key = key.as_ref();
         let parsed = HistKey::decode(key)
-            .map_err(|e| ServiceError::Internal(format!("a history key of {table:?} does not decode: {e}")))?;
+            .map_err(|e| ServiceError::damaged("hist", format!("a key of {table:?} does not decode: {e}")))?;
         let of = HistKey::of_document(&parsed.table, &parsed.id);
         if current.as_ref() != Some(&of) {
             judge(&mut doc, bounds, now_us, &mut page.doomed);

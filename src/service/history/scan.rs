@@ -55,7 +55,7 @@ impl<'s> TableAsOf<'s> {
     }
 
     fn damaged(&self, what: &str) -> ServiceError {
-        ServiceError::Internal(format!("the history of table {} is damaged: {what}", self.table))
+        ServiceError::damaged("hist", format!("the history of table {}: {what}", self.table))
     }
 
     /// The id of the next key of a scan (`None` at its end), or its error.
@@ -69,7 +69,7 @@ impl<'s> TableAsOf<'s> {
             Some(Ok((key, _))) => {
                 let id = if hist { HistKey::decode(key).map(|k| k.id) } else { EntityKey::decode(key).map(|k| k.id) };
                 id.map(|id| Some(id.into_owned()))
-                    .map_err(|e| ServiceError::Internal(format!("a key does not decode: {e}")))
+                    .map_err(|e| ServiceError::damaged("hist", format!("a key does not decode: {e}")))
             }
         }
     }

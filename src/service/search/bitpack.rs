@@ -5,7 +5,7 @@
 use crate::service::{Result, ServiceError};
 
 fn damaged() -> ServiceError {
-    ServiceError::Internal("a damaged full-text posting column".into())
+    ServiceError::damaged("ftidx", "a posting column")
 }
 
 /// Appends a column of `values`.

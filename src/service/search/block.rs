@@ -33,7 +33,7 @@ const MAX_FIELDS: u64 = 256;
 pub const BOUND_PAIRS: usize = 4;
 
 fn damaged() -> ServiceError {
-    ServiceError::Internal("a damaged full-text posting block".into())
+    ServiceError::damaged("ftidx", "a posting block")
 }
 
 /// What bounds the score of every posting of a block: the `(term frequency, document length)`

@@ -42,8 +42,7 @@ pub fn term<'a>(
 ) -> Result<Term<'a>> {
     let mut blocks = Vec::with_capacity(range.len());
     for i in range {
-        let k =
-            FtidxKey::decode(&keys[i]).map_err(|e| ServiceError::Internal(format!("a damaged full-text key: {e}")))?;
+        let k = FtidxKey::decode(&keys[i]).map_err(|e| ServiceError::damaged("ftidx", format!("a key: {e}")))?;
         blocks.push(Block { first: k.first, bytes: &store[i] });
     }
     Ok(Term { name, clause, idf: stats.idf(df), df, blocks })

@@ -121,7 +121,7 @@ pub(super) fn score_all<'b>(
 
 /// The first number of a block, from its key.
 fn first_of(key: &[u8]) -> Result<u64> {
-    Ok(FtidxKey::decode(key).map_err(|e| ServiceError::Internal(format!("a damaged full-text key: {e}")))?.first)
+    Ok(FtidxKey::decode(key).map_err(|e| ServiceError::damaged("ftidx", format!("a key: {e}")))?.first)
 }
 
 /// A clause with its terms and where their blocks are in the block store.

@@ -49,7 +49,7 @@ pub fn expand(view: &ReadView, table: &str, index: &str, clause: &Clause, stop: 
     for item in Watched::new(scan, stop) {
         let (key, _) = item?;
         let FtStatKey::Term { token, .. } =
-            FtStatKey::decode(&key).map_err(|e| ServiceError::Internal(format!("a damaged term key: {e}")))?
+            FtStatKey::decode(&key).map_err(|e| ServiceError::damaged("ftstat", format!("a term key: {e}")))?
         else {
             continue;
         };

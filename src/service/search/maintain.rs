@@ -263,7 +263,7 @@ pub(crate) fn rebuild(
 }
 
 fn corrupt(what: String) -> ServiceError {
-    ServiceError::Internal(format!("damaged full-text entry: {what}"))
+    ServiceError::damaged("ftidx", what)
 }
 
 /// Applies one index's net change; returns what the known state gains once it commits.

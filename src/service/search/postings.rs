@@ -76,7 +76,7 @@ impl DocPostings {
 }
 
 fn damaged(what: &str) -> ServiceError {
-    ServiceError::Internal(format!("a damaged full-text {what}"))
+    ServiceError::damaged("ftstat", what.to_owned())
 }
 
 /// The indexed text of one field of a stored document: its string, or its array's strings

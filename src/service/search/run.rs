@@ -61,7 +61,7 @@ fn doc_id(view: &ReadView, def: &IndexDef, num: u64) -> Result<String> {
     let bytes = view.get(Space::Ftstat, &key)?.ok_or_else(|| {
         ServiceError::Internal(format!("{} is missing for a posting", crate::keys::display("ftstat", &key)))
     })?;
-    String::from_utf8(bytes.to_vec()).map_err(|_| ServiceError::Internal("a damaged document id in ftdoc".into()))
+    String::from_utf8(bytes.to_vec()).map_err(|_| ServiceError::damaged("ftstat", "a document id in ftdoc"))
 }
 
 /// The number of document `id` in an index (from its length record), as of the snapshot; `None`

@@ -159,7 +159,7 @@ fn postings(view: &ReadView, metric: &str, name: &str, value: &str, stop: &Stop)
         let (key, _) = item?;
         match MetaKey::decode(&key) {
             Ok(MetaKey::Label(_, _, _, e)) => out.push(e.into_owned()),
-            _ => return Err(ServiceError::Internal("a series index key does not decode".into())),
+            _ => return Err(ServiceError::damaged("meta", "a series index key does not decode")),
         }
     }
     Ok(out)

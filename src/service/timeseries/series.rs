@@ -68,7 +68,7 @@ pub(crate) struct Point {
 }
 
 fn bad_block(e: impl std::fmt::Display) -> ServiceError {
-    ServiceError::Internal(format!("a time-series block does not decode: {e}"))
+    ServiceError::damaged("ts", format!("a block does not decode: {e}"))
 }
 
 /// The value of a block holding `points` (1 ..= `block::MAX_BLOCK_POINTS`, strictly increasing).

@@ -151,7 +151,7 @@ pub(crate) fn records(
         let (key, value) = item?;
         match MetaKey::decode(&key) {
             Ok(MetaKey::Series(_, e)) => out.push((e.into_owned(), SeriesStats::decode(&value)?)),
-            _ => return Err(ServiceError::Internal("a series record key does not decode".into())),
+            _ => return Err(ServiceError::damaged("meta", "a series record key does not decode")),
         }
     }
     Ok(out)
@@ -159,5 +159,5 @@ pub(crate) fn records(
 
 /// A stored `ts:` key that does not decode.
 pub(crate) fn corrupt(e: crate::keys::KeyError) -> ServiceError {
-    ServiceError::Internal(format!("a stored time-series key does not decode: {e}"))
+    ServiceError::damaged("ts", format!("a stored key does not decode: {e}"))
 }

@@ -108,7 +108,7 @@ pub fn read_slots(view: &ReadView, table: &str, index: &str) -> Result<Option<us
     let bytes: [u8; 4] = v
         .as_ref()
         .try_into()
-        .map_err(|_| ServiceError::Internal(format!("vector index {index:?}: damaged slot count")))?;
+        .map_err(|_| ServiceError::damaged("vec", format!("vector index {index:?}: its slot count")))?;
     Ok(Some(u32::from_le_bytes(bytes) as usize))
 }
 

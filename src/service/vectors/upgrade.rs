@@ -35,7 +35,7 @@ fn walk_links<'a>(b: &'a [u8], mut f: impl FnMut(usize, &'a str)) -> Option<usiz
 
 /// The id of a format 3 node key, which is `prefix` and the id.
 fn node_id<'k>(key: &'k [u8], prefix: &[u8]) -> Result<std::borrow::Cow<'k, str>> {
-    let damaged = || ServiceError::Internal(format!("damaged vector key {}", crate::keys::display("vec", key)));
+    let damaged = || ServiceError::damaged("vec", format!("key {}", crate::keys::display("vec", key)));
     let mut r = crate::keys::KeyReader::new(key.strip_prefix(prefix).ok_or_else(damaged)?);
     let id = r.next_str().map_err(|_| damaged())?;
     if r.is_empty() { Ok(id) } else { Err(damaged()) }

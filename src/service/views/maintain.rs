@@ -254,7 +254,7 @@ pub fn decode_u64(v: Option<&[u8]>) -> u64 {
 }
 
 fn damaged(key: &[u8]) -> ServiceError {
-    ServiceError::Internal(format!("damaged view key {}", crate::keys::display("view", key)))
+    ServiceError::damaged("view", format!("key {}", crate::keys::display("view", key)))
 }
 
 /// The change a document's write makes to one view (old blob → new blob).

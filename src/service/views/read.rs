@@ -200,10 +200,10 @@ impl Views {
             }
             last = Some(key.clone());
             let Ok(ViewKey { part: ViewPart::Group(group), .. }) = ViewKey::decode(&key, def.by.len()) else {
-                return Err(ServiceError::Internal(format!("damaged view key {}", crate::keys::display("view", &key))));
+                return Err(ServiceError::damaged("view", format!("key {}", crate::keys::display("view", &key))));
             };
             let state = GroupState::decode(&value, c.sum_fields.len())
-                .ok_or_else(|| ServiceError::Internal("damaged view group state".into()))?;
+                .ok_or_else(|| ServiceError::damaged("view", "a group's state"))?;
             let mut extremes = Vec::with_capacity(c.range_fields.len());
             for field in &c.range_fields {
                 let p = ViewKey::values_prefix(table, name, field, &group);
@@ -259,7 +259,7 @@ impl Views {
                 for item in view.scan(Space::View, KeyRange::Between(lo, hi), false) {
                     let (key, _) = item?;
                     let Ok(ViewKey { part: ViewPart::Member(id), .. }) = ViewKey::decode(&key, 0) else {
-                        return Err(ServiceError::Internal("damaged view member key".into()));
+                        return Err(ServiceError::damaged("view", "a member key"));
                     };
                     let Some(blob) = view.get(Space::Entity, &EntityKey::new(&table, &id).encode())? else {
                         continue; // a member without its document: `check` reports it

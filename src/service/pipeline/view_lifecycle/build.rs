@@ -155,7 +155,7 @@ fn prepare(db: &Pipeline, table: &str, name: &str, created_at: i64, chunk: usize
 
 fn name_document(id: &str, e: ServiceError) -> ServiceError {
     match e {
-        e @ (ServiceError::Unavailable(_) | ServiceError::Internal(_)) => e,
+        e @ (ServiceError::Unavailable(_) | ServiceError::Damaged { .. } | ServiceError::Internal(_)) => e,
         other => ServiceError::InvalidDocument(format!("document {id:?}: {other}")),
     }
 }
