@@ -13,6 +13,7 @@
 //! watermark's notification (or the shutdown's), not a polling loop.
 
 pub(crate) mod append;
+pub(crate) mod check;
 mod events;
 mod feed;
 mod retention;

@@ -9,18 +9,10 @@
 //! Which entries a document should have is derived here independently of the write path
 //! ([`derive`]), so an entry the write path computes wrongly is reported too.
 
-mod changefeed;
 mod derive;
-mod fulltext;
-mod history;
-mod memory;
-mod report;
-mod timeseries;
 mod ttl;
-mod vector;
-mod view;
 
-pub use report::CheckReport;
+pub use crate::service::core::check_report::CheckReport;
 
 use super::{Db, Result, ServiceError};
 use crate::catalog::{IndexDef, TableDef, TableKind};
@@ -28,8 +20,8 @@ use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{AdjValue, Direction, EntityKey, GraphKey, IdxKey, MetaKey, RidxKey, SidxKey};
 use crate::service::core::Handle;
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::{defs_in, internal, show};
 use crate::storage::{KeyRange, ReadView, Space};
-use report::{defs_in, internal, show};
 use std::sync::Arc;
 
 /// Checks every table; nothing is changed. The walk gives up (`Abandoned`, 408
@@ -51,12 +43,12 @@ fn check_walk(db: &Db, stop: &Stop) -> Result<CheckReport> {
     for table in &tables {
         stop.check()?;
         check_table(&view, &dict, table, &mut report, stop)?;
-        history::check_history(&view, &dict, table, &mut report, stop)?;
+        crate::service::history::check::check_history(&view, &dict, table, &mut report, stop)?;
     }
     report.checked.tables = tables.len() as u64;
-    report.checked.graph_memory = memory::check_memory(&view, &tables, &mut report, stop)?;
-    timeseries::check_points(&view, &mut report, stop)?;
-    changefeed::check_events(&view, &mut report, stop)?;
+    report.checked.graph_memory = crate::service::graph::check::check_memory(&view, &tables, &mut report, stop)?;
+    crate::service::timeseries::check::check_points(&view, &mut report, stop)?;
+    crate::service::changefeed::check::check_events(&view, &mut report, stop)?;
     report.ok = report.problem_count == 0;
     Ok(report)
 }
@@ -89,10 +81,11 @@ fn check_table(
     let expiry = ttl::Rules::of(&defs);
     let indexes: Vec<IndexDef> = defs.into_iter().filter(IndexDef::is_ready).collect();
     report.checked.indexes += indexes.len() as u64;
-    let mut views = view::Tally::of(view, name, report)?;
+    let mut views = crate::service::views::check::Tally::of(view, name, report)?;
     // documents → the entries they should have
     let mut documents = 0u64;
-    let mut tallies: Vec<fulltext::Tally> = indexes.iter().map(|_| fulltext::Tally::default()).collect();
+    let mut tallies: Vec<crate::service::search::check::Tally> =
+        indexes.iter().map(|_| crate::service::search::check::Tally::default()).collect();
     let docs = view.scan(Space::Entity, KeyRange::Prefix(crate::keys::table_prefix(name)), false);
     for item in Watched::new(docs.map(|i| i.map_err(ServiceError::from)), stop) {
         let (key, blob) = item?;
@@ -108,7 +101,7 @@ fn check_table(
         views.document(&id, &blob, dict)?;
         for (def, tally) in indexes.iter().zip(&mut tallies) {
             if def.kind == crate::catalog::IndexKind::Fulltext {
-                fulltext::check_document(view, dict, def, &id, &blob, tally, report)?;
+                crate::service::search::check::check_document(view, dict, def, &id, &blob, tally, report)?;
                 continue;
             }
             for (space, key, value) in derive::expected(def, &id, &blob, dict)? {
@@ -155,11 +148,11 @@ fn check_table(
     // entries → their documents
     for (def, tally) in indexes.iter().zip(&tallies) {
         if def.kind == crate::catalog::IndexKind::Fulltext {
-            report.checked.postings += fulltext::check_index(view, def, tally, report, stop)?;
+            report.checked.postings += crate::service::search::check::check_index(view, def, tally, report, stop)?;
             continue;
         }
         if def.kind == crate::catalog::IndexKind::Vector {
-            report.checked.vector_nodes += vector::check_index(view, dict, def, report, stop)?;
+            report.checked.vector_nodes += crate::service::vectors::check::check_index(view, dict, def, report, stop)?;
             continue;
         }
         let (space, prefix) = match def.kind {

@@ -4,12 +4,12 @@
 //! write path's `ttl::expiry`, so a wrong computation there is reported rather than agreed with.
 
 use super::derive;
-use super::report::{CheckReport, internal, show};
 use crate::catalog::{IndexDef, IndexKind, IndexState};
 use crate::entity::{self, FieldDict, ValueRef};
 use crate::keys::{EntityKey, TtlKey, table_prefix};
 use crate::service::Result;
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::{CheckReport, internal, show};
 use crate::service::core::duration::parse_duration_ms;
 use crate::service::core::fields::{EXPIRES_FIELD, parse_rfc3339_millis};
 use crate::storage::{KeyRange, ReadView, Space};

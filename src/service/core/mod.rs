@@ -7,6 +7,7 @@
 
 pub mod cancel;
 pub(crate) mod change;
+pub mod check_report;
 pub mod clock;
 pub(crate) mod counts;
 pub(crate) mod cursor;

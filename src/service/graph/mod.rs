@@ -7,6 +7,7 @@
 //! `max_visited` (adjacency entries read; 422 `max_visited_exceeded`), and by the request timeout.
 
 pub(crate) mod adjacency;
+pub(crate) mod check;
 mod mem_walk;
 pub(crate) mod memory;
 mod neighbors;

@@ -18,6 +18,7 @@
 //! the wall clock ([`AHEAD_US`]): a far-future start (a restored archive's) moves that document
 //! on, not the clock of every write.
 
+pub(crate) mod check;
 pub mod read;
 mod retention;
 pub mod scan;

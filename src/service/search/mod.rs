@@ -5,6 +5,7 @@ pub mod analyzer;
 mod bitpack;
 pub mod block;
 pub mod cache;
+pub(crate) mod check;
 mod cursor;
 mod daat;
 mod exhaustive;

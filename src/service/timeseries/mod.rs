@@ -7,6 +7,7 @@ mod agg_read;
 mod aggregate;
 pub(crate) mod batch;
 pub(crate) mod block;
+pub(crate) mod check;
 pub mod influxql;
 pub(crate) mod labels;
 mod line;

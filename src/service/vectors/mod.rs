@@ -16,6 +16,7 @@
 
 mod bulk;
 mod cache;
+pub(crate) mod check;
 pub mod hnsw;
 mod hybrid;
 pub mod kernels;

@@ -7,6 +7,7 @@
 //! readable only once ready; dropped with a durable mark and a purge of its keys, or with its
 //! table.
 
+pub(crate) mod check;
 pub mod def;
 mod info;
 pub mod maintain;

@@ -3,15 +3,15 @@
 //! seqs are contiguous (retention removes only the oldest; committed events have no gaps) — so
 //! `GET /v1/changes/stats`, which counts `last - first + 1`, agrees with what is stored.
 
-use super::report::{CheckReport, show};
 use crate::keys::ChangeKey;
 use crate::service::changefeed::ChangeEvent;
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::{CheckReport, show};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
 
 /// Walks every change event.
-pub(super) fn check_events(view: &ReadView, report: &mut CheckReport, stop: &Stop) -> Result<()> {
+pub(crate) fn check_events(view: &ReadView, report: &mut CheckReport, stop: &Stop) -> Result<()> {
     let mut previous: Option<u64> = None;
     let scan = view.scan(Space::Changefeed, KeyRange::Prefix(Vec::new()), false);
     for item in Watched::new(scan.map(|i| i.map_err(ServiceError::from)), stop) {

@@ -3,9 +3,9 @@
 //! vertices, leading to the same ends with the same weights, and nothing more. Skipped when the
 //! adjacency is off (walks read the keys then).
 
-use super::report::CheckReport;
 use crate::catalog::{TableDef, TableKind};
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::CheckReport;
 use crate::service::graph::memory::{Adjacency, load};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
@@ -14,7 +14,7 @@ use crate::storage::{KeyRange, ReadView, Space};
 const MAX_REPORTED: usize = 100;
 
 /// Compares the view's in-memory adjacency with its keys; returns whether there was one.
-pub(super) fn check_memory(
+pub(crate) fn check_memory(
     view: &ReadView,
     tables: &[TableDef],
     report: &mut CheckReport,

@@ -10,11 +10,11 @@
 //! the dictionary, each length record and number entry must have its document, and `N`, the
 //! total length and the next number must agree with the documents.
 
-use super::report::CheckReport;
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::{EntityKey, FtStatKey, FtidxKey};
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::CheckReport;
 use crate::service::search::block::{self, BlockBound, Decoded};
 use crate::service::search::maintain;
 use crate::service::search::postings::{self, LenRecord, Stat};
@@ -25,7 +25,7 @@ use std::ops::Bound;
 
 /// What the documents of one index account for.
 #[derive(Debug, Default)]
-pub(super) struct Tally {
+pub(crate) struct Tally {
     /// documents with at least one token
     docs: u64,
     /// their total length
@@ -39,7 +39,7 @@ fn show(space: Space, key: &[u8]) -> String {
 }
 
 /// Checks one document's length record and postings.
-pub(super) fn check_document(
+pub(crate) fn check_document(
     view: &ReadView,
     dict: &FieldDict,
     def: &IndexDef,
@@ -133,7 +133,7 @@ pub(super) fn check_document(
 }
 
 /// Checks an index's blocks, dictionary, length records and statistics against the tally.
-pub(super) fn check_index(
+pub(crate) fn check_index(
     view: &ReadView,
     def: &IndexDef,
     tally: &Tally,

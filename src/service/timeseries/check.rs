@@ -4,17 +4,17 @@
 //! loose keys, single points and bytes; the series index (`meta:label:`) holds exactly the labels of the series that
 //! have a record.
 
-use super::report::{CheckReport, defs_in, internal, show};
 use crate::catalog::MetricConfig;
 use crate::keys::{MetaKey, TsKey};
 use crate::service::Result;
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::{CheckReport, defs_in, internal, show};
 use crate::service::timeseries::stats::SeriesStats;
 use crate::service::timeseries::{labels, series};
 use crate::storage::{KeyRange, ReadView, Space};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub(super) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Stop) -> Result<()> {
+pub(crate) fn check_points(view: &ReadView, report: &mut CheckReport, stop: &Stop) -> Result<()> {
     let metrics: BTreeSet<String> =
         defs_in::<MetricConfig>(view, MetaKey::kind_prefix("metric"))?.into_iter().map(|m| m.name).collect();
     // what the points say of each series

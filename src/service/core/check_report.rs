@@ -73,7 +73,7 @@ pub struct CheckProblem {
 }
 
 impl CheckReport {
-    pub(super) fn problem(&mut self, kind: &'static str, key: String, detail: impl Into<String>) {
+    pub(crate) fn problem(&mut self, kind: &'static str, key: String, detail: impl Into<String>) {
         self.problem_count += 1;
         if self.problems.len() < MAX_LISTED {
             self.problems.push(CheckProblem { kind, key, detail: detail.into() });
@@ -81,16 +81,16 @@ impl CheckReport {
     }
 }
 
-pub(super) fn internal(e: impl std::fmt::Display) -> ServiceError {
+pub(crate) fn internal(e: impl std::fmt::Display) -> ServiceError {
     ServiceError::Internal(e.to_string())
 }
 
-pub(super) fn defs_in<T: serde::de::DeserializeOwned>(view: &ReadView, prefix: Vec<u8>) -> Result<Vec<T>> {
+pub(crate) fn defs_in<T: serde::de::DeserializeOwned>(view: &ReadView, prefix: Vec<u8>) -> Result<Vec<T>> {
     view.scan(Space::Meta, KeyRange::Prefix(prefix), false)
         .map(|item| serde_json::from_slice(&item?.1).map_err(internal))
         .collect()
 }
 
-pub(super) fn show(space: Space, key: &[u8]) -> String {
+pub(crate) fn show(space: Space, key: &[u8]) -> String {
     crate::keys::display(space.name(), key)
 }

@@ -4,11 +4,11 @@
 //! the slot count, parse, have a document with that vector, a links key that parses, and links
 //! only to nodes that exist at that layer.
 
-use super::report::{CheckReport, internal, show};
 use crate::catalog::IndexDef;
 use crate::entity::FieldDict;
 use crate::keys::{EntityKey, VecKey};
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::{CheckReport, internal, show};
 use crate::service::vectors::{self, layout};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
@@ -24,7 +24,7 @@ struct Node {
 type StoredLinks = (usize, Vec<(usize, u32)>);
 
 /// Checks one ready vector index; returns the nodes walked.
-pub(super) fn check_index(
+pub(crate) fn check_index(
     view: &ReadView,
     dict: &FieldDict,
     def: &IndexDef,

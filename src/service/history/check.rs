@@ -6,11 +6,11 @@
 //! retention applies them at its next run, so a history may exceed them until then. Tables
 //! without history are skipped (what they kept is removed by that run too).
 
-use super::report::{CheckReport, internal, show};
 use crate::catalog::TableDef;
 use crate::entity::{self, FieldDict};
 use crate::keys::{EntityKey, HistKey, table_prefix};
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::{CheckReport, internal, show};
 use crate::service::history::{How, decode_head, decode_version};
 use crate::service::{Result, ServiceError};
 use crate::storage::{KeyRange, ReadView, Space};
@@ -25,7 +25,7 @@ struct Walked {
 }
 
 /// Checks the history of `table`, if it keeps one.
-pub(super) fn check_history(
+pub(crate) fn check_history(
     view: &ReadView,
     dict: &FieldDict,
     table: &TableDef,

@@ -5,12 +5,12 @@
 //! contribution afresh (never the write path's incremental changes), so a change staged wrongly
 //! by a write, a build or a purge shows. It holds one view's expected keys in memory at a time.
 
-use super::report::{CheckReport, defs_in, show};
 use crate::catalog::{ViewDef, ViewKind};
 use crate::entity::FieldDict;
 use crate::keys::{Component, MetaKey, ViewKey};
 use crate::service::Result;
 use crate::service::core::cancel::{Stop, Watched};
+use crate::service::core::check_report::{CheckReport, defs_in, show};
 use crate::service::views::def::{Compiled, compile};
 use crate::service::views::maintain::{Group, Numeric, contribution, member};
 use crate::service::views::state::GroupState;
@@ -27,7 +27,7 @@ struct Expected {
 }
 
 /// The ready views of one table, recomputed document by document.
-pub(super) struct Tally {
+pub(crate) struct Tally {
     views: Vec<Expected>,
 }
 
