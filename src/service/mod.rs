@@ -5,7 +5,7 @@ pub mod backup;
 pub mod changefeed;
 mod check;
 pub mod cluster;
-pub mod core;
+pub use mosaic_core as core;
 pub mod databases;
 pub mod graph;
 pub mod history;
@@ -18,7 +18,7 @@ pub mod schema;
 pub mod search;
 #[cfg(test)]
 mod tests;
-pub mod timeseries;
+pub use mosaic_timeseries as timeseries;
 pub mod ttl;
 pub mod vectors;
 pub mod views;

@@ -5,7 +5,7 @@
 //! out `#[cfg(test)]` items and `tests.rs` files (unit tests, never served). A code is made in one
 //! of these ways, and each is read:
 //!
-//! - `ServiceError::code` (`src/service/core/error.rs`): a match over every variant, so a new variant
+//! - `ServiceError::code` (`crates/core/src/error.rs`): a match over every variant, so a new variant
 //!   does not compile without a code; every string literal in its body is a code;
 //! - `ApiError::new(status, code, detail)` anywhere: `code` is a string literal; or a call of a
 //!   function of the same file whose arms (`=> "…"`) are the codes (`code_of_status`); or a
@@ -62,19 +62,19 @@ pub fn codes_in(sources: &[(String, String)]) -> Codes {
             continue;
         }
         let toks = without_test_items(lex(text));
-        if file == "src/service/core/error.rs" {
+        if file == "crates/core/src/error.rs" {
             saw_service_codes |= service_codes(&toks, file, &mut out);
         }
         api_error_news(&toks, file, &mut out);
         built_by_hand(&toks, file, &mut out);
     }
     if !saw_service_codes {
-        out.cannot("src/service/core/error.rs", 0, "no `fn code` found in the ServiceError impl");
+        out.cannot("crates/core/src/error.rs", 0, "no `fn code` found in the ServiceError impl");
     }
     out
 }
 
-/// The string literals in the body of `fn code` of `service/core/error.rs`.
+/// The string literals in the body of `fn code` of `crates/core/src/error.rs`.
 fn service_codes(toks: &[Token], file: &str, out: &mut Codes) -> bool {
     let Some(at) = (0..toks.len()).find(|&i| is_ident(toks, i, "fn") && is_ident(toks, i + 1, "code")) else {
         return false;
@@ -360,11 +360,11 @@ fn code_reader_follows_every_form_and_refuses_others() {
         fn n() -> ApiError { ApiError { status, code: "handmade" } }"#;
     let src = |files: &[(&str, &str)]| files.iter().map(|(p, s)| (p.to_string(), s.to_string())).collect::<Vec<_>>();
     let found =
-        codes_in(&src(&[("src/service/core/error.rs", error), ("src/api/error.rs", api), ("src/api/tests.rs", odd)]));
+        codes_in(&src(&[("crates/core/src/error.rs", error), ("src/api/error.rs", api), ("src/api/tests.rs", odd)]));
     assert_eq!(found.unreadable, Vec::<String>::new());
     let codes: Vec<&str> = found.codes.keys().map(String::as_str).collect();
     assert_eq!(codes, ["a_code", "b_code", "fallback", "from_block", "from_fn", "from_let", "literal"]);
-    let found = codes_in(&src(&[("src/service/core/error.rs", error), ("src/api/odd.rs", odd)]));
+    let found = codes_in(&src(&[("crates/core/src/error.rs", error), ("src/api/odd.rs", odd)]));
     assert_eq!(found.unreadable.len(), 3, "{:?}", found.unreadable);
     assert!(codes_in(&src(&[("src/api/error.rs", api)])).unreadable[0].contains("no `fn code`"));
 }

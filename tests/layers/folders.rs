@@ -1,13 +1,14 @@
 //! The folder-level graph of `src/`: the file graph with each file put in its unit, and the
 //! table of the directions allowed between units.
 //!
-//! A unit is a top-level folder or file of `src/` (`api`, `storage`, `main.rs` …), except under
-//! `service/`, where each child is a unit of its own (`service/graph`, `service/core`,
-//! `service/batch.rs` …) and `service/mod.rs`, the composition root, is the unit `service`.
+//! A unit is a crate of the workspace (`crates/core` is `core`), or a top-level folder or file of
+//! `src/` (`api`, `main.rs` …), except under `service/`, where each child is a unit of its own
+//! (`service/graph`, `service/pipeline`, `service/info.rs` …) and `service/mod.rs`, the
+//! composition root, is the unit `service`.
 //! An import between two files of different units is an edge between the units.
 //!
 //! The layers, from the bottom: the key and entity codecs; storage; the catalog; the core
-//! (`service/core`: what every model uses and no model owns); the models, each over the core
+//! (`core`, the crate `crates/core`: what every model uses and no model owns); the models, each over the core
 //! and the layers below, plus the edges between models declared in [`MODEL_EDGES`]; the
 //! composition (`service` and every service unit that calls several models); the API; the
 //! server, tools and background tasks at the top. An edge may only point down (or, between
@@ -15,8 +16,8 @@
 use crate::graph::Graph;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The models: each owns its folder under `service/`, holds a handle over the core and names
-/// no composition unit.
+/// The models: each owns its folder under `service/` (or its crate: `timeseries`), holds a handle
+/// over the core and names no composition unit.
 pub const MODELS: &[&str] = &[
     "service/changefeed",
     "service/graph",
@@ -24,7 +25,7 @@ pub const MODELS: &[&str] = &[
     "service/indexes",
     "service/query",
     "service/search",
-    "service/timeseries",
+    "timeseries",
     "service/ttl",
     "service/vectors",
     "service/views",
@@ -63,7 +64,7 @@ pub fn layer(unit: &str) -> Option<u32> {
         "keys" | "entity" => 0,
         "storage" => 1,
         "catalog" => 2,
-        "service/core" => 3,
+        "core" => 3,
         u if MODELS.contains(&u) => 4,
         u if COMPOSITION.contains(&u) => 5,
         "api" => 6,

@@ -2,10 +2,11 @@
 //! `crates/{name}/src/**/*.rs`, every file with the module it is as the root crate sees it.
 //!
 //! The root crate re-exports each crate under its folder's name (`pub use mosaic_keys as keys;`
-//! in `src/lib.rs`, checked here), so `crates/keys/src/lib.rs` is the module `keys` and
-//! `crates/keys/src/tuple.rs` is `keys::tuple`: the file graph is one graph across the crates, as
-//! it was when they were folders of `src/`. Inside a crate `crate::x` is `{name}::x`; anywhere,
-//! `mosaic_{name}::x` is `{name}::x`.
+//! in `src/lib.rs`, or `pub use mosaic_core as core;` in `src/service/mod.rs`; checked here), so
+//! `crates/keys/src/lib.rs` is the module `keys`, `crates/keys/src/tuple.rs` is `keys::tuple` and
+//! `crates/core/src/cancel.rs` is `service::core::cancel`: the file graph is one graph across the
+//! crates, as it was when they were folders of `src/`. Inside a crate `crate::x` is `{module}::x`;
+//! anywhere, `mosaic_{name}::x` is `{module}::x`.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -41,26 +42,39 @@ pub fn read(repo: &Path) -> Vec<Source> {
 pub fn externs(sources: &[Source]) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::from([("mosaicdb".to_string(), Vec::new())]);
     for s in sources {
-        if let [name] = s.krate.as_slice() {
-            out.insert(format!("mosaic_{name}"), s.krate.clone());
+        if let Some(folder) = s.name.strip_prefix("crates/").and_then(|rest| rest.split('/').next()) {
+            out.insert(format!("mosaic_{folder}"), s.krate.clone());
         }
     }
     out
 }
 
-/// `src/` as the root crate, then each `crates/{name}/src/` as the module `name`; each crate must
-/// be re-exported under that name by `src/lib.rs`.
+/// `src/` as the root crate, then each `crates/{name}/src/` as the module it is re-exported as:
+/// `pub use mosaic_{name} as {name};` in `src/lib.rs` makes it `{name}`, in `src/service/mod.rs`
+/// `service::{name}` (the service's core is a crate of its own, seen by the models where it was).
 fn crate_roots(repo: &Path) -> Vec<(PathBuf, Vec<String>)> {
     let mut roots = vec![(repo.join("src"), Vec::new())];
     let Ok(entries) = std::fs::read_dir(repo.join("crates")) else { return roots };
-    let lib = std::fs::read_to_string(repo.join("src/lib.rs")).expect("src/lib.rs");
+    let mut root_files = Vec::new();
+    rust_files(&repo.join("src"), &mut root_files);
+    let root_texts: Vec<(Vec<String>, String)> = root_files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(repo.join("src")).expect("under src").to_string_lossy().replace('\\', "/");
+            (module_of(&[], &rel), std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{rel}: {e}")))
+        })
+        .collect();
     let mut names: Vec<String> =
         entries.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     for name in names {
         let reexport = format!("pub use mosaic_{name} as {name};");
-        assert!(lib.contains(&reexport), "src/lib.rs does not say `{reexport}`: crates/{name} has no module to be");
-        roots.push((repo.join("crates").join(&name).join("src"), vec![name]));
+        let mut at = root_texts.iter().filter(|(_, text)| text.contains(&reexport));
+        let (Some((module, _)), None) = (at.next(), at.next()) else {
+            panic!("no one file of src/ says `{reexport}`: crates/{name} has no module to be")
+        };
+        let module: Vec<String> = module.iter().cloned().chain([name.clone()]).collect();
+        roots.push((repo.join("crates").join(&name).join("src"), module));
     }
     roots
 }
