@@ -9,6 +9,7 @@ use mosaicdb::background::TaskConfig;
 use mosaicdb::server::{self, ServerConfig};
 use mosaicdb::service::DbOptions;
 use mosaicdb::service::changefeed::Retention;
+use mosaicdb::service::sql::SqlLimits;
 use mosaicdb::storage::{Backend, Durability, StorageConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -211,6 +212,17 @@ struct ServeArgs {
     /// `query_too_large` (0: no budget)
     #[arg(long, env = "MOSAIC_MAX_QUERY_MEMORY_MB", default_value_t = mosaicdb::service::core::mem_budget::DEFAULT_MAX_QUERY_BYTES >> 20)]
     max_query_memory_mb: usize,
+    /// longest a SQL statement (POST /v1/sql) may run, its answer included, in seconds; then 408
+    /// `statement_timeout`
+    #[arg(long, env = "MOSAIC_SQL_TIMEOUT_SECS", default_value_t = 30)]
+    sql_timeout_secs: u64,
+    /// most memory one SQL statement may hold (joins, aggregates, sorts; nothing spills to disk),
+    /// in MiB; beyond, 422 `sql_memory_exceeded`
+    #[arg(long, env = "MOSAIC_SQL_MEMORY_MB", default_value_t = 256)]
+    sql_memory_mb: usize,
+    /// most memory all SQL statements together may hold, in MiB; beyond, 503 `sql_memory_busy`
+    #[arg(long, env = "MOSAIC_SQL_TOTAL_MEMORY_MB", default_value_t = 1024)]
+    sql_total_memory_mb: usize,
     /// a query with `allow_scan: false` refuses a full scan of a table with more documents than this
     #[arg(long, env = "MOSAIC_SCAN_THRESHOLD", default_value_t = 1000)]
     scan_threshold: u64,
@@ -318,6 +330,11 @@ impl ServeArgs {
                 heavy_reads: match self.max_heavy_reads {
                     0 => HeavyReads::default(),
                     n => HeavyReads { per_class: n, ..HeavyReads::default() },
+                },
+                sql: SqlLimits {
+                    timeout: Duration::from_secs(self.sql_timeout_secs.max(1)),
+                    statement_memory: self.sql_memory_mb.max(1).saturating_mul(1 << 20),
+                    total_memory: self.sql_total_memory_mb.max(1).saturating_mul(1 << 20),
                 },
             },
             options: DbOptions {

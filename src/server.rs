@@ -65,6 +65,7 @@ impl ServerConfig {
                 min_import_bytes: crate::service::DEFAULT_MIN_IMPORT_BYTES,
                 max_streams: DEFAULT_MAX_STREAMS,
                 heavy_reads: crate::api::admission::HeavyReads::default(),
+                sql: crate::service::sql::SqlLimits::default(),
             },
             options: DbOptions::default(),
             tasks: TaskConfig::default(),
@@ -153,7 +154,9 @@ impl Server {
         let databases = Databases::open(storage, options, config.max_databases, attach)?;
         let metrics = std::sync::Arc::new(ConnectionMetrics::default());
         metrics.set_max(max_connections);
-        let app = api::app(databases.clone(), config.limits, &config.access, metrics.clone());
+        // SQL statements run on a runtime of their own, made once
+        let sql = std::sync::Arc::new(crate::service::sql::SqlEngine::new(config.limits.sql).map_err(ServerError::Io)?);
+        let app = api::app(databases.clone(), config.limits, &config.access, metrics.clone(), sql);
         tracing::info!("{}", config.access.describe());
         let handle = databases.clone();
         let accepting =

@@ -1,5 +1,5 @@
 //! Admission control of heavy reads, as Elasticsearch's bounded search queues: each class of
-//! heavy read (PromQL, InfluxQL, as-of reads of history, graph walks and paths, queries) runs
+//! heavy read (PromQL, InfluxQL, as-of reads of history, graph walks and paths, queries, SQL) runs
 //! at most `--max-heavy-reads` requests at once (default: twice the cores). One more waits up
 //! to [`HeavyReads::wait`] for a place, then is refused with 503 `too_many_heavy_reads` and
 //! `Retry-After`. With each request's memory budget (`--max-query-memory-mb`), the heavy reads
@@ -26,12 +26,20 @@ pub enum HeavyClass {
     Graph,
     /// queries of a table
     Query,
+    /// SQL statements (`POST /v1/sql`)
+    Sql,
 }
 
 impl HeavyClass {
     /// Every class, in the order of [`Admission`]'s places.
-    pub const ALL: [HeavyClass; 5] =
-        [HeavyClass::Promql, HeavyClass::Influxql, HeavyClass::History, HeavyClass::Graph, HeavyClass::Query];
+    pub const ALL: [HeavyClass; 6] = [
+        HeavyClass::Promql,
+        HeavyClass::Influxql,
+        HeavyClass::History,
+        HeavyClass::Graph,
+        HeavyClass::Query,
+        HeavyClass::Sql,
+    ];
 
     /// The class's name (the label of its metrics).
     pub fn name(self) -> &'static str {
@@ -41,6 +49,7 @@ impl HeavyClass {
             HeavyClass::History => "history",
             HeavyClass::Graph => "graph",
             HeavyClass::Query => "query",
+            HeavyClass::Sql => "sql",
         }
     }
 

@@ -25,6 +25,7 @@ pub(super) const READ_ONLY_POSTS: &[&str] = &[
     "/v1/admin/check",
     "/v1/graph/shortest-path",
     "/v1/graph/traverse",
+    "/v1/sql",
     "/v1/tables/{table}/indexes/{name}/analyze",
     "/v1/tables/{table}/query",
     "/v1/tables/{table}/search",

@@ -30,6 +30,7 @@ mod respond;
 mod schema_fields;
 mod search;
 mod spec;
+mod sql;
 mod state;
 mod stream;
 mod system;
@@ -79,6 +80,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "views", description = "maintained views: saved filters and group-by aggregates kept up to date in every write"),
         (name = "query", description = "filters, sorts and pages, planned over the indexes"),
         (name = "search", description = "full-text search ranked by BM25, and nearest-neighbour vector search"),
+        (name = "sql", description = "read-only SQL (PostgreSQL dialect, by Apache DataFusion) over every table of a database"),
         (name = "batch", description = "several writes, all or nothing"),
         (name = "graph", description = "neighbours, traversals and shortest paths over edge tables"),
         (name = "timeseries", description = "points as JSON or InfluxDB line protocol, bucket aggregation, retention"),
@@ -119,6 +121,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(documents::import_router())
         .merge(backup::router())
         .merge(changes::waiting_router())
+        .merge(sql::router())
         .into_openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     db_path::document(&mut doc);
@@ -127,12 +130,14 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// The whole application, ready to serve; `access` holds the API keys (none: no authentication);
-/// `connections`, the counts of the server's connections, which `GET /metrics` shows.
+/// `connections`, the counts of the server's connections, which `GET /metrics` shows; `sql`, the
+/// engine of `POST /v1/sql`.
 pub fn app(
     databases: Arc<Databases>,
     limits: HttpLimits,
     access: &auth::Access,
     connections: Arc<ConnectionMetrics>,
+    sql: Arc<crate::service::sql::SqlEngine>,
 ) -> Router {
     let import = crate::service::ImportLimits {
         max_line: limits.max_body_bytes,
@@ -153,6 +158,7 @@ pub fn app(
         max_streams,
         metrics,
         admission,
+        sql,
         ready_details,
     };
     let cluster = axum::middleware::from_fn_with_state(state.clone(), cluster::layer);
@@ -162,6 +168,10 @@ pub fn app(
     let (backup, _) = backup::router().split_for_parts();
     // long-polls and event streams wait for events (bounded by wait_ms, or until shutdown)
     let (waiting, _) = changes::waiting_router().split_for_parts();
+    // SQL statements are bounded by --sql-timeout-secs (their answer included), not the request
+    // timeout
+    let (sql, _) = sql::router().split_for_parts();
+    let sql = sql.layer(extract::RefuseOversizedLayer(limits.max_body_bytes));
     // Each `Router::layer` call wraps every route in one more boxed service, cloned (with all it
     // wraps) on every request: so each group of layers goes on in one call, as one stack.
     let timed = timed.layer(
@@ -172,8 +182,14 @@ pub fn app(
     let swagger = SwaggerUi::new("/docs")
         .url("/openapi.json", openapi())
         .config(utoipa_swagger_ui::Config::default().persist_authorization(true));
-    let router =
-        Router::new().merge(timed).merge(import).merge(backup).merge(waiting).merge(swagger).merge(console::router());
+    let router = Router::new()
+        .merge(timed)
+        .merge(import)
+        .merge(backup)
+        .merge(waiting)
+        .merge(sql)
+        .merge(swagger)
+        .merge(console::router());
     // Last, over every route merged above: a route layer runs once the route is matched (its
     // template known) and before the handler reads the body. The key check (not there at all
     // without keys) comes first: a request it refuses makes the server wait for nothing (the

@@ -23,6 +23,8 @@ pub struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     /// the places of the heavy reads (`--max-heavy-reads`)
     pub(crate) admission: Arc<super::admission::Admission>,
+    /// runs SQL statements (`POST /v1/sql`) on a runtime of its own
+    pub(crate) sql: Arc<crate::service::sql::SqlEngine>,
     /// `GET /ready` names the leader and the epoch to any caller (`--ready-details`, or no keys
     /// configured), not only to one with a valid key
     pub(crate) ready_details: bool,
@@ -44,4 +46,6 @@ pub struct HttpLimits {
     pub max_streams: usize,
     /// heavy reads run at once per class (`--max-heavy-reads`); beyond, 503 `too_many_heavy_reads`
     pub heavy_reads: super::admission::HeavyReads,
+    /// the bounds of SQL statements (`--sql-timeout-secs`, `--sql-memory-mb`, `--sql-total-memory-mb`)
+    pub sql: crate::service::sql::SqlLimits,
 }

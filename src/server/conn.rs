@@ -163,6 +163,13 @@ fn watched(req: &Request<Incoming>) -> Option<bool> {
         Method::POST if path.ends_with("/import") => Some(true),
         Method::POST if path == "/v1/admin/backup" => Some(false),
         Method::POST if path.ends_with("/query") => crate::api::wants_ndjson(req.headers()).then_some(false),
+        // a SQL statement: a client that goes away stops it (one that half-closes after its
+        // request counts as gone while it waits for a whole answer, not for a stream)
+        Method::POST
+            if path == "/v1/sql" || (path.starts_with(crate::api::db_path::PREFIX) && path.ends_with("/sql")) =>
+        {
+            Some(!crate::api::wants_ndjson(req.headers()))
+        }
         Method::GET if path.ends_with("/documents") => crate::api::wants_ndjson(req.headers()).then_some(false),
         _ => None,
     }

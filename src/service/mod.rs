@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod query;
 pub mod schema;
 pub mod search;
+pub mod sql;
 #[cfg(test)]
 mod tests;
 pub use mosaic_timeseries as timeseries;

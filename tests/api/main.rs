@@ -29,6 +29,8 @@ mod query;
 mod search;
 mod service;
 mod spec;
+mod sql;
+mod sql_postgres;
 mod stream;
 mod tables;
 mod tasks;

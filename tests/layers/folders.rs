@@ -55,6 +55,7 @@ pub const COMPOSITION: &[&str] = &[
     "service/metrics_snapshot.rs",
     "service/pipeline",
     "service/schema.rs",
+    "service/sql",
     "service/tests",
 ];
 

@@ -124,6 +124,7 @@ pub fn explicit(method: &Method, route: &str, metrics_public: bool) -> Option<Ne
         // what an index makes of a text: reads the index's definition, writes nothing
         "/v1/tables/{table}/indexes/{name}/analyze" if post => role(Read),
 
+        "/v1/sql" if post => role(Read),
         "/v1/tables/{table}/query" | "/v1/tables/{table}/search" | "/v1/tables/{table}/vector-search" if post => {
             role(Read)
         }

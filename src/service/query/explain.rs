@@ -1,7 +1,7 @@
 //! What `explain` shows of each scan of a plan.
 
 use super::ids::IdScan;
-use super::plan::IndexScan;
+use super::plan::{Access, IndexScan};
 use crate::catalog::IndexKind;
 use crate::keys::EntityKey;
 use crate::service::core::fields::ID_FIELD;
@@ -84,5 +84,19 @@ impl ScanExplain {
             direction: "asc",
             estimated_rows: s.estimate,
         }
+    }
+}
+
+/// The strategy of an access path, as `explain` names it, and its scans.
+pub(super) fn describe(access: &Access) -> (&'static str, Vec<ScanExplain>) {
+    match access {
+        Access::FullScan => ("full_scan", Vec::new()),
+        Access::AsOf(_) => ("as_of_scan", Vec::new()),
+        Access::Index(s) => ("index_scan", vec![ScanExplain::of(s)]),
+        Access::Intersect(ss) => ("intersection", ss.iter().map(ScanExplain::of).collect()),
+        Access::Union(bs) => ("union", bs.iter().map(|(s, _)| ScanExplain::of(s)).collect()),
+        Access::Ids(s) if s.points.is_some() => ("id_lookup", vec![ScanExplain::of_ids(s)]),
+        Access::Ids(s) => ("id_range", vec![ScanExplain::of_ids(s)]),
+        Access::View(s) => ("view_scan", vec![ScanExplain::of_view(s)]),
     }
 }

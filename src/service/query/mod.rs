@@ -120,6 +120,34 @@ pub(crate) fn indexed_matches(
     Ok(Some(out))
 }
 
+impl Query {
+    /// The access path the planner chooses for `filter` on `table` as the store is now, as
+    /// `explain` names it (`full_scan`, `index_scan`, `id_lookup` …) with its scans; nothing is
+    /// read but the index keys the estimates count. For the SQL engine's `EXPLAIN`.
+    pub async fn plan_of(self: &Arc<Self>, table: String, filter: &Value) -> Result<PlanSummary> {
+        let filter = Filter::parse(filter)?;
+        self.read(move |query| {
+            let view = query.core.store.snapshot();
+            let defs = ready_indexes(&view, &query.core.catalog, &table)?;
+            let Plan { access, .. } = plan::choose(&view, &filter, &[], &table, &defs, MAX_LIMIT, true)?;
+            let (strategy, scans) = explain::describe(&access);
+            Ok(PlanSummary { strategy, scans, estimated_rows: plan::estimate_of(&access) })
+        })
+        .await
+    }
+}
+
+/// What [`Query::plan_of`] answers.
+#[derive(Debug, Clone)]
+pub struct PlanSummary {
+    /// the strategy, as `explain` names it
+    pub strategy: &'static str,
+    /// its scans
+    pub scans: Vec<ScanExplain>,
+    /// the index keys counted (capped at 1000); `None` for a full scan
+    pub estimated_rows: Option<u64>,
+}
+
 /// Takes `$view` out of the top level of a query's filter: the view's name, and the rest.
 fn split_view(filter: Option<&Value>) -> Result<(Option<String>, Option<Value>)> {
     let Some(Value::Object(map)) = filter else { return Ok((None, filter.cloned())) };
@@ -415,16 +443,7 @@ impl Query {
         let more = hits.len() > limit;
         hits.truncate(limit);
         if req.explain {
-            let (strategy, scans) = match &access {
-                Access::FullScan => ("full_scan", Vec::new()),
-                Access::AsOf(_) => ("as_of_scan", Vec::new()),
-                Access::Index(s) => ("index_scan", vec![ScanExplain::of(s)]),
-                Access::Intersect(ss) => ("intersection", ss.iter().map(ScanExplain::of).collect()),
-                Access::Union(bs) => ("union", bs.iter().map(|(s, _)| ScanExplain::of(s)).collect()),
-                Access::Ids(s) if s.points.is_some() => ("id_lookup", vec![ScanExplain::of_ids(s)]),
-                Access::Ids(s) => ("id_range", vec![ScanExplain::of_ids(s)]),
-                Access::View(s) => ("view_scan", vec![ScanExplain::of_view(s)]),
-            };
+            let (strategy, scans) = explain::describe(&access);
             let estimated_rows = plan::estimate_of(&access).unwrap_or(count);
             let order = if sort_by_index {
                 "index"

@@ -1,0 +1,383 @@
+//! SQL over every table, by Apache DataFusion: [`SqlEngine`] gives each database a catalog whose
+//! relations are its tables (their shapes: [`catalog`]), parses, plans and runs one read-only
+//! statement at a time, and hands back its columns and then its rows as JSON text.
+//!
+//! Tables are read through the query model's planner and streams (`scan.rs`), with the
+//! conjuncts it can answer pushed down (`pushdown.rs`), so indexes serve SQL as they serve
+//! `POST …/query`, and no table is ever held whole in memory.
+//!
+//! Bounds: statements run on a runtime of their own (two worker threads, made once), never on
+//! the server's request runtime, and their rows come back over a bounded channel; a statement
+//! draws on its own memory pool under a budget all share, without spilling (`memory.rs`); the
+//! statement timeout covers planning, running and the hand-over of every row (planning cannot be
+//! interrupted: past the deadline the caller is answered, and the statement ends when planning
+//! returns); a receiver that goes away (a client gone) stops the statement at its next batch. How many statements run at
+//! once is the API's admission control (`--max-heavy-reads`, class `sql`).
+
+mod catalog;
+mod error;
+mod memory;
+mod pushdown;
+mod rows;
+mod scan;
+mod shape;
+mod statement;
+
+pub use error::SqlError;
+pub use rows::Column;
+
+use crate::service::Db;
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
+use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::config::Dialect;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::Statement as AstStatement;
+use error::Phase;
+use futures_util::StreamExt;
+use memory::{SharedMemory, StatementPool};
+use serde::Deserialize;
+use serde_json::Value;
+use statement::Statement;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use utoipa::ToSchema;
+
+/// Longest statement text. With [`STACK_BYTES`] it bounds how deep DataFusion's passes recurse:
+/// a left-deep chain `1 + 1 + …` of 20,000 terms overflowed an 8 MiB stack (about 400 bytes a
+/// level), and 64 KiB of text holds at most about 32,000 levels.
+pub const MAX_SQL_BYTES: usize = 64 << 10;
+/// The stack of the engine's threads.
+const STACK_BYTES: usize = 64 << 20;
+/// Most parameters of one statement.
+pub const MAX_PARAMS: usize = 1000;
+/// Bytes of rows handed over at a time.
+const PIECE_BYTES: usize = 256 << 10;
+
+/// The bounds of SQL statements.
+#[derive(Debug, Clone, Copy)]
+pub struct SqlLimits {
+    /// longest a statement may run, its answer included (`--sql-timeout-secs`)
+    pub timeout: Duration,
+    /// most memory one statement may hold (`--sql-memory-mb`)
+    pub statement_memory: usize,
+    /// most memory all statements together may hold (`--sql-total-memory-mb`)
+    pub total_memory: usize,
+}
+
+impl Default for SqlLimits {
+    /// 30 s, 256 MiB per statement, 1 GiB in all.
+    fn default() -> Self {
+        SqlLimits { timeout: Duration::from_secs(30), statement_memory: 256 << 20, total_memory: 1 << 30 }
+    }
+}
+
+/// The body of `POST /v1/sql`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SqlRequest {
+    /// one statement (PostgreSQL dialect): SELECT, WITH, VALUES, EXPLAIN, SHOW
+    #[schema(example = "SELECT _id, doc->>'city' AS city FROM users WHERE (doc->>'age')::int >= $1")]
+    pub sql: String,
+    /// the values of `$1`, `$2` … (strings, numbers, booleans, null; arrays and objects as JSON text)
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>, example = json!([18]))]
+    pub params: Vec<Value>,
+    /// false: no condition, projection or limit is handed to the tables' scans, DataFusion does
+    /// it all (the same answer, slower; for comparisons)
+    #[serde(default = "yes")]
+    pub pushdown: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A piece of a statement's answer.
+#[derive(Debug)]
+pub enum Piece {
+    /// rows, each a JSON array followed by `\n`
+    Rows(Vec<u8>),
+    /// the end of the answer; `truncated`: rows past the cap were left out
+    Done {
+        /// rows past the cap were left out
+        truncated: bool,
+    },
+}
+
+/// A statement that planned: its columns, then its pieces. Dropping it stops the statement.
+pub struct SqlAnswer {
+    /// the columns of every row
+    pub columns: Vec<Column>,
+    /// the rows, then [`Piece::Done`]; an error instead if the statement fails on the way (the
+    /// channel ending without `Done` means the statement was stopped)
+    pub pieces: mpsc::Receiver<Result<Piece, SqlError>>,
+}
+
+/// Runs SQL statements over the databases, on a runtime of its own.
+pub struct SqlEngine {
+    runtime: Option<tokio::runtime::Runtime>,
+    limits: SqlLimits,
+    shared: Arc<SharedMemory>,
+}
+
+impl std::fmt::Debug for SqlEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlEngine").field("limits", &self.limits).finish_non_exhaustive()
+    }
+}
+
+impl Drop for SqlEngine {
+    /// The runtime stops without waiting (a runtime dropped inside another would panic).
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl SqlEngine {
+    /// The engine and its runtime: two worker threads with room for deep plans (the stacks are
+    /// reserved, not committed, until used).
+    pub fn new(limits: SqlLimits) -> std::io::Result<SqlEngine> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(64)
+            .thread_name("sql")
+            .thread_stack_size(STACK_BYTES)
+            .enable_all()
+            .build()?;
+        let shared = Arc::new(SharedMemory::new(limits.total_memory));
+        Ok(SqlEngine { runtime: Some(runtime), limits, shared })
+    }
+
+    /// Runs `req` over `db` (named `name`): its columns once it planned, then its rows, at most
+    /// `max_rows` of them (`None`: all). An error before the first row comes back here.
+    pub async fn run(
+        &self,
+        db: Arc<Db>,
+        name: &str,
+        req: SqlRequest,
+        max_rows: Option<usize>,
+    ) -> Result<SqlAnswer, SqlError> {
+        if req.sql.len() > MAX_SQL_BYTES {
+            return Err(SqlError::Invalid(format!("a statement is at most {MAX_SQL_BYTES} bytes")));
+        }
+        if req.params.len() > MAX_PARAMS {
+            return Err(SqlError::Invalid(format!("a statement takes at most {MAX_PARAMS} parameters")));
+        }
+        let Some(runtime) = &self.runtime else { return Err(SqlError::Failed("the SQL engine is stopped".into())) };
+        let (first_tx, first_rx) = oneshot::channel();
+        let (tx, rx) = mpsc::channel(2);
+        let run = Run {
+            db,
+            catalog: name.to_owned(),
+            req,
+            max_rows,
+            limits: self.limits,
+            pool: Arc::new(StatementPool::new(self.shared.clone(), self.limits.statement_memory)),
+        };
+        runtime.spawn(run.drive(first_tx, tx));
+        // Planning is synchronous inside DataFusion, so the statement's own timeout cannot
+        // interrupt it: the answer is given here at the deadline all the same, and the
+        // statement ends at its next await (`drive` sees its receiver gone).
+        match tokio::time::timeout(self.limits.timeout, first_rx).await {
+            Ok(Ok(Ok(columns))) => Ok(SqlAnswer { columns, pieces: rx }),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(SqlError::Failed("the statement was stopped".into())),
+            Err(_) => Err(SqlError::Timeout(self.limits.timeout.as_secs())),
+        }
+    }
+}
+
+/// One statement on its way.
+struct Run {
+    db: Arc<Db>,
+    catalog: String,
+    req: SqlRequest,
+    max_rows: Option<usize>,
+    limits: SqlLimits,
+    pool: Arc<StatementPool>,
+}
+
+type First = oneshot::Sender<Result<Vec<Column>, SqlError>>;
+type Pieces = mpsc::Sender<Result<Piece, SqlError>>;
+
+impl Run {
+    async fn drive(self, mut first: First, tx: Pieces) {
+        let deadline = Instant::now() + self.limits.timeout;
+        let timeout = SqlError::Timeout(self.limits.timeout.as_secs());
+        let planned = tokio::select! {
+            () = first.closed() => return,
+            planned = tokio::time::timeout_at(deadline, self.plan()) => planned,
+        };
+        let (mut stream, statement) = match planned {
+            Ok(Ok(planned)) => planned,
+            Ok(Err(e)) => return drop(first.send(Err(e))),
+            Err(_) => return drop(first.send(Err(timeout))),
+        };
+        let columns = stream.schema().fields().iter().map(|f| rows::column(f)).collect();
+        if first.send(Ok(columns)).is_err() {
+            return;
+        }
+        let mut sent = 0usize;
+        loop {
+            let next = tokio::select! {
+                () = tx.closed() => return,
+                next = tokio::time::timeout_at(deadline, stream.next()) => next,
+            };
+            let batch = match next {
+                Err(_) => return last(&tx, Err(timeout), deadline).await,
+                Ok(None) => return last(&tx, Ok(Piece::Done { truncated: false }), deadline).await,
+                Ok(Some(Err(e))) => {
+                    let e = error::classify(e, Phase::Run, statement.take_service(), self.pool.refusal());
+                    return last(&tx, Err(e), deadline).await;
+                }
+                Ok(Some(Ok(batch))) => batch,
+            };
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            if self.max_rows.is_some_and(|max| sent >= max) {
+                return last(&tx, Ok(Piece::Done { truncated: true }), deadline).await;
+            }
+            let end = self.max_rows.map_or(batch.num_rows(), |max| batch.num_rows().min(max - sent));
+            let mut row = 0;
+            while row < end {
+                let mut text = Vec::with_capacity(PIECE_BYTES.min(1 << 16));
+                let next = match rows::write_rows(&batch, row, end, &mut text, PIECE_BYTES) {
+                    Ok(next) => next,
+                    Err(e) => return last(&tx, Err(error::classify(e, Phase::Run, None, None)), deadline).await,
+                };
+                (sent, row) = (sent + next - row, next);
+                match tokio::time::timeout_at(deadline, tx.send(Ok(Piece::Rows(text)))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return,
+                    Err(_) => return last(&tx, Err(SqlError::Timeout(self.limits.timeout.as_secs())), deadline).await,
+                }
+            }
+            if end < batch.num_rows() {
+                return last(&tx, Ok(Piece::Done { truncated: true }), deadline).await;
+            }
+        }
+    }
+
+    /// Parses, checks and plans the statement, and starts it.
+    async fn plan(&self) -> Result<(SendableRecordBatchStream, Arc<Statement>), SqlError> {
+        let fail = |e| error::classify(e, Phase::Plan, None, self.pool.refusal());
+        let ctx = self.context().map_err(fail)?;
+        let state = ctx.state();
+        let parsed = state.sql_to_statement(&self.req.sql, &Dialect::PostgreSQL).map_err(fail)?;
+        read_only(&parsed)?;
+        let statement = Arc::new(Statement {
+            pushdown: self.req.pushdown,
+            explain: is_explain(&parsed),
+            service: Mutex::new(None),
+        });
+        let schema = catalog::DbSchema { db: self.db.clone(), statement: statement.clone() };
+        let database = MemoryCatalogProvider::new();
+        database.register_schema("public", Arc::new(schema)).map_err(fail)?;
+        ctx.register_catalog(&self.catalog, Arc::new(database));
+        let failed = |e| error::classify(e, Phase::Plan, statement.take_service(), self.pool.refusal());
+        let plan = ctx.state().statement_to_plan(parsed).await.map_err(failed)?;
+        SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false)
+            .verify_plan(&plan)
+            .map_err(|e| SqlError::ReadOnly(format!("SQL here only reads: {}", e.strip_backtrace())))?;
+        let params: Vec<ScalarValue> = self.req.params.iter().map(param).collect();
+        let frame = ctx.execute_logical_plan(plan).await.map_err(failed)?;
+        let frame = frame.with_param_values(ParamValues::from(params)).map_err(failed)?;
+        let stream = frame
+            .execute_stream()
+            .await
+            .map_err(|e| error::classify(e, Phase::Run, statement.take_service(), self.pool.refusal()))?;
+        Ok((stream, statement))
+    }
+
+    /// A session of its own for the statement: the PostgreSQL dialect, the JSON functions, the
+    /// statement's memory pool, no disk.
+    fn context(&self) -> datafusion::common::Result<SessionContext> {
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(self.pool.clone())
+            .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled))
+            .build_arc()?;
+        let mut config = SessionConfig::new()
+            .with_default_catalog_and_schema(&self.catalog, "public")
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(true)
+            .with_target_partitions(2)
+            .with_batch_size(4096);
+        config.options_mut().sql_parser.dialect = Dialect::PostgreSQL;
+        let state =
+            SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
+        let mut ctx = SessionContext::new_with_state(state);
+        datafusion_functions_json::register_all(&mut ctx)?;
+        Ok(ctx)
+    }
+}
+
+/// Hands over the last piece of an answer (its end, or an error) once there is room, waiting
+/// until the deadline, and past it a second more so that a timeout still reaches a receiver
+/// that reads (one that does not is gone, or will find the channel closed without an end).
+async fn last(tx: &Pieces, piece: Result<Piece, SqlError>, deadline: Instant) {
+    let until = deadline.max(Instant::now()) + Duration::from_secs(1);
+    let _ = tokio::time::timeout_at(until, tx.send(piece)).await;
+}
+
+/// Refuses what is not a read: only queries (SELECT, WITH, VALUES), EXPLAIN of one, and SHOW /
+/// DESCRIBE of the tables pass.
+fn read_only(statement: &DfStatement) -> Result<(), SqlError> {
+    fn ast(s: &AstStatement) -> bool {
+        match s {
+            AstStatement::Query(_)
+            | AstStatement::ShowTables { .. }
+            | AstStatement::ShowColumns { .. }
+            | AstStatement::ExplainTable { .. } => true,
+            AstStatement::Explain { statement, .. } => ast(statement),
+            _ => false,
+        }
+    }
+    let reads = match statement {
+        DfStatement::Statement(s) => ast(s),
+        DfStatement::Explain(e) => return read_only(&e.statement),
+        _ => false,
+    };
+    match reads {
+        true => Ok(()),
+        false => Err(SqlError::ReadOnly(
+            "SQL here only reads (SELECT, WITH, VALUES, EXPLAIN, SHOW): write and change tables with the REST routes"
+                .into(),
+        )),
+    }
+}
+
+fn is_explain(statement: &DfStatement) -> bool {
+    match statement {
+        DfStatement::Explain(_) => true,
+        DfStatement::Statement(s) => matches!(**s, AstStatement::Explain { .. }),
+        _ => false,
+    }
+}
+
+/// A parameter as a SQL value.
+fn param(v: &Value) -> ScalarValue {
+    match v {
+        Value::Null => ScalarValue::Null,
+        Value::Bool(b) => ScalarValue::Boolean(Some(*b)),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => ScalarValue::Int64(Some(i)),
+            (None, Some(u)) => ScalarValue::UInt64(Some(u)),
+            _ => ScalarValue::Float64(n.as_f64()),
+        },
+        Value::String(s) => ScalarValue::Utf8(Some(s.clone())),
+        other => ScalarValue::Utf8(Some(other.to_string())),
+    }
+}
