@@ -30,6 +30,7 @@ mod search;
 mod service;
 mod spec;
 mod sql;
+mod sql_functions;
 mod sql_postgres;
 mod stream;
 mod tables;

@@ -16,6 +16,7 @@
 
 mod catalog;
 mod error;
+mod functions;
 mod memory;
 mod pushdown;
 mod rows;
@@ -38,6 +39,7 @@ use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as AstStatement;
 use error::Phase;
+use functions::{Function, ModelFunction};
 use futures_util::StreamExt;
 use memory::{SharedMemory, StatementPool};
 use serde::Deserialize;
@@ -275,11 +277,17 @@ impl Run {
         let state = ctx.state();
         let parsed = state.sql_to_statement(&self.req.sql, &Dialect::PostgreSQL).map_err(fail)?;
         read_only(&parsed)?;
+        let params: Vec<ScalarValue> = self.req.params.iter().map(param).collect();
         let statement = Arc::new(Statement {
             pushdown: self.req.pushdown,
             explain: is_explain(&parsed),
+            params: params.clone(),
             service: Mutex::new(None),
         });
+        for function in Function::ALL {
+            let call = ModelFunction { function, db: self.db.clone(), statement: statement.clone() };
+            ctx.register_udtf(function.name(), Arc::new(call));
+        }
         let schema = catalog::DbSchema { db: self.db.clone(), statement: statement.clone() };
         let database = MemoryCatalogProvider::new();
         database.register_schema("public", Arc::new(schema)).map_err(fail)?;
@@ -292,7 +300,6 @@ impl Run {
             .with_allow_statements(false)
             .verify_plan(&plan)
             .map_err(|e| SqlError::ReadOnly(format!("SQL here only reads: {}", e.strip_backtrace())))?;
-        let params: Vec<ScalarValue> = self.req.params.iter().map(param).collect();
         let frame = ctx.execute_logical_plan(plan).await.map_err(failed)?;
         let frame = frame.with_param_values(ParamValues::from(params)).map_err(failed)?;
         let stream = frame

@@ -31,6 +31,8 @@ pub(crate) struct Statement {
     pub(crate) pushdown: bool,
     /// the statement is an EXPLAIN: scans show the planner's choice
     pub(crate) explain: bool,
+    /// the values of `$1`, `$2` … (table functions read them while the plan is built)
+    pub(crate) params: Vec<datafusion::common::ScalarValue>,
     /// the first store error a scan met
     pub(crate) service: Mutex<Option<ServiceError>>,
 }
