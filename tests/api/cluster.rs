@@ -118,7 +118,8 @@ fn the_read_only_posts_are_routes_that_take_post() {
         let op = &spec["paths"][route]["post"];
         assert!(op.is_object(), "{route} takes no POST");
         let id = op["operationId"].as_str().unwrap();
-        let reads = ["backup", "check", "shortest_path", "traverse", "analyze", "query", "search", "vector_search", "sql"];
+        let reads =
+            ["backup", "check", "shortest_path", "traverse", "analyze", "query", "search", "vector_search", "sql"];
         // the Prometheus API's form POSTs (Grafana's way of asking)
         let reads = [&reads[..], &["query_post", "query_range_post", "series_post", "labels_post"]].concat();
         assert!(reads.contains(&id), "{route} ({id}) is not known to only read");

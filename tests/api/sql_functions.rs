@@ -32,7 +32,7 @@ struct World {
 }
 
 fn world() -> World {
-    let mut rng = Rng(0x51_7a_b1e5);
+    let mut rng = Rng(0x517a_b1e5);
     let papers = (0..PAPERS)
         .map(|i| {
             let title: Vec<&str> = (0..3).map(|_| WORDS[rng.below(WORDS.len() as u64) as usize]).collect();
@@ -57,13 +57,18 @@ async fn load(s: &TestServer, w: &World) {
     insert(s, "people", (0..PEOPLE).map(|i| json!({"_id": format!("m{i:02}"), "name": format!("Name{i}")})).collect())
         .await;
     let edges = |list: &[(u64, u64)], from: &str, to: &str| -> Vec<Value> {
-        list.iter().map(|(a, b)| json!({"_from": format!("people/{from}{a:02}"), "_to": format!("{to}{b:02}")})).collect()
+        list.iter()
+            .map(|(a, b)| json!({"_from": format!("people/{from}{a:02}"), "_to": format!("{to}{b:02}")}))
+            .collect()
     };
     insert(s, "wrote", edges(&w.wrote, "m", "papers/p")).await;
     insert(s, "knows", edges(&w.knows, "m", "people/m")).await;
     for (name, body) in [
         ("ft", json!({"name": "ft", "kind": "fulltext", "fields": ["title"]})),
-        ("emb", json!({"name": "emb", "kind": "vector", "fields": ["embedding"], "options": {"dimension": 3, "metric": "l2"}})),
+        (
+            "emb",
+            json!({"name": "emb", "kind": "vector", "fields": ["embedding"], "options": {"dimension": 3, "metric": "l2"}}),
+        ),
     ] {
         let (st, b) = s.post("/v1/tables/papers/indexes", body).await;
         assert!(st.is_success(), "{b}");
@@ -105,16 +110,20 @@ async fn each_function_answers_as_its_route() {
     assert_eq!(sql.as_array().unwrap().len(), 7);
     // the vector as an SQL array, and the documents
     let docs =
-        rows(&s, "SELECT _id, (doc->>'year')::int FROM knn('papers', 'embedding', [0.1, 0.2, 0.3], 3)", json!([])).await;
+        rows(&s, "SELECT _id, (doc->>'year')::int FROM knn('papers', 'embedding', [0.1, 0.2, 0.3], 3)", json!([]))
+            .await;
     assert_eq!(docs.as_array().unwrap().len(), 3);
     assert!(docs.as_array().unwrap().iter().all(|r| r[1].as_i64().is_some_and(|y| (2015..2025).contains(&y))));
     // hybrid search
     let body = json!({"query": "vector index", "vector": {"field": "embedding", "vector": [1, 0, 0]}, "limit": 10});
     let (st, route) = s.post("/v1/tables/papers/search", body).await;
     assert_eq!(st, 200, "{route}");
-    let sql =
-        rows(&s, "SELECT _id, score FROM hybrid_search('papers', 'vector index', 'embedding', '[1, 0, 0]', 10)", json!([]))
-            .await;
+    let sql = rows(
+        &s,
+        "SELECT _id, score FROM hybrid_search('papers', 'vector index', 'embedding', '[1, 0, 0]', 10)",
+        json!([]),
+    )
+    .await;
     assert_eq!(rounded(&sql), hits(&route, "hits", "score"));
     // a traversal
     let body = json!({"start": "people/m00", "direction": "any", "min_depth": 1, "max_depth": 3, "edges": ["knows"]});
@@ -226,7 +235,8 @@ async fn one_statement_answers_across_search_vectors_graph_and_tables() {
         .iter()
         .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into(), r[2].as_str().unwrap().into()))
         .collect();
-    let want: Vec<(String, String, String)> = expected.iter().map(|e| (e.1.clone(), e.2.clone(), e.3.clone())).collect();
+    let want: Vec<(String, String, String)> =
+        expected.iter().map(|e| (e.1.clone(), e.2.clone(), e.3.clone())).collect();
     assert_eq!(got, want);
     for (row, e) in sql.as_array().unwrap().iter().zip(&expected) {
         assert!((row[3].as_f64().unwrap() - e.0).abs() < 1e-5, "{row} vs {}", e.0);

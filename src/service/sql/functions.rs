@@ -173,11 +173,16 @@ impl Request {
 }
 
 /// A table function of the models, for one statement.
-#[derive(Debug)]
 pub(super) struct ModelFunction {
     pub(super) function: Function,
     pub(super) db: Arc<Db>,
     pub(super) statement: Arc<Statement>,
+}
+
+impl std::fmt::Debug for ModelFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}()", self.function.name())
+    }
 }
 
 impl TableFunctionImpl for ModelFunction {
@@ -252,13 +257,18 @@ fn json_of(value: &ScalarValue, name: &str) -> Result<Value> {
 }
 
 /// One call's relation: the route runs when the scan is planned.
-#[derive(Debug)]
 struct Called {
     function: Function,
     request: Request,
     db: Arc<Db>,
     statement: Arc<Statement>,
     schema: SchemaRef,
+}
+
+impl std::fmt::Debug for Called {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Called").field("request", &self.request).finish_non_exhaustive()
+    }
 }
 
 #[async_trait]
