@@ -29,7 +29,7 @@ DEFAULTS = {
     "PEERS_RUNS": "3",
     "PEERS_DOCS": "100000",
     "PEERS_BIG": "1000000",
-    "PEERS_ONLY": "core,search,vectors,graph,timeseries,backend,big",
+    "PEERS_ONLY": "core,search,vectors,graph,timeseries,sql,backend,big",
     "PEERS_FT_DOCS": "50000",
     "PEERS_VECTORS": "100000",
     "PEERS_DIM": "64",
@@ -40,6 +40,8 @@ DEFAULTS = {
     "PEERS_BACKEND_DOCS": "50000",
     "PEERS_BACKEND_NODES": "20000",
     "PEERS_BACKEND_FT_DOCS": "10000",
+    "PEERS_SQL_ROWS": "100000",
+    "PEERS_SQL_PAPERS": "20000",
 }
 GROUPS = DEFAULTS["PEERS_ONLY"].split(",")
 

@@ -38,6 +38,9 @@ What it does, in order:
      top-10 alone), the c32 queries (tantivy on 2 threads), and the disk of postings and
      dictionary and of everything with the texts (run 1; mosaicdb on a server of its own, port
      18084); the match counts of 20 queries of each kind are compared (a warning where they differ);
+   - sql (benches/peers/sql.py, its docstring has the details): `POST /v1/sql` beside PostgreSQL on
+     the same rows (GROUP BY and a join over typed tables, GROUP BY over JSON paths), and a
+     cross-model statement beside the same question assembled from the REST routes;
    - backend (benches/peers/backend.py, its docstring has the details): mosaicdb on its PostgreSQL
      backend — a second mosaicdb server (port 18085, a data directory of its own) started with
      `--backend postgres --postgres-url` on a fresh database of the same PostgreSQL cluster —
@@ -63,13 +66,14 @@ The load generator runs on the same machine as the servers, as a new user would 
 part of CI. Environment:
 - PEERS_BINARY: a mosaicdb binary to measure; mosaicdb is then not built;
 - PEERS_ONLY: a comma list of the groups to run, of core, search, vectors, graph, timeseries,
-  backend, big (default all);
+  sql, backend, big (default all);
 - PEERS_SECS (10 per measurement), PEERS_RUNS (3), PEERS_DOCS (100000, core), PEERS_BIG (1000000;
   0 skips the 1M import);
 - the model groups' sizes: PEERS_FT_DOCS (50000 texts), PEERS_VECTORS (100000) and PEERS_DIM (64,
   at most 100: cube's limit), PEERS_NODES (100000, 5 out-edges each), PEERS_SERIES (1000) x
   PEERS_STEPS (1000) points sent by PEERS_TS_SENDERS (4) concurrent senders; the backend group's
-  PEERS_BACKEND_DOCS (50000), PEERS_BACKEND_NODES (20000) and PEERS_BACKEND_FT_DOCS (10000);
+  PEERS_BACKEND_DOCS (50000), PEERS_BACKEND_NODES (20000) and PEERS_BACKEND_FT_DOCS (10000); the
+  sql group's PEERS_SQL_ROWS (100000 orders) and PEERS_SQL_PAPERS (20000);
 - PEERS_DOCS_OUT: where peers.md and peers.png go.
 """
 
@@ -93,6 +97,7 @@ from common import (HERE, OUT, PG_BIN, ROOT, Postgres, Workload, call, docs_out,
                     wait_port, write_data, wrk)
 import backend  # noqa: E402
 import models  # noqa: E402
+import sql  # noqa: E402
 
 SECS = int_setting("PEERS_SECS")
 RUNS = int_setting("PEERS_RUNS")
@@ -102,8 +107,8 @@ MOSAIC = ("127.0.0.1", 18080)
 CEILING = ("127.0.0.1", 18081)
 MOSAIC_BIG = ("127.0.0.1", 18082)
 # the groups run against the shared servers after the core group, by name
-GROUPS = {**models.GROUPS, "backend": backend.Backend}
-NOTES = {**models.NOTES, "backend": backend.NOTES}
+GROUPS = {**models.GROUPS, "sql": sql.Sql, "backend": backend.Backend}
+NOTES = {**models.NOTES, "sql": sql.NOTES, "backend": backend.NOTES}
 
 
 def as_root(cmd):

@@ -242,3 +242,96 @@ async fn one_statement_answers_across_search_vectors_graph_and_tables() {
         assert!((row[3].as_f64().unwrap() - e.0).abs() < 1e-5, "{row} vs {}", e.0);
     }
 }
+
+#[tokio::test]
+async fn graph_history_time_series_and_as_of_answer_as_their_routes() {
+    let s = TestServer::start().await;
+    let w = world();
+    load(&s, &w).await;
+    // neighbors
+    let (st, route) = s.get("/v1/graph/neighbors?vertex=people%2Fm00&direction=any&edges=knows&limit=1000").await;
+    assert_eq!(st, 200, "{route}");
+    let sql = rows(&s, "SELECT vertex, edge, direction FROM neighbors('people/m00', 'any', '{\"edges\": [\"knows\"], \"limit\": 1000}')", json!([])).await;
+    let expected: Vec<Value> = route["neighbors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| json!([n["vertex"], n["edge"], n["direction"]]))
+        .collect();
+    assert_eq!(sql, Value::Array(expected));
+    // shortest paths: the route's paths, ranked
+    let target = route["neighbors"][0]["vertex"].as_str().unwrap_or("people/m01").to_owned();
+    let body = json!({"from": "people/m00", "to": target, "direction": "any", "k": 3});
+    let (st, route) = s.post("/v1/graph/shortest-path", body).await;
+    assert_eq!(st, 200, "{route}");
+    let sql = rows(&s, "SELECT path, cost, vertices, edges FROM shortest_paths('people/m00', $1, 3, '{\"direction\": \"any\"}') ORDER BY path", json!([target])).await;
+    let expected: Vec<Value> = route["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, p)| json!([i + 1, p["cost"].as_f64(), p["vertices"], p["edges"]]))
+        .collect();
+    assert_eq!(sql, Value::Array(expected));
+    // history, and a table as it was
+    assert_eq!(s.post("/v1/tables", json!({"name": "h", "history": {"max_versions": 10}})).await.0, 201);
+    insert(&s, "h", vec![json!({"_id": "a", "v": 1}), json!({"_id": "b", "v": 1})]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let between = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    insert(&s, "h", vec![json!({"_id": "a", "v": 2}), json!({"_id": "c", "v": 2})]).await;
+    let (st, route) = s.get("/v1/tables/h/documents/a/history").await;
+    assert_eq!(st, 200, "{route}");
+    let sql =
+        rows(&s, "SELECT op, current, etag, (doc->'v')::int, at IS NOT NULL FROM history('h', 'a')", json!([])).await;
+    let expected: Vec<Value> = route["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| json!([v["op"], v["current"], v["etag"], v["document"]["v"], true]))
+        .collect();
+    assert_eq!(sql, Value::Array(expected));
+    assert_eq!(sql.as_array().unwrap().len(), 2);
+    let then = rows(&s, "SELECT _id, (doc->'v')::int FROM as_of('h', $1) ORDER BY _id", json!([between])).await;
+    assert_eq!(then, json!([["a", 1], ["b", 1]]));
+    let now = rows(&s, "SELECT _id, (doc->'v')::int FROM h ORDER BY _id", json!([])).await;
+    assert_eq!(now, json!([["a", 2], ["b", 1], ["c", 2]]));
+    let filtered = rows(&s, "SELECT _id FROM as_of('h', $1) WHERE _id = 'a'", json!([between])).await;
+    assert_eq!(filtered, json!([["a"]]));
+    // time series points
+    let points: Vec<Value> =
+        (0..50).map(|i| json!({"entity": format!("s{}", i % 3), "ts": 1000 * i, "value": i})).collect();
+    let (st, r) = s.post("/v1/timeseries/cpu/points", json!({"points": points})).await;
+    assert!(st.is_success(), "{r}");
+    let (st, route) = s.get("/v1/timeseries/cpu/points?from=5000&to=40000").await;
+    assert_eq!(st, 200, "{route}");
+    let sql = rows(&s, "SELECT entity, ts, value FROM series('cpu', 5000, 40000)", json!([])).await;
+    let expected: Vec<Value> = route["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let ts = chrono_free_rfc3339(p["ts"].as_i64().unwrap());
+            json!([p["entity"], ts, p["value"].as_f64()])
+        })
+        .collect();
+    assert_eq!(sql, Value::Array(expected));
+    let agg = rows(&s, "SELECT entity, count(*), sum(value) FROM series('cpu') GROUP BY 1 ORDER BY 1", json!([])).await;
+    assert_eq!(agg, json!([["s0", 17, 408.0], ["s1", 17, 425.0], ["s2", 16, 392.0]]));
+    for (statement, status, code) in [
+        ("SELECT * FROM as_of('h')", 400, "invalid_sql"),
+        ("SELECT * FROM as_of('nope', 0)", 400, "invalid_sql"),
+        ("SELECT * FROM history('nope', 'a')", 404, "table_not_found"),
+        ("SELECT * FROM series('nope')", 404, "metric_not_found"),
+        ("SELECT * FROM neighbors('nope')", 400, "invalid_request"),
+    ] {
+        let r = s.send(Method::POST, "/v1/sql", Some(&json!({"sql": statement})), &[]).await;
+        assert!(r.is_problem(status, code), "{statement}: {} {}", r.status, r.body);
+    }
+}
+
+/// A time of ms since the epoch as the SQL answer writes a `timestamptz` (whole seconds here).
+fn chrono_free_rfc3339(ms: i64) -> String {
+    let secs = ms / 1000;
+    format!("1970-01-01T00:00:{secs:02}Z")
+}

@@ -58,8 +58,15 @@ fn the_documents_page_runs_as_written() {
 }
 
 #[test]
-fn the_changefeed_graph_search_timeseries_and_vectors_pages_run_as_written() {
-    for page in ["docs/changefeed.md", "docs/graph.md", "docs/search.md", "docs/timeseries.md", "docs/vectors.md"] {
+fn the_changefeed_graph_search_sql_timeseries_and_vectors_pages_run_as_written() {
+    for page in [
+        "docs/changefeed.md",
+        "docs/graph.md",
+        "docs/search.md",
+        "docs/sql.md",
+        "docs/timeseries.md",
+        "docs/vectors.md",
+    ] {
         assert!(run_page(page).curls >= 5, "{page}");
     }
 }

@@ -7,6 +7,7 @@ use super::pushdown::{self, Pushed};
 use super::scan::{ScanExec, ScanSpec};
 use super::shape::{ColumnKind, shape};
 use super::statement::{Statement, TableRef};
+use crate::catalog::TableDef;
 use crate::service::Db;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -39,9 +40,7 @@ impl SchemaProvider for DbSchema {
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
         let catalog = &self.db.core.catalog;
         let Some(def) = catalog.table(name).filter(|_| !catalog.is_dropping(name)) else { return Ok(None) };
-        let (kinds, schema) = shape(&def);
-        let table = TableRef::new(self.db.clone(), def.name.clone());
-        Ok(Some(Arc::new(DbTable { table, kinds, schema, statement: self.statement.clone() })))
+        Ok(Some(Arc::new(DbTable::new(self.db.clone(), &def, self.statement.clone(), None))))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -50,16 +49,22 @@ impl SchemaProvider for DbSchema {
     }
 }
 
-/// One table as a relation.
+/// One table as a relation (as it is, or as it was at a time).
 #[derive(Debug)]
-struct DbTable {
+pub(super) struct DbTable {
     table: TableRef,
     kinds: Vec<ColumnKind>,
     schema: SchemaRef,
     statement: Arc<Statement>,
+    as_of: Option<String>,
 }
 
 impl DbTable {
+    pub(super) fn new(db: Arc<Db>, def: &TableDef, statement: Arc<Statement>, as_of: Option<String>) -> DbTable {
+        let (kinds, schema) = shape(def);
+        DbTable { table: TableRef::new(db, def.name.clone()), kinds, schema, statement, as_of }
+    }
+
     fn kind_of(&self, name: &str) -> Option<&ColumnKind> {
         self.schema.index_of(name).ok().map(|i| &self.kinds[i])
     }
@@ -127,7 +132,7 @@ impl TableProvider for DbTable {
         let schema = Arc::new(self.schema.project(&indices)?);
         let kinds: Vec<ColumnKind> = indices.iter().map(|&i| self.kinds[i].clone()).collect();
         // the planner's choice, for EXPLAIN only: execution plans again on its own snapshot
-        let plan = match self.statement.explain {
+        let plan = match self.statement.explain && self.as_of.is_none() {
             true => {
                 let query = self.table.db.query.clone();
                 let summary = query
@@ -139,7 +144,7 @@ impl TableProvider for DbTable {
             false => None,
         };
         let limit = if self.statement.pushdown { limit } else { None };
-        let spec = ScanSpec { table: self.table.clone(), kinds, filter, limit, plan };
+        let spec = ScanSpec { table: self.table.clone(), kinds, filter, limit, plan, as_of: self.as_of.clone() };
         Ok(Arc::new(ScanExec::new(spec, schema, self.statement.clone())))
     }
 }

@@ -39,7 +39,7 @@ use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as AstStatement;
 use error::Phase;
-use functions::{Function, ModelFunction};
+use functions::{AsOf, Function, ModelFunction};
 use futures_util::StreamExt;
 use memory::{SharedMemory, StatementPool};
 use serde::Deserialize;
@@ -288,6 +288,7 @@ impl Run {
             let call = ModelFunction { function, db: self.db.clone(), statement: statement.clone() };
             ctx.register_udtf(function.name(), Arc::new(call));
         }
+        ctx.register_udtf("as_of", Arc::new(AsOf { db: self.db.clone(), statement: statement.clone() }));
         let schema = catalog::DbSchema { db: self.db.clone(), statement: statement.clone() };
         let database = MemoryCatalogProvider::new();
         database.register_schema("public", Arc::new(schema)).map_err(fail)?;

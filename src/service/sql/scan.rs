@@ -47,6 +47,8 @@ pub(super) struct ScanSpec {
     pub(super) limit: Option<usize>,
     /// the planner's choice (for EXPLAIN)
     pub(super) plan: Option<PlanSummary>,
+    /// the table as it was then (`as_of(table, time)`): the time as `POST …/query` takes it
+    pub(super) as_of: Option<String>,
 }
 
 /// The scan's plan node.
@@ -87,6 +89,9 @@ impl ScanExec {
 impl DisplayAs for ScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         write!(f, "MosaicScan: table={}", self.spec.table.name)?;
+        if let Some(at) = &self.spec.as_of {
+            write!(f, ", as_of={at}, strategy=as_of_scan")?;
+        }
         match &self.spec.filter {
             Some(filter) => write!(f, ", filter={filter}")?,
             None => write!(f, ", filter=none")?,
@@ -144,7 +149,12 @@ impl ExecutionPlan for ScanExec {
         let spec = self.spec.clone();
         let schema = self.schema.clone();
         let statement = self.statement.clone();
-        let req = QueryRequest { filter: spec.filter.clone(), fields: self.fields(), ..QueryRequest::default() };
+        let req = QueryRequest {
+            filter: spec.filter.clone(),
+            fields: self.fields(),
+            as_of: spec.as_of.clone(),
+            ..QueryRequest::default()
+        };
         builder.spawn(async move {
             let query = spec.table.db.query.clone();
             let mut stream =
