@@ -195,6 +195,14 @@ struct ServeArgs {
     /// the private key of --tls-cert, PEM (PKCS#8, PKCS#1 or SEC1); re-read when the file changes
     #[arg(long, env = "MOSAIC_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// also serve the PostgreSQL wire protocol on this address (psql, psycopg, JDBC, BI tools):
+    /// read-only SQL as `POST /v1/sql`; the password is an API key, and off loopback TLS
+    /// (--tls-cert) is required. Default: no such listener
+    #[arg(long, env = "MOSAIC_PG_ADDR")]
+    pg_addr: Option<SocketAddr>,
+    /// most PostgreSQL wire connections at once; more wait in the listen queue
+    #[arg(long, env = "MOSAIC_PG_MAX_CONNECTIONS", default_value_t = mosaicdb::api::pg::DEFAULT_PG_MAX_CONNECTIONS)]
+    pg_max_connections: usize,
     /// an import body must bring at least this many bytes in every --timeout-secs window
     #[arg(long, env = "MOSAIC_IMPORT_MIN_BYTES", default_value_t = mosaicdb::service::DEFAULT_MIN_IMPORT_BYTES)]
     import_min_bytes: usize,
@@ -368,6 +376,8 @@ impl ServeArgs {
                 (Some(cert), Some(key)) => Some(server::TlsFiles { cert: cert.clone(), key: key.clone() }),
                 _ => None,
             },
+            pg_addr: self.pg_addr,
+            pg_max_connections: self.pg_max_connections.max(1),
         })
     }
 }

@@ -49,8 +49,13 @@ pub struct ServerConfig {
     pub max_connections: Option<usize>,
     /// the header-read and keep-alive timeouts of connections
     pub timeouts: ConnTimeouts,
-    /// TLS on the listener (`--tls-cert`, `--tls-key`); `None`: plain TCP
+    /// TLS on the listener (`--tls-cert`, `--tls-key`); `None`: plain TCP. The PostgreSQL wire
+    /// listener offers the same certificate.
     pub tls: Option<TlsFiles>,
+    /// the PostgreSQL wire listener's address (`--pg-addr`); `None`: none
+    pub pg_addr: Option<SocketAddr>,
+    /// most connections of the PostgreSQL wire at once (`--pg-max-connections`)
+    pub pg_max_connections: usize,
 }
 
 impl ServerConfig {
@@ -75,6 +80,8 @@ impl ServerConfig {
             max_connections: None,
             timeouts: ConnTimeouts::default(),
             tls: None,
+            pg_addr: None,
+            pg_max_connections: api::pg::DEFAULT_PG_MAX_CONNECTIONS,
         }
     }
 }
@@ -103,6 +110,7 @@ pub enum ServerError {
 /// A running server (tests and benches start it in-process).
 pub struct Server {
     addr: SocketAddr,
+    pg_addr: Option<SocketAddr>,
     databases: std::sync::Arc<Databases>,
     stop: Option<oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<Result<(), ServerError>>,
@@ -119,6 +127,19 @@ impl Server {
             None => tokio::net::TcpListener::bind(config.addr).await?,
         };
         let addr = listener.local_addr()?;
+        let pg_tls = match config.pg_addr {
+            Some(_) => config.tls.as_ref().map(tls::pg_acceptor).transpose().map_err(ServerError::Tls)?,
+            None => None,
+        };
+        let pg = match config.pg_addr {
+            Some(pg_addr) => Some(
+                api::pg::PgListener::bind(pg_addr, &config.access, pg_tls.is_some())
+                    .await
+                    .map_err(ServerError::Unprotected)?,
+            ),
+            None => None,
+        };
+        let pg_addr = pg.as_ref().map(api::pg::PgListener::addr);
         if config.access.enabled() && tls.is_none() && !addr.ip().to_canonical().is_loopback() {
             tracing::warn!(
                 %addr,
@@ -156,24 +177,42 @@ impl Server {
         metrics.set_max(max_connections);
         // SQL statements run on a runtime of their own, made once
         let sql = std::sync::Arc::new(crate::service::sql::SqlEngine::new(config.limits.sql).map_err(ServerError::Io)?);
-        let app = api::app(databases.clone(), config.limits, &config.access, metrics.clone(), sql);
+        let admission = std::sync::Arc::new(api::admission::Admission::new(config.limits.heavy_reads));
+        let app =
+            api::app(databases.clone(), config.limits, &config.access, metrics.clone(), sql.clone(), admission.clone());
         tracing::info!("{}", config.access.describe());
+        let (pg_stop, pg_stopped) = tokio::sync::watch::channel(false);
+        let pg_task = pg.map(|pg| {
+            let shared =
+                api::pg::PgShared { databases: databases.clone(), sql, admission, access: config.access.clone() };
+            tokio::spawn(pg.serve(shared, pg_tls, config.pg_max_connections, pg_stopped))
+        });
         let handle = databases.clone();
         let accepting =
             Accepting { max_connections, timeouts: config.timeouts, grace: config.limits.timeout, tls, metrics };
         let done = tokio::spawn(async move {
             accept_until(listener, app, stopped, &databases, accepting).await;
+            // the wire's connections end (their statements stop) before the databases close
+            let _ = pg_stop.send(true);
+            if let Some(pg) = pg_task {
+                let _ = pg.await;
+            }
             // In-flight requests have finished: stop the periodic tasks (each at its next step)
             // and the background jobs, flush and fsync, database by database.
             databases.shutdown().await.map_err(ServerError::Close)?;
             Ok(())
         });
-        Ok(Server { addr, databases: handle, stop: Some(stop), done })
+        Ok(Server { addr, pg_addr, databases: handle, stop: Some(stop), done })
     }
 
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of the PostgreSQL wire listener, when there is one (`--pg-addr`).
+    pub fn pg_addr(&self) -> Option<SocketAddr> {
+        self.pg_addr
     }
 
     /// The default database.

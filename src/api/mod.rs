@@ -23,6 +23,7 @@ mod influx;
 mod influxql;
 mod metrics;
 mod origin;
+pub mod pg;
 mod prometheus;
 mod query;
 mod respond;
@@ -132,19 +133,19 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole application, ready to serve; `access` holds the API keys (none: no authentication);
 /// `connections`, the counts of the server's connections, which `GET /metrics` shows; `sql`, the
 /// engine of `POST /v1/sql`.
-pub fn app(
+pub(crate) fn app(
     databases: Arc<Databases>,
     limits: HttpLimits,
     access: &auth::Access,
     connections: Arc<ConnectionMetrics>,
     sql: Arc<crate::service::sql::SqlEngine>,
+    admission: Arc<admission::Admission>,
 ) -> Router {
     let import = crate::service::ImportLimits {
         max_line: limits.max_body_bytes,
         window: limits.timeout,
         min_bytes: limits.min_import_bytes,
     };
-    let admission = Arc::new(admission::Admission::new(limits.heavy_reads));
     let metrics = Arc::new(metrics::Metrics::new(databases.clone(), connections, admission.clone()));
     let record = metrics.layer();
     let max_streams = limits.max_streams.max(1);

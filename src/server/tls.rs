@@ -32,8 +32,19 @@ pub struct TlsFiles {
 /// How often at most the files are looked at.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// The acceptor of a listener serving `files`; fails when they cannot be used.
+/// The acceptor of the HTTP listener serving `files` (HTTP/2 and HTTP/1.1 by ALPN); fails when
+/// they cannot be used.
 pub(super) fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, String> {
+    acceptor_for(files, vec![b"h2".to_vec(), b"http/1.1".to_vec()])
+}
+
+/// The acceptor of the PostgreSQL wire listener serving `files`: ALPN `postgresql`, which
+/// libpq 17 and later offer (and require for a direct TLS connection).
+pub(super) fn pg_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, String> {
+    acceptor_for(files, vec![b"postgresql".to_vec()])
+}
+
+fn acceptor_for(files: &TlsFiles, alpn: Vec<Vec<u8>>) -> Result<TlsAcceptor, String> {
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let resolver = Reloading::load(files.clone(), provider.clone())?;
     let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
@@ -41,7 +52,7 @@ pub(super) fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, String> {
         .map_err(|e| format!("TLS: {e}"))?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 

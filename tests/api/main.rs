@@ -32,6 +32,7 @@ mod spec;
 mod sql;
 mod sql_functions;
 mod sql_postgres;
+mod sql_wire;
 mod stream;
 mod tables;
 mod tasks;

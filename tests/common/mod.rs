@@ -59,6 +59,10 @@ impl Running {
         self.server.as_ref().unwrap().addr()
     }
 
+    fn pg_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.as_ref().unwrap().pg_addr()
+    }
+
     /// Shuts the server down gracefully (see [`Server::shutdown`]); panics if that fails.
     async fn stop(mut self) {
         let (server, runtime) = (self.server.take().unwrap(), self.runtime.take().unwrap());
@@ -190,6 +194,11 @@ impl TestServer {
             anon.clone()
         };
         TestServer { server, client, anon, base, dir }
+    }
+
+    /// The address of the PostgreSQL wire listener (started with `config.pg_addr`).
+    pub fn pg_addr(&self) -> std::net::SocketAddr {
+        self.server.pg_addr().expect("the server was started without --pg-addr")
     }
 
     /// A server with the keys of [`KEYS`] (one per role); `client` and the typed helpers send the

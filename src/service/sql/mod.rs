@@ -25,9 +25,10 @@ mod shape;
 mod statement;
 
 pub use error::SqlError;
-pub use rows::Column;
+pub use rows::{Column, JsonRows, RowWriter, is_json, json_value};
 
 use crate::service::Db;
+use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::config::Dialect;
@@ -35,6 +36,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as AstStatement;
@@ -104,7 +106,8 @@ fn yes() -> bool {
 /// A piece of a statement's answer.
 #[derive(Debug)]
 pub enum Piece {
-    /// rows, each a JSON array followed by `\n`
+    /// rows as the statement's [`RowWriter`] wrote them (with [`JsonRows`]: each a JSON array
+    /// followed by `\n`)
     Rows(Vec<u8>),
     /// the end of the answer; `truncated`: rows past the cap were left out
     Done {
@@ -117,9 +120,37 @@ pub enum Piece {
 pub struct SqlAnswer {
     /// the columns of every row
     pub columns: Vec<Column>,
+    /// the same columns as Arrow fields (their types exactly, a JSON column marked as such)
+    pub fields: Vec<FieldRef>,
     /// the rows, then [`Piece::Done`]; an error instead if the statement fails on the way (the
     /// channel ending without `Done` means the statement was stopped)
     pub pieces: mpsc::Receiver<Result<Piece, SqlError>>,
+}
+
+/// One statement to run, as any front end hands it over.
+pub struct Query {
+    /// the statement's text
+    pub sql: String,
+    /// the values of `$1`, `$2` …
+    pub params: Vec<ScalarValue>,
+    /// conditions, projections and limits go to the tables' scans (false: DataFusion does it all)
+    pub pushdown: bool,
+    /// the rows past which the answer ends with `truncated` (`None`: every row)
+    pub max_rows: Option<usize>,
+    /// how rows are written into the pieces of the answer
+    pub writer: Arc<dyn RowWriter>,
+    /// held while the statement runs and dropped when it ends, however it ends (a front end's
+    /// admission place, given back even when nobody reads the rest of the answer)
+    pub hold: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+/// What a statement takes and gives, found without running it.
+#[derive(Debug)]
+pub struct Described {
+    /// the type of each parameter `$1`, `$2` … as the planner inferred it (`None`: it could not)
+    pub params: Vec<Option<DataType>>,
+    /// the columns of its rows
+    pub fields: Vec<FieldRef>,
 }
 
 /// Runs SQL statements over the databases, on a runtime of its own.
@@ -159,8 +190,9 @@ impl SqlEngine {
         Ok(SqlEngine { runtime: Some(runtime), limits, shared })
     }
 
-    /// Runs `req` over `db` (named `name`): its columns once it planned, then its rows, at most
-    /// `max_rows` of them (`None`: all). An error before the first row comes back here.
+    /// Runs `req` over `db` (named `name`): its columns once it planned, then its rows as JSON
+    /// arrays, at most `max_rows` of them (`None`: all). An error before the first row comes
+    /// back here.
     pub async fn run(
         &self,
         db: Arc<Db>,
@@ -168,33 +200,85 @@ impl SqlEngine {
         req: SqlRequest,
         max_rows: Option<usize>,
     ) -> Result<SqlAnswer, SqlError> {
-        if req.sql.len() > MAX_SQL_BYTES {
-            return Err(SqlError::Invalid(format!("a statement is at most {MAX_SQL_BYTES} bytes")));
-        }
         if req.params.len() > MAX_PARAMS {
             return Err(SqlError::Invalid(format!("a statement takes at most {MAX_PARAMS} parameters")));
         }
-        let Some(runtime) = &self.runtime else { return Err(SqlError::Failed("the SQL engine is stopped".into())) };
+        let params = req.params.iter().map(param).collect();
+        let query =
+            Query { sql: req.sql, params, pushdown: req.pushdown, max_rows, writer: Arc::new(JsonRows), hold: None };
+        self.run_query(db, name, query).await
+    }
+
+    /// Runs `query` over `db` (named `name`): its columns once it planned, then its rows as its
+    /// writer writes them. An error before the first row comes back here.
+    pub async fn run_query(&self, db: Arc<Db>, name: &str, query: Query) -> Result<SqlAnswer, SqlError> {
+        let (run, runtime) = self.prepare(db, name, query)?;
         let (first_tx, first_rx) = oneshot::channel();
         let (tx, rx) = mpsc::channel(2);
-        let run = Run {
-            db,
-            catalog: name.to_owned(),
-            req,
-            max_rows,
-            limits: self.limits,
-            pool: Arc::new(StatementPool::new(self.shared.clone(), self.limits.statement_memory)),
-        };
         runtime.spawn(run.drive(first_tx, tx));
         // Planning is synchronous inside DataFusion, so the statement's own timeout cannot
         // interrupt it: the answer is given here at the deadline all the same, and the
         // statement ends at its next await (`drive` sees its receiver gone).
         match tokio::time::timeout(self.limits.timeout, first_rx).await {
-            Ok(Ok(Ok(columns))) => Ok(SqlAnswer { columns, pieces: rx }),
+            Ok(Ok(Ok(fields))) => {
+                let columns = fields.iter().map(|f| rows::column(f)).collect();
+                Ok(SqlAnswer { columns, fields, pieces: rx })
+            }
             Ok(Ok(Err(e))) => Err(e),
             Ok(Err(_)) => Err(SqlError::Failed("the statement was stopped".into())),
             Err(_) => Err(SqlError::Timeout(self.limits.timeout.as_secs())),
         }
+    }
+
+    /// The parameters `sql` takes and the columns it gives, planned over `db` (named `name`)
+    /// but not run: table functions are not called (a statement whose shape depends on a
+    /// parameter, `as_of($1, …)`, cannot be described).
+    pub async fn describe(&self, db: Arc<Db>, name: &str, sql: &str) -> Result<Described, SqlError> {
+        let query = Query {
+            sql: sql.to_owned(),
+            params: Vec::new(),
+            pushdown: true,
+            max_rows: None,
+            writer: Arc::new(JsonRows),
+            hold: None,
+        };
+        let (run, runtime) = self.prepare(db, name, query)?;
+        let task = runtime.spawn(async move { run.logical(true).await.map(|(_, plan, _)| plan) });
+        let plan = match tokio::time::timeout(self.limits.timeout, task).await {
+            Ok(Ok(planned)) => planned?,
+            Ok(Err(_)) => return Err(SqlError::Failed("the statement was stopped".into())),
+            Err(_) => return Err(SqlError::Timeout(self.limits.timeout.as_secs())),
+        };
+        let types = plan.get_parameter_types().map_err(|e| error::classify(e, Phase::Plan, None, None))?;
+        let mut params = Vec::new();
+        for (id, ty) in types {
+            let n = id.trim_start_matches('$').parse::<usize>().ok().filter(|n| (1..=MAX_PARAMS).contains(n));
+            let Some(n) = n else {
+                return Err(SqlError::Invalid(format!("{id} is not a parameter ($1 … ${MAX_PARAMS})")));
+            };
+            if params.len() < n {
+                params.resize(n, None);
+            }
+            params[n - 1] = ty;
+        }
+        let fields = plan.schema().fields().iter().cloned().collect();
+        Ok(Described { params, fields })
+    }
+}
+
+impl SqlEngine {
+    /// A statement ready to go on the engine's runtime: refused when its text is too long or
+    /// it has too many parameters.
+    fn prepare(&self, db: Arc<Db>, name: &str, query: Query) -> Result<(Run, &tokio::runtime::Runtime), SqlError> {
+        if query.sql.len() > MAX_SQL_BYTES {
+            return Err(SqlError::Invalid(format!("a statement is at most {MAX_SQL_BYTES} bytes")));
+        }
+        if query.params.len() > MAX_PARAMS {
+            return Err(SqlError::Invalid(format!("a statement takes at most {MAX_PARAMS} parameters")));
+        }
+        let Some(runtime) = &self.runtime else { return Err(SqlError::Failed("the SQL engine is stopped".into())) };
+        let pool = Arc::new(StatementPool::new(self.shared.clone(), self.limits.statement_memory));
+        Ok((Run { db, catalog: name.to_owned(), query, limits: self.limits, pool }, runtime))
     }
 }
 
@@ -202,13 +286,12 @@ impl SqlEngine {
 struct Run {
     db: Arc<Db>,
     catalog: String,
-    req: SqlRequest,
-    max_rows: Option<usize>,
+    query: Query,
     limits: SqlLimits,
     pool: Arc<StatementPool>,
 }
 
-type First = oneshot::Sender<Result<Vec<Column>, SqlError>>;
+type First = oneshot::Sender<Result<Vec<FieldRef>, SqlError>>;
 type Pieces = mpsc::Sender<Result<Piece, SqlError>>;
 
 impl Run {
@@ -224,8 +307,8 @@ impl Run {
             Ok(Err(e)) => return drop(first.send(Err(e))),
             Err(_) => return drop(first.send(Err(timeout))),
         };
-        let columns = stream.schema().fields().iter().map(|f| rows::column(f)).collect();
-        if first.send(Ok(columns)).is_err() {
+        let fields = stream.schema().fields().iter().cloned().collect();
+        if first.send(Ok(fields)).is_err() {
             return;
         }
         let mut sent = 0usize;
@@ -246,14 +329,14 @@ impl Run {
             if batch.num_rows() == 0 {
                 continue;
             }
-            if self.max_rows.is_some_and(|max| sent >= max) {
+            if self.query.max_rows.is_some_and(|max| sent >= max) {
                 return last(&tx, Ok(Piece::Done { truncated: true }), deadline).await;
             }
-            let end = self.max_rows.map_or(batch.num_rows(), |max| batch.num_rows().min(max - sent));
+            let end = self.query.max_rows.map_or(batch.num_rows(), |max| batch.num_rows().min(max - sent));
             let mut row = 0;
             while row < end {
                 let mut text = Vec::with_capacity(PIECE_BYTES.min(1 << 16));
-                let next = match rows::write_rows(&batch, row, end, &mut text, PIECE_BYTES) {
+                let next = match self.query.writer.write(&batch, row, end, &mut text, PIECE_BYTES) {
                     Ok(next) => next,
                     Err(e) => return last(&tx, Err(error::classify(e, Phase::Run, None, None)), deadline).await,
                 };
@@ -272,16 +355,30 @@ impl Run {
 
     /// Parses, checks and plans the statement, and starts it.
     async fn plan(&self) -> Result<(SendableRecordBatchStream, Arc<Statement>), SqlError> {
+        let (ctx, plan, statement) = self.logical(false).await?;
+        let failed = |e| error::classify(e, Phase::Plan, statement.take_service(), self.pool.refusal());
+        let frame = ctx.execute_logical_plan(plan).await.map_err(failed)?;
+        let frame = frame.with_param_values(ParamValues::from(self.query.params.clone())).map_err(failed)?;
+        let stream = frame
+            .execute_stream()
+            .await
+            .map_err(|e| error::classify(e, Phase::Run, statement.take_service(), self.pool.refusal()))?;
+        Ok((stream, statement))
+    }
+
+    /// Parses and checks the statement, and makes its logical plan (`describe`: for its shape
+    /// only, the table functions not called).
+    async fn logical(&self, describe: bool) -> Result<(SessionContext, LogicalPlan, Arc<Statement>), SqlError> {
         let fail = |e| error::classify(e, Phase::Plan, None, self.pool.refusal());
         let ctx = self.context().map_err(fail)?;
         let state = ctx.state();
-        let parsed = state.sql_to_statement(&self.req.sql, &Dialect::PostgreSQL).map_err(fail)?;
+        let parsed = state.sql_to_statement(&self.query.sql, &Dialect::PostgreSQL).map_err(fail)?;
         read_only(&parsed)?;
-        let params: Vec<ScalarValue> = self.req.params.iter().map(param).collect();
         let statement = Arc::new(Statement {
-            pushdown: self.req.pushdown,
+            pushdown: self.query.pushdown,
             explain: is_explain(&parsed),
-            params: params.clone(),
+            describe,
+            params: self.query.params.clone(),
             service: Mutex::new(None),
         });
         for function in Function::ALL {
@@ -301,13 +398,7 @@ impl Run {
             .with_allow_statements(false)
             .verify_plan(&plan)
             .map_err(|e| SqlError::ReadOnly(format!("SQL here only reads: {}", e.strip_backtrace())))?;
-        let frame = ctx.execute_logical_plan(plan).await.map_err(failed)?;
-        let frame = frame.with_param_values(ParamValues::from(params)).map_err(failed)?;
-        let stream = frame
-            .execute_stream()
-            .await
-            .map_err(|e| error::classify(e, Phase::Run, statement.take_service(), self.pool.refusal()))?;
-        Ok((stream, statement))
+        Ok((ctx, plan, statement))
     }
 
     /// A session of its own for the statement: the PostgreSQL dialect, the JSON functions, the
@@ -375,8 +466,8 @@ fn is_explain(statement: &DfStatement) -> bool {
     }
 }
 
-/// A parameter as a SQL value.
-fn param(v: &Value) -> ScalarValue {
+/// A JSON parameter as a SQL value.
+pub fn param(v: &Value) -> ScalarValue {
     match v {
         Value::Null => ScalarValue::Null,
         Value::Bool(b) => ScalarValue::Boolean(Some(*b)),

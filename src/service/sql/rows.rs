@@ -28,8 +28,26 @@ pub struct Column {
     pub ty: String,
 }
 
+/// Writes a statement's rows into the pieces of its answer (JSON for HTTP, the PostgreSQL
+/// wire's rows for its listener). It runs on the engine's runtime, beside the statement.
+pub trait RowWriter: Send + Sync + 'static {
+    /// Appends rows `from..to` of `batch` to `out`, stopping after the row that takes `out`
+    /// past `max_bytes`; answers the row it stopped before.
+    fn write(&self, batch: &RecordBatch, from: usize, to: usize, out: &mut Vec<u8>, max_bytes: usize) -> Result<usize>;
+}
+
+/// Rows as JSON arrays, one per line ([`write_rows`]).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonRows;
+
+impl RowWriter for JsonRows {
+    fn write(&self, batch: &RecordBatch, from: usize, to: usize, out: &mut Vec<u8>, max_bytes: usize) -> Result<usize> {
+        write_rows(batch, from, to, out, max_bytes)
+    }
+}
+
 /// True when a field holds JSON text (Arrow's `arrow.json` extension type).
-fn is_json(field: &Field) -> bool {
+pub fn is_json(field: &Field) -> bool {
     field.metadata().get("ARROW:extension:name").is_some_and(|n| n == "arrow.json")
 }
 
@@ -101,6 +119,13 @@ fn embed(text: &str, out: &mut Vec<u8>) {
         Ok(_) => out.extend_from_slice(text.as_bytes()),
         Err(_) => string(text, out),
     }
+}
+
+/// One value of `array` as JSON (a JSON column embedded).
+pub fn json_value(array: &dyn Array, json: bool, row: usize, out: &mut Vec<u8>) -> Result<()> {
+    let formatter = ArrayFormatter::try_new(array, &FormatOptions::default().with_null("null"))?;
+    value(array, json, &formatter, row, out);
+    Ok(())
 }
 
 fn value(array: &dyn Array, json: bool, formatter: &ArrayFormatter<'_>, row: usize, out: &mut Vec<u8>) {

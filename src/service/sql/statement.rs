@@ -31,6 +31,9 @@ pub(crate) struct Statement {
     pub(crate) pushdown: bool,
     /// the statement is an EXPLAIN: scans show the planner's choice
     pub(crate) explain: bool,
+    /// the statement is only described (its parameters and columns), never run: table
+    /// functions answer their columns without calling their routes
+    pub(crate) describe: bool,
     /// the values of `$1`, `$2` … (table functions read them while the plan is built)
     pub(crate) params: Vec<datafusion::common::ScalarValue>,
     /// the first store error a scan met

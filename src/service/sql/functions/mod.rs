@@ -38,6 +38,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaR
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::datasource::empty::EmptyTable;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Expr, TableType};
@@ -62,6 +63,9 @@ impl std::fmt::Debug for ModelFunction {
 impl TableFunctionImpl for ModelFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let name = self.function.name();
+        if self.statement.describe {
+            return Ok(Arc::new(EmptyTable::new(schema(self.function))));
+        }
         let values = args
             .exprs()
             .iter()
