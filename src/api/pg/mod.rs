@@ -20,85 +20,23 @@ mod encode;
 mod params;
 mod query;
 mod startup;
+mod state;
 
-use super::admission::Admission;
+pub use state::PgShared;
+
 use super::auth::Access;
-use crate::service::databases::Databases;
-use crate::service::sql::SqlEngine;
-use bytes::Bytes;
 use pgwire::api::PgWireServerHandlers;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::messages::cancel::CancelRequest;
-use std::collections::HashMap;
+use state::{Cancels, PgState};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::watch;
 
 /// Default of `--pg-max-connections`, PostgreSQL's own default.
 pub const DEFAULT_PG_MAX_CONNECTIONS: usize = 100;
-
-/// What the wire listener shares with the HTTP API.
-pub struct PgShared {
-    /// every database of the server
-    pub databases: Arc<Databases>,
-    /// the SQL engine `POST /v1/sql` runs on
-    pub sql: Arc<SqlEngine>,
-    /// the places of heavy reads (SQL statements take the `sql` class's)
-    pub(crate) admission: Arc<Admission>,
-    /// the keys and the rules around them
-    pub access: Access,
-}
-
-/// The listener's own state, shared by its connections.
-struct PgState {
-    shared: PgShared,
-    /// the connections' cancel signals, by the (process id, secret key) each was given
-    cancels: Arc<Cancels>,
-}
-
-/// Cancel signals: each connection's statement watches its own; a CancelRequest bumps it.
-#[derive(Default)]
-struct Cancels {
-    map: Mutex<HashMap<(i32, Bytes), Arc<watch::Sender<u64>>>>,
-}
-
-impl Cancels {
-    fn register(self: &Arc<Self>, key: (i32, Bytes)) -> (Arc<watch::Sender<u64>>, Registered) {
-        let signal = Arc::new(watch::Sender::new(0));
-        self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key.clone(), signal.clone());
-        (signal, Registered { cancels: self.clone(), key })
-    }
-
-    fn cancel(&self, key: &(i32, Bytes)) {
-        let map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(signal) = map.get(key) {
-            signal.send_modify(|n| *n += 1);
-        }
-    }
-}
-
-/// A connection's place among the cancel signals, given up when the connection ends.
-struct Registered {
-    cancels: Arc<Cancels>,
-    key: (i32, Bytes),
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        self.cancels.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.key);
-    }
-}
-
-/// What a connection knows once it is in: its database and its cancel signal.
-struct Session {
-    /// the database the startup named
-    db: String,
-    /// bumped by a CancelRequest for this connection
-    cancel: Arc<watch::Sender<u64>>,
-    _registered: Registered,
-}
 
 /// The handlers of every connection.
 struct Handlers {

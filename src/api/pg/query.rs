@@ -6,7 +6,8 @@
 
 use super::commands::{self, Command};
 use super::encode::{PgRows, pg_type};
-use super::{PgState, Session, params};
+use super::params;
+use super::state::{PgState, Session};
 use crate::api::admission::HeavyClass;
 use crate::service::sql::{Piece, Query, SqlAnswer, SqlError};
 use async_trait::async_trait;

@@ -3,7 +3,7 @@
 //! and its cancel key.
 
 use super::commands::SERVER_VERSION;
-use super::{PgState, Session};
+use super::state::{PgState, Session};
 use crate::api::auth::Caller;
 use crate::service::databases::DEFAULT_DATABASE;
 use async_trait::async_trait;
