@@ -30,20 +30,25 @@ pub(super) struct PgState {
     pub(super) cancels: Arc<Cancels>,
 }
 
+/// What names a connection to a CancelRequest: its process id and secret key.
+type CancelKey = (i32, Bytes);
+/// A connection's cancel signal: a count a CancelRequest bumps.
+type Signal = Arc<watch::Sender<u64>>;
+
 /// Cancel signals: each connection's statement watches its own; a CancelRequest bumps it.
 #[derive(Default)]
 pub(super) struct Cancels {
-    map: Mutex<HashMap<(i32, Bytes), Arc<watch::Sender<u64>>>>,
+    map: Mutex<HashMap<CancelKey, Signal>>,
 }
 
 impl Cancels {
-    pub(super) fn register(self: &Arc<Self>, key: (i32, Bytes)) -> (Arc<watch::Sender<u64>>, Registered) {
+    pub(super) fn register(self: &Arc<Self>, key: CancelKey) -> (Signal, Registered) {
         let signal = Arc::new(watch::Sender::new(0));
         self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key.clone(), signal.clone());
         (signal, Registered { cancels: self.clone(), key })
     }
 
-    pub(super) fn cancel(&self, key: &(i32, Bytes)) {
+    pub(super) fn cancel(&self, key: &CancelKey) {
         let map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(signal) = map.get(key) {
             signal.send_modify(|n| *n += 1);
@@ -54,7 +59,7 @@ impl Cancels {
 /// A connection's place among the cancel signals, given up when the connection ends.
 pub(super) struct Registered {
     cancels: Arc<Cancels>,
-    key: (i32, Bytes),
+    key: CancelKey,
 }
 
 impl Drop for Registered {
@@ -68,6 +73,6 @@ pub(super) struct Session {
     /// the database the startup named
     pub(super) db: String,
     /// bumped by a CancelRequest for this connection
-    pub(super) cancel: Arc<watch::Sender<u64>>,
+    pub(super) cancel: Signal,
     pub(super) _registered: Registered,
 }
